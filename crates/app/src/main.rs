@@ -1,0 +1,2 @@
+//! The berth binary.
+fn main() {}

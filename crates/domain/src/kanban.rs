@@ -1,0 +1,146 @@
+//! The board's value types: statuses, the task snapshot a dispatch tick plans over, and the failure breaker.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::time::Timestamp;
+
+/// A task's status on the board.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Triage,
+    Todo,
+    Ready,
+    Running,
+    Blocked,
+    Done,
+    Archived,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 7] =
+        [Self::Triage, Self::Todo, Self::Ready, Self::Running, Self::Blocked, Self::Done, Self::Archived];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Triage => "triage",
+            Self::Todo => "todo",
+            Self::Ready => "ready",
+            Self::Running => "running",
+            Self::Blocked => "blocked",
+            Self::Done => "done",
+            Self::Archived => "archived",
+        }
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for TaskStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s.trim().to_ascii_lowercase()).ok_or_else(|| {
+            format!("unknown status {s:?}; expected one of triage, todo, ready, running, blocked, done, archived")
+        })
+    }
+}
+
+/// One task as a dispatch tick sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskRow {
+    pub id: String,
+    pub assignee: Option<String>,
+    pub status: TaskStatus,
+    pub priority: i64,
+    pub created_at: Timestamp,
+    /// Whether some dispatcher holds the claim (running tasks).
+    pub claimed: bool,
+    pub claim_expires: Option<Timestamp>,
+    pub worker_pid: Option<u32>,
+    /// Observed at the edge: is the worker process alive (with the start-time check)? `None` when no pid.
+    pub worker_alive: Option<bool>,
+    pub last_heartbeat: Option<Timestamp>,
+    pub started_at: Option<Timestamp>,
+    pub max_runtime_secs: Option<i64>,
+    pub consecutive_failures: u32,
+    pub max_retries: Option<u32>,
+    /// For `todo` tasks: whether every parent is done or archived.
+    pub parents_done: bool,
+}
+
+/// Everything one tick plans over: this board's open tasks and what runs on the other boards of this host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BoardSnapshot {
+    pub tasks: Vec<TaskRow>,
+    /// Running tasks per assignee on the other boards of this host.
+    pub running_elsewhere: BTreeMap<String, u32>,
+    /// All running tasks on the other boards of this host (assigned or not).
+    pub total_running_elsewhere: u32,
+}
+
+/// The caps, already validated (invalid values arrive here as `None`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DispatchCaps {
+    /// All running workers on this host.
+    pub max_in_progress: Option<u32>,
+    /// Spawns in this tick.
+    pub max_spawn: Option<u32>,
+    /// Running workers per assignee, across all boards of this host.
+    pub per_profile: Option<u32>,
+    /// Per-assignee overrides of `per_profile`.
+    pub per_profile_overrides: BTreeMap<String, u32>,
+}
+
+impl DispatchCaps {
+    /// The cap that applies to `assignee`, if any.
+    pub fn cap_for(&self, assignee: &str) -> Option<u32> {
+        self.per_profile_overrides.get(assignee).copied().or(self.per_profile)
+    }
+}
+
+/// The knobs of one tick besides the caps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TickConfig {
+    pub caps: DispatchCaps,
+    /// `kanban.default_assignee`, trimmed; `None` when unset or whitespace.
+    pub default_assignee: Option<String>,
+    /// The profiles that exist (spawnable assignees).
+    pub profiles: BTreeSet<String>,
+    pub failure_limit: u32,
+    /// `kanban.dispatch_stale_timeout_seconds`; 0 disables stale detection.
+    pub stale_timeout_secs: i64,
+    /// Dispatch only this task (`--task ID`).
+    pub only_task: Option<String>,
+}
+
+/// A heartbeat older than this no longer proves a worker is making progress.
+pub const HEARTBEAT_STALE_SECS: i64 = 3600;
+
+/// What happens to a task after a failure (crash, timeout, spawn failure).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum FailureOutcome {
+    /// Below the limit: back to `ready` with the claim cleared.
+    Requeue { failures: u32, limit: u32 },
+    /// At the limit: `blocked`, with a `gave_up` event.
+    GiveUp { failures: u32, limit: u32 },
+}
+
+/// The failure breaker: the per-task `max_retries` wins over the configured `failure_limit`.
+pub fn record_failure(consecutive_failures: u32, max_retries: Option<u32>, failure_limit: u32) -> FailureOutcome {
+    let failures = consecutive_failures.saturating_add(1);
+    let limit = max_retries.filter(|n| *n > 0).unwrap_or(failure_limit.max(1));
+    if failures >= limit {
+        FailureOutcome::GiveUp { failures, limit }
+    } else {
+        FailureOutcome::Requeue { failures, limit }
+    }
+}

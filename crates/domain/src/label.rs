@@ -1,0 +1,89 @@
+//! The upstream label sanitizer and the label keys berth and hermes-agent share.
+
+use std::fmt;
+
+/// Label marking every container berth (or hermes-agent) manages.
+pub const LABEL_AGENT: &str = "hermes-agent";
+/// Label carrying the sanitized task id.
+pub const LABEL_TASK: &str = "hermes-task-id";
+/// Label carrying the sanitized profile name.
+pub const LABEL_PROFILE: &str = "hermes-profile";
+/// Berth's own label: a digest of the raw (profile, task) pair, which disambiguates sanitizer collisions.
+pub const LABEL_IDENTITY: &str = "berth.identity";
+/// Berth's own label: a digest of the effective create spec, used to detect config drift.
+pub const LABEL_FINGERPRINT: &str = "berth.fingerprint";
+/// Berth's own label: the lifecycle mode the container was made for (`persist` or `ephemeral`).
+pub const LABEL_MODE: &str = "berth.mode";
+
+/// Maximum length of a sanitized label value, as upstream.
+pub const LABEL_MAX_LEN: usize = 63;
+
+/// A label value that went through the upstream sanitizer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LabelValue(String);
+
+impl LabelValue {
+    /// Sanitizes `raw` exactly as hermes-agent's `_sanitize_label_value` does.
+    ///
+    /// Every Unicode scalar outside ASCII `[A-Za-z0-9_.-]` becomes one `_`, the result is cut to 63 characters,
+    /// and an empty input becomes `unknown`. All-invalid input is kept as underscores (`///` → `___`), as upstream.
+    pub fn sanitize(raw: &str) -> Self {
+        let mut out: String = raw
+            .chars()
+            .take(LABEL_MAX_LEN)
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' })
+            .collect();
+        if out.is_empty() {
+            out.push_str("unknown");
+        }
+        Self(out)
+    }
+
+    /// Returns the sanitized value.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LabelValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LabelValue;
+
+    fn check(input: &str, expect: &str) {
+        assert_eq!(LabelValue::sanitize(input).as_str(), expect, "input {input:?}");
+    }
+
+    #[test]
+    fn upstream_examples() {
+        check("plain-name_1.0", "plain-name_1.0");
+        check("with/slash", "with_slash");
+        check("with:colon", "with_colon");
+        check("emoji-😀-here", "emoji-_-here");
+        check("", "unknown");
+        check(&"x".repeat(100), &"x".repeat(63));
+        check("task/with:weird*chars", "task_with_weird_chars");
+        check("///", "___");
+        check("a=b,c\nd", "a_b_c_d");
+        check("é", "_");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sanitized_values_are_docker_and_k8s_safe(raw in ".*") {
+            let v = LabelValue::sanitize(&raw);
+            let s = v.as_str();
+            proptest::prop_assert!(!s.is_empty());
+            proptest::prop_assert!(s.chars().count() <= 63);
+            proptest::prop_assert!(s.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)));
+            // Idempotent: a sanitized value sanitizes to itself.
+            let again = LabelValue::sanitize(s);
+            proptest::prop_assert_eq!(again.as_str(), s);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! Berth's pure core: value types, the ports, the reuse/cleanup/reaper/dispatch policies and the sandbox service.
+//!
+//! This crate does no IO, never reads the clock and knows nothing of Docker, SQLite or an async runtime.
+
+pub mod container;
+pub mod ids;
+pub mod kanban;
+pub mod label;
+pub mod policy;
+pub mod ports;
+pub mod sandbox;
+pub mod service;
+pub mod sha256;
+pub mod time;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;

@@ -1,0 +1,418 @@
+//! Table tests of dispatch planning (upstream scenarios 66-86 at the policy level) and its properties.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::kanban::{BoardSnapshot, DispatchCaps, TaskRow, TaskStatus, TickConfig};
+
+const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+fn task(id: &str, assignee: Option<&str>, status: TaskStatus) -> TaskRow {
+    TaskRow {
+        id: id.into(),
+        assignee: assignee.map(Into::into),
+        status,
+        priority: 0,
+        created_at: Timestamp::from_secs(1_700_000_000 + id.len() as i64),
+        claimed: status == TaskStatus::Running,
+        claim_expires: (status == TaskStatus::Running).then_some(NOW.plus(std::time::Duration::from_secs(900))),
+        worker_pid: None,
+        worker_alive: None,
+        last_heartbeat: None,
+        started_at: (status == TaskStatus::Running).then_some(NOW),
+        max_runtime_secs: None,
+        consecutive_failures: 0,
+        max_retries: None,
+        parents_done: false,
+    }
+}
+
+fn cfg(cap: Option<u32>) -> TickConfig {
+    TickConfig {
+        caps: DispatchCaps { per_profile: cap, ..DispatchCaps::default() },
+        profiles: ["alpha", "beta", "default"].map(String::from).into_iter().collect(),
+        failure_limit: 2,
+        ..TickConfig::default()
+    }
+}
+
+fn snapshot(tasks: Vec<TaskRow>) -> BoardSnapshot {
+    BoardSnapshot { tasks, ..BoardSnapshot::default() }
+}
+
+fn ready(n: usize, who: &str) -> Vec<TaskRow> {
+    (0..n).map(|i| task(&format!("{who}{i}"), Some(who), TaskStatus::Ready)).collect()
+}
+
+/// Counts spawns and per-profile-capped skips by assignee: `(spawned, capped)`.
+fn tally(plan: &TickPlan) -> (BTreeMap<String, usize>, BTreeMap<String, usize>) {
+    let (mut s, mut c) = (BTreeMap::new(), BTreeMap::new());
+    for d in &plan.decisions {
+        let who = d.assignee.clone().unwrap_or_default();
+        match d.decision {
+            Decision::Spawn => *s.entry(who).or_default() += 1,
+            Decision::SkippedPerProfileCapped { .. } => *c.entry(who).or_default() += 1,
+            _ => {}
+        }
+    }
+    (s, c)
+}
+
+fn codes(plan: &TickPlan) -> Vec<(String, &'static str)> {
+    plan.decisions.iter().map(|d| (d.task_id.clone(), d.decision.code())).collect()
+}
+
+#[test]
+fn unassigned_without_default_is_skipped() {
+    let plan = plan_tick(NOW, &snapshot(vec![task("t1", None, TaskStatus::Ready)]), &cfg(None));
+    assert_eq!(codes(&plan), [("t1".into(), "skipped_unassigned")]);
+    assert!(!plan.decisions[0].auto_assigned);
+}
+
+#[test]
+fn default_assignee_is_applied_when_it_is_a_profile() {
+    let mut c = cfg(None);
+    c.default_assignee = Some("default".into());
+    let plan = plan_tick(NOW, &snapshot(vec![task("t1", None, TaskStatus::Ready)]), &c);
+    assert_eq!(codes(&plan), [("t1".into(), "spawn")]);
+    assert!(plan.decisions[0].auto_assigned);
+    assert_eq!(plan.decisions[0].assignee.as_deref(), Some("default"));
+    // A default that is not a profile is not applied.
+    c.default_assignee = Some("ghost".into());
+    let plan = plan_tick(NOW, &snapshot(vec![task("t1", None, TaskStatus::Ready)]), &c);
+    assert_eq!(codes(&plan), [("t1".into(), "skipped_unassigned")]);
+}
+
+#[test]
+fn default_assignee_never_overrides_an_assignee() {
+    let mut c = cfg(None);
+    c.default_assignee = Some("beta".into());
+    let plan = plan_tick(NOW, &snapshot(vec![task("t1", Some("default"), TaskStatus::Ready)]), &c);
+    assert!(!plan.decisions[0].auto_assigned);
+    assert_eq!(plan.decisions[0].assignee.as_deref(), Some("default"));
+}
+
+#[test]
+fn whitespace_assignee_counts_as_unassigned() {
+    let plan = plan_tick(NOW, &snapshot(vec![task("t1", Some("  "), TaskStatus::Ready)]), &cfg(None));
+    assert_eq!(codes(&plan), [("t1".into(), "skipped_unassigned")]);
+}
+
+#[test]
+fn non_profiles_are_nonspawnable() {
+    let plan = plan_tick(NOW, &snapshot(vec![task("t1", Some("orion-cc"), TaskStatus::Ready)]), &cfg(None));
+    assert_eq!(codes(&plan), [("t1".into(), "skipped_nonspawnable")]);
+}
+
+#[test]
+fn seed_example_five_alpha_three_beta() {
+    let mut tasks = ready(5, "alpha");
+    tasks.extend(ready(3, "beta"));
+    let (s, c) = tally(&plan_tick(NOW, &snapshot(tasks.clone()), &cfg(None)));
+    assert_eq!((s["alpha"], s["beta"], c.len()), (5, 3, 0));
+    let (s, c) = tally(&plan_tick(NOW, &snapshot(tasks), &cfg(Some(2))));
+    assert_eq!((s["alpha"], s["beta"], c["alpha"], c["beta"]), (2, 2, 3, 1));
+}
+
+#[test]
+fn pre_existing_running_counts() {
+    let mut tasks = vec![task("r", Some("alpha"), TaskStatus::Running)];
+    tasks.extend(ready(2, "alpha"));
+    tasks.extend(ready(2, "beta"));
+    let plan = plan_tick(NOW, &snapshot(tasks), &cfg(Some(1)));
+    let (s, c) = tally(&plan);
+    assert_eq!((s.get("alpha"), s["beta"], c["alpha"], c["beta"]), (None, 1, 2, 1));
+    let capped = plan.decisions.iter().find(|d| d.assignee.as_deref() == Some("alpha")).unwrap();
+    assert_eq!(capped.decision, Decision::SkippedPerProfileCapped { current: 1, cap: 1 });
+}
+
+#[test]
+fn running_on_other_boards_counts_toward_the_per_profile_cap() {
+    let mut snap = snapshot(ready(2, "alpha"));
+    snap.running_elsewhere.insert("alpha".into(), 1);
+    snap.total_running_elsewhere = 1;
+    let (s, c) = tally(&plan_tick(NOW, &snap, &cfg(Some(2))));
+    assert_eq!((s["alpha"], c["alpha"]), (1, 1));
+}
+
+#[test]
+fn overrides_beat_the_default_cap() {
+    let mut c = cfg(Some(1));
+    c.caps.per_profile_overrides.insert("alpha".into(), 3);
+    let mut tasks = ready(4, "alpha");
+    tasks.extend(ready(2, "beta"));
+    let (s, capped) = tally(&plan_tick(NOW, &snapshot(tasks), &c));
+    assert_eq!((s["alpha"], s["beta"], capped["alpha"], capped["beta"]), (3, 1, 1, 1));
+}
+
+#[test]
+fn no_cap_spawns_everything() {
+    let (s, c) = tally(&plan_tick(NOW, &snapshot(ready(3, "alpha")), &cfg(None)));
+    assert_eq!((s["alpha"], c.len()), (3, 0));
+}
+
+#[test]
+fn max_in_progress_counts_running_tasks_host_wide() {
+    let check = |running: usize, ready_n: usize, cap: Option<u32>, expect: usize| {
+        let mut tasks: Vec<TaskRow> =
+            (0..running).map(|i| task(&format!("r{i}"), Some("beta"), TaskStatus::Running)).collect();
+        tasks.extend(ready(ready_n, "alpha"));
+        let mut c = cfg(None);
+        c.caps.max_in_progress = cap;
+        let plan = plan_tick(NOW, &snapshot(tasks), &c);
+        assert_eq!(plan.spawns().count(), expect, "running={running} ready={ready_n} cap={cap:?}");
+    };
+    check(2, 2, Some(2), 0);
+    check(1, 3, Some(3), 2);
+    check(0, 4, None, 4);
+}
+
+#[test]
+fn max_spawn_and_max_in_progress_together_use_the_whole_budget() {
+    // Upstream #63466 double-counted running tasks here and stranded work.
+    let mut tasks: Vec<TaskRow> = (0..2).map(|i| task(&format!("r{i}"), Some("beta"), TaskStatus::Running)).collect();
+    tasks.extend(ready(5, "alpha"));
+    let mut c = cfg(None);
+    c.caps.max_in_progress = Some(5);
+    c.caps.max_spawn = Some(10);
+    assert_eq!(plan_tick(NOW, &snapshot(tasks.clone()), &c).spawns().count(), 3);
+    c.caps.max_spawn = Some(2);
+    let plan = plan_tick(NOW, &snapshot(tasks), &c);
+    assert_eq!(plan.spawns().count(), 2);
+    assert!(plan.decisions.iter().any(|d| d.decision == Decision::DeferredMaxSpawn { cap: 2 }));
+}
+
+#[test]
+fn order_is_priority_then_age() {
+    let mut a = task("old", Some("alpha"), TaskStatus::Ready);
+    a.created_at = Timestamp::from_secs(1);
+    let mut b = task("new", Some("alpha"), TaskStatus::Ready);
+    b.created_at = Timestamp::from_secs(2);
+    let mut c = task("urgent", Some("alpha"), TaskStatus::Ready);
+    c.created_at = Timestamp::from_secs(3);
+    c.priority = 5;
+    let plan = plan_tick(NOW, &snapshot(vec![b, a, c]), &cfg(None));
+    let order: Vec<_> = plan.decisions.iter().map(|d| d.task_id.as_str()).collect();
+    assert_eq!(order, ["urgent", "old", "new"]);
+}
+
+#[test]
+fn todo_with_done_parents_is_promoted_and_spawned() {
+    let mut child = task("c", Some("beta"), TaskStatus::Todo);
+    child.parents_done = true;
+    let blocked_child = task("c2", Some("beta"), TaskStatus::Todo);
+    let plan = plan_tick(NOW, &snapshot(vec![child, blocked_child]), &cfg(None));
+    assert_eq!(plan.promoted, ["c"]);
+    assert_eq!(codes(&plan), [("c".into(), "spawn")]);
+}
+
+#[test]
+fn only_task_limits_the_tick() {
+    let mut c = cfg(None);
+    c.only_task = Some("alpha1".into());
+    let plan = plan_tick(NOW, &snapshot(ready(3, "alpha")), &c);
+    assert_eq!(codes(&plan), [("alpha1".into(), "spawn")]);
+}
+
+#[test]
+fn housekeeping_table() {
+    let c = cfg(None);
+    let mut t = task("t", Some("alpha"), TaskStatus::Running);
+    t.worker_pid = Some(42);
+    t.worker_alive = Some(true);
+    assert_eq!(plan_housekeeping(NOW, &t, &c), None);
+    // Dead pid: a crash, requeued below the limit, given up at it.
+    t.worker_alive = Some(false);
+    assert_eq!(
+        plan_housekeeping(NOW, &t, &c),
+        Some(Housekeeping::Crashed { pid: 42, outcome: FailureOutcome::Requeue { failures: 1, limit: 2 } })
+    );
+    t.consecutive_failures = 1;
+    assert_eq!(
+        plan_housekeeping(NOW, &t, &c),
+        Some(Housekeeping::Crashed { pid: 42, outcome: FailureOutcome::GiveUp { failures: 2, limit: 2 } })
+    );
+    t.max_retries = Some(5);
+    assert!(matches!(
+        plan_housekeeping(NOW, &t, &c),
+        Some(Housekeeping::Crashed { outcome: FailureOutcome::Requeue { limit: 5, .. }, .. })
+    ));
+    // Expired claim: extended while the worker lives, reclaimed otherwise.
+    t = task("t", Some("alpha"), TaskStatus::Running);
+    t.claim_expires = Some(Timestamp::from_secs(NOW.as_secs() - 1));
+    t.worker_pid = Some(42);
+    t.worker_alive = Some(true);
+    assert_eq!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::ExtendClaim));
+    t.started_at = Some(Timestamp::from_secs(NOW.as_secs() - 7200));
+    assert_eq!(
+        plan_housekeeping(NOW, &t, &c),
+        Some(Housekeeping::Reclaim { pid: Some(42) }),
+        "no heartbeat for two hours"
+    );
+    t.last_heartbeat = Some(NOW);
+    assert_eq!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::ExtendClaim));
+    t.worker_pid = None;
+    t.worker_alive = None;
+    assert_eq!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::Reclaim { pid: None }));
+    // Max runtime.
+    let mut t = task("t", Some("alpha"), TaskStatus::Running);
+    t.max_runtime_secs = Some(60);
+    t.started_at = Some(Timestamp::from_secs(NOW.as_secs() - 61));
+    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::TimedOut { .. })));
+    // Stale: past the timeout without a heartbeat.
+    let mut t = task("t", Some("alpha"), TaskStatus::Running);
+    t.started_at = Some(Timestamp::from_secs(NOW.as_secs() - 500));
+    let mut stale_cfg = cfg(None);
+    stale_cfg.stale_timeout_secs = 400;
+    assert_eq!(plan_housekeeping(NOW, &t, &stale_cfg), Some(Housekeeping::Stale { pid: None }));
+    t.last_heartbeat = Some(NOW);
+    assert_eq!(plan_housekeeping(NOW, &t, &stale_cfg), None);
+}
+
+#[test]
+fn reclaimed_tasks_free_their_slot_and_are_dispatched_again() {
+    let mut t = task("t", Some("alpha"), TaskStatus::Running);
+    t.claim_expires = Some(Timestamp::from_secs(NOW.as_secs() - 1));
+    let plan = plan_tick(NOW, &snapshot(vec![t]), &cfg(Some(1)));
+    assert_eq!(plan.housekeeping.len(), 1);
+    assert_eq!(codes(&plan), [("t".into(), "spawn")]);
+}
+
+#[test]
+fn failure_breaker() {
+    assert_eq!(record_failure(0, None, 2), FailureOutcome::Requeue { failures: 1, limit: 2 });
+    assert_eq!(record_failure(1, None, 2), FailureOutcome::GiveUp { failures: 2, limit: 2 });
+    assert_eq!(record_failure(0, None, 1), FailureOutcome::GiveUp { failures: 1, limit: 1 });
+    assert_eq!(record_failure(1, Some(3), 2), FailureOutcome::Requeue { failures: 2, limit: 3 });
+    assert_eq!(record_failure(0, None, 0), FailureOutcome::GiveUp { failures: 1, limit: 1 });
+}
+
+fn arb_task() -> impl Strategy<Value = TaskRow> {
+    (
+        0u32..10_000,
+        prop::option::of(prop::sample::select(vec!["alpha", "beta", "default", "ghost", " "])),
+        prop::sample::select(vec![
+            TaskStatus::Ready,
+            TaskStatus::Ready,
+            TaskStatus::Running,
+            TaskStatus::Todo,
+            TaskStatus::Done,
+        ]),
+        -2i64..3,
+        any::<bool>(),
+        prop::option::of(any::<bool>()),
+        any::<bool>(),
+    )
+        .prop_map(|(n, who, status, prio, parents_done, alive, expired)| {
+            let mut t = task(&format!("t{n}"), who, status);
+            t.priority = prio;
+            t.parents_done = parents_done;
+            if status == TaskStatus::Running {
+                t.worker_pid = alive.map(|_| 100 + n);
+                t.worker_alive = alive;
+                if expired {
+                    t.claim_expires = Some(Timestamp::from_secs(NOW.as_secs() - 5));
+                }
+            }
+            t
+        })
+}
+
+fn arb_cfg() -> impl Strategy<Value = TickConfig> {
+    (
+        prop::option::of(0u32..6),
+        prop::option::of(0u32..6),
+        prop::option::of(1u32..4),
+        prop::option::of(1u32..5),
+        prop::option::of(prop::sample::select(vec!["alpha", "default", "ghost"])),
+    )
+        .prop_map(|(mip, ms, pp, alpha_override, default)| {
+            let mut c = cfg(pp);
+            c.caps.max_in_progress = mip;
+            c.caps.max_spawn = ms;
+            if let Some(o) = alpha_override {
+                c.caps.per_profile_overrides.insert("alpha".into(), o);
+            }
+            c.default_assignee = default.map(Into::into);
+            c
+        })
+}
+
+fn dedup(tasks: Vec<TaskRow>) -> Vec<TaskRow> {
+    let mut seen = BTreeSet::new();
+    tasks.into_iter().filter(|t| seen.insert(t.id.clone())).collect()
+}
+
+proptest! {
+    #[test]
+    fn no_profile_ever_exceeds_its_cap(tasks in prop::collection::vec(arb_task(), 0..60), c in arb_cfg(), elsewhere in 0u32..3) {
+        let mut snap = snapshot(dedup(tasks));
+        snap.running_elsewhere.insert("alpha".into(), elsewhere);
+        snap.total_running_elsewhere = elsewhere;
+        let plan = plan_tick(NOW, &snap, &c);
+        // Running after the tick = still running (not taken out by housekeeping) + elsewhere + spawned.
+        let leaving: BTreeSet<&str> = plan.housekeeping.iter().filter(|(_, h)| !matches!(h, Housekeeping::ExtendClaim)).map(|(id, _)| id.as_str()).collect();
+        let mut per: BTreeMap<String, u32> = snap.running_elsewhere.clone();
+        let mut total = snap.total_running_elsewhere;
+        let mut pre: BTreeMap<String, u32> = per.clone();
+        for t in snap.tasks.iter().filter(|t| t.status == TaskStatus::Running && !leaving.contains(t.id.as_str())) {
+            total += 1;
+            if let Some(a) = t.assignee.as_deref().filter(|a| !a.is_empty()) {
+                *per.entry(a.to_owned()).or_default() += 1;
+                *pre.entry(a.to_owned()).or_default() += 1;
+            }
+        }
+        let pre_total = total;
+        let spawned = plan.spawns().count() as u32;
+        for d in plan.spawns() {
+            let a = d.assignee.clone().expect("spawns have assignees");
+            prop_assert!(c.profiles.contains(&a));
+            *per.entry(a).or_default() += 1;
+            total += 1;
+        }
+        for (who, n) in &per {
+            if let Some(cap) = c.caps.cap_for(who) {
+                // Spawning never pushes a profile over its cap (it may already be over from before).
+                prop_assert!(*n <= cap.max(pre.get(who).copied().unwrap_or(0)), "{who}: {n} > {cap}");
+            }
+        }
+        if let Some(cap) = c.caps.max_in_progress {
+            prop_assert!(total <= cap.max(pre_total));
+        }
+        if let Some(cap) = c.caps.max_spawn {
+            prop_assert!(spawned <= cap);
+        }
+    }
+
+    #[test]
+    fn every_ready_task_lands_in_exactly_one_bucket(tasks in prop::collection::vec(arb_task(), 0..60), c in arb_cfg()) {
+        let snap = snapshot(dedup(tasks));
+        let plan = plan_tick(NOW, &snap, &c);
+        let decided: Vec<&str> = plan.decisions.iter().map(|d| d.task_id.as_str()).collect();
+        let unique: BTreeSet<&str> = decided.iter().copied().collect();
+        prop_assert_eq!(decided.len(), unique.len(), "a task was decided twice");
+        for t in &snap.tasks {
+            if t.status == TaskStatus::Ready && !t.claimed {
+                prop_assert!(unique.contains(t.id.as_str()), "ready task {} was not decided", t.id);
+            }
+        }
+        for d in &plan.decisions {
+            if d.auto_assigned {
+                prop_assert_eq!(d.assignee.as_deref(), c.default_assignee.as_deref());
+            }
+        }
+    }
+
+    #[test]
+    fn planning_is_deterministic_so_dry_run_equals_real(tasks in prop::collection::vec(arb_task(), 0..40), c in arb_cfg()) {
+        let snap = snapshot(dedup(tasks));
+        let mut shuffled = snap.clone();
+        shuffled.tasks.reverse();
+        let a = plan_tick(NOW, &snap, &c);
+        let b = plan_tick(NOW, &shuffled, &c);
+        prop_assert_eq!(&a.decisions, &b.decisions);
+        prop_assert_eq!(a, plan_tick(NOW, &snap, &c));
+    }
+}

@@ -1,0 +1,9 @@
+//! The pure policies: synchronous functions of a snapshot (and `now`) that return decisions with reasons.
+
+pub mod cleanup;
+pub mod dispatch;
+pub mod reaper;
+pub mod reuse;
+
+#[cfg(test)]
+mod tests;

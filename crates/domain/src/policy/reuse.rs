@@ -1,0 +1,73 @@
+//! Reuse selection: which existing container (if any) a sandbox acquire attaches to, starts or replaces.
+
+use serde::Serialize;
+
+use crate::container::{ContainerState, ContainerSummary};
+use crate::label::LABEL_MODE;
+use crate::sandbox::SandboxIdentity;
+
+/// What acquire should do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ReuseDecision {
+    /// A running match: attach, no start, no create.
+    Attach { id: String },
+    /// A stopped or created match: start it, then attach.
+    Start { id: String, prior: ContainerState },
+    /// A match whose spec fingerprint differs from the current one: remove it and create anew.
+    Recreate { id: String, old: String, new: String },
+    /// Nothing to reuse: create a container.
+    Create { reason: CreateReason },
+}
+
+/// Why acquire creates a container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CreateReason {
+    /// `docker_persist_across_processes` is false: no lookup, always fresh.
+    OptOut,
+    /// No container carries this identity's labels.
+    NoMatch,
+}
+
+/// The inputs of [`select_reusable`] besides the candidates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReusePolicy {
+    pub persist_across_processes: bool,
+    pub recreate_on_config_change: bool,
+    /// The fingerprint of the spec acquire would create now.
+    pub fingerprint: String,
+}
+
+/// Whether `c` may serve `identity`: same upstream labels, and either berth's identity digest matches or the
+/// container has none (made by hermes-agent, accepted as it is). Ephemeral containers of other processes never match.
+pub fn is_candidate(identity: &SandboxIdentity, c: &ContainerSummary) -> bool {
+    c.is_managed()
+        && c.task_label() == Some(identity.task_label().as_str())
+        && c.profile_label() == Some(identity.profile_label().as_str())
+        && c.identity().is_none_or(|d| d == identity.digest())
+        && c.label(LABEL_MODE) != Some("ephemeral")
+        && !matches!(c.state, ContainerState::Removing | ContainerState::Dead)
+}
+
+/// Chooses what acquire does with the listed containers: running first, then the first listed, else create.
+pub fn select_reusable(identity: &SandboxIdentity, listed: &[ContainerSummary], policy: &ReusePolicy) -> ReuseDecision {
+    if !policy.persist_across_processes {
+        return ReuseDecision::Create { reason: CreateReason::OptOut };
+    }
+    let candidates: Vec<&ContainerSummary> = listed.iter().filter(|c| is_candidate(identity, c)).collect();
+    let Some(chosen) = candidates.iter().find(|c| c.state == ContainerState::Running).or(candidates.first()) else {
+        return ReuseDecision::Create { reason: CreateReason::NoMatch };
+    };
+    if policy.recreate_on_config_change
+        && let Some(old) = chosen.fingerprint()
+        && old != policy.fingerprint
+    {
+        return ReuseDecision::Recreate { id: chosen.id.clone(), old: old.to_owned(), new: policy.fingerprint.clone() };
+    }
+    if chosen.state == ContainerState::Running {
+        ReuseDecision::Attach { id: chosen.id.clone() }
+    } else {
+        ReuseDecision::Start { id: chosen.id.clone(), prior: chosen.state.clone() }
+    }
+}

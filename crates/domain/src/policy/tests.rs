@@ -1,0 +1,229 @@
+//! Table tests of the reuse, cleanup and reaper policies (upstream scenarios 6-35 at the policy level).
+
+use std::collections::BTreeMap;
+
+use super::cleanup::{CleanupPlan, RemoveReason, plan_cleanup};
+use super::reaper::{ReapReason, ReapScope, SpareReason, find_orphans, judge_orphan, reaper_max_age_secs};
+use super::reuse::{CreateReason, ReuseDecision, ReusePolicy, select_reusable};
+use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
+use crate::ids::{ProfileName, TaskId};
+use crate::sandbox::SandboxIdentity;
+use crate::time::Timestamp;
+
+fn ident(task: &str) -> SandboxIdentity {
+    SandboxIdentity::new(TaskId::parse(task).unwrap(), ProfileName::parse("default").unwrap())
+}
+
+fn container(id: &str, identity: &SandboxIdentity, state: ContainerState, extra: &[(&str, &str)]) -> ContainerSummary {
+    let mut labels = identity.upstream_labels();
+    labels.insert("berth.identity".into(), identity.digest());
+    labels.insert("berth.fingerprint".into(), "fp1".into());
+    for (k, v) in extra {
+        labels.insert((*k).into(), (*v).into());
+    }
+    labels.retain(|_, v| !v.is_empty());
+    ContainerSummary { id: id.into(), name: format!("n-{id}"), labels, state, created: Timestamp::from_secs(1000) }
+}
+
+fn policy() -> ReusePolicy {
+    ReusePolicy { persist_across_processes: true, recreate_on_config_change: true, fingerprint: "fp1".into() }
+}
+
+#[test]
+fn reuse_table() {
+    let me = ident("abc");
+    let check = |listed: Vec<ContainerSummary>, p: ReusePolicy, expect: ReuseDecision| {
+        assert_eq!(select_reusable(&me, &listed, &p), expect);
+    };
+    // Running → attach; exited → start; nothing → create.
+    check(
+        vec![container("reused-cid", &me, ContainerState::Running, &[])],
+        policy(),
+        ReuseDecision::Attach { id: "reused-cid".into() },
+    );
+    check(
+        vec![container("reused-cid", &me, ContainerState::Exited, &[])],
+        policy(),
+        ReuseDecision::Start { id: "reused-cid".into(), prior: ContainerState::Exited },
+    );
+    check(vec![], policy(), ReuseDecision::Create { reason: CreateReason::NoMatch });
+    // Opt-out: no lookup, always fresh, even when a running match exists.
+    let mut opt_out = policy();
+    opt_out.persist_across_processes = false;
+    check(
+        vec![container("r", &me, ContainerState::Running, &[])],
+        opt_out,
+        ReuseDecision::Create { reason: CreateReason::OptOut },
+    );
+    // Several matches: the running one wins even when listed second.
+    check(
+        vec![
+            container("stopped-cid", &me, ContainerState::Exited, &[]),
+            container("running-cid", &me, ContainerState::Running, &[]),
+        ],
+        policy(),
+        ReuseDecision::Attach { id: "running-cid".into() },
+    );
+    // Drift: recreate; with recreation disabled, reuse as is.
+    let drifted = container("old", &me, ContainerState::Running, &[("berth.fingerprint", "fp0")]);
+    check(
+        vec![drifted.clone()],
+        policy(),
+        ReuseDecision::Recreate { id: "old".into(), old: "fp0".into(), new: "fp1".into() },
+    );
+    let mut no_recreate = policy();
+    no_recreate.recreate_on_config_change = false;
+    check(vec![drifted], no_recreate, ReuseDecision::Attach { id: "old".into() });
+    // A hermes-made container (no identity, no fingerprint) is accepted as it is.
+    let hermes = container("h", &me, ContainerState::Running, &[("berth.identity", ""), ("berth.fingerprint", "")]);
+    check(vec![hermes], policy(), ReuseDecision::Attach { id: "h".into() });
+    // Another raw id whose labels collide is never shared.
+    let other = ident("a:b");
+    let colliding = container("x", &other, ContainerState::Running, &[]);
+    assert_eq!(
+        select_reusable(&ident("a/b"), &[colliding], &policy()),
+        ReuseDecision::Create { reason: CreateReason::NoMatch }
+    );
+    // Ephemeral containers of other processes and dead/removing ones are never reused.
+    check(
+        vec![container("e", &me, ContainerState::Running, &[("berth.mode", "ephemeral")])],
+        policy(),
+        ReuseDecision::Create { reason: CreateReason::NoMatch },
+    );
+    check(
+        vec![container("d", &me, ContainerState::Dead, &[])],
+        policy(),
+        ReuseDecision::Create { reason: CreateReason::NoMatch },
+    );
+}
+
+#[test]
+fn cleanup_matrix() {
+    assert_eq!(plan_cleanup(None, true, true), CleanupPlan::Nothing);
+    assert_eq!(plan_cleanup(None, false, false), CleanupPlan::Nothing);
+    assert_eq!(plan_cleanup(Some("c"), true, false), CleanupPlan::Keep { id: "c".into() });
+    assert_eq!(
+        plan_cleanup(Some("c"), true, true),
+        CleanupPlan::StopRemove { id: "c".into(), grace_secs: 10, reason: RemoveReason::Forced }
+    );
+    assert_eq!(
+        plan_cleanup(Some("c"), false, false),
+        CleanupPlan::StopRemove { id: "c".into(), grace_secs: 10, reason: RemoveReason::OptOut }
+    );
+    assert_eq!(
+        plan_cleanup(Some("c"), false, true),
+        CleanupPlan::StopRemove { id: "c".into(), grace_secs: 10, reason: RemoveReason::Forced }
+    );
+}
+
+#[test]
+fn reaper_age_rule() {
+    assert_eq!(reaper_max_age_secs(Some(300)), 600);
+    assert_eq!(reaper_max_age_secs(Some(0)), 120);
+    assert_eq!(reaper_max_age_secs(None), 600);
+    assert_eq!(reaper_max_age_secs(Some(-5)), 120);
+    assert_eq!(reaper_max_age_secs(Some(1000)), 2000);
+}
+
+const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+fn details(id: &str, profile: &str, state: ContainerState, finished: &str, created: Timestamp) -> ContainerDetails {
+    let identity = SandboxIdentity::new(TaskId::parse(id).unwrap(), ProfileName::parse(profile).unwrap());
+    let mut summary = container(id, &identity, state, &[]);
+    summary.created = created;
+    ContainerDetails {
+        summary,
+        finished_at_raw: finished.into(),
+        started_at_raw: String::new(),
+        exit_code: Some(0),
+        oom_killed: false,
+        env: vec![],
+    }
+}
+
+fn ago(secs: i64) -> String {
+    Timestamp::from_secs(NOW.as_secs() - secs).to_rfc3339()
+}
+
+#[test]
+fn reaper_table() {
+    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600 };
+    let old = Timestamp::from_secs(NOW.as_secs() - 10_000);
+    let check = |d: ContainerDetails, expect: Result<ReapReason, SpareReason>| {
+        let got = judge_orphan(NOW, &d, &scope).map(|o| o.reason);
+        assert_eq!(got, expect, "{}", d.summary.id);
+    };
+    check(details("old-cid", "default", ContainerState::Exited, &ago(900), old), Ok(ReapReason::ExitedTooLong));
+    check(details("edge", "default", ContainerState::Exited, &ago(600), old), Ok(ReapReason::ExitedTooLong));
+    check(
+        details("young", "default", ContainerState::Exited, &ago(60), old),
+        Err(SpareReason::TooYoung { age_secs: 60, max_age_secs: 600 }),
+    );
+    check(
+        details("zero", "default", ContainerState::Exited, "0001-01-01T00:00:00Z", old),
+        Err(SpareReason::NoTimestamp),
+    );
+    check(details("garbage", "default", ContainerState::Exited, "not-a-timestamp", old), Err(SpareReason::NoTimestamp));
+    check(details("running", "default", ContainerState::Running, &ago(9000), old), Err(SpareReason::Live));
+    check(details("paused", "default", ContainerState::Paused, &ago(9000), old), Err(SpareReason::Live));
+    check(
+        details("other", "research-bot", ContainerState::Exited, &ago(9000), old),
+        Err(SpareReason::OtherProfile { profile: "research-bot".into() }),
+    );
+    check(
+        details("created", "default", ContainerState::Created, "0001-01-01T00:00:00Z", old),
+        Ok(ReapReason::CreatedLeftover),
+    );
+    check(
+        details("fresh-created", "default", ContainerState::Created, "0001-01-01T00:00:00Z", NOW),
+        Err(SpareReason::TooYoung { age_secs: 0, max_age_secs: 600 }),
+    );
+    check(details("dead", "default", ContainerState::Dead, "", old), Ok(ReapReason::DeadLeftover));
+    let mut unmanaged = details("u", "default", ContainerState::Exited, &ago(9000), old);
+    unmanaged.summary.labels.remove("hermes-agent");
+    check(unmanaged, Err(SpareReason::NotManaged));
+    // All profiles: another profile's container is in scope.
+    let all = ReapScope { profile_label: None, max_age_secs: 600 };
+    assert!(
+        judge_orphan(NOW, &details("other", "research-bot", ContainerState::Exited, &ago(9000), old), &all).is_ok()
+    );
+    let plan = find_orphans(
+        NOW,
+        &[
+            details("a", "default", ContainerState::Exited, &ago(900), old),
+            details("b", "default", ContainerState::Running, "", old),
+        ],
+        &scope,
+    );
+    assert_eq!((plan.remove.len(), plan.spare.len()), (1, 1));
+}
+
+proptest::proptest! {
+    #[test]
+    fn the_reaper_never_selects_a_live_container_or_another_profiles(
+        states in proptest::collection::vec(0usize..7, 1..30),
+        ages in proptest::collection::vec(0i64..100_000, 30),
+        profiles in proptest::collection::vec(proptest::sample::select(vec!["default", "alpha"]), 30),
+        lifetime in proptest::option::of(-10i64..2000),
+    ) {
+        let all = [ContainerState::Created, ContainerState::Running, ContainerState::Paused, ContainerState::Restarting, ContainerState::Exited, ContainerState::Dead, ContainerState::Removing];
+        let containers: Vec<ContainerDetails> = states.iter().enumerate().map(|(i, s)| {
+            details(&format!("c{i}"), profiles[i], all[*s].clone(), &ago(ages[i]), Timestamp::from_secs(NOW.as_secs() - ages[(i + 1) % 30]))
+        }).collect();
+        let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(lifetime) };
+        let plan = find_orphans(NOW, &containers, &scope);
+        proptest::prop_assert_eq!(plan.remove.len() + plan.spare.len(), containers.len());
+        for o in &plan.remove {
+            let c = containers.iter().find(|c| c.summary.id == o.id).unwrap();
+            proptest::prop_assert!(!c.summary.state.is_live());
+            proptest::prop_assert_eq!(c.summary.profile_label(), Some("default"));
+            proptest::prop_assert!(o.age_secs >= scope.max_age_secs);
+        }
+    }
+}
+
+#[test]
+fn labels_map_is_only_upstream_keys_for_lookup() {
+    let l: BTreeMap<String, String> = ident("abc").upstream_labels();
+    assert_eq!(l.keys().map(String::as_str).collect::<Vec<_>>(), ["hermes-agent", "hermes-profile", "hermes-task-id"]);
+}

@@ -1,0 +1,155 @@
+//! The ports: what berth needs from a container runtime, a clock, the profile directory and the process table.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
+use crate::ids::ProfileName;
+use crate::sandbox::CreateSpec;
+use crate::time::Timestamp;
+
+/// Errors of a [`ContainerRuntime`].
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum RuntimeError {
+    /// The daemon does not answer, or speaks an API version berth cannot use.
+    #[error("cannot reach the container engine at {endpoint}: {message}")]
+    Unavailable { endpoint: String, message: String },
+    /// No such container (removed, perhaps out of band).
+    #[error("no such container {0}")]
+    NotFound(String),
+    /// The name is taken: another process created the sandbox first.
+    #[error("container name {0} is already in use")]
+    NameConflict(String),
+    /// The call did not finish within its bound.
+    #[error("{0} timed out")]
+    Timeout(String),
+    /// The engine refused the call.
+    #[error("engine error {status}: {message}")]
+    Api { status: u16, message: String },
+}
+
+/// Which containers to list: every label must match; an empty `states` means any state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListQuery {
+    pub labels: BTreeMap<String, String>,
+    pub states: Vec<ContainerState>,
+}
+
+/// Which stream a chunk of exec output came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// Where exec output goes as it arrives.
+pub trait OutputSink: Send {
+    fn write(&mut self, stream: OutputStream, bytes: &[u8]);
+}
+
+/// A sink that keeps everything, for tests and for callers that want the output as data.
+#[derive(Clone, Debug, Default)]
+pub struct CapturedOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl OutputSink for CapturedOutput {
+    fn write(&mut self, stream: OutputStream, bytes: &[u8]) {
+        match stream {
+            OutputStream::Stdout => self.stdout.extend_from_slice(bytes),
+            OutputStream::Stderr => self.stderr.extend_from_slice(bytes),
+        }
+    }
+}
+
+/// One command to run inside a container, as an argv (no implicit shell).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExecSpec {
+    pub argv: Vec<String>,
+    /// `KEY=VALUE` pairs for this exec only (forwarded secrets go here, never into the container config).
+    pub env: Vec<String>,
+    pub workdir: Option<String>,
+    pub user: Option<String>,
+    /// Kill the command (and everything it started) after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// How an exec ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecOutcome {
+    Exited(i64),
+    /// The timeout fired and the process inside was killed.
+    TimedOut,
+}
+
+/// A container engine (Docker Engine API, Podman's compatible socket, or a fake).
+#[async_trait]
+pub trait ContainerRuntime: Send + Sync {
+    /// Lists containers, including stopped ones.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Unavailable`] when the engine does not answer; [`RuntimeError::Timeout`].
+    async fn list(&self, query: &ListQuery) -> Result<Vec<ContainerSummary>, RuntimeError>;
+
+    /// Inspects one container.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`] when it does not exist.
+    async fn inspect(&self, id: &str) -> Result<ContainerDetails, RuntimeError>;
+
+    /// Creates (does not start) a container; returns its id.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NameConflict`] when a container with the same name exists.
+    async fn create(&self, spec: &CreateSpec) -> Result<String, RuntimeError>;
+
+    /// Starts (or unpauses) a container; starting a running one is not an error.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`]; [`RuntimeError::Api`] when the engine cannot start it.
+    async fn start(&self, id: &str) -> Result<(), RuntimeError>;
+
+    /// Stops a container, killing it after `grace`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`].
+    async fn stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError>;
+
+    /// Removes a container; without `force` the engine refuses to remove a running one.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`]; [`RuntimeError::Api`] with status 409 when it is running and `force` is false.
+    async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError>;
+
+    /// Runs a command in a running container, streaming its output to `sink`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`] when the container is gone; [`RuntimeError::Api`] when it is not running.
+    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError>;
+}
+
+/// The wall clock, read once per pass at the edge.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Timestamp;
+}
+
+/// Knows which profiles exist and which one is active.
+pub trait ProfileResolver: Send + Sync {
+    /// The profile commands run under when none is named.
+    fn active(&self) -> ProfileName;
+    /// Whether `name` is a real profile (a directory under `<home>/profiles/`).
+    fn exists(&self, name: &str) -> bool;
+}
+
+/// Looks at the host's process table: is a worker still the process we started?
+pub trait ProcessProbe: Send + Sync {
+    /// A fingerprint of the process's start (boot-relative start time), used against pid reuse.
+    fn start_fingerprint(&self, pid: u32) -> Option<u64>;
+
+    /// Whether `pid` is alive, not a zombie, and (when `fingerprint` is given) started at that time.
+    fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool;
+}

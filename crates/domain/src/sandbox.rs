@@ -1,0 +1,406 @@
+//! Sandbox identity, the effective create spec, its fingerprint, and how settings become a spec.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::ids::{ProfileName, TaskId};
+use crate::label::{LABEL_AGENT, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_PROFILE, LABEL_TASK, LabelValue};
+use crate::sha256;
+
+/// What a sandbox is keyed by: the raw task id and the profile.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SandboxIdentity {
+    pub task: TaskId,
+    pub profile: ProfileName,
+}
+
+impl SandboxIdentity {
+    pub fn new(task: TaskId, profile: ProfileName) -> Self {
+        Self { task, profile }
+    }
+
+    /// The sanitized `hermes-task-id` label value.
+    pub fn task_label(&self) -> LabelValue {
+        LabelValue::sanitize(self.task.as_str())
+    }
+
+    /// The sanitized `hermes-profile` label value.
+    pub fn profile_label(&self) -> LabelValue {
+        LabelValue::sanitize(self.profile.as_str())
+    }
+
+    /// A digest of the raw pair: distinct raw ids get distinct digests even when their labels collide.
+    pub fn digest(&self) -> String {
+        let mut input = b"berth-identity-v1\0".to_vec();
+        input.extend_from_slice(self.profile.as_str().as_bytes());
+        input.push(0);
+        input.extend_from_slice(self.task.as_str().as_bytes());
+        sha256::hex_digest(&input)[..32].to_owned()
+    }
+
+    /// The three upstream labels (the lookup filter shared with hermes-agent).
+    pub fn upstream_labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (LABEL_AGENT.to_owned(), "1".to_owned()),
+            (LABEL_TASK.to_owned(), self.task_label().as_str().to_owned()),
+            (LABEL_PROFILE.to_owned(), self.profile_label().as_str().to_owned()),
+        ])
+    }
+
+    /// The deterministic container name of the persistent sandbox; Docker's name conflict arbitrates races.
+    pub fn persistent_name(&self) -> String {
+        let task: String = self.task_label().as_str().chars().take(24).collect();
+        let profile: String = self.profile_label().as_str().chars().take(20).collect();
+        format!("berth-{profile}-{task}-{}", &self.digest()[..12])
+    }
+
+    /// The name of a throw-away (opt-out mode) sandbox; `nonce` makes it unique.
+    pub fn ephemeral_name(&self, nonce: &str) -> String {
+        format!("{}-x{nonce}", self.persistent_name())
+    }
+}
+
+/// The lifecycle mode a container was created for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Kept running across processes and reused (`terminal.docker_persist_across_processes: true`).
+    Persist,
+    /// Made for one process and removed at release.
+    Ephemeral,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Persist => "persist",
+            Self::Ephemeral => "ephemeral",
+        }
+    }
+}
+
+/// Everything the runtime needs to create a sandbox container.
+///
+/// The fingerprint covers every field except the name and labels, so any change to image, env, mounts, resources,
+/// extra arguments or hardening is detected as drift.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CreateSpec {
+    pub name: String,
+    pub image: String,
+    pub labels: BTreeMap<String, String>,
+    pub cmd: Vec<String>,
+    pub workdir: String,
+    /// `KEY=VALUE` pairs stored in the container config (never forwarded secrets).
+    pub env: Vec<String>,
+    /// `host:container[:opts]` bind mounts and named volumes.
+    pub binds: Vec<String>,
+    pub tmpfs: BTreeMap<String, String>,
+    pub cap_drop: Vec<String>,
+    pub cap_add: Vec<String>,
+    pub security_opt: Vec<String>,
+    pub pids_limit: Option<i64>,
+    pub init: bool,
+    pub nano_cpus: Option<i64>,
+    pub memory_bytes: Option<i64>,
+    pub storage_size: Option<String>,
+    pub network_mode: Option<String>,
+    pub user: Option<String>,
+    pub extra_hosts: Vec<String>,
+    pub dns: Vec<String>,
+    pub privileged: bool,
+    pub shm_size: Option<i64>,
+}
+
+impl CreateSpec {
+    /// A stable digest of the effective spec (everything but name and labels).
+    pub fn fingerprint(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "v1");
+        let _ = writeln!(s, "image={}", self.image);
+        let _ = writeln!(s, "cmd={:?}", self.cmd);
+        let _ = writeln!(s, "workdir={}", self.workdir);
+        let mut env = self.env.clone();
+        env.sort();
+        let _ = writeln!(s, "env={env:?}");
+        let _ = writeln!(s, "binds={:?}", self.binds);
+        let _ = writeln!(s, "tmpfs={:?}", self.tmpfs);
+        let _ = writeln!(s, "cap_drop={:?} cap_add={:?}", self.cap_drop, self.cap_add);
+        let _ = writeln!(s, "security_opt={:?} pids={:?} init={}", self.security_opt, self.pids_limit, self.init);
+        let _ = writeln!(
+            s,
+            "cpu={:?} mem={:?} disk={:?} shm={:?}",
+            self.nano_cpus, self.memory_bytes, self.storage_size, self.shm_size
+        );
+        let _ = writeln!(s, "net={:?} user={:?} privileged={}", self.network_mode, self.user, self.privileged);
+        let _ = writeln!(s, "hosts={:?} dns={:?}", self.extra_hosts, self.dns);
+        sha256::hex_digest(s.as_bytes())[..32].to_owned()
+    }
+}
+
+/// The sandbox-related settings, already parsed and typed by the config bridge.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxSettings {
+    pub image: String,
+    pub cwd: String,
+    pub persist_across_processes: bool,
+    pub recreate_on_config_change: bool,
+    pub orphan_reaper: bool,
+    pub lifetime_seconds: i64,
+    pub timeout_seconds: u64,
+    pub cpu: f64,
+    pub memory_mb: i64,
+    pub disk_mb: i64,
+    pub container_persistent: bool,
+    pub sandbox_dir: String,
+    pub volumes: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub forward_env: Vec<String>,
+    pub extra_args: Vec<String>,
+    pub network: bool,
+    pub run_as_host_user: bool,
+    pub mount_cwd_to_workspace: bool,
+}
+
+/// Facts about the host the spec depends on, gathered at the edge.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostFacts {
+    /// `uid:gid` of the calling user, when the platform has POSIX ids.
+    pub user: Option<String>,
+    /// The caller's working directory, when it exists.
+    pub cwd: Option<String>,
+    /// Whether the storage driver supports `--storage-opt size=` (overlay2 on XFS with pquota).
+    pub storage_opt_supported: bool,
+}
+
+/// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuiltSpec {
+    pub spec: CreateSpec,
+    /// Host directories the caller must create before creating the container.
+    pub host_dirs: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Checks an environment variable name the way upstream's normalizer does: `^[A-Za-z_][A-Za-z0-9_]*$`.
+pub fn is_valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Builds the effective create spec for `identity` from the settings, with upstream's hardening.
+pub fn build_create_spec(
+    identity: &SandboxIdentity,
+    mode: SandboxMode,
+    name: String,
+    settings: &SandboxSettings,
+    host: &HostFacts,
+) -> BuiltSpec {
+    let mut warnings = Vec::new();
+    let mut host_dirs = Vec::new();
+    let host_user = if settings.run_as_host_user {
+        if host.user.is_none() {
+            warnings.push("docker_run_as_host_user is set but this platform does not expose POSIX uid/gid; running as the image user".to_owned());
+        }
+        host.user.clone()
+    } else {
+        None
+    };
+
+    let mut cap_add: Vec<String> = ["DAC_OVERRIDE", "CHOWN", "FOWNER"].map(String::from).to_vec();
+    if host_user.is_none() {
+        cap_add.extend(["SETUID", "SETGID"].map(String::from));
+    }
+    let mut tmpfs = BTreeMap::from([
+        ("/tmp".to_owned(), "rw,nosuid,size=512m".to_owned()),
+        ("/var/tmp".to_owned(), "rw,noexec,nosuid,size=256m".to_owned()),
+        ("/run".to_owned(), "rw,noexec,nosuid,size=64m".to_owned()),
+    ]);
+
+    // Volumes: explicit entries first; the host cwd is prepended when asked for and /workspace is free.
+    let mut binds = Vec::new();
+    for v in &settings.volumes {
+        if v.contains(':') {
+            binds.push(v.clone());
+        } else {
+            warnings.push(format!("skipping docker volume {v:?}: expected host:container[:options]"));
+        }
+    }
+    let workspace_explicit = binds.iter().any(|b| b.contains(":/workspace"));
+    let mut cwd_mounted = false;
+    if settings.mount_cwd_to_workspace
+        && !workspace_explicit
+        && let Some(cwd) = &host.cwd
+    {
+        binds.insert(0, format!("{cwd}:/workspace"));
+        cwd_mounted = true;
+    }
+    if settings.container_persistent {
+        // Directory names are the sanitized task label plus the identity digest, so hostile ids stay one path component.
+        let dir = format!(
+            "{}/docker/{}/{}-{}",
+            settings.sandbox_dir.trim_end_matches('/'),
+            identity.profile_label(),
+            identity.task_label(),
+            &identity.digest()[..12]
+        );
+        host_dirs.push(format!("{dir}/home"));
+        binds.push(format!("{dir}/home:/root"));
+        if !workspace_explicit && !cwd_mounted {
+            host_dirs.push(format!("{dir}/workspace"));
+            binds.push(format!("{dir}/workspace:/workspace"));
+        }
+    } else {
+        if !workspace_explicit && !cwd_mounted {
+            tmpfs.insert("/workspace".to_owned(), "rw,exec,size=10g".to_owned());
+        }
+        tmpfs.insert("/home".to_owned(), "rw,exec,size=1g".to_owned());
+        tmpfs.insert("/root".to_owned(), "rw,exec,size=1g".to_owned());
+    }
+
+    let mut env: Vec<String> = Vec::new();
+    for (k, v) in &settings.env {
+        if is_valid_env_name(k.trim()) {
+            env.push(format!("{}={v}", k.trim()));
+        } else {
+            warnings.push(format!("skipping docker_env key {k:?}: not a valid variable name"));
+        }
+    }
+
+    let mut labels = identity.upstream_labels();
+    labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
+    labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
+
+    let mut spec = CreateSpec {
+        name,
+        image: settings.image.clone(),
+        labels,
+        cmd: vec!["sleep".to_owned(), "infinity".to_owned()],
+        workdir: if settings.cwd == "~" { "/root".to_owned() } else { settings.cwd.clone() },
+        env,
+        binds,
+        tmpfs,
+        cap_drop: vec!["ALL".to_owned()],
+        cap_add,
+        security_opt: vec!["no-new-privileges".to_owned()],
+        pids_limit: Some(256),
+        init: true,
+        nano_cpus: (settings.cpu > 0.0).then(|| (settings.cpu * 1e9).round() as i64),
+        memory_bytes: (settings.memory_mb > 0).then(|| settings.memory_mb * 1024 * 1024),
+        storage_size: None,
+        network_mode: (!settings.network).then(|| "none".to_owned()),
+        user: host_user,
+        extra_hosts: Vec::new(),
+        dns: Vec::new(),
+        privileged: false,
+        shm_size: None,
+    };
+    if settings.disk_mb > 0 {
+        if host.storage_opt_supported {
+            spec.storage_size = Some(format!("{}m", settings.disk_mb));
+        } else {
+            warnings.push(format!(
+                "container_disk={} ignored: disk limits require overlay2 on XFS with pquota",
+                settings.disk_mb
+            ));
+        }
+    }
+    warnings.extend(apply_extra_args(&mut spec, &settings.extra_args));
+    let fingerprint = spec.fingerprint();
+    spec.labels.insert(LABEL_FINGERPRINT.to_owned(), fingerprint);
+    BuiltSpec { spec, host_dirs, warnings }
+}
+
+/// Applies `docker run`-style extra arguments to the spec, last one winning, as upstream appends them last.
+///
+/// Berth talks to the Engine API, not the CLI, so it understands the flags that map onto the create call and warns
+/// about (and drops) the rest.
+pub fn apply_extra_args(spec: &mut CreateSpec, args: &[String]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => (arg, None),
+        };
+        let takes_value = !matches!(flag, "--privileged" | "--init" | "--no-init" | "--read-only");
+        let value = if takes_value {
+            match inline {
+                Some(v) => Some(v),
+                None => {
+                    i += 1;
+                    args.get(i).cloned()
+                }
+            }
+        } else {
+            None
+        };
+        i += 1;
+        if takes_value && value.is_none() {
+            warnings.push(format!("docker_extra_args: {flag} needs a value; ignored"));
+            continue;
+        }
+        let v = value.unwrap_or_default();
+        match flag {
+            "-e" | "--env" => spec.env.push(v),
+            "-v" | "--volume" => spec.binds.push(v),
+            "--tmpfs" => {
+                let (path, opts) = v.split_once(':').unwrap_or((&v, ""));
+                spec.tmpfs.insert(path.to_owned(), opts.to_owned());
+            }
+            "--cap-add" => spec.cap_add.push(v),
+            "--cap-drop" => spec.cap_drop.push(v),
+            "--security-opt" => spec.security_opt.push(v),
+            "--network" | "--net" => spec.network_mode = Some(v),
+            "-u" | "--user" => spec.user = Some(v),
+            "-w" | "--workdir" => spec.workdir = v,
+            "--add-host" => spec.extra_hosts.push(v),
+            "--dns" => spec.dns.push(v),
+            "--privileged" => spec.privileged = true,
+            "--init" => spec.init = true,
+            "--no-init" => spec.init = false,
+            "--pids-limit" => match v.parse() {
+                Ok(n) => spec.pids_limit = Some(n),
+                Err(_) => warnings.push(format!("docker_extra_args: --pids-limit {v:?} is not a number; ignored")),
+            },
+            "--cpus" => match v.parse::<f64>() {
+                Ok(c) if c >= 0.0 => spec.nano_cpus = Some((c * 1e9).round() as i64),
+                _ => warnings.push(format!("docker_extra_args: --cpus {v:?} is not a number; ignored")),
+            },
+            "-m" | "--memory" => match parse_bytes(&v) {
+                Some(b) => spec.memory_bytes = Some(b),
+                None => warnings.push(format!("docker_extra_args: --memory {v:?} is not a size; ignored")),
+            },
+            "--shm-size" => match parse_bytes(&v) {
+                Some(b) => spec.shm_size = Some(b),
+                None => warnings.push(format!("docker_extra_args: --shm-size {v:?} is not a size; ignored")),
+            },
+            "-l" | "--label" => {
+                let (k, val) = v.split_once('=').unwrap_or((&v, ""));
+                spec.labels.insert(k.to_owned(), val.to_owned());
+            }
+            _ => warnings.push(format!("docker_extra_args: {arg:?} is not supported over the Engine API; ignored")),
+        }
+    }
+    warnings
+}
+
+/// Parses a Docker size such as `512m`, `1g`, `1024` (bytes) or `64k`.
+pub fn parse_bytes(raw: &str) -> Option<i64> {
+    let s = raw.trim().to_ascii_lowercase();
+    let s = s.strip_suffix('b').unwrap_or(&s);
+    let (num, mult) = match s.chars().last()? {
+        'k' => (&s[..s.len() - 1], 1024),
+        'm' => (&s[..s.len() - 1], 1024 * 1024),
+        'g' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
+        _ => (s, 1),
+    };
+    let n: f64 = num.parse().ok()?;
+    (n >= 0.0).then_some((n * mult as f64) as i64)
+}
+
+#[cfg(test)]
+mod tests;

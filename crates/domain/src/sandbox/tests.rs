@@ -1,0 +1,249 @@
+//! Tests of spec building: upstream hardening, user mode, mounts, env normalization, extra args and fingerprints.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn settings() -> SandboxSettings {
+    SandboxSettings {
+        image: "img:1".into(),
+        cwd: "/root".into(),
+        persist_across_processes: true,
+        recreate_on_config_change: true,
+        orphan_reaper: true,
+        lifetime_seconds: 300,
+        timeout_seconds: 180,
+        cpu: 1.0,
+        memory_mb: 5120,
+        disk_mb: 51200,
+        container_persistent: true,
+        sandbox_dir: "/sb".into(),
+        volumes: vec![],
+        env: BTreeMap::new(),
+        forward_env: vec![],
+        extra_args: vec![],
+        network: true,
+        run_as_host_user: false,
+        mount_cwd_to_workspace: false,
+    }
+}
+
+fn ident(task: &str, profile: &str) -> SandboxIdentity {
+    SandboxIdentity::new(TaskId::parse(task).unwrap(), ProfileName::parse(profile).unwrap())
+}
+
+fn build(s: &SandboxSettings, host: &HostFacts) -> BuiltSpec {
+    let id = ident("my-task", "default");
+    build_create_spec(&id, SandboxMode::Persist, id.persistent_name(), s, host)
+}
+
+#[test]
+fn labels_are_the_upstream_three_plus_berths_own() {
+    let b = build(&settings(), &HostFacts::default());
+    let l = &b.spec.labels;
+    assert_eq!(l["hermes-agent"], "1");
+    assert_eq!(l["hermes-task-id"], "my-task");
+    assert_eq!(l["hermes-profile"], "default");
+    assert!(l.contains_key("berth.identity") && l.contains_key("berth.fingerprint"));
+    assert_eq!(ident("abc", "default").upstream_labels().len(), 3);
+    let weird = ident("task/with:weird*chars", "research-bot").upstream_labels();
+    assert_eq!(weird["hermes-task-id"], "task_with_weird_chars");
+    assert_eq!(weird["hermes-profile"], "research-bot");
+}
+
+#[test]
+fn hardening_matches_upstream() {
+    let s = build(&settings(), &HostFacts::default()).spec;
+    assert_eq!(s.cap_drop, ["ALL"]);
+    for cap in ["DAC_OVERRIDE", "CHOWN", "FOWNER", "SETUID", "SETGID"] {
+        assert!(s.cap_add.iter().any(|c| c == cap), "{cap}");
+    }
+    assert_eq!(s.security_opt, ["no-new-privileges"]);
+    assert_eq!(s.pids_limit, Some(256));
+    assert!(s.init);
+    assert_eq!(s.cmd, ["sleep", "infinity"]);
+    assert_eq!(s.tmpfs["/tmp"], "rw,nosuid,size=512m");
+    assert_eq!(s.tmpfs["/var/tmp"], "rw,noexec,nosuid,size=256m");
+    assert_eq!(s.tmpfs["/run"], "rw,noexec,nosuid,size=64m");
+    assert_eq!(s.nano_cpus, Some(1_000_000_000));
+    assert_eq!(s.memory_bytes, Some(5120 * 1024 * 1024));
+    assert_eq!(s.user, None);
+    assert_eq!(s.network_mode, None);
+}
+
+#[test]
+fn host_user_mode_drops_setuid_caps() {
+    let mut st = settings();
+    st.run_as_host_user = true;
+    let b = build(&st, &HostFacts { user: Some("1234:5678".into()), ..HostFacts::default() });
+    assert_eq!(b.spec.user.as_deref(), Some("1234:5678"));
+    assert!(!b.spec.cap_add.iter().any(|c| c == "SETUID" || c == "SETGID"));
+    for cap in ["DAC_OVERRIDE", "CHOWN", "FOWNER"] {
+        assert!(b.spec.cap_add.iter().any(|c| c == cap));
+    }
+    // Without POSIX ids: no --user, the caps stay, and a warning says why.
+    let b = build(&st, &HostFacts::default());
+    assert_eq!(b.spec.user, None);
+    assert!(b.spec.cap_add.iter().any(|c| c == "SETUID"));
+    assert!(b.warnings.iter().any(|w| w.contains("does not expose POSIX uid/gid")));
+}
+
+#[test]
+fn persistent_and_tmpfs_workspaces() {
+    let b = build(&settings(), &HostFacts::default());
+    assert!(b.spec.binds.iter().any(|m| m.ends_with("/home:/root")));
+    assert!(b.spec.binds.iter().any(|m| m.ends_with("/workspace:/workspace")));
+    assert_eq!(b.host_dirs.len(), 2);
+    assert!(b.host_dirs.iter().all(|d| d.starts_with("/sb/docker/default/my-task-")));
+    let mut st = settings();
+    st.container_persistent = false;
+    let b = build(&st, &HostFacts::default());
+    assert!(b.spec.binds.is_empty());
+    assert_eq!(b.spec.tmpfs["/workspace"], "rw,exec,size=10g");
+    assert_eq!(b.spec.tmpfs["/home"], "rw,exec,size=1g");
+    assert_eq!(b.spec.tmpfs["/root"], "rw,exec,size=1g");
+}
+
+#[test]
+fn cwd_mount_rules() {
+    let mut st = settings();
+    st.mount_cwd_to_workspace = true;
+    let host = HostFacts { cwd: Some("/home/me/proj".into()), ..HostFacts::default() };
+    let b = build(&st, &host);
+    assert_eq!(b.spec.binds[0], "/home/me/proj:/workspace");
+    assert!(
+        !b.spec.binds.iter().any(|m| m.contains("/sb/") && m.ends_with(":/workspace")),
+        "host cwd wins over the sandbox workspace"
+    );
+    // Auto-mount off: the host dir is not mounted.
+    st.mount_cwd_to_workspace = false;
+    assert!(!build(&st, &host).spec.binds.iter().any(|m| m.starts_with("/home/me/proj")));
+    // An explicit /workspace volume wins over auto-mount: ":/workspace" occurs once.
+    st.mount_cwd_to_workspace = true;
+    st.volumes = vec!["/other:/workspace".into(), "novolume".into()];
+    let b = build(&st, &host);
+    assert_eq!(b.spec.binds.iter().filter(|m| m.contains(":/workspace")).count(), 1);
+    assert!(b.spec.binds.contains(&"/other:/workspace".to_owned()));
+    assert!(b.warnings.iter().any(|w| w.contains("novolume")));
+}
+
+#[test]
+fn env_is_normalized() {
+    let mut st = settings();
+    st.env = BTreeMap::from([
+        ("VALID_KEY".into(), "1".into()),
+        ("GOOD".into(), "x".into()),
+        ("1BAD".into(), "y".into()),
+        ("has-dash".into(), "z".into()),
+    ]);
+    let b = build(&st, &HostFacts::default());
+    assert_eq!(b.spec.env, ["GOOD=x", "VALID_KEY=1"]);
+    assert_eq!(b.warnings.iter().filter(|w| w.contains("docker_env")).count(), 2);
+    assert!(is_valid_env_name("_X1") && !is_valid_env_name("") && !is_valid_env_name("A-B"));
+}
+
+#[test]
+fn network_disk_and_resources() {
+    let mut st = settings();
+    st.network = false;
+    st.cpu = 0.0;
+    st.memory_mb = 0;
+    let b = build(&st, &HostFacts::default());
+    assert_eq!(b.spec.network_mode.as_deref(), Some("none"));
+    assert_eq!(b.spec.nano_cpus, None);
+    assert_eq!(b.spec.memory_bytes, None);
+    assert!(b.warnings.iter().any(|w| w.contains("overlay2 on XFS")));
+    let b = build(&st, &HostFacts { storage_opt_supported: true, ..HostFacts::default() });
+    assert_eq!(b.spec.storage_size.as_deref(), Some("51200m"));
+}
+
+#[test]
+fn extra_args_override_and_unknowns_warn() {
+    let mut st = settings();
+    st.extra_args = [
+        "--cpus",
+        "2",
+        "--memory=1g",
+        "-e",
+        "A=1",
+        "--pids-limit",
+        "64",
+        "--shm-size",
+        "256m",
+        "--frobnicate",
+        "x",
+        "--cap-add",
+    ]
+    .map(String::from)
+    .to_vec();
+    let b = build(&st, &HostFacts::default());
+    assert_eq!(b.spec.nano_cpus, Some(2_000_000_000));
+    assert_eq!(b.spec.memory_bytes, Some(1024 * 1024 * 1024));
+    assert!(b.spec.env.contains(&"A=1".to_owned()));
+    assert_eq!(b.spec.pids_limit, Some(64));
+    assert_eq!(b.spec.shm_size, Some(256 * 1024 * 1024));
+    assert!(b.warnings.iter().any(|w| w.contains("--frobnicate")));
+    assert!(b.warnings.iter().any(|w| w.contains("--cap-add needs a value")));
+    assert_eq!(parse_bytes("1024"), Some(1024));
+    assert_eq!(parse_bytes("64k"), Some(65536));
+    assert_eq!(parse_bytes("x"), None);
+}
+
+#[test]
+fn fingerprint_tracks_every_spec_change_but_not_the_name() {
+    let base = build(&settings(), &HostFacts::default()).spec;
+    let fp = base.fingerprint();
+    let mut renamed = base.clone();
+    renamed.name = "other".into();
+    renamed.labels.insert("x".into(), "y".into());
+    assert_eq!(renamed.fingerprint(), fp);
+    let changes: [fn(&mut SandboxSettings); 9] = [
+        |s| s.image = "img:2".into(),
+        |s| s.memory_mb = 1024,
+        |s| s.cpu = 2.0,
+        |s| s.volumes = vec!["/a:/b".into()],
+        |s| s.env = BTreeMap::from([("A".into(), "1".into())]),
+        |s| s.extra_args = vec!["--dns".into(), "1.1.1.1".into()],
+        |s| s.network = false,
+        |s| s.container_persistent = false,
+        |s| s.cwd = "/workspace".into(),
+    ];
+    for change in changes {
+        let mut st = settings();
+        change(&mut st);
+        assert_ne!(build(&st, &HostFacts::default()).spec.fingerprint(), fp);
+    }
+    // Forwarded secrets are per exec: they never change the container or its fingerprint.
+    let mut st = settings();
+    st.forward_env = vec!["SECRET".into()];
+    assert_eq!(build(&st, &HostFacts::default()).spec.fingerprint(), fp);
+}
+
+#[test]
+fn colliding_labels_get_distinct_names_and_digests() {
+    let a = ident("a/b", "default");
+    let b = ident("a:b", "default");
+    assert_eq!(a.task_label(), b.task_label());
+    assert_ne!(a.digest(), b.digest());
+    assert_ne!(a.persistent_name(), b.persistent_name());
+    let empty = ident("", "default");
+    assert_eq!(empty.task_label().as_str(), "unknown");
+    assert_ne!(empty.persistent_name(), ident("unknown", "default").persistent_name());
+}
+
+proptest::proptest! {
+    #[test]
+    fn names_are_valid_docker_names(task in ".{0,300}", profile in "[a-z][a-z0-9_.-]{0,30}") {
+        let id = ident(&task, &profile);
+        let name = id.persistent_name();
+        proptest::prop_assert!(name.len() <= 80);
+        proptest::prop_assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)));
+        proptest::prop_assert!(name.starts_with("berth-"));
+    }
+
+    #[test]
+    fn distinct_raw_ids_never_share_a_name(a in ".{0,20}", b in ".{0,20}") {
+        proptest::prop_assume!(a != b);
+        proptest::prop_assert_ne!(ident(&a, "p").persistent_name(), ident(&b, "p").persistent_name());
+    }
+}

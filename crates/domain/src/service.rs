@@ -1,0 +1,360 @@
+//! The sandbox service: acquire, exec, release and reap, wiring the pure policies to a [`ContainerRuntime`].
+//!
+//! It is async glue over the port with no runtime of its own: timeouts and retries of single calls live in the
+//! adapter, and tests drive it over [`crate::test_util::FakeRuntime`] with a trivial executor.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
+use crate::label::{LABEL_AGENT, LABEL_PROFILE};
+use crate::policy::cleanup::{CleanupPlan, plan_cleanup};
+use crate::policy::reaper::{Orphan, ReapPlan, ReapScope, SpareReason, Spared, find_orphans, judge_orphan};
+use crate::policy::reuse::{ReuseDecision, ReusePolicy, select_reusable};
+use crate::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
+use crate::sandbox::{CreateSpec, SandboxIdentity};
+use crate::time::Timestamp;
+
+/// Errors of sandbox operations.
+#[derive(Debug, Error)]
+pub enum SandboxError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The sandbox kept changing under us (removed or replaced by others) on every attempt.
+    #[error("sandbox {name} did not settle after {attempts} attempts")]
+    Unsettled { name: String, attempts: u32 },
+    /// A freshly created container would not start; it was removed again.
+    #[error("container {name} was created but would not start")]
+    StartFailed {
+        name: String,
+        #[source]
+        source: RuntimeError,
+    },
+}
+
+/// What acquire did to get a running container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AcquireAction {
+    Created,
+    Attached,
+    Started,
+    Recreated,
+}
+
+impl AcquireAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Attached => "attached",
+            Self::Started => "started",
+            Self::Recreated => "recreated",
+        }
+    }
+}
+
+/// A running sandbox handle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Acquired {
+    pub id: String,
+    pub name: String,
+    pub action: AcquireAction,
+    pub labels: BTreeMap<String, String>,
+    /// Warnings met on the way (a container that would not start, …).
+    pub notes: Vec<String>,
+}
+
+/// What acquire needs: the identity, the spec it would create, and the reuse policy.
+#[derive(Clone, Debug)]
+pub struct AcquireRequest {
+    pub identity: SandboxIdentity,
+    pub spec: CreateSpec,
+    pub persist_across_processes: bool,
+    pub recreate_on_config_change: bool,
+}
+
+const ATTEMPTS: u32 = 4;
+
+/// Acquires the sandbox of `req.identity`: attach, start, recreate or create, race-free.
+///
+/// # Errors
+/// A [`SandboxError`] when the runtime fails or the sandbox does not settle.
+pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<Acquired, SandboxError> {
+    let fingerprint = req.spec.labels.get(crate::label::LABEL_FINGERPRINT).cloned().unwrap_or_default();
+    let policy = ReusePolicy {
+        persist_across_processes: req.persist_across_processes,
+        recreate_on_config_change: req.recreate_on_config_change,
+        fingerprint,
+    };
+    let mut notes = Vec::new();
+    let mut recreated = false;
+    for _ in 0..ATTEMPTS {
+        let listed = if req.persist_across_processes {
+            rt.list(&ListQuery { labels: req.identity.upstream_labels(), states: Vec::new() }).await?
+        } else {
+            Vec::new()
+        };
+        let done = |id: String, action| Acquired {
+            id,
+            name: String::new(),
+            action,
+            labels: BTreeMap::new(),
+            notes: Vec::new(),
+        };
+        let got = match select_reusable(&req.identity, &listed, &policy) {
+            ReuseDecision::Attach { id } => done(id, AcquireAction::Attached),
+            ReuseDecision::Start { id, prior } => match rt.start(&id).await {
+                Ok(()) => done(id, AcquireAction::Started),
+                Err(RuntimeError::NotFound(_)) => continue,
+                Err(e) => {
+                    notes.push(format!(
+                        "container {} ({prior}) would not start ({e}); creating a fresh one",
+                        short(&id)
+                    ));
+                    // Our own deterministic name must be freed; a hermes-made container is left for the reaper.
+                    if name_of(&listed, &id) == Some(req.spec.name.as_str()) {
+                        match rt.remove(&id, false).await {
+                            Ok(()) | Err(RuntimeError::NotFound(_)) => {}
+                            // It is running now (a sibling started it): the next attempt attaches.
+                            Err(RuntimeError::Api { status: 409, .. }) => continue,
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    match create_started(rt, &req.spec).await? {
+                        Some(id) => done(id, AcquireAction::Created),
+                        None => continue,
+                    }
+                }
+            },
+            ReuseDecision::Recreate { id, old, new } => {
+                notes.push(format!(
+                    "config changed (fingerprint {} -> {}); recreating {}",
+                    &old[..8.min(old.len())],
+                    &new[..8.min(new.len())],
+                    short(&id)
+                ));
+                remove_now(rt, &id).await?;
+                recreated = true;
+                continue;
+            }
+            ReuseDecision::Create { .. } => match create_started(rt, &req.spec).await? {
+                Some(id) => done(id, if recreated { AcquireAction::Recreated } else { AcquireAction::Created }),
+                // Name conflict: another process created it first; the next attempt finds it.
+                None => continue,
+            },
+        };
+        let details = match rt.inspect(&got.id).await {
+            Ok(d) => d,
+            Err(RuntimeError::NotFound(_)) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        return Ok(Acquired {
+            name: details.summary.name.clone(),
+            labels: details.summary.labels.clone(),
+            notes,
+            ..got
+        });
+    }
+    Err(SandboxError::Unsettled { name: req.spec.name.clone(), attempts: ATTEMPTS })
+}
+
+fn name_of<'a>(listed: &'a [ContainerSummary], id: &str) -> Option<&'a str> {
+    listed.iter().find(|c| c.id == id).map(|c| c.name.as_str())
+}
+
+fn short(id: &str) -> &str {
+    &id[..12.min(id.len())]
+}
+
+/// Creates and starts a container; `Ok(None)` on a name conflict. A container that will not start is removed,
+/// so a failed start leaves no `created` leftover.
+async fn create_started(rt: &dyn ContainerRuntime, spec: &CreateSpec) -> Result<Option<String>, SandboxError> {
+    let id = match rt.create(spec).await {
+        Ok(id) => id,
+        Err(RuntimeError::NameConflict(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    if let Err(source) = rt.start(&id).await {
+        let _ = rt.remove(&id, true).await;
+        return Err(SandboxError::StartFailed { name: spec.name.clone(), source });
+    }
+    Ok(Some(id))
+}
+
+/// Stops (with the standard grace) and removes a container; a missing one is fine.
+async fn remove_now(rt: &dyn ContainerRuntime, id: &str) -> Result<(), RuntimeError> {
+    match rt.stop(id, crate::policy::cleanup::STOP_GRACE).await {
+        Ok(()) | Err(RuntimeError::NotFound(_)) => {}
+        Err(e) => return Err(e),
+    }
+    match rt.remove(id, true).await {
+        Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether an exec error means the container went away (removed or stopped out of band).
+fn is_gone(e: &RuntimeError) -> bool {
+    match e {
+        RuntimeError::NotFound(_) => true,
+        RuntimeError::Api { status: 409, message } => message.contains("not running") || message.contains("paused"),
+        _ => false,
+    }
+}
+
+/// Acquires and runs one command, recovering once when the container vanished between acquire and exec.
+///
+/// # Errors
+/// A [`SandboxError`] when acquire fails, or the exec fails for another reason than a vanished container.
+pub async fn run(
+    rt: &dyn ContainerRuntime,
+    req: &AcquireRequest,
+    exec: &ExecSpec,
+    sink: &mut dyn OutputSink,
+) -> Result<(Acquired, ExecOutcome), SandboxError> {
+    let acquired = acquire(rt, req).await?;
+    match rt.exec(&acquired.id, exec, sink).await {
+        Ok(outcome) => Ok((acquired, outcome)),
+        Err(e) if is_gone(&e) && req.persist_across_processes => {
+            let mut again = acquire(rt, req).await?;
+            again.notes.insert(0, format!("container {} vanished before exec ({e}); recovered", short(&acquired.id)));
+            let outcome = rt.exec(&again.id, exec, sink).await?;
+            Ok((again, outcome))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Releases a sandbox per the cleanup matrix; returns what was done.
+///
+/// # Errors
+/// A [`RuntimeError`] other than "not found" from stop or remove.
+pub async fn release(
+    rt: &dyn ContainerRuntime,
+    id: Option<&str>,
+    persist_across_processes: bool,
+    force: bool,
+) -> Result<CleanupPlan, RuntimeError> {
+    let plan = plan_cleanup(id, persist_across_processes, force);
+    if let CleanupPlan::StopRemove { id, .. } = &plan {
+        remove_now(rt, id).await?;
+    }
+    Ok(plan)
+}
+
+/// Finds the sandboxes (managed containers) of one identity, or all of them.
+///
+/// # Errors
+/// A [`RuntimeError`] from the list call.
+pub async fn list_managed(
+    rt: &dyn ContainerRuntime,
+    profile_label: Option<&str>,
+) -> Result<Vec<ContainerSummary>, RuntimeError> {
+    let mut labels = BTreeMap::from([(LABEL_AGENT.to_owned(), "1".to_owned())]);
+    if let Some(p) = profile_label {
+        labels.insert(LABEL_PROFILE.to_owned(), p.to_owned());
+    }
+    rt.list(&ListQuery { labels, states: Vec::new() }).await
+}
+
+/// The outcome of a sweep.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReapReport {
+    pub removed: Vec<Orphan>,
+    pub skipped: Vec<Spared>,
+    /// Containers chosen for removal whose removal failed; the sweep went on.
+    pub failed: Vec<(String, String)>,
+    pub dry_run: bool,
+}
+
+/// Sweeps orphans: lists managed non-running containers in scope, inspects them, removes those old enough.
+///
+/// Every candidate is re-inspected right before removal and removed without force, so a container a sibling just
+/// restarted is never killed. One failure does not stop the sweep.
+///
+/// # Errors
+/// A [`RuntimeError`] only when the initial list fails.
+pub async fn reap(
+    rt: &dyn ContainerRuntime,
+    now: Timestamp,
+    scope: &ReapScope,
+    dry_run: bool,
+) -> Result<ReapReport, RuntimeError> {
+    let mut labels = BTreeMap::from([(LABEL_AGENT.to_owned(), "1".to_owned())]);
+    if let Some(p) = &scope.profile_label {
+        labels.insert(LABEL_PROFILE.to_owned(), p.clone());
+    }
+    let query =
+        ListQuery { labels, states: vec![ContainerState::Exited, ContainerState::Created, ContainerState::Dead] };
+    let listed = rt.list(&query).await?;
+    let inspected = join_all(listed.iter().map(|c| rt.inspect(&c.id))).await;
+    let details: Vec<ContainerDetails> = inspected.into_iter().filter_map(Result::ok).collect();
+    let ReapPlan { remove, spare } = find_orphans(now, &details, scope);
+    let mut report = ReapReport { skipped: spare, dry_run, ..ReapReport::default() };
+    if dry_run {
+        report.removed = remove;
+        return Ok(report);
+    }
+    let results = join_all(remove.iter().map(|o| remove_orphan(rt, now, scope, o))).await;
+    for (orphan, res) in remove.into_iter().zip(results) {
+        match res {
+            Ok(None) => report.removed.push(orphan),
+            Ok(Some(reason)) => report.skipped.push(Spared { id: orphan.id, name: orphan.name, reason }),
+            Err(e) => report.failed.push((orphan.id, e.to_string())),
+        }
+    }
+    Ok(report)
+}
+
+/// Re-checks one orphan and removes it; `Ok(Some(reason))` when the re-check spared it.
+async fn remove_orphan(
+    rt: &dyn ContainerRuntime,
+    now: Timestamp,
+    scope: &ReapScope,
+    o: &Orphan,
+) -> Result<Option<SpareReason>, RuntimeError> {
+    let fresh = match rt.inspect(&o.id).await {
+        Ok(d) => d,
+        Err(RuntimeError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if let Err(reason) = judge_orphan(now, &fresh, scope) {
+        return Ok(Some(reason));
+    }
+    match rt.remove(&o.id, false).await {
+        Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(None),
+        Err(RuntimeError::Api { status: 409, .. }) => Ok(Some(SpareReason::Live)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Polls futures concurrently and returns their outputs in order; needs no runtime.
+pub async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    type Slot<F> = (Pin<Box<F>>, Option<<F as Future>::Output>);
+    let mut slots: Vec<Slot<F>> = futures.into_iter().map(|f| (Box::pin(f), None)).collect();
+    std::future::poll_fn(move |cx: &mut Context<'_>| {
+        let mut pending = false;
+        for (fut, out) in slots.iter_mut() {
+            if out.is_none() {
+                match fut.as_mut().poll(cx) {
+                    Poll::Ready(v) => *out = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(slots.iter_mut().map(|(_, o)| o.take().expect("every slot is ready")).collect())
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,325 @@
+//! Tests of the sandbox service over `FakeRuntime`: reuse, races, drift, recovery, release, reaping, and a
+//! state-machine property test against a simple model.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::ids::{ProfileName, TaskId};
+use crate::policy::reaper::{ReapReason, reaper_max_age_secs};
+use crate::ports::CapturedOutput;
+use crate::sandbox::{HostFacts, SandboxMode, SandboxSettings, build_create_spec};
+use crate::test_util::{FakeRuntime, block_on};
+
+const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+fn settings(persist: bool) -> SandboxSettings {
+    SandboxSettings {
+        image: "img".into(),
+        cwd: "/root".into(),
+        persist_across_processes: persist,
+        recreate_on_config_change: true,
+        orphan_reaper: true,
+        lifetime_seconds: 300,
+        timeout_seconds: 180,
+        cpu: 0.0,
+        memory_mb: 0,
+        disk_mb: 0,
+        container_persistent: false,
+        sandbox_dir: "/sb".into(),
+        volumes: vec![],
+        env: BTreeMap::new(),
+        forward_env: vec![],
+        extra_args: vec![],
+        network: true,
+        run_as_host_user: false,
+        mount_cwd_to_workspace: false,
+    }
+}
+
+fn request(task: &str, profile: &str, st: &SandboxSettings, nonce: u32) -> AcquireRequest {
+    let identity = SandboxIdentity::new(TaskId::parse(task).unwrap(), ProfileName::parse(profile).unwrap());
+    let (mode, name) = if st.persist_across_processes {
+        (SandboxMode::Persist, identity.persistent_name())
+    } else {
+        (SandboxMode::Ephemeral, identity.ephemeral_name(&nonce.to_string()))
+    };
+    let built = build_create_spec(&identity, mode, name, st, &HostFacts::default());
+    AcquireRequest {
+        identity,
+        spec: built.spec,
+        persist_across_processes: st.persist_across_processes,
+        recreate_on_config_change: st.recreate_on_config_change,
+    }
+}
+
+#[test]
+fn reuse_of_a_running_container_never_creates_or_starts() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let first = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!(first.action, AcquireAction::Created);
+    let before = rt.calls().len();
+    let second = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!((second.action, &second.id), (AcquireAction::Attached, &first.id));
+    let after: Vec<String> = rt.calls()[before..].to_vec();
+    assert!(!after.iter().any(|c| c == "create" || c == "start"), "{after:?}");
+    assert_eq!(second.labels["hermes-task-id"], "abc");
+}
+
+#[test]
+fn exited_container_is_started_not_recreated() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let first = block_on(acquire(&rt, &req)).unwrap();
+    rt.kill(&first.id);
+    let again = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!((again.action, again.id), (AcquireAction::Started, first.id));
+    assert_eq!(rt.containers().len(), 1);
+}
+
+#[test]
+fn start_failure_falls_back_to_a_fresh_container() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let first = block_on(acquire(&rt, &req)).unwrap();
+    rt.kill(&first.id);
+    rt.fail_start(&first.id);
+    let again = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!(again.action, AcquireAction::Created);
+    assert_ne!(again.id, first.id);
+    assert!(again.notes.iter().any(|n| n.contains("would not start")));
+    // Our own broken container was removed to free the name: one container, running.
+    assert_eq!(rt.containers().len(), 1);
+}
+
+#[test]
+fn hermes_made_broken_container_is_left_for_the_reaper() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let mut hermes_spec = req.spec.clone();
+    hermes_spec.name = "hermes-1234abcd".into();
+    hermes_spec.labels.retain(|k, _| k.starts_with("hermes-"));
+    let hid = rt.insert(hermes_spec, ContainerState::Exited, T0, &T0.to_rfc3339());
+    rt.fail_start(&hid);
+    let got = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!(got.action, AcquireAction::Created);
+    assert_eq!(rt.containers().len(), 2);
+}
+
+#[test]
+fn hermes_made_running_container_is_reused() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let mut hermes_spec = req.spec.clone();
+    hermes_spec.name = "hermes-1234abcd".into();
+    hermes_spec.labels.retain(|k, _| k.starts_with("hermes-"));
+    let hid = rt.insert(hermes_spec, ContainerState::Running, T0, "0001-01-01T00:00:00Z");
+    let got = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!((got.action, got.id), (AcquireAction::Attached, hid));
+}
+
+#[test]
+fn opt_out_always_creates_and_release_removes() {
+    let rt = FakeRuntime::new(T0);
+    let st = settings(false);
+    let a = block_on(acquire(&rt, &request("abc", "default", &st, 1))).unwrap();
+    let b = block_on(acquire(&rt, &request("abc", "default", &st, 2))).unwrap();
+    assert_ne!(a.id, b.id);
+    assert!(!rt.calls().iter().any(|c| c == "list"), "opt-out never looks up");
+    block_on(release(&rt, Some(&a.id), false, false)).unwrap();
+    assert_eq!(rt.containers().len(), 1);
+}
+
+#[test]
+fn persist_release_keeps_and_force_removes() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let a = block_on(acquire(&rt, &req)).unwrap();
+    let plan = block_on(release(&rt, Some(&a.id), true, false)).unwrap();
+    assert_eq!(plan, CleanupPlan::Keep { id: a.id.clone() });
+    assert_eq!(rt.containers()[0].state, ContainerState::Running);
+    block_on(release(&rt, Some(&a.id), true, true)).unwrap();
+    assert!(rt.containers().is_empty());
+    // Releasing again (already gone) is fine.
+    block_on(release(&rt, Some(&a.id), true, true)).unwrap();
+}
+
+#[test]
+fn drift_recreates_once() {
+    let rt = FakeRuntime::new(T0);
+    let mut st = settings(true);
+    let a = block_on(acquire(&rt, &request("abc", "default", &st, 0))).unwrap();
+    st.image = "img:2".into();
+    let b = block_on(acquire(&rt, &request("abc", "default", &st, 0))).unwrap();
+    assert_eq!(b.action, AcquireAction::Recreated);
+    assert_ne!(a.id, b.id);
+    let c = block_on(acquire(&rt, &request("abc", "default", &st, 0))).unwrap();
+    assert_eq!((c.action, c.id), (AcquireAction::Attached, b.id));
+    assert_eq!(rt.containers().len(), 1);
+}
+
+#[test]
+fn name_conflict_attaches_to_the_winner() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    // Another process created (but has not started) the container between our list and create.
+    let winner = rt.insert(req.spec.clone(), ContainerState::Created, T0, "0001-01-01T00:00:00Z");
+    let got = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!(got.id, winner);
+    assert_eq!(rt.containers().len(), 1);
+}
+
+#[test]
+fn exec_recovers_once_from_out_of_band_removal() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let first = block_on(acquire(&rt, &req)).unwrap();
+    rt.remove_out_of_band(&first.id);
+    // The next run's acquire creates anew; simulate the removal landing between acquire and exec instead.
+    let second = block_on(acquire(&rt, &req)).unwrap();
+    rt.kill(&second.id);
+    rt.fail_start(&second.id);
+    let mut out = CapturedOutput::default();
+    let exec = ExecSpec { argv: vec!["echo".into(), "hi".into()], ..ExecSpec::default() };
+    let (got, outcome) = block_on(run(&rt, &req, &exec, &mut out)).unwrap();
+    assert_eq!(outcome, ExecOutcome::Exited(0));
+    assert_eq!(out.stdout, b"echo hi");
+    assert_eq!(rt.execs().last().unwrap().0, got.id);
+}
+
+#[test]
+fn reaper_sweeps_old_exited_created_and_spares_the_rest() {
+    let rt = FakeRuntime::new(T0);
+    let st = settings(true);
+    let old = Timestamp::from_secs(T0.as_secs() - 5000);
+    let ago = |s: i64| Timestamp::from_secs(T0.as_secs() - s).to_rfc3339();
+    let spec = |task: &str, profile: &str| request(task, profile, &st, 0).spec;
+    let gone_exited = rt.insert(spec("a", "default"), ContainerState::Exited, old, &ago(900));
+    let gone_created = rt.insert(spec("b", "default"), ContainerState::Created, old, "0001-01-01T00:00:00Z");
+    let young = rt.insert(spec("c", "default"), ContainerState::Exited, old, &ago(60));
+    let running = rt.insert(spec("d", "default"), ContainerState::Running, old, &ago(9000));
+    let zero = rt.insert(spec("e", "default"), ContainerState::Exited, old, "0001-01-01T00:00:00Z");
+    let other = rt.insert(spec("f", "research-bot"), ContainerState::Exited, old, &ago(9000));
+    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(Some(300)) };
+
+    let dry = block_on(reap(&rt, T0, &scope, true)).unwrap();
+    assert_eq!(dry.removed.len(), 2);
+    assert_eq!(rt.containers().len(), 6, "dry run removes nothing");
+
+    let report = block_on(reap(&rt, T0, &scope, false)).unwrap();
+    let mut removed: Vec<&str> = report.removed.iter().map(|o| o.id.as_str()).collect();
+    removed.sort();
+    let mut expect = vec![gone_exited.as_str(), gone_created.as_str()];
+    expect.sort();
+    assert_eq!(removed, expect);
+    assert!(report.removed.iter().any(|o| o.reason == ReapReason::CreatedLeftover));
+    let left: Vec<String> = rt.containers().into_iter().map(|c| c.id).collect();
+    for id in [&young, &running, &zero, &other] {
+        assert!(left.contains(id));
+    }
+    // All profiles: the other profile's old container goes too.
+    let all = ReapScope { profile_label: None, ..scope };
+    let report = block_on(reap(&rt, T0, &all, false)).unwrap();
+    assert_eq!(report.removed.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), [other.as_str()]);
+}
+
+#[test]
+fn join_all_keeps_order() {
+    let out = block_on(join_all((0..5).map(|i| async move { i * 2 })));
+    assert_eq!(out, [0, 2, 4, 6, 8]);
+}
+
+/// Operations of the state-machine test.
+#[derive(Clone, Debug)]
+enum Op {
+    Acquire { who: usize, persist: bool },
+    Release { handle: usize, force: bool },
+    Crash { handle: usize },
+    RemoveOutOfBand { handle: usize },
+    Advance { secs: u64 },
+    Reap,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0usize..4, any::<bool>()).prop_map(|(who, persist)| Op::Acquire { who, persist }),
+        2 => (0usize..8, any::<bool>()).prop_map(|(handle, force)| Op::Release { handle, force }),
+        1 => (0usize..8).prop_map(|handle| Op::Crash { handle }),
+        1 => (0usize..8).prop_map(|handle| Op::RemoveOutOfBand { handle }),
+        1 => (1u64..2000).prop_map(|secs| Op::Advance { secs }),
+        1 => Just(Op::Reap),
+    ]
+}
+
+// Identities include a colliding pair ("a/b" and "a:b") and a hostile one.
+const WHO: [(&str, &str); 4] = [("a/b", "default"), ("a:b", "default"), ("x", "alpha"), ("\n=,😀", "default")];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #[test]
+    fn lifecycle_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let rt = FakeRuntime::new(T0);
+        let mut now = T0;
+        // Model: handles acquired, with their identity index and mode; `None` once released.
+        let mut handles: Vec<Option<(usize, bool, String)>> = Vec::new();
+        let mut released_ephemeral: Vec<String> = Vec::new();
+        let mut nonce = 0u32;
+        for op in ops {
+            match op {
+                Op::Acquire { who, persist } => {
+                    nonce += 1;
+                    let (task, profile) = WHO[who];
+                    let req = request(task, profile, &settings(persist), nonce);
+                    let got = block_on(acquire(&rt, &req)).unwrap();
+                    let c = rt.containers().into_iter().find(|c| c.id == got.id).unwrap();
+                    prop_assert_eq!(c.state, ContainerState::Running);
+                    prop_assert_eq!(&c.spec.labels["berth.identity"], &req.identity.digest());
+                    handles.push(Some((who, persist, got.id)));
+                }
+                Op::Release { handle, force } => {
+                    if let Some(Some((_, persist, id))) = handles.get(handle).cloned() {
+                        block_on(release(&rt, Some(&id), persist, force)).unwrap();
+                        if !persist || force {
+                            prop_assert!(!rt.containers().iter().any(|c| c.id == id), "released container remains");
+                            if !persist { released_ephemeral.push(id); }
+                        }
+                        handles[handle] = None;
+                    }
+                }
+                Op::Crash { handle } => {
+                    if let Some(Some((_, _, id))) = handles.get(handle) { rt.kill(id); }
+                }
+                Op::RemoveOutOfBand { handle } => {
+                    if let Some(Some((_, _, id))) = handles.get(handle) { rt.remove_out_of_band(id); }
+                }
+                Op::Advance { secs } => {
+                    now = now.plus(Duration::from_secs(secs));
+                    rt.set_now(now);
+                }
+                Op::Reap => {
+                    let scope = ReapScope { profile_label: None, max_age_secs: 600 };
+                    let before: Vec<_> = rt.containers();
+                    block_on(reap(&rt, now, &scope, false)).unwrap();
+                    for c in before.iter().filter(|c| c.state.is_live()) {
+                        prop_assert!(rt.containers().iter().any(|x| x.id == c.id), "reaper removed a live container");
+                    }
+                }
+            }
+            // Invariant: at most one live persist-mode container per identity, and never a container shared
+            // between two identities.
+            for (task, profile) in WHO {
+                let digest = SandboxIdentity::new(TaskId::parse(task).unwrap(), ProfileName::parse(profile).unwrap()).digest();
+                let live = rt.containers().into_iter()
+                    .filter(|c| c.state.is_live() && c.spec.labels["berth.identity"] == digest && c.spec.labels["berth.mode"] == "persist")
+                    .count();
+                prop_assert!(live <= 1, "{live} live persist containers for {task:?}");
+            }
+            for id in &released_ephemeral {
+                prop_assert!(!rt.containers().iter().any(|c| &c.id == id));
+            }
+        }
+    }
+}
