@@ -1,1 +1,472 @@
-//! placeholder
+//! Berth's settings: one table ([`table::SETTINGS`]) and every surface derived from it.
+//!
+//! Surfaces: the config file (`<home>/config.yaml`, hermes-compatible), the environment (`TERMINAL_*`/`KANBAN_*`),
+//! `-c key=value`, the environment handed to workers, the generated `docs/settings.md`, and the list of variables
+//! hermetic tests clear. This is the only crate that reads those variables.
+
+pub mod table;
+pub mod value;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use domain::kanban::DispatchCaps;
+use domain::sandbox::SandboxSettings;
+use serde_yaml_ng::Value as Yaml;
+use thiserror::Error;
+
+pub use table::{Kind, SETTINGS, Setting, env_var_for, find};
+pub use value::{Value, parse_bool, parse_text};
+
+/// Errors of the config surfaces.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("unknown setting {0:?} (see `berth config ls`)")]
+    UnknownKey(String),
+    #[error("invalid value {raw:?} for {key}: {why}")]
+    InvalidValue { key: String, raw: String, why: String },
+    #[error("-c expects KEY=VALUE, got {0:?}")]
+    BadOverride(String),
+    #[error("cannot read config file {path}: {message}")]
+    File { path: PathBuf, message: String },
+    #[error("cannot write config file {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Where a value came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File(PathBuf),
+    Env(String),
+    Cli,
+}
+
+impl Source {
+    /// A short label for tables and JSON (`default`, `file`, `env`, `cli`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::File(_) => "file",
+            Self::Env(_) => "env",
+            Self::Cli => "cli",
+        }
+    }
+
+    /// A longer description (`env TERMINAL_TIMEOUT`, `file /x/config.yaml`).
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Default => "default".to_owned(),
+            Self::File(p) => format!("file {}", p.display()),
+            Self::Env(v) => format!("env {v}"),
+            Self::Cli => "-c".to_owned(),
+        }
+    }
+}
+
+/// A snapshot of environment variables: the one place berth reads the process environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvMap(pub BTreeMap<String, String>);
+
+impl EnvMap {
+    /// Reads the process environment (non-UTF-8 variables are skipped).
+    pub fn from_process() -> Self {
+        Self(std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect())
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self(pairs.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect())
+    }
+}
+
+/// One resolved setting.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub setting: &'static Setting,
+    pub value: Value,
+    pub source: Source,
+}
+
+/// Every setting resolved, with the warnings met on the way.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    entries: Vec<Entry>,
+    pub warnings: Vec<String>,
+}
+
+/// The inputs of a resolution.
+#[derive(Clone, Debug)]
+pub struct Inputs<'a> {
+    /// Berth's home (expands `{home}` in defaults).
+    pub home: &'a Path,
+    /// The parsed config file, if any, and its path.
+    pub file: Option<(&'a Path, &'a Yaml)>,
+    pub env: &'a EnvMap,
+    /// `-c key=value` pairs, in order (the last one wins).
+    pub overrides: &'a [(String, String)],
+}
+
+/// Splits a `-c KEY=VALUE` argument.
+///
+/// # Errors
+/// [`ConfigError::BadOverride`] without `=`; [`ConfigError::UnknownKey`] for a key not in the table.
+pub fn parse_override(arg: &str) -> Result<(String, String), ConfigError> {
+    let (k, v) = arg.split_once('=').ok_or_else(|| ConfigError::BadOverride(arg.to_owned()))?;
+    let k = k.trim();
+    find(k).ok_or_else(|| ConfigError::UnknownKey(k.to_owned()))?;
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+/// Reads and parses a config file; a missing file is `Ok(None)`.
+///
+/// # Errors
+/// [`ConfigError::File`] when the file exists but cannot be read or is not YAML.
+pub fn load_file(path: &Path) -> Result<Option<Yaml>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ConfigError::File { path: path.to_owned(), message: e.to_string() }),
+    };
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_yaml_ng::from_str(&text)
+        .map(Some)
+        .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })
+}
+
+fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
+    doc.get(s.section())?.get(s.name())
+}
+
+/// Checks rules beyond the type (e.g. `kanban.failure_limit` ≥ 1).
+fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
+    match (s.key, v) {
+        ("kanban.failure_limit" | "kanban.claim_ttl_seconds" | "kanban.worker_log_backup_count", Value::Int(n))
+            if *n < 1 =>
+        {
+            Err(format!("{n} is below 1"))
+        }
+        ("kanban.dispatch_interval_seconds" | "terminal.container_cpu", Value::Float(f)) if *f < 0.0 => {
+            Err(format!("{f} is negative"))
+        }
+        (
+            "terminal.timeout"
+            | "terminal.container_memory"
+            | "terminal.container_disk"
+            | "kanban.worker_log_rotate_bytes",
+            Value::Int(n),
+        ) if *n < 0 => Err(format!("{n} is negative")),
+        _ => Ok(()),
+    }
+}
+
+/// Strictly parses a value for `key` (used by `-c` and `config set`).
+///
+/// # Errors
+/// [`ConfigError::UnknownKey`] or [`ConfigError::InvalidValue`].
+pub fn validate(key: &str, raw: &str) -> Result<Value, ConfigError> {
+    let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let invalid = |why: String| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
+    let v = parse_text(s.kind, raw).map_err(invalid)?;
+    check_range(s, &v).map_err(invalid)?;
+    Ok(v)
+}
+
+fn default_value(s: &Setting, home: &Path) -> Value {
+    let text = s.default.replace("{home}", &home.display().to_string());
+    parse_text(s.kind, &text).unwrap_or_else(|e| panic!("default of {} does not parse: {e}", s.key))
+}
+
+/// Resolves every setting: default < file < environment < `-c`.
+///
+/// Invalid file and environment values give a warning (naming key, source and value) and the default is used;
+/// invalid caps mean "no cap". Invalid `-c` values are errors, since the user just typed them.
+///
+/// # Errors
+/// [`ConfigError`] for a bad `-c` pair.
+pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
+    let mut warnings = Vec::new();
+    let mut entries = Vec::with_capacity(SETTINGS.len());
+    for s in SETTINGS {
+        let default = default_value(s, inputs.home);
+        let mut entry = Entry { setting: s, value: default.clone(), source: Source::Default };
+        let mut lenient =
+            |parsed: Result<Option<Value>, String>, source: Source, raw: String, entry: &mut Entry| match parsed
+                .and_then(|v| match v {
+                    Some(v) => check_range(s, &v).map(|()| Some(v)),
+                    None => Ok(None),
+                }) {
+                Ok(Some(v)) => {
+                    entry.value = expand_home(v, inputs.home, inputs.env);
+                    entry.source = source;
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    let fallback = if s.kind == Kind::Cap { "no cap" } else { "using the default" };
+                    warnings.push(format!(
+                        "invalid {} value {raw:?} for {} ({why}); {fallback}",
+                        source.describe(),
+                        s.key
+                    ));
+                    entry.value = default.clone();
+                    entry.source = Source::Default;
+                }
+            };
+        if let Some((path, doc)) = inputs.file
+            && let Some(y) = yaml_lookup(doc, s)
+        {
+            let raw = serde_yaml_ng::to_string(y).unwrap_or_default().trim().to_owned();
+            lenient(value::from_yaml(s.kind, y), Source::File(path.to_owned()), raw, &mut entry);
+        }
+        let var = s.env_var();
+        if let Some(raw) = inputs.env.get(&var) {
+            // An empty variable counts as unset, except where empty is meaningful (text, caps).
+            if !raw.is_empty() || matches!(s.kind, Kind::Str | Kind::Cap) {
+                lenient(parse_text(s.kind, raw).map(Some), Source::Env(var.clone()), raw.to_owned(), &mut entry);
+            }
+        }
+        for (k, raw) in inputs.overrides.iter().filter(|(k, _)| k == s.key) {
+            entry.value = expand_home(validate(k, raw)?, inputs.home, inputs.env);
+            entry.source = Source::Cli;
+        }
+        entries.push(entry);
+    }
+    for (k, _) in inputs.overrides {
+        find(k).ok_or_else(|| ConfigError::UnknownKey(k.clone()))?;
+    }
+    Ok(Resolved { entries, warnings })
+}
+
+/// Expands `{home}` (berth's home) and a leading `~/` (the user's home, from `HOME`) in text values.
+fn expand_home(v: Value, home: &Path, env: &EnvMap) -> Value {
+    match v {
+        Value::Str(s) => {
+            let s = s.replace("{home}", &home.display().to_string());
+            match (s.strip_prefix("~/"), env.get("HOME")) {
+                (Some(rest), Some(user_home)) => Value::Str(format!("{}/{rest}", user_home.trim_end_matches('/'))),
+                _ => Value::Str(s),
+            }
+        }
+        other => other,
+    }
+}
+
+impl Resolved {
+    /// Every entry, in table order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The entry of `key`.
+    ///
+    /// # Panics
+    /// When `key` is not in the table (a programming error: keys are literals).
+    pub fn entry(&self, key: &str) -> &Entry {
+        self.entries.iter().find(|e| e.setting.key == key).unwrap_or_else(|| panic!("no setting {key}"))
+    }
+
+    pub fn value(&self, key: &str) -> &Value {
+        &self.entry(key).value
+    }
+
+    pub fn bool(&self, key: &str) -> bool {
+        matches!(self.value(key), Value::Bool(true))
+    }
+
+    pub fn int(&self, key: &str) -> i64 {
+        match self.value(key) {
+            Value::Int(i) => *i,
+            Value::Float(f) => *f as i64,
+            _ => 0,
+        }
+    }
+
+    pub fn float(&self, key: &str) -> f64 {
+        match self.value(key) {
+            Value::Float(f) => *f,
+            Value::Int(i) => *i as f64,
+            _ => 0.0,
+        }
+    }
+
+    pub fn string(&self, key: &str) -> String {
+        match self.value(key) {
+            Value::Str(s) => s.clone(),
+            other => other.to_text(),
+        }
+    }
+
+    pub fn list(&self, key: &str) -> Vec<String> {
+        match self.value(key) {
+            Value::List(l) => l.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn map(&self, key: &str) -> BTreeMap<String, String> {
+        match self.value(key) {
+            Value::Map(m) => m.clone(),
+            _ => BTreeMap::new(),
+        }
+    }
+
+    pub fn cap(&self, key: &str) -> Option<u32> {
+        match self.value(key) {
+            Value::Cap(c) => *c,
+            _ => None,
+        }
+    }
+
+    /// The sandbox settings the domain's spec builder takes.
+    pub fn sandbox(&self) -> SandboxSettings {
+        SandboxSettings {
+            image: self.string("terminal.docker_image"),
+            cwd: self.string("terminal.cwd"),
+            persist_across_processes: self.bool("terminal.docker_persist_across_processes"),
+            recreate_on_config_change: self.bool("terminal.docker_recreate_on_config_change"),
+            orphan_reaper: self.bool("terminal.docker_orphan_reaper"),
+            lifetime_seconds: self.int("terminal.lifetime_seconds"),
+            timeout_seconds: u64::try_from(self.int("terminal.timeout")).unwrap_or(0),
+            cpu: self.float("terminal.container_cpu"),
+            memory_mb: self.int("terminal.container_memory"),
+            disk_mb: self.int("terminal.container_disk"),
+            container_persistent: self.bool("terminal.container_persistent"),
+            sandbox_dir: self.string("terminal.sandbox_dir"),
+            volumes: self.list("terminal.docker_volumes"),
+            env: self.map("terminal.docker_env"),
+            forward_env: self.list("terminal.docker_forward_env"),
+            extra_args: self.list("terminal.docker_extra_args"),
+            network: self.bool("terminal.docker_network"),
+            run_as_host_user: self.bool("terminal.docker_run_as_host_user"),
+            mount_cwd_to_workspace: self.bool("terminal.docker_mount_cwd_to_workspace"),
+        }
+    }
+
+    /// The dispatcher caps (`max_spawn` from config; `dispatch --max` replaces it).
+    pub fn caps(&self) -> DispatchCaps {
+        let per_profile_overrides = match self.value("kanban.max_in_progress_per_profile_overrides") {
+            Value::CapMap(m) => m.clone(),
+            _ => BTreeMap::new(),
+        };
+        DispatchCaps {
+            max_in_progress: self.cap("kanban.max_in_progress"),
+            max_spawn: self.cap("kanban.max_spawn"),
+            per_profile: self.cap("kanban.max_in_progress_per_profile"),
+            per_profile_overrides,
+        }
+    }
+
+    /// `kanban.default_assignee` trimmed; `None` when empty or whitespace.
+    pub fn default_assignee(&self) -> Option<String> {
+        Some(self.string("kanban.default_assignee").trim().to_owned()).filter(|s| !s.is_empty())
+    }
+
+    /// The environment handed to workers (and printed by `config env`): every setting as its variable.
+    pub fn worker_env(&self) -> Vec<(String, String)> {
+        self.entries.iter().map(|e| (e.setting.env_var(), e.value.to_text())).collect()
+    }
+}
+
+/// Every variable a hermetic test must clear so the caller's shell cannot leak settings into it.
+pub fn hermetic_vars() -> Vec<String> {
+    let mut vars: Vec<String> = SETTINGS.iter().map(Setting::env_var).collect();
+    vars.extend(["BERTH_HOME", "BERTH_PROFILE", "BERTH_LOG"].map(String::from));
+    vars
+}
+
+/// Quotes a value for a POSIX shell (`config env`).
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:=,@%+".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+fn write_doc(path: &Path, doc: &Yaml) -> Result<(), ConfigError> {
+    let text = serde_yaml_ng::to_string(doc)
+        .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })?;
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("yaml.tmp");
+        std::fs::write(&tmp, text)?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|source| ConfigError::Write { path: path.to_owned(), source })
+}
+
+/// `config set`: validates the value, then writes it into the file, keeping every other section and key.
+///
+/// # Errors
+/// An unknown key or invalid value (the file is not touched), or an unreadable/unwritable file.
+pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigError> {
+    let value = validate(key, raw)?;
+    let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let mut doc = load_file(path)?.unwrap_or(Yaml::Mapping(Default::default()));
+    let Yaml::Mapping(root) = &mut doc else {
+        return Err(ConfigError::File { path: path.to_owned(), message: "the top level is not a mapping".to_owned() });
+    };
+    let section = root.entry(Yaml::String(s.section().to_owned())).or_insert_with(|| Yaml::Mapping(Default::default()));
+    if !section.is_mapping() {
+        *section = Yaml::Mapping(Default::default());
+    }
+    if let Yaml::Mapping(m) = section {
+        m.insert(Yaml::String(s.name().to_owned()), value.to_yaml());
+    }
+    write_doc(path, &doc)?;
+    Ok(value)
+}
+
+/// `config unset`: removes the key from the file; returns whether it was there.
+///
+/// # Errors
+/// An unknown key, or an unreadable/unwritable file.
+pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
+    let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let Some(mut doc) = load_file(path)? else { return Ok(false) };
+    let removed = doc.get_mut(s.section()).and_then(Yaml::as_mapping_mut).and_then(|m| m.remove(s.name())).is_some();
+    if removed {
+        write_doc(path, &doc)?;
+    }
+    Ok(removed)
+}
+
+/// Renders `docs/settings.md` from the table.
+pub fn settings_doc() -> String {
+    let mut s = String::from(
+        "# Settings\n\n<!-- Generated from crates/config-bridge/src/table.rs by `cargo test`; do not edit. -->\n\n\
+         Precedence: default < config file (`<home>/config.yaml`) < environment < `berth -c key=value`.\n\
+         Booleans accept true/false/1/0/yes/no/on/off in any case.\n\
+         Lists and maps are JSON in the environment and `-c` (`[\"a\",\"b\"]`, `{\"k\":\"v\"}`), native YAML in the file.\n\
+         Invalid file or environment values warn and fall back to the default; an invalid cap means no cap.\n\n\
+         | key | environment variable | type | default | meaning |\n|---|---|---|---|---|\n",
+    );
+    for e in SETTINGS {
+        let default = if e.default.is_empty() { "(unset)".to_owned() } else { format!("`{}`", e.default) };
+        let _ = writeln!(
+            s,
+            "| `{}` | `{}` | {} | {} | {} |",
+            e.key,
+            e.env_var(),
+            e.kind.as_str(),
+            default,
+            e.doc.replace('|', "\\|")
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

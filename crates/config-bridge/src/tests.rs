@@ -1,0 +1,308 @@
+//! Tests of the settings table and its surfaces: file, environment, `-c`, `config set`, worker env, docs.
+
+use std::path::Path;
+
+use super::*;
+
+const HOME: &str = "/h";
+
+fn resolve_with(file: Option<&str>, env: &[(&str, &str)], overrides: &[(&str, &str)]) -> Resolved {
+    let doc: Option<Yaml> = file.map(|f| serde_yaml_ng::from_str(f).unwrap());
+    let env = EnvMap::from_pairs(env.iter().copied());
+    let overrides: Vec<(String, String)> = overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let path = Path::new("/h/config.yaml");
+    resolve(&Inputs { home: Path::new(HOME), file: doc.as_ref().map(|d| (path, d)), env: &env, overrides: &overrides })
+        .unwrap()
+}
+
+/// A sample value of each kind, in text form, different from every default.
+fn sample(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Bool => "maybe-not",
+        Kind::Int => "7",
+        Kind::Float => "2.5",
+        Kind::Str => "sample-text",
+        Kind::List => r#"["a","b:c"]"#,
+        Kind::Map => r#"{"K":"v"}"#,
+        Kind::Cap => "3",
+        Kind::CapMap => r#"{"alpha":4}"#,
+    }
+}
+
+fn sample_for(s: &Setting) -> String {
+    match s.kind {
+        // Booleans: the opposite of the default.
+        Kind::Bool => if s.default == "true" { "false" } else { "true" }.to_owned(),
+        _ => sample(s.kind).to_owned(),
+    }
+}
+
+#[test]
+fn the_table_is_well_formed() {
+    let keys: Vec<&str> = SETTINGS.iter().map(|s| s.key).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(keys, sorted, "keys are sorted and unique");
+    let mut vars: Vec<String> = SETTINGS.iter().map(Setting::env_var).collect();
+    vars.dedup();
+    assert_eq!(vars.len(), SETTINGS.len(), "env vars do not collide");
+    for s in SETTINGS {
+        assert!(s.key.starts_with("terminal.") || s.key.starts_with("kanban."), "{}", s.key);
+        assert!(s.key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '.'));
+        assert!(!s.doc.is_empty());
+        assert_eq!(s.env_var(), s.key.replace('.', "_").to_uppercase());
+        default_value(s, Path::new(HOME));
+    }
+    assert_eq!(
+        find("terminal.docker_persist_across_processes").unwrap().env_var(),
+        "TERMINAL_DOCKER_PERSIST_ACROSS_PROCESSES"
+    );
+    assert_eq!(find("terminal.docker_orphan_reaper").unwrap().env_var(), "TERMINAL_DOCKER_ORPHAN_REAPER");
+    assert_eq!(find("terminal.lifetime_seconds").unwrap().env_var(), "TERMINAL_LIFETIME_SECONDS");
+}
+
+#[test]
+fn every_row_round_trips_through_every_surface() {
+    let dir = tempfile::tempdir().unwrap();
+    for s in SETTINGS {
+        let raw = sample_for(s);
+        let want = validate(s.key, &raw).unwrap();
+        // -c → value.
+        let r = resolve_with(None, &[], &[(s.key, &raw)]);
+        assert_eq!((r.value(s.key), r.entry(s.key).source.kind()), (&want, "cli"), "{} via -c", s.key);
+        // env → value.
+        let var = s.env_var();
+        let r = resolve_with(None, &[(var.as_str(), raw.as_str())], &[]);
+        assert_eq!((r.value(s.key), r.entry(s.key).source.kind()), (&want, "env"), "{} via env", s.key);
+        // config set → file → value.
+        let path = dir.path().join(format!("{}.yaml", s.key));
+        set_in_file(&path, s.key, &raw).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let r = resolve_with(Some(&text), &[], &[]);
+        assert_eq!((r.value(s.key), r.entry(s.key).source.kind()), (&want, "file"), "{} via file:\n{text}", s.key);
+        // gateway/worker env → value.
+        let env = r.worker_env();
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let worker = resolve_with(None, &pairs, &[]);
+        assert_eq!(worker.value(s.key), &want, "{} via worker env", s.key);
+        for e in r.entries() {
+            assert_eq!(worker.value(e.setting.key), &e.value, "worker env reproduces {}", e.setting.key);
+        }
+        // unset → default.
+        assert!(unset_in_file(&path, s.key).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(resolve_with(Some(&text), &[], &[]).entry(s.key).source, Source::Default);
+    }
+}
+
+#[test]
+fn precedence_default_file_env_cli() {
+    let file = "terminal:\n  timeout: 10\n";
+    assert_eq!(resolve_with(None, &[], &[]).int("terminal.timeout"), 180);
+    assert_eq!(resolve_with(Some(file), &[], &[]).int("terminal.timeout"), 10);
+    assert_eq!(resolve_with(Some(file), &[("TERMINAL_TIMEOUT", "20")], &[]).int("terminal.timeout"), 20);
+    let r = resolve_with(
+        Some(file),
+        &[("TERMINAL_TIMEOUT", "20")],
+        &[("terminal.timeout", "30"), ("terminal.timeout", "40")],
+    );
+    assert_eq!(r.int("terminal.timeout"), 40);
+    assert_eq!(r.entry("terminal.timeout").source, Source::Cli);
+}
+
+#[test]
+fn booleans_accept_the_documented_spellings() {
+    for (raw, want) in [
+        ("true", true),
+        ("1", true),
+        ("YES", true),
+        ("On", true),
+        ("false", false),
+        ("0", false),
+        ("no", false),
+        ("OFF", false),
+    ] {
+        let r = resolve_with(None, &[("TERMINAL_DOCKER_ORPHAN_REAPER", raw)], &[]);
+        assert_eq!(r.bool("terminal.docker_orphan_reaper"), want, "{raw}");
+    }
+    let r = resolve_with(None, &[("TERMINAL_DOCKER_ORPHAN_REAPER", "maybe")], &[]);
+    assert!(r.bool("terminal.docker_orphan_reaper"), "falls back to the default");
+    assert!(
+        r.warnings[0].contains("TERMINAL_DOCKER_ORPHAN_REAPER") && r.warnings[0].contains("maybe"),
+        "{:?}",
+        r.warnings
+    );
+    // YAML 1.1 `on` arrives as a string in YAML 1.2 parsers; both spellings work.
+    let r = resolve_with(
+        Some("terminal:\n  docker_orphan_reaper: off\n  docker_persist_across_processes: 'no'\n"),
+        &[],
+        &[],
+    );
+    assert!(!r.bool("terminal.docker_orphan_reaper"));
+    assert!(!r.bool("terminal.docker_persist_across_processes"));
+}
+
+#[test]
+fn invalid_caps_mean_no_cap_with_a_warning() {
+    for raw in ["0", "-1", "abc", "1.5"] {
+        let r = resolve_with(None, &[("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", raw)], &[]);
+        assert_eq!(r.cap("kanban.max_in_progress_per_profile"), None, "{raw}");
+        assert!(r.warnings.iter().any(|w| w.contains("no cap") && w.contains(raw)), "{raw}: {:?}", r.warnings);
+    }
+    let r = resolve_with(Some("kanban:\n  max_in_progress_per_profile: \"2\"\n"), &[], &[]);
+    assert_eq!(r.cap("kanban.max_in_progress_per_profile"), Some(2), "strings are accepted, as the gateway did");
+    let r = resolve_with(Some("kanban:\n  failure_limit: 0\n"), &[], &[]);
+    assert_eq!(r.int("kanban.failure_limit"), 2);
+    assert_eq!(r.warnings.len(), 1);
+}
+
+#[test]
+fn json_env_values() {
+    let r = resolve_with(
+        None,
+        &[("TERMINAL_DOCKER_VOLUMES", r#"["/a:/b"]"#), ("TERMINAL_DOCKER_ENV", r#"{"A":1,"B":"x"}"#)],
+        &[],
+    );
+    assert_eq!(r.list("terminal.docker_volumes"), ["/a:/b"]);
+    assert_eq!(r.map("terminal.docker_env").get("A").map(String::as_str), Some("1"));
+    let r = resolve_with(None, &[("TERMINAL_DOCKER_VOLUMES", "[not json")], &[]);
+    assert!(r.list("terminal.docker_volumes").is_empty());
+    assert!(r.warnings[0].contains("valid JSON"));
+}
+
+#[test]
+fn a_hermes_config_loads_and_drives_berth() {
+    let hermes = r#"
+model:
+  default: anthropic/claude
+  provider: openrouter
+terminal:
+  backend: docker
+  env_type: docker
+  docker_image: my/image:1
+  docker_persist_across_processes: false
+  docker_orphan_reaper: true
+  container_memory: 2048
+  lifetime_seconds: 0
+  docker_env:
+    FOO: bar
+    PORT: 8080
+    NESTED: [1, 2]
+  docker_volumes:
+    - /data:/data:ro
+  persistent_shell: true
+  singularity_image: whatever
+kanban:
+  default_assignee: "  research  "
+  max_in_progress_per_profile: 2
+  max_in_progress_per_profile_overrides: {alpha: 4}
+  auto_decompose: true
+  orchestrator_profile: ""
+display:
+  skin: dark
+mcp_servers: {}
+"#;
+    let r = resolve_with(Some(hermes), &[], &[]);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let sb = r.sandbox();
+    assert_eq!(sb.image, "my/image:1");
+    assert!(!sb.persist_across_processes);
+    assert_eq!(sb.memory_mb, 2048);
+    assert_eq!(sb.lifetime_seconds, 0);
+    assert_eq!(sb.env.get("PORT").map(String::as_str), Some("8080"));
+    assert!(!sb.env.contains_key("NESTED"));
+    assert_eq!(sb.volumes, ["/data:/data:ro"]);
+    assert_eq!(r.default_assignee().as_deref(), Some("research"));
+    let caps = r.caps();
+    assert_eq!((caps.per_profile, caps.per_profile_overrides.get("alpha").copied()), (Some(2), Some(4)));
+    assert_eq!(sb.sandbox_dir, "/h/sandboxes");
+}
+
+#[test]
+fn whitespace_default_assignee_is_unset() {
+    assert_eq!(resolve_with(Some("kanban:\n  default_assignee: '   '\n"), &[], &[]).default_assignee(), None);
+}
+
+#[test]
+fn bad_overrides_are_errors() {
+    assert!(matches!(parse_override("nonsense"), Err(ConfigError::BadOverride(_))));
+    assert!(matches!(parse_override("terminal.nope=1"), Err(ConfigError::UnknownKey(_))));
+    assert_eq!(parse_override("terminal.timeout=5").unwrap(), ("terminal.timeout".into(), "5".into()));
+    let env = EnvMap::default();
+    let bad = [("terminal.timeout".to_owned(), "soon".to_owned())];
+    let err = resolve(&Inputs { home: Path::new(HOME), file: None, env: &env, overrides: &bad }).unwrap_err();
+    assert_eq!(err.to_string(), "invalid value \"soon\" for terminal.timeout: expected a whole number");
+}
+
+#[test]
+fn config_set_refuses_bad_values_and_leaves_the_file_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, "model:\n  x: 1\nkanban:\n  failure_limit: 3\n").unwrap();
+    let before = std::fs::read(&path).unwrap();
+    assert!(set_in_file(&path, "kanban.max_in_progress_per_profile", "abc").is_err());
+    assert!(set_in_file(&path, "kanban.failure_limit", "0").is_err());
+    assert!(set_in_file(&path, "terminal.bogus", "1").is_err());
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    set_in_file(&path, "terminal.docker_orphan_reaper", "off").unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains("model:") && text.contains("failure_limit: 3") && text.contains("docker_orphan_reaper: false"),
+        "{text}"
+    );
+}
+
+#[test]
+fn upstream_bridge_pins_hold_on_the_derived_surfaces() {
+    // Upstream pins each of these keys in its CLI map, gateway map, `config set` sync map and terminal_tool.
+    // Here every surface derives from the table, so the pin is: the key resolves from each surface.
+    for key in [
+        "terminal.docker_persist_across_processes",
+        "terminal.docker_orphan_reaper",
+        "terminal.docker_run_as_host_user",
+        "terminal.docker_mount_cwd_to_workspace",
+        "terminal.docker_env",
+    ] {
+        let s = find(key).unwrap();
+        let var = s.env_var();
+        assert!(hermetic_vars().contains(&var), "{var} is cleared by hermetic tests");
+        let r = resolve_with(None, &[], &[]);
+        assert!(r.worker_env().iter().any(|(k, _)| k == &var), "{var} is handed to workers");
+        assert!(settings_doc().contains(&format!("`{var}`")), "{var} is documented");
+    }
+    let r = resolve_with(None, &[("TERMINAL_DOCKER_PERSIST_ACROSS_PROCESSES", "false")], &[]);
+    assert!(!r.sandbox().persist_across_processes);
+    let r = resolve_with(None, &[("TERMINAL_DOCKER_ORPHAN_REAPER", "off")], &[]);
+    assert!(!r.sandbox().orphan_reaper);
+}
+
+#[test]
+fn shell_quoting() {
+    assert_eq!(shell_quote("abc"), "abc");
+    assert_eq!(shell_quote(""), "''");
+    assert_eq!(shell_quote(r#"["a"]"#), r#"'["a"]'"#);
+    assert_eq!(shell_quote("it's"), r"'it'\''s'");
+}
+
+#[test]
+fn settings_doc_is_current() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/settings.md");
+    let want = settings_doc();
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    if have != want {
+        std::fs::write(&path, &want).unwrap();
+        panic!("docs/settings.md was out of date and has been regenerated; commit it");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn env_text_never_panics_and_warns_on_garbage(raw in ".{0,30}") {
+        for s in SETTINGS {
+            let var = s.env_var();
+            let r = resolve_with(None, &[(var.as_str(), raw.as_str())], &[]);
+            let _ = r.value(s.key);
+        }
+    }
+}
