@@ -1,1 +1,73 @@
-//! placeholder
+//! The `berth` application: CLI parsing, wiring of the adapters, logging, and the exit-code map.
+
+pub mod cli;
+pub mod config_cmd;
+pub mod context;
+pub mod error;
+pub mod output;
+pub mod sandbox;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::context::Ctx;
+use crate::error::Failure;
+
+/// Runs the CLI and returns its exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("berth: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = std::env::var("BERTH_LOG").unwrap_or_else(|_| default.to_owned());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&filter)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
+}
+
+fn run(cli: Cli) -> Result<u8, Failure> {
+    let ctx = Ctx::new(cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json)?;
+    std::fs::create_dir_all(&ctx.home)
+        .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
+    match &cli.command {
+        Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),
+        Command::Config(cmd) => config_cmd::command(&ctx, cmd),
+        Command::Sandbox(cmd) => runtime()?.block_on(sandbox::command(&ctx, cmd)),
+        Command::Run(args) => runtime()?.block_on(sandbox::run(&ctx, args)),
+    }
+}

@@ -1,1 +1,329 @@
-//! placeholder
+//! `DockerRuntime`: the [`ContainerRuntime`] port over the Docker Engine API, through bollard on the socket.
+//!
+//! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
+//! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
+
+mod kill;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions, StopContainerOptions,
+};
+use domain::container::{ContainerDetails, ContainerState, ContainerSummary};
+use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, OutputStream, RuntimeError};
+use domain::sandbox::CreateSpec;
+use domain::time::Timestamp;
+use futures_util::StreamExt;
+
+/// The socket berth talks to when `DOCKER_HOST` is unset.
+pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
+
+/// How long connecting and negotiating may take before the engine counts as unreachable.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Bound of ordinary API calls (list, inspect, create, remove); stop adds its grace period.
+const CALL_TIMEOUT_SECS: u64 = 30;
+
+/// The oldest Engine API berth uses (Docker 1.13); anything older is reported as too old.
+const MIN_API: (u32, u32) = (1, 25);
+
+/// A [`ContainerRuntime`] on a Docker Engine (or Podman's Docker-compatible socket).
+#[derive(Clone, Debug)]
+pub struct DockerRuntime {
+    docker: Docker,
+    endpoint: String,
+    api_version: String,
+}
+
+fn unavailable(endpoint: &str, message: impl Into<String>) -> RuntimeError {
+    RuntimeError::Unavailable { endpoint: endpoint.to_owned(), message: message.into() }
+}
+
+impl DockerRuntime {
+    /// Connects to `endpoint` (`unix:///path`, a socket path, `tcp://host:port` or `http://…`) and negotiates the
+    /// API version, all within [`CONNECT_TIMEOUT`].
+    ///
+    /// # Errors
+    /// [`RuntimeError::Unavailable`] naming the endpoint when the engine does not answer or is too old.
+    pub async fn connect(endpoint: &str) -> Result<Self, RuntimeError> {
+        let endpoint = if endpoint.trim().is_empty() { DEFAULT_ENDPOINT } else { endpoint.trim() };
+        let client_version = bollard::API_DEFAULT_VERSION;
+        let docker = if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
+            Docker::connect_with_http(endpoint, CALL_TIMEOUT_SECS, client_version)
+        } else if endpoint.starts_with("unix://") || endpoint.starts_with('/') {
+            Docker::connect_with_unix(endpoint, CALL_TIMEOUT_SECS, client_version)
+        } else {
+            return Err(unavailable(endpoint, "unsupported endpoint scheme (use unix:// or tcp://)"));
+        }
+        .map_err(|e| unavailable(endpoint, format!("{e}; is the Docker daemon running?")))?;
+        let docker = match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                return Err(unavailable(
+                    endpoint,
+                    format!("{e}; is the Docker daemon running and is its socket readable?"),
+                ));
+            }
+            Err(_) => {
+                return Err(unavailable(
+                    endpoint,
+                    format!("no answer within {}s; is the Docker daemon running?", CONNECT_TIMEOUT.as_secs()),
+                ));
+            }
+        };
+        let v = docker.client_version();
+        let (major, minor) = (v.major_version as u32, v.minor_version as u32);
+        if (major, minor) < MIN_API {
+            return Err(unavailable(
+                endpoint,
+                format!("engine API {major}.{minor} is older than {}.{}; upgrade Docker", MIN_API.0, MIN_API.1),
+            ));
+        }
+        Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}") })
+    }
+
+    /// The endpoint this runtime talks to.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The negotiated Engine API version, e.g. `1.41`.
+    pub fn api_version(&self) -> &str {
+        &self.api_version
+    }
+
+    /// Whether the engine can enforce `--storage-opt size=`: overlay2 on an XFS backing filesystem.
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`].
+    pub async fn supports_disk_quota(&self) -> Result<bool, RuntimeError> {
+        let info = self.docker.info().await.map_err(|e| self.map_err("info", "", e))?;
+        let xfs = info
+            .driver_status
+            .unwrap_or_default()
+            .iter()
+            .any(|kv| kv.len() == 2 && kv[0] == "Backing Filesystem" && kv[1] == "xfs");
+        Ok(info.driver.as_deref() == Some("overlay2") && xfs)
+    }
+
+    /// Whether an image exists locally.
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`] other than "not found".
+    pub async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
+            Err(e) => Err(self.map_err("inspect image", image, e)),
+        }
+    }
+
+    fn map_err(&self, op: &str, id: &str, e: bollard::errors::Error) -> RuntimeError {
+        use bollard::errors::Error as E;
+        match e {
+            E::DockerResponseServerError { status_code: 404, message } => {
+                if message.contains("No such container") || message.contains("no such container") || id.is_empty() {
+                    RuntimeError::NotFound(id.to_owned())
+                } else {
+                    RuntimeError::Api { status: 404, message }
+                }
+            }
+            E::DockerResponseServerError { status_code: 409, message }
+                if op == "create" && message.contains("already in use") =>
+            {
+                RuntimeError::NameConflict(id.to_owned())
+            }
+            E::DockerResponseServerError { status_code, message } => RuntimeError::Api { status: status_code, message },
+            E::RequestTimeoutError => RuntimeError::Timeout(format!("{op} {id}")),
+            E::SocketNotFoundError(_) | E::HyperResponseError { .. } | E::IOError { .. } => {
+                unavailable(&self.endpoint, e.to_string())
+            }
+            other => RuntimeError::Api { status: 0, message: format!("{op}: {other}") },
+        }
+    }
+}
+
+fn state_of(raw: Option<String>) -> ContainerState {
+    ContainerState::parse(raw.as_deref().unwrap_or(""))
+}
+
+fn to_hash(m: &BTreeMap<String, String>) -> HashMap<String, String> {
+    m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+#[async_trait]
+impl ContainerRuntime for DockerRuntime {
+    async fn list(&self, query: &ListQuery) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        let mut filters: HashMap<String, Vec<String>> = HashMap::new();
+        if !query.labels.is_empty() {
+            filters.insert("label".into(), query.labels.iter().map(|(k, v)| format!("{k}={v}")).collect());
+        }
+        if !query.states.is_empty() {
+            filters.insert("status".into(), query.states.iter().map(|s| s.as_str().to_owned()).collect());
+        }
+        let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        let listed = self.docker.list_containers(Some(options)).await.map_err(|e| self.map_err("list", "", e))?;
+        Ok(listed
+            .into_iter()
+            .map(|c| ContainerSummary {
+                id: c.id.unwrap_or_default(),
+                name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default().trim_start_matches('/').to_owned(),
+                labels: c.labels.unwrap_or_default().into_iter().collect(),
+                state: state_of(c.state.map(|s| s.to_string())),
+                created: Timestamp::from_secs(c.created.unwrap_or(0)),
+            })
+            .collect())
+    }
+
+    async fn inspect(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
+        let c = self.docker.inspect_container(id, None).await.map_err(|e| self.map_err("inspect", id, e))?;
+        let state = c.state.unwrap_or_default();
+        let config = c.config.unwrap_or_default();
+        Ok(ContainerDetails {
+            summary: ContainerSummary {
+                id: c.id.unwrap_or_default(),
+                name: c.name.unwrap_or_default().trim_start_matches('/').to_owned(),
+                labels: config.labels.unwrap_or_default().into_iter().collect(),
+                state: state_of(state.status.map(|s| s.to_string())),
+                created: c.created.as_deref().and_then(Timestamp::parse_docker).unwrap_or(Timestamp::from_secs(0)),
+            },
+            finished_at_raw: state.finished_at.unwrap_or_default(),
+            started_at_raw: state.started_at.unwrap_or_default(),
+            exit_code: state.exit_code,
+            oom_killed: state.oom_killed.unwrap_or(false),
+            env: config.env.unwrap_or_default(),
+        })
+    }
+
+    async fn create(&self, spec: &CreateSpec) -> Result<String, RuntimeError> {
+        let host_config = HostConfig {
+            binds: Some(spec.binds.clone()),
+            tmpfs: Some(to_hash(&spec.tmpfs)),
+            cap_drop: Some(spec.cap_drop.clone()),
+            cap_add: Some(spec.cap_add.clone()),
+            security_opt: Some(spec.security_opt.clone()),
+            pids_limit: spec.pids_limit,
+            init: Some(spec.init),
+            nano_cpus: spec.nano_cpus,
+            memory: spec.memory_bytes,
+            storage_opt: spec.storage_size.as_ref().map(|s| HashMap::from([("size".to_owned(), s.clone())])),
+            network_mode: spec.network_mode.clone(),
+            extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
+            dns: (!spec.dns.is_empty()).then(|| spec.dns.clone()),
+            privileged: Some(spec.privileged),
+            shm_size: spec.shm_size,
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            cmd: Some(spec.cmd.clone()),
+            labels: Some(to_hash(&spec.labels)),
+            env: Some(spec.env.clone()),
+            working_dir: Some(spec.workdir.clone()),
+            user: spec.user.clone(),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };
+        let created = self.docker.create_container(Some(options), body).await.map_err(|e| {
+            match self.map_err("create", &spec.name, e) {
+                RuntimeError::Api { status: 404, message } => RuntimeError::Api {
+                    status: 404,
+                    message: format!("{message} (build or load the image first; berth never pulls)"),
+                },
+                other => other,
+            }
+        })?;
+        Ok(created.id)
+    }
+
+    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
+        // A paused container cannot be started; unpause it instead.
+        if let Ok(d) = self.inspect(id).await
+            && d.summary.state == ContainerState::Paused
+        {
+            return self.docker.unpause_container(id).await.map_err(|e| self.map_err("unpause", id, e));
+        }
+        self.docker.start_container(id, None::<StartContainerOptions>).await.map_err(|e| self.map_err("start", id, e))
+    }
+
+    async fn stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        let t = i32::try_from(grace.as_secs()).unwrap_or(10);
+        let options = StopContainerOptions { t: Some(t), ..Default::default() };
+        let call = self.docker.stop_container(id, Some(options));
+        match tokio::time::timeout(grace + Duration::from_secs(CALL_TIMEOUT_SECS), call).await {
+            Ok(res) => res.map_err(|e| self.map_err("stop", id, e)),
+            Err(_) => Err(RuntimeError::Timeout(format!("stop {id}"))),
+        }
+    }
+
+    async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError> {
+        let options = RemoveContainerOptions { force, v: true, ..Default::default() };
+        self.docker.remove_container(id, Some(options)).await.map_err(|e| self.map_err("remove", id, e))
+    }
+
+    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+        let options = CreateExecOptions {
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            cmd: Some(spec.argv.clone()),
+            env: (!spec.env.is_empty()).then(|| spec.env.clone()),
+            working_dir: spec.workdir.clone(),
+            user: spec.user.clone(),
+            ..Default::default()
+        };
+        let exec = self.docker.create_exec(id, options).await.map_err(|e| self.map_err("exec", id, e))?;
+        let started = self
+            .docker
+            .start_exec(&exec.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
+            .await
+            .map_err(|e| self.map_err("exec", id, e))?;
+        let StartExecResults::Attached { mut output, .. } = started else {
+            return Err(RuntimeError::Api { status: 0, message: "exec started detached".into() });
+        };
+        let pump = async {
+            while let Some(chunk) = output.next().await {
+                match chunk {
+                    Ok(bollard::container::LogOutput::StdOut { message }) => sink.write(OutputStream::Stdout, &message),
+                    Ok(bollard::container::LogOutput::StdErr { message }) => sink.write(OutputStream::Stderr, &message),
+                    Ok(_) => {}
+                    Err(e) => return Err(self.map_err("exec", id, e)),
+                }
+            }
+            Ok(())
+        };
+        let timed_out = match spec.timeout {
+            Some(limit) => match tokio::time::timeout(limit, pump).await {
+                Ok(res) => {
+                    res?;
+                    false
+                }
+                Err(_) => true,
+            },
+            None => {
+                pump.await?;
+                false
+            }
+        };
+        if timed_out {
+            let pid = self.docker.inspect_exec(&exec.id).await.ok().and_then(|i| i.pid).unwrap_or(0);
+            kill::kill_exec_tree(self, id, pid).await;
+            return Ok(ExecOutcome::TimedOut);
+        }
+        // The stream closes when the process exits; the exit code may lag a moment behind.
+        for _ in 0..50 {
+            let info = self.docker.inspect_exec(&exec.id).await.map_err(|e| self.map_err("exec", id, e))?;
+            if info.running != Some(true) {
+                return Ok(ExecOutcome::Exited(info.exit_code.unwrap_or(-1)));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Err(RuntimeError::Timeout(format!("exit code of exec in {id}")))
+    }
+}

@@ -1,0 +1,149 @@
+//! `berth config …` and `berth profile …`.
+
+use config_bridge::{Entry, Source};
+use domain::ids::ProfileName;
+use domain::ports::ProfileResolver;
+use serde_json::json;
+
+use crate::cli::{ConfigCmd, ProfileCmd};
+use crate::context::Ctx;
+use crate::error::Failure;
+use crate::output;
+
+fn entry_json(e: &Entry) -> serde_json::Value {
+    let source_detail = match &e.source {
+        Source::File(p) => json!(p.display().to_string()),
+        Source::Env(v) => json!(v),
+        _ => serde_json::Value::Null,
+    };
+    json!({
+        "key": e.setting.key,
+        "value": e.value.to_json(),
+        "source": e.source.kind(),
+        "source_detail": source_detail,
+        "env": e.setting.env_var(),
+        "type": e.setting.kind.as_str(),
+    })
+}
+
+/// `berth config …`.
+///
+/// # Errors
+/// A usage failure for unknown keys or invalid values (the file is left untouched).
+pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
+    match cmd {
+        ConfigCmd::Ls => {
+            let entries = ctx.settings.entries();
+            if ctx.json {
+                output::json(&json!(entries.iter().map(entry_json).collect::<Vec<_>>()));
+            } else {
+                let rows: Vec<Vec<String>> = entries
+                    .iter()
+                    .map(|e| vec![e.setting.key.to_owned(), e.value.to_text(), e.source.describe()])
+                    .collect();
+                output::table(&["KEY", "VALUE", "SOURCE"], &rows);
+            }
+        }
+        ConfigCmd::Get { key } => {
+            config_bridge::find(key)
+                .ok_or_else(|| Failure::usage(format!("unknown setting {key:?} (see `berth config ls`)")))?;
+            let e = ctx.settings.entry(key);
+            if ctx.json {
+                output::json(&entry_json(e));
+            } else {
+                output::line(&e.value.to_text());
+            }
+        }
+        ConfigCmd::Set { key, value } => {
+            let v = config_bridge::set_in_file(&ctx.config_path(), key, value).map_err(|e| match e {
+                config_bridge::ConfigError::Write { .. } | config_bridge::ConfigError::File { .. } => {
+                    Failure::other(e.to_string())
+                }
+                other => Failure::usage_of(other),
+            })?;
+            if ctx.json {
+                output::json(
+                    &json!({"key": key, "value": v.to_json(), "file": ctx.config_path().display().to_string()}),
+                );
+            } else {
+                output::line(&format!("{key} = {} (in {})", v.to_text(), ctx.config_path().display()));
+            }
+        }
+        ConfigCmd::Unset { key } => {
+            let removed = config_bridge::unset_in_file(&ctx.config_path(), key).map_err(|e| match e {
+                config_bridge::ConfigError::UnknownKey(_) => Failure::usage_of(e),
+                other => Failure::other(other.to_string()),
+            })?;
+            if ctx.json {
+                output::json(&json!({"key": key, "removed": removed}));
+            } else {
+                output::line(&if removed {
+                    format!("removed {key}")
+                } else {
+                    format!("{key} was not set in the file")
+                });
+            }
+        }
+        ConfigCmd::Env => {
+            let env = ctx.settings.worker_env();
+            if ctx.json {
+                output::json(&json!(env.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()));
+            } else {
+                for (k, v) in env {
+                    output::line(&format!("export {k}={}", config_bridge::shell_quote(&v)));
+                }
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `berth profile …`.
+///
+/// # Errors
+/// A usage failure for invalid or missing names.
+pub fn profile(ctx: &Ctx, cmd: &ProfileCmd) -> Result<u8, Failure> {
+    let profiles = ctx.profiles();
+    match cmd {
+        ProfileCmd::Create { name } => {
+            let name = ProfileName::parse(name).map_err(Failure::usage_of)?;
+            let dir = profiles.dir(name.as_str());
+            let existed = dir.is_dir();
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Failure::other(format!("cannot create {}: {e}", dir.display())))?;
+            if ctx.json {
+                output::json(&json!({"profile": name.as_str(), "created": !existed, "dir": dir.display().to_string()}));
+            } else {
+                output::line(&format!("{} profile {name}", if existed { "kept existing" } else { "created" }));
+            }
+        }
+        ProfileCmd::Ls => {
+            let names = profiles.list();
+            if ctx.json {
+                output::json(&json!(names));
+            } else {
+                for n in names {
+                    output::line(&n);
+                }
+            }
+        }
+        ProfileCmd::Rm { name } => {
+            let name = ProfileName::parse(name).map_err(Failure::usage_of)?;
+            if name.as_str() == "default" {
+                return Err(Failure::usage("the default profile cannot be removed"));
+            }
+            if !profiles.exists(name.as_str()) {
+                return Err(Failure::usage(format!("profile {name} does not exist")));
+            }
+            let dir = profiles.dir(name.as_str());
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| Failure::other(format!("cannot remove {}: {e}", dir.display())))?;
+            if ctx.json {
+                output::json(&json!({"profile": name.as_str(), "removed": true}));
+            } else {
+                output::line(&format!("removed profile {name}"));
+            }
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,164 @@
+//! What every command starts from: the home directory, the profile, the resolved settings, and the edge adapters
+//! (system clock, profile directories, process probe).
+
+use std::path::{Path, PathBuf};
+
+use config_bridge::{EnvMap, Inputs, Resolved};
+use domain::ids::ProfileName;
+use domain::ports::{Clock, ProcessProbe, ProfileResolver};
+use domain::time::Timestamp;
+
+use crate::error::Failure;
+
+/// The resolved invocation context.
+pub struct Ctx {
+    pub home: PathBuf,
+    pub profile: ProfileName,
+    pub env: EnvMap,
+    pub settings: Resolved,
+    pub json: bool,
+}
+
+impl Ctx {
+    /// Resolves home, profile and settings from the flags and the environment; warnings go to the log.
+    ///
+    /// # Errors
+    /// A usage failure for a bad `-c`, profile name or unreadable config file.
+    pub fn new(
+        home: Option<PathBuf>,
+        profile: Option<String>,
+        overrides: &[String],
+        json: bool,
+    ) -> Result<Self, Failure> {
+        let env = EnvMap::from_process();
+        let home = home
+            .or_else(|| env.get("BERTH_HOME").filter(|h| !h.is_empty()).map(PathBuf::from))
+            .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".berth")))
+            .ok_or_else(|| Failure::usage("cannot find a home directory: pass --home or set BERTH_HOME"))?;
+        let home = std::path::absolute(&home).unwrap_or(home);
+        let profile_raw =
+            profile.or_else(|| env.get("BERTH_PROFILE").map(str::to_owned)).unwrap_or_else(|| "default".to_owned());
+        let profile = ProfileName::parse(&profile_raw).map_err(|e| Failure::usage(e.to_string()))?;
+        let overrides: Vec<(String, String)> = overrides
+            .iter()
+            .map(|o| config_bridge::parse_override(o))
+            .collect::<Result<_, _>>()
+            .map_err(Failure::usage_of)?;
+        let file_path = home.join("config.yaml");
+        let doc = config_bridge::load_file(&file_path).map_err(Failure::usage_of)?;
+        let settings = config_bridge::resolve(&Inputs {
+            home: &home,
+            file: doc.as_ref().map(|d| (file_path.as_path(), d)),
+            env: &env,
+            overrides: &overrides,
+        })
+        .map_err(Failure::usage_of)?;
+        for w in &settings.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(Self { home, profile, env, settings, json })
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.home.join("config.yaml")
+    }
+
+    pub fn profiles(&self) -> DirProfiles {
+        DirProfiles { home: self.home.clone(), active: self.profile.clone() }
+    }
+
+    /// The Docker endpoint: `DOCKER_HOST`, else the default socket.
+    pub fn docker_endpoint(&self) -> String {
+        self.env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(docker_adapter::DEFAULT_ENDPOINT).to_owned()
+    }
+
+    /// Fails unless the active profile exists.
+    ///
+    /// # Errors
+    /// A usage failure naming the missing profile.
+    pub fn require_profile(&self) -> Result<(), Failure> {
+        if self.profiles().exists(self.profile.as_str()) {
+            Ok(())
+        } else {
+            Err(Failure::usage(format!(
+                "profile {:?} does not exist; create it with `berth profile create {}`",
+                self.profile.as_str(),
+                self.profile
+            )))
+        }
+    }
+}
+
+/// Profiles as directories under `<home>/profiles/`; `default` always exists.
+pub struct DirProfiles {
+    pub home: PathBuf,
+    pub active: ProfileName,
+}
+
+impl DirProfiles {
+    pub fn dir(&self, name: &str) -> PathBuf {
+        self.home.join("profiles").join(name)
+    }
+
+    /// Every profile name, sorted, `default` included.
+    pub fn list(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.home.join("profiles"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| ProfileName::parse(n).is_ok())
+            .collect();
+        if !names.iter().any(|n| n == "default") {
+            names.push("default".to_owned());
+        }
+        names.sort();
+        names
+    }
+}
+
+impl ProfileResolver for DirProfiles {
+    fn active(&self) -> ProfileName {
+        self.active.clone()
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        name == "default" || (ProfileName::parse(name).is_ok() && self.dir(name).is_dir())
+    }
+}
+
+/// The wall clock.
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Timestamp::from_millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// The process table through `/proc`: liveness with a start-time check against pid reuse.
+pub struct ProcProbe;
+
+impl ProcessProbe for ProcProbe {
+    fn start_fingerprint(&self, pid: u32) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the parenthesised command name; starttime is field 22 overall (index 19 after it).
+        let rest = stat.rsplit_once(')')?.1;
+        rest.split_whitespace().nth(19)?.parse().ok()
+    }
+
+    fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+        let Some((_, rest)) = stat.rsplit_once(')') else { return false };
+        let mut fields = rest.split_whitespace();
+        if matches!(fields.next(), Some("Z" | "X")) {
+            return false;
+        }
+        match fingerprint {
+            Some(want) => self.start_fingerprint(pid) == Some(want),
+            None => true,
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! `berth sandbox …` and `berth run`: acquire, exec, release and reap on the Docker Engine.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use docker_adapter::DockerRuntime;
+use domain::container::ContainerSummary;
+use domain::ids::TaskId;
+use domain::policy::cleanup::CleanupPlan;
+use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
+use domain::policy::reuse::is_candidate;
+use domain::ports::{Clock, ContainerRuntime, ExecOutcome, ExecSpec, OutputSink, OutputStream};
+use domain::sandbox::{HostFacts, SandboxIdentity, SandboxMode, build_create_spec, is_valid_env_name};
+use domain::service::{self, AcquireRequest, ReapReport};
+use serde_json::json;
+
+use crate::cli::{RunArgs, SandboxCmd};
+use crate::context::{Ctx, SystemClock};
+use crate::error::Failure;
+use crate::output;
+
+/// How long a process waits for teardowns it started before it exits.
+pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
+
+/// Connects to the engine, failing within the connect bound with one line naming the endpoint.
+///
+/// # Errors
+/// An engine failure (exit 125).
+pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
+    Ok(DockerRuntime::connect(&ctx.docker_endpoint()).await?)
+}
+
+/// The identity of `task` under the active profile.
+///
+/// # Errors
+/// A usage failure for an over-long task id.
+pub fn identity(ctx: &Ctx, task: &str) -> Result<SandboxIdentity, Failure> {
+    let task = TaskId::parse(task).map_err(Failure::usage_of)?;
+    Ok(SandboxIdentity::new(task, ctx.profile.clone()))
+}
+
+/// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint.
+async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
+    let cache = ctx
+        .home
+        .join("cache")
+        .join(format!("storage-opt-{}", domain::sha256::hex_digest(rt.endpoint().as_bytes()).get(..12).unwrap_or("x")));
+    if let Ok(v) = std::fs::read_to_string(&cache) {
+        return v.trim() == "yes";
+    }
+    let supported = rt.supports_disk_quota().await.unwrap_or(false);
+    if let Some(dir) = cache.parent() {
+        let _ = std::fs::create_dir_all(dir);
+        let _ = std::fs::write(&cache, if supported { "yes" } else { "no" });
+    }
+    supported
+}
+
+/// Builds the acquire request for `identity` from the settings; logs the spec's warnings.
+///
+/// # Errors
+/// A failure when a host directory cannot be created.
+pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -> Result<AcquireRequest, Failure> {
+    let settings = ctx.settings.sandbox();
+    // SAFETY: getuid/getgid have no preconditions and cannot fail.
+    let user = unsafe { Some(format!("{}:{}", libc::getuid(), libc::getgid())) };
+    let host = HostFacts {
+        user,
+        cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
+        storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
+    };
+    let (mode, name) = if settings.persist_across_processes {
+        (SandboxMode::Persist, identity.persistent_name())
+    } else {
+        let nonce = format!("{:x}{:x}", std::process::id(), SystemClock.now().as_millis());
+        (SandboxMode::Ephemeral, identity.ephemeral_name(&nonce))
+    };
+    let built = build_create_spec(&identity, mode, name, &settings, &host);
+    for w in &built.warnings {
+        // The disk limit is unenforceable on most hosts; say so quietly.
+        if w.contains("container_disk") { tracing::debug!("{w}") } else { tracing::warn!("{w}") }
+    }
+    for dir in &built.host_dirs {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::other(format!("cannot create sandbox directory {dir}: {e}")))?;
+    }
+    Ok(AcquireRequest {
+        identity,
+        spec: built.spec,
+        persist_across_processes: settings.persist_across_processes,
+        recreate_on_config_change: settings.recreate_on_config_change,
+    })
+}
+
+static REAPER_RAN: AtomicBool = AtomicBool::new(false);
+
+/// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
+pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
+    if !ctx.settings.bool("terminal.docker_orphan_reaper") || REAPER_RAN.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let scope = ReapScope {
+        profile_label: Some(domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned()),
+        max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
+    };
+    match service::reap(rt, SystemClock.now(), &scope, false).await {
+        Ok(r) if !r.removed.is_empty() => {
+            tracing::info!(
+                "docker orphan reaper removed {} stale container(s) for profile {}",
+                r.removed.len(),
+                ctx.profile
+            )
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!("orphan reaper: {e}"),
+    }
+}
+
+/// Writes exec output straight to our stdout and stderr as it arrives.
+struct StdSink;
+
+impl OutputSink for StdSink {
+    fn write(&mut self, stream: OutputStream, bytes: &[u8]) {
+        let _ = match stream {
+            OutputStream::Stdout => std::io::stdout().lock().write_all(bytes).and_then(|()| std::io::stdout().flush()),
+            OutputStream::Stderr => std::io::stderr().lock().write_all(bytes),
+        };
+    }
+}
+
+/// The exec environment: forwarded host variables (`terminal.docker_forward_env`) plus `-e` pairs.
+fn exec_env(ctx: &Ctx, extra: &[String]) -> Result<Vec<String>, Failure> {
+    let mut env = Vec::new();
+    for name in ctx.settings.list("terminal.docker_forward_env") {
+        if !is_valid_env_name(&name) {
+            tracing::warn!("skipping docker_forward_env entry {name:?}: not a valid variable name");
+        } else if let Some(v) = ctx.env.get(&name) {
+            env.push(format!("{name}={v}"));
+        }
+    }
+    for kv in extra {
+        match kv.split_once('=') {
+            Some((k, _)) if is_valid_env_name(k) => env.push(kv.clone()),
+            _ => return Err(Failure::usage(format!("-e expects KEY=VALUE with a valid variable name, got {kv:?}"))),
+        }
+    }
+    Ok(env)
+}
+
+/// `berth run`: returns the command's exit code (124 on timeout).
+///
+/// # Errors
+/// A failure before the command ran (exit 125, or 2 for bad input).
+pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
+    ctx.require_profile()?;
+    let identity = identity(ctx, &args.task.task)?;
+    let env = exec_env(ctx, &args.env)?;
+    let rt = connect(ctx).await?;
+    let req = request(ctx, &rt, identity).await?;
+    maybe_reap(ctx, &rt).await;
+    let timeout = args.timeout.unwrap_or(ctx.settings.sandbox().timeout_seconds);
+    let exec = ExecSpec {
+        argv: args.argv.clone(),
+        env,
+        workdir: Some(args.workdir.clone().unwrap_or_else(|| req.spec.workdir.clone())),
+        user: None,
+        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
+    };
+    let result = service::run(&rt, &req, &exec, &mut StdSink).await;
+    if let Ok((acquired, _)) = &result {
+        for note in &acquired.notes {
+            tracing::warn!("{note}");
+        }
+        tracing::debug!("ran in {} ({})", acquired.name, acquired.action.as_str());
+        if !req.persist_across_processes {
+            let teardown = service::release(&rt, Some(&acquired.id), false, false);
+            if tokio::time::timeout(TEARDOWN_WAIT, teardown).await.is_err() {
+                tracing::warn!(
+                    "teardown of {} did not finish within {}s; the reaper will remove it",
+                    acquired.name,
+                    TEARDOWN_WAIT.as_secs()
+                );
+            }
+        }
+    }
+    match result?.1 {
+        ExecOutcome::Exited(code) => Ok(u8::try_from(code).unwrap_or(1)),
+        ExecOutcome::TimedOut => {
+            eprintln!("berth: command timed out after {timeout}s and was killed");
+            Ok(124)
+        }
+    }
+}
+
+fn summary_json(c: &ContainerSummary) -> serde_json::Value {
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "task": c.task_label(),
+        "profile": c.profile_label(),
+        "state": c.state.as_str(),
+        "created": c.created.to_rfc3339(),
+        "mode": c.label(domain::label::LABEL_MODE),
+        "labels": c.labels,
+    })
+}
+
+/// The managed containers that belong to `identity` (any mode, hermes-made ones included).
+async fn identity_containers(rt: &DockerRuntime, identity: &SandboxIdentity) -> Result<Vec<ContainerSummary>, Failure> {
+    let listed = rt.list(&domain::ports::ListQuery { labels: identity.upstream_labels(), states: Vec::new() }).await?;
+    Ok(listed
+        .into_iter()
+        .filter(|c| is_candidate(identity, c) || (c.identity() == Some(identity.digest().as_str())))
+        .collect())
+}
+
+/// `berth sandbox …`.
+///
+/// # Errors
+/// Usage (2) or engine (125) failures.
+pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
+    match cmd {
+        SandboxCmd::Ensure(t) => {
+            ctx.require_profile()?;
+            let identity = identity(ctx, &t.task)?;
+            let rt = connect(ctx).await?;
+            let req = request(ctx, &rt, identity).await?;
+            maybe_reap(ctx, &rt).await;
+            output::progress(ctx.json, &format!("acquiring sandbox {} …", req.spec.name));
+            let got = service::acquire(&rt, &req).await?;
+            for note in &got.notes {
+                tracing::warn!("{note}");
+            }
+            if ctx.json {
+                output::json(
+                    &json!({"id": got.id, "name": got.name, "action": got.action.as_str(), "labels": got.labels, "notes": got.notes}),
+                );
+            } else {
+                output::line(&format!("{} {} ({})", got.action.as_str(), got.name, &got.id[..12.min(got.id.len())]));
+            }
+            Ok(0)
+        }
+        SandboxCmd::Ls { all_profiles } => {
+            let rt = connect(ctx).await?;
+            let profile = domain::label::LabelValue::sanitize(ctx.profile.as_str());
+            let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str())).await?;
+            let details = service::join_all(listed.iter().map(|c| rt.inspect(&c.id))).await;
+            let finished: Vec<Option<String>> =
+                details.into_iter().map(|d| d.ok().and_then(|d| d.finished_at()).map(|t| t.to_rfc3339())).collect();
+            if ctx.json {
+                let rows: Vec<serde_json::Value> = listed
+                    .iter()
+                    .zip(&finished)
+                    .map(|(c, f)| {
+                        let mut v = summary_json(c);
+                        v["finished"] = json!(f);
+                        v
+                    })
+                    .collect();
+                output::json(&json!(rows));
+            } else {
+                let rows: Vec<Vec<String>> = listed
+                    .iter()
+                    .zip(&finished)
+                    .map(|(c, f)| {
+                        vec![
+                            c.name.clone(),
+                            c.task_label().unwrap_or("").to_owned(),
+                            c.profile_label().unwrap_or("").to_owned(),
+                            c.state.as_str().to_owned(),
+                            c.created.to_rfc3339(),
+                            f.clone().unwrap_or_else(|| "-".to_owned()),
+                        ]
+                    })
+                    .collect();
+                output::table(&["NAME", "TASK", "PROFILE", "STATE", "CREATED", "FINISHED"], &rows);
+            }
+            Ok(0)
+        }
+        SandboxCmd::Release { task, force } => release(ctx, &task.task, *force).await,
+        SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
+        SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
+            let rt = connect(ctx).await?;
+            let max_age_secs =
+                max_age.unwrap_or_else(|| reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))));
+            let profile = domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned();
+            let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs };
+            output::progress(ctx.json, "sweeping stale sandboxes …");
+            let report = service::reap(&rt, SystemClock.now(), &scope, *dry_run).await?;
+            print_reap(ctx, &report);
+            Ok(if report.failed.is_empty() { 0 } else { 1 })
+        }
+    }
+}
+
+async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
+    let identity = identity(ctx, task)?;
+    let rt = connect(ctx).await?;
+    let persist = ctx.settings.bool("terminal.docker_persist_across_processes");
+    let targets = identity_containers(&rt, &identity).await?;
+    let mut results = Vec::new();
+    for c in &targets {
+        // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
+        let ephemeral = c.label(domain::label::LABEL_MODE) == Some("ephemeral");
+        let plan = service::release(&rt, Some(&c.id), persist && !ephemeral, force).await?;
+        results.push((c, plan));
+    }
+    if ctx.json {
+        let rows: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(c, p)| json!({"id": c.id, "name": c.name, "action": match p { CleanupPlan::Keep { .. } => "kept", _ => "removed" }, "plan": p}))
+            .collect();
+        output::json(&json!(rows));
+    } else if results.is_empty() {
+        output::line(&format!("no sandbox for task {task:?} (profile {})", ctx.profile));
+    } else {
+        for (c, p) in &results {
+            match p {
+                CleanupPlan::Keep { .. } => {
+                    output::line(&format!("kept {} running (persist mode; use --force to remove)", c.name))
+                }
+                _ => output::line(&format!("removed {}", c.name)),
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn print_reap(ctx: &Ctx, report: &ReapReport) {
+    if ctx.json {
+        output::json(&json!({
+            "dry_run": report.dry_run,
+            "removed": report.removed,
+            "skipped": report.skipped,
+            "failed": report.failed.iter().map(|(id, e)| json!({"id": id, "error": e})).collect::<Vec<_>>(),
+        }));
+        return;
+    }
+    let verb = if report.dry_run { "would remove" } else { "removed" };
+    let mut rows: Vec<Vec<String>> = report
+        .removed
+        .iter()
+        .map(|o| vec![o.name.clone(), verb.to_owned(), format!("{:?} (age {}s)", o.reason, o.age_secs).to_lowercase()])
+        .collect();
+    rows.extend(
+        report
+            .skipped
+            .iter()
+            .map(|s| vec![s.name.clone(), "kept".to_owned(), serde_json::to_string(&s.reason).unwrap_or_default()]),
+    );
+    rows.extend(
+        report.failed.iter().map(|(id, e)| vec![id[..12.min(id.len())].to_owned(), "failed".to_owned(), e.clone()]),
+    );
+    output::table(&["CONTAINER", "ACTION", "REASON"], &rows);
+}
