@@ -1,1 +1,14 @@
-//! Cross-crate tests.
+//! Berth's cross-crate tests, by concern: the CLI as a process, sandboxes on the real Docker Engine, config
+//! surfaces, and tidy checks of the workspace itself. Everything lives in test modules of this one crate.
+
+#[cfg(test)]
+mod support;
+
+#[cfg(test)]
+mod cli;
+#[cfg(test)]
+mod config;
+#[cfg(test)]
+mod docker;
+#[cfg(test)]
+mod tidy;

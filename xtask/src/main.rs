@@ -108,5 +108,7 @@ fn ci() -> Result<(), String> {
     run(Command::new(&cargo).args(["fmt", "--all", "--check"]))?;
     run(Command::new(&cargo).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     image(false)?;
+    // The CLI tests run the real binary, so build it first.
+    run(Command::new(&cargo).args(["build", "-p", "app", "--bin", "berth"]))?;
     run(Command::new(&cargo).args(["test", "--workspace"]))
 }

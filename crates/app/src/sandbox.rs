@@ -1,7 +1,6 @@
 //! `berth sandbox …` and `berth run`: acquire, exec, release and reap on the Docker Engine.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use docker_adapter::DockerRuntime;
@@ -93,27 +92,24 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
     })
 }
 
-static REAPER_RAN: AtomicBool = AtomicBool::new(false);
+static REAPER: service::ReaperGate = service::ReaperGate::new();
 
 /// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
 pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
-    if !ctx.settings.bool("terminal.docker_orphan_reaper") || REAPER_RAN.swap(true, Ordering::SeqCst) {
-        return;
-    }
     let scope = ReapScope {
         profile_label: Some(domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned()),
         max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
     };
-    match service::reap(rt, SystemClock.now(), &scope, false).await {
-        Ok(r) if !r.removed.is_empty() => {
+    match REAPER.run_once(ctx.settings.bool("terminal.docker_orphan_reaper"), rt, SystemClock.now(), &scope).await {
+        Some(Ok(r)) if !r.removed.is_empty() => {
             tracing::info!(
                 "docker orphan reaper removed {} stale container(s) for profile {}",
                 r.removed.len(),
                 ctx.profile
             )
         }
-        Ok(_) => {}
-        Err(e) => tracing::debug!("orphan reaper: {e}"),
+        Some(Err(e)) => tracing::debug!("orphan reaper: {e}"),
+        _ => {}
     }
 }
 

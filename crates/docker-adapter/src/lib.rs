@@ -231,16 +231,27 @@ impl ContainerRuntime for DockerRuntime {
             ..Default::default()
         };
         let options = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };
-        let created = self.docker.create_container(Some(options), body).await.map_err(|e| {
-            match self.map_err("create", &spec.name, e) {
+        match self.docker.create_container(Some(options), body).await {
+            Ok(created) => Ok(created.id),
+            Err(e) => Err(match self.map_err("create", &spec.name, e) {
+                RuntimeError::NameConflict(name) => {
+                    // The engine reserves a name before the container is visible; wait until the winner's
+                    // container can be inspected, so the caller's next lookup finds it.
+                    for _ in 0..250 {
+                        if self.docker.inspect_container(&name, None).await.is_ok() {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    RuntimeError::NameConflict(name)
+                }
                 RuntimeError::Api { status: 404, message } => RuntimeError::Api {
                     status: 404,
                     message: format!("{message} (build or load the image first; berth never pulls)"),
                 },
                 other => other,
-            }
-        })?;
-        Ok(created.id)
+            }),
+        }
     }
 
     async fn start(&self, id: &str) -> Result<(), RuntimeError> {

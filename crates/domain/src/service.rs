@@ -78,7 +78,7 @@ pub struct AcquireRequest {
     pub recreate_on_config_change: bool,
 }
 
-const ATTEMPTS: u32 = 4;
+const ATTEMPTS: u32 = 6;
 
 /// Acquires the sandbox of `req.identity`: attach, start, recreate or create, race-free.
 ///
@@ -330,6 +330,38 @@ async fn remove_orphan(
         Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(None),
         Err(RuntimeError::Api { status: 409, .. }) => Ok(Some(SpareReason::Live)),
         Err(e) => Err(e),
+    }
+}
+
+/// The once-per-process orphan reaper gate (upstream's `_maybe_reap_docker_orphans`).
+///
+/// A disabled call does not close the gate, so a later enabled call still sweeps; the gate closes before the sweep,
+/// so a failing sweep is not retried; sweep errors never reach the caller, so they never block creation.
+#[derive(Debug, Default)]
+pub struct ReaperGate(std::sync::atomic::AtomicBool);
+
+impl ReaperGate {
+    pub const fn new() -> Self {
+        Self(std::sync::atomic::AtomicBool::new(false))
+    }
+
+    /// Sweeps once when `enabled` and not yet swept; returns the report of the sweep that ran, if any.
+    pub async fn run_once(
+        &self,
+        enabled: bool,
+        rt: &dyn ContainerRuntime,
+        now: Timestamp,
+        scope: &ReapScope,
+    ) -> Option<Result<ReapReport, RuntimeError>> {
+        if !enabled || self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        Some(reap(rt, now, scope, false).await)
+    }
+
+    /// Whether the gate has closed.
+    pub fn has_run(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

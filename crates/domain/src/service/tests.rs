@@ -323,3 +323,50 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn reaper_gate_runs_once_and_a_disabled_call_keeps_it_open() {
+    let rt = FakeRuntime::new(T0);
+    let scope = ReapScope { profile_label: Some("research-bot".into()), max_age_secs: reaper_max_age_secs(Some(300)) };
+    let gate = ReaperGate::new();
+    assert!(block_on(gate.run_once(false, &rt, T0, &scope)).is_none());
+    assert!(!gate.has_run(), "disabled: the gate stays open");
+    let runs = (0..3).filter(|_| block_on(gate.run_once(true, &rt, T0, &scope)).is_some()).count();
+    assert_eq!(runs, 1);
+    assert_eq!(rt.calls().iter().filter(|c| *c == "list").count(), 1);
+    assert_eq!(scope.max_age_secs, 600);
+}
+
+#[test]
+fn reaper_gate_reports_a_failed_sweep_once_and_never_retries() {
+    // A runtime whose list fails: the gate reports the error once and does not try again.
+    struct Down;
+    #[async_trait::async_trait]
+    impl ContainerRuntime for Down {
+        async fn list(&self, _: &ListQuery) -> Result<Vec<ContainerSummary>, RuntimeError> {
+            Err(RuntimeError::Unavailable { endpoint: "x".into(), message: "down".into() })
+        }
+        async fn inspect(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
+            Err(RuntimeError::NotFound(id.into()))
+        }
+        async fn create(&self, s: &CreateSpec) -> Result<String, RuntimeError> {
+            Ok(s.name.clone())
+        }
+        async fn start(&self, _: &str) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        async fn stop(&self, _: &str, _: Duration) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        async fn remove(&self, _: &str, _: bool) -> Result<(), RuntimeError> {
+            Ok(())
+        }
+        async fn exec(&self, _: &str, _: &ExecSpec, _: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+            Ok(ExecOutcome::Exited(0))
+        }
+    }
+    let gate = ReaperGate::new();
+    let scope = ReapScope { profile_label: None, max_age_secs: 120 };
+    assert!(matches!(block_on(gate.run_once(true, &Down, T0, &scope)), Some(Err(_))));
+    assert!(block_on(gate.run_once(true, &Down, T0, &scope)).is_none());
+}

@@ -1,0 +1,106 @@
+//! Config surfaces through the real binary: file, environment, `-c`, `config set|unset|env`.
+
+use crate::support::Home;
+
+#[test]
+fn env_off_reports_false_from_the_environment() {
+    let home = Home::new();
+    let out = home
+        .cmd()
+        .env("TERMINAL_DOCKER_ORPHAN_REAPER", "off")
+        .args(["config", "get", "terminal.docker_orphan_reaper", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["value"], false);
+    assert_eq!(v["source"], "env");
+    assert_eq!(v["source_detail"], "TERMINAL_DOCKER_ORPHAN_REAPER");
+}
+
+#[test]
+fn config_set_refuses_a_bad_cap_and_leaves_the_file_alone() {
+    let home = Home::new();
+    home.ok(&["config", "set", "kanban.max_in_progress_per_profile", "2"]);
+    let path = home.path().join("config.yaml");
+    let before = std::fs::read(&path).unwrap();
+    let out = home.run(&["config", "set", "kanban.max_in_progress_per_profile", "abc"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    let v = home.json(&["config", "get", "kanban.max_in_progress_per_profile"]);
+    assert_eq!((v["value"].as_i64(), v["source"].as_str()), (Some(2), Some("file")));
+    home.ok(&["config", "unset", "kanban.max_in_progress_per_profile"]);
+    let v = home.json(&["config", "get", "kanban.max_in_progress_per_profile"]);
+    assert_eq!(v["source"], "default");
+}
+
+#[test]
+fn a_hermes_config_yaml_drives_berth() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        "model:\n  default: x\nterminal:\n  backend: docker\n  timeout: 42\n  docker_persist_across_processes: false\nkanban:\n  max_in_progress_per_profile: 3\nplatform_toolsets:\n  cli: [a, b]\n",
+    )
+    .unwrap();
+    let v = home.json(&["config", "ls"]);
+    let get = |k: &str| v.as_array().unwrap().iter().find(|e| e["key"] == k).unwrap().clone();
+    assert_eq!(get("terminal.timeout")["value"], 42);
+    assert_eq!(get("terminal.timeout")["source"], "file");
+    assert_eq!(get("terminal.docker_persist_across_processes")["value"], false);
+    assert_eq!(get("kanban.max_in_progress_per_profile")["value"], 3);
+    // Precedence: env beats the file, -c beats env.
+    let out = home
+        .cmd()
+        .env("TERMINAL_TIMEOUT", "50")
+        .args(["-c", "terminal.timeout=60", "config", "get", "terminal.timeout"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "60");
+    let out = home.cmd().env("TERMINAL_TIMEOUT", "50").args(["config", "get", "terminal.timeout"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "50");
+}
+
+#[test]
+fn invalid_env_values_warn_and_fall_back() {
+    let home = Home::new();
+    let out = home
+        .cmd()
+        .env("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", "abc")
+        .args(["config", "get", "kanban.max_in_progress_per_profile", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["value"], serde_json::Value::Null);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("KANBAN_MAX_IN_PROGRESS_PER_PROFILE") && err.contains("abc") && err.contains("no cap"),
+        "{err}"
+    );
+}
+
+#[test]
+fn config_env_round_trips_into_a_worker() {
+    let home = Home::new();
+    home.ok(&["config", "set", "terminal.docker_env", r#"{"A":"1"}"#]);
+    let v = home.json(&["-c", "kanban.max_in_progress=4", "config", "env"]);
+    assert_eq!(v["KANBAN_MAX_IN_PROGRESS"], "4");
+    assert_eq!(v["TERMINAL_DOCKER_ENV"], r#"{"A":"1"}"#);
+    // A process given exactly that environment (and no config file) resolves the same values.
+    let other = Home::new();
+    let mut cmd = other.cmd();
+    for (k, val) in v.as_object().unwrap() {
+        cmd.env(k, val.as_str().unwrap());
+    }
+    let out = cmd.args(["config", "ls", "--json"]).output().unwrap();
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want = home.json(&["-c", "kanban.max_in_progress=4", "config", "ls"]);
+    for (g, w) in got.as_array().unwrap().iter().zip(want.as_array().unwrap()) {
+        if g["key"] == "terminal.sandbox_dir" {
+            continue; // Derived from each home.
+        }
+        assert_eq!(g["value"], w["value"], "{}", g["key"]);
+    }
+    let text = home.ok(&["config", "env"]);
+    assert!(text.contains("export TERMINAL_DOCKER_ENV='{\"A\":\"1\"}'"), "{text}");
+}

@@ -1,0 +1,117 @@
+//! Tidy checks of the workspace itself: dependency direction, module docs, and where settings are read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::workspace;
+
+/// Crates `domain` must never reach through its normal dependencies.
+const FORBIDDEN_IN_DOMAIN: &[&str] =
+    &["bollard", "rusqlite", "tokio", "clap", "hyper", "serde_json", "tracing-subscriber", "async-std"];
+
+#[test]
+fn domain_reaches_no_runtime_docker_sqlite_or_cli_crate() {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let nodes: BTreeMap<&str, Vec<&str>> = meta["resolve"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            let normal: Vec<&str> = n["deps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null()))
+                .map(|d| d["pkg"].as_str().unwrap())
+                .collect();
+            (n["id"].as_str().unwrap(), normal)
+        })
+        .collect();
+    let domain = names.iter().find(|(_, n)| **n == "domain").map(|(id, _)| *id).expect("domain is a package");
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![domain];
+    while let Some(id) = stack.pop() {
+        if seen.insert(id) {
+            stack.extend(nodes.get(id).into_iter().flatten());
+        }
+    }
+    let reached: Vec<&str> = seen.iter().map(|id| names[id]).filter(|n| FORBIDDEN_IN_DOMAIN.contains(n)).collect();
+    assert!(reached.is_empty(), "domain reaches {reached:?} through its normal dependencies");
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() && p.file_name() != Some("target".as_ref()) {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_opens_with_a_module_doc() {
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask", "tests"] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    let missing: Vec<_> = files.iter().filter(|f| !std::fs::read_to_string(f).unwrap().starts_with("//!")).collect();
+    assert!(missing.is_empty(), "files without a //! line: {missing:?}");
+}
+
+#[test]
+fn only_config_bridge_names_setting_variables() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates"), &mut files);
+    let offenders: Vec<_> = files
+        .iter()
+        .filter(|f| !f.starts_with(workspace().join("crates/config-bridge")))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.contains("\"TERMINAL_") || text.contains("\"KANBAN_")
+        })
+        .collect();
+    assert!(offenders.is_empty(), "setting variables named outside config-bridge: {offenders:?}");
+}
+
+#[test]
+fn no_ignored_or_should_panic_tests() {
+    let mut files = Vec::new();
+    for dir in ["crates", "tests"] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    let needle_a = ["#[", "ignore]"].concat();
+    let needle_b = ["#[", "should_panic"].concat();
+    let offenders: Vec<_> = files
+        .iter()
+        .filter(|f| {
+            let t = std::fs::read_to_string(f).unwrap();
+            t.contains(&needle_a) || t.contains(&needle_b)
+        })
+        .collect();
+    assert!(offenders.is_empty(), "{offenders:?}");
+}
+
+#[test]
+fn architecture_md_names_every_crate() {
+    let arch = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).expect("ARCHITECTURE.md exists");
+    for e in std::fs::read_dir(workspace().join("crates")).unwrap().flatten() {
+        let name = e.file_name().into_string().unwrap();
+        assert!(arch.contains(&format!("`crates/{name}`")), "ARCHITECTURE.md does not describe crates/{name}");
+    }
+    assert!(arch.contains("`xtask`") && arch.contains("`tests`"));
+}
