@@ -1,0 +1,78 @@
+//! The schema as append-only migrations, and the marks that tell a berth board database from anything else.
+
+/// `PRAGMA application_id` of a berth board database ("BRTH").
+pub const APPLICATION_ID: i64 = 0x4252_5448;
+
+/// Migrations, applied in order; `PRAGMA user_version` counts those applied. Never edit or remove an entry.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: boards, tasks, links, events, runs.
+    r#"
+    CREATE TABLE boards (
+        slug TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        archived INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        board TEXT NOT NULL REFERENCES boards(slug),
+        title TEXT NOT NULL,
+        body TEXT,
+        command TEXT,
+        assignee TEXT,
+        status TEXT NOT NULL,
+        priority INTEGER NOT NULL DEFAULT 0,
+        created_by TEXT,
+        created_at INTEGER NOT NULL,
+        started_at INTEGER,
+        completed_at INTEGER,
+        claim_lock TEXT,
+        claim_expires INTEGER,
+        worker_pid INTEGER,
+        worker_start INTEGER,
+        consecutive_failures INTEGER NOT NULL DEFAULT 0,
+        last_failure_error TEXT,
+        max_runtime_seconds INTEGER,
+        max_retries INTEGER,
+        last_heartbeat_at INTEGER,
+        current_run_id INTEGER,
+        result TEXT
+    );
+    CREATE INDEX tasks_board_status ON tasks(board, status);
+    CREATE INDEX tasks_status_assignee ON tasks(status, assignee);
+    CREATE TABLE task_links (
+        parent_id TEXT NOT NULL REFERENCES tasks(id),
+        child_id TEXT NOT NULL REFERENCES tasks(id),
+        PRIMARY KEY (parent_id, child_id)
+    );
+    CREATE INDEX task_links_child ON task_links(child_id);
+    CREATE TABLE task_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL,
+        run_id INTEGER,
+        kind TEXT NOT NULL,
+        payload TEXT,
+        created_at INTEGER NOT NULL
+    );
+    CREATE INDEX task_events_task ON task_events(task_id, id);
+    CREATE TABLE task_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        task_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        assignee TEXT,
+        claim_lock TEXT,
+        claim_expires INTEGER,
+        worker_pid INTEGER,
+        started_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        outcome TEXT,
+        error TEXT,
+        exit_code INTEGER
+    );
+    CREATE INDEX task_runs_task ON task_runs(task_id, id);
+    CREATE TRIGGER task_events_no_update BEFORE UPDATE ON task_events
+        BEGIN SELECT RAISE(ABORT, 'task_events is append-only'); END;
+    CREATE TRIGGER task_events_no_delete BEFORE DELETE ON task_events
+        BEGIN SELECT RAISE(ABORT, 'task_events is append-only'); END;
+    "#,
+];

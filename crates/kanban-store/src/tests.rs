@@ -1,0 +1,550 @@
+//! Store tests: the upstream dispatch scenarios (66-86) through real SQLite, transitions, integrity, properties.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use domain::ids::BoardSlug;
+use domain::kanban::{DispatchCaps, TaskStatus, TickConfig};
+use domain::policy::dispatch::Decision;
+use domain::ports::ProcessProbe;
+use domain::time::Timestamp;
+use proptest::prelude::*;
+
+use super::*;
+
+const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
+
+/// A process table tests control: the pids in the set are alive.
+#[derive(Default)]
+struct FakeProbe(Mutex<BTreeSet<u32>>);
+
+impl FakeProbe {
+    fn set_alive(&self, pid: u32, alive: bool) {
+        let mut g = self.0.lock().unwrap();
+        if alive {
+            g.insert(pid);
+        } else {
+            g.remove(&pid);
+        }
+    }
+}
+
+impl ProcessProbe for FakeProbe {
+    fn start_fingerprint(&self, pid: u32) -> Option<u64> {
+        Some(u64::from(pid))
+    }
+    fn is_alive(&self, pid: u32, _fingerprint: Option<u64>) -> bool {
+        self.0.lock().unwrap().contains(&pid)
+    }
+}
+
+fn board() -> BoardSlug {
+    BoardSlug::default_board()
+}
+
+fn cfg(cap: Option<u32>) -> TickConfig {
+    TickConfig {
+        caps: DispatchCaps { per_profile: cap, ..DispatchCaps::default() },
+        profiles: ["alpha", "beta", "default"].map(String::from).into_iter().collect(),
+        failure_limit: 2,
+        ..TickConfig::default()
+    }
+}
+
+struct Fixture {
+    store: SqliteKanbanStore,
+    probe: FakeProbe,
+    n: u32,
+    now: Timestamp,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self { store: SqliteKanbanStore::open_in_memory().unwrap(), probe: FakeProbe::default(), n: 0, now: T0 }
+    }
+
+    fn add(&mut self, assignee: Option<&str>) -> String {
+        self.add_on(&board(), assignee, &[])
+    }
+
+    fn add_on(&mut self, b: &BoardSlug, assignee: Option<&str>, parents: &[String]) -> String {
+        self.n += 1;
+        self.now = self.now.plus(Duration::from_millis(1));
+        let id = format!("t_{:04}", self.n);
+        let new = NewTask {
+            title: format!("task {}", self.n),
+            assignee: assignee.map(Into::into),
+            parents: parents.to_vec(),
+            ..NewTask::default()
+        };
+        self.store.create_task(b, &id, &new, self.now).unwrap();
+        id
+    }
+
+    fn tick_on(&mut self, b: &BoardSlug, cfg: &TickConfig, spawn: bool) -> TickOutcome {
+        let req = TickRequest {
+            board: b,
+            cfg,
+            now: self.now,
+            probe: &self.probe,
+            claimer: "host:1",
+            claim_ttl: Duration::from_secs(900),
+        };
+        let out = self.store.tick(&req).unwrap();
+        if spawn {
+            for c in &out.claimed {
+                let pid = 10_000 + u32::try_from(c.run_id).unwrap();
+                self.probe.set_alive(pid, true);
+                self.store.record_spawned(&c.task.id, c.run_id, pid, Some(u64::from(pid)), "log", self.now).unwrap();
+            }
+        }
+        out
+    }
+
+    fn tick(&mut self, cfg: &TickConfig) -> TickOutcome {
+        self.tick_on(&board(), cfg, true)
+    }
+
+    fn dry(&self, cfg: &TickConfig) -> domain::policy::dispatch::TickPlan {
+        let b = board();
+        let req = TickRequest {
+            board: &b,
+            cfg,
+            now: self.now,
+            probe: &self.probe,
+            claimer: "host:1",
+            claim_ttl: Duration::from_secs(900),
+        };
+        self.store.plan_tick(&req).unwrap()
+    }
+
+    fn status(&self, id: &str) -> TaskStatus {
+        self.store.task(id).unwrap().status
+    }
+}
+
+fn spawned_by(out: &TickOutcome) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for c in &out.claimed {
+        *m.entry(c.task.assignee.clone().unwrap_or_default()).or_default() += 1;
+    }
+    m
+}
+
+fn capped_by(plan: &domain::policy::dispatch::TickPlan) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for d in &plan.decisions {
+        if matches!(d.decision, Decision::SkippedPerProfileCapped { .. }) {
+            *m.entry(d.assignee.clone().unwrap_or_default()).or_default() += 1;
+        }
+    }
+    m
+}
+
+#[test]
+fn unassigned_without_default_is_skipped_and_untouched() {
+    let mut f = Fixture::new();
+    let id = f.add(None);
+    let out = f.tick(&cfg(None));
+    assert!(out.claimed.is_empty());
+    assert_eq!(out.plan.decisions[0].decision, Decision::SkippedUnassigned);
+    assert_eq!(f.store.task(&id).unwrap().assignee, None);
+    assert_eq!(f.status(&id), TaskStatus::Ready);
+}
+
+#[test]
+fn default_assignee_is_persisted_with_one_assigned_event() {
+    let mut f = Fixture::new();
+    let id = f.add(None);
+    let mut c = cfg(None);
+    c.default_assignee = Some("default".into());
+    let out = f.tick(&c);
+    assert_eq!(out.claimed.len(), 1);
+    assert_eq!(out.claimed[0].task.assignee.as_deref(), Some("default"));
+    assert_eq!(f.store.task(&id).unwrap().assignee.as_deref(), Some("default"));
+    let assigned: Vec<_> = f.store.events(&id, 0).unwrap().into_iter().filter(|e| e.kind == "assigned").collect();
+    assert_eq!(assigned.len(), 1);
+    assert_eq!(assigned[0].payload, serde_json::json!({"assignee": "default", "source": "kanban.default_assignee"}));
+}
+
+#[test]
+fn dry_run_with_default_reports_but_writes_nothing() {
+    let mut f = Fixture::new();
+    let id = f.add(None);
+    let mut c = cfg(None);
+    c.default_assignee = Some("default".into());
+    let plan = f.dry(&c);
+    assert!(plan.decisions[0].auto_assigned);
+    assert_eq!(plan.spawns().count(), 1);
+    assert_eq!(f.store.task(&id).unwrap().assignee, None);
+    assert_eq!(f.status(&id), TaskStatus::Ready);
+    assert_eq!(f.store.events(&id, 0).unwrap().len(), 1, "only `created`");
+}
+
+#[test]
+fn an_assigned_task_keeps_its_assignee_over_the_default() {
+    let mut f = Fixture::new();
+    f.add(Some("default"));
+    let mut c = cfg(None);
+    c.default_assignee = Some("beta".into());
+    let out = f.tick(&c);
+    assert_eq!(out.claimed[0].task.assignee.as_deref(), Some("default"));
+    assert!(!out.plan.decisions[0].auto_assigned);
+}
+
+#[test]
+fn seed_examples_with_per_profile_cap() {
+    let mut f = Fixture::new();
+    for _ in 0..5 {
+        f.add(Some("alpha"));
+    }
+    for _ in 0..3 {
+        f.add(Some("beta"));
+    }
+    let plan = f.dry(&cfg(None));
+    assert_eq!(plan.spawns().count(), 8);
+    let out = f.tick(&cfg(Some(2)));
+    assert_eq!(spawned_by(&out), BTreeMap::from([("alpha".into(), 2), ("beta".into(), 2)]));
+    assert_eq!(capped_by(&out.plan), BTreeMap::from([("alpha".into(), 3), ("beta".into(), 1)]));
+    // Nothing finished: the next tick spawns nothing and defers the same tasks.
+    let again = f.tick(&cfg(Some(2)));
+    assert!(again.claimed.is_empty());
+    // One alpha finishes: the next tick picks exactly one deferred alpha.
+    let done = out.claimed.iter().find(|c| c.task.assignee.as_deref() == Some("alpha")).unwrap();
+    f.store.complete(&done.task.id, None, Some(0), f.now).unwrap();
+    let next = f.tick(&cfg(Some(2)));
+    assert_eq!(spawned_by(&next), BTreeMap::from([("alpha".into(), 1)]));
+    assert_ne!(next.claimed[0].task.id, done.task.id);
+}
+
+#[test]
+fn pre_existing_running_tasks_count() {
+    let mut f = Fixture::new();
+    f.add(Some("alpha"));
+    f.tick(&cfg(None));
+    for _ in 0..2 {
+        f.add(Some("alpha"));
+        f.add(Some("beta"));
+    }
+    let out = f.tick(&cfg(Some(1)));
+    assert_eq!(spawned_by(&out), BTreeMap::from([("beta".into(), 1)]));
+    assert_eq!(capped_by(&out.plan), BTreeMap::from([("alpha".into(), 2), ("beta".into(), 1)]));
+}
+
+#[test]
+fn the_per_profile_cap_holds_across_boards() {
+    let mut f = Fixture::new();
+    let other = BoardSlug::parse("other").unwrap();
+    f.store.create_board(&other, None, T0).unwrap();
+    f.add_on(&other, Some("alpha"), &[]);
+    f.add_on(&other, Some("alpha"), &[]);
+    f.add(Some("alpha"));
+    let out = f.tick_on(&other, &cfg(Some(2)), true);
+    assert_eq!(out.claimed.len(), 2);
+    let out = f.tick(&cfg(Some(2)));
+    assert!(out.claimed.is_empty(), "alpha already runs 2 on the other board");
+    // max_in_progress is host-wide too.
+    let mut c = cfg(None);
+    c.caps.max_in_progress = Some(2);
+    assert!(f.tick(&c).claimed.is_empty());
+}
+
+#[test]
+fn two_ticks_with_completion_in_between() {
+    let mut f = Fixture::new();
+    for _ in 0..3 {
+        f.add(Some("alpha"));
+    }
+    let first = f.tick(&cfg(Some(1)));
+    assert_eq!((first.claimed.len(), capped_by(&first.plan)["alpha"]), (1, 2));
+    f.store.complete(&first.claimed[0].task.id, Some("ok"), Some(0), f.now).unwrap();
+    let second = f.tick(&cfg(Some(1)));
+    assert_eq!((second.claimed.len(), capped_by(&second.plan)["alpha"]), (1, 1));
+    assert_ne!(first.claimed[0].task.id, second.claimed[0].task.id);
+}
+
+#[test]
+fn a_child_is_dispatched_once_its_parent_is_done() {
+    let mut f = Fixture::new();
+    let p = f.add(Some("alpha"));
+    let c = f.add_on(&board(), Some("beta"), std::slice::from_ref(&p));
+    assert_eq!(f.status(&c), TaskStatus::Todo);
+    let out = f.tick(&cfg(None));
+    assert_eq!(out.claimed.iter().map(|c| c.task.id.as_str()).collect::<Vec<_>>(), [p.as_str()]);
+    f.store.complete(&p, None, Some(0), f.now).unwrap();
+    assert_eq!(f.status(&c), TaskStatus::Ready);
+    let out = f.tick(&cfg(None));
+    assert_eq!(out.claimed[0].task.id, c);
+    assert_eq!(out.claimed[0].task.assignee.as_deref(), Some("beta"));
+    assert_eq!(f.status(&c), TaskStatus::Running);
+}
+
+#[test]
+fn spawn_failure_requeues_then_gives_up() {
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert_eq!(out.claimed.len(), 1);
+    let res = f.store.record_spawn_failure(&id, "no such program", 2, f.now).unwrap();
+    assert!(matches!(res, FailureOutcome::Requeue { failures: 1, limit: 2 }));
+    let t = f.store.task(&id).unwrap();
+    assert_eq!((t.status, t.claim_lock), (TaskStatus::Ready, None));
+    f.tick_on(&board(), &cfg(None), false);
+    let res = f.store.record_spawn_failure(&id, "no such program", 2, f.now).unwrap();
+    assert!(matches!(res, FailureOutcome::GiveUp { failures: 2, limit: 2 }));
+    assert_eq!(f.status(&id), TaskStatus::Blocked);
+    let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(kinds.ends_with(&["spawn_failed".into(), "gave_up".into()]), "{kinds:?}");
+    let runs = f.store.runs(&id).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r.outcome.as_deref() == Some("spawn_failed")));
+}
+
+#[test]
+fn expired_claims_are_reclaimed_even_in_a_dry_run_report() {
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    f.tick_on(&board(), &cfg(None), false);
+    f.now = f.now.plus(Duration::from_secs(901));
+    let plan = f.dry(&cfg(None));
+    assert_eq!(plan.housekeeping.len(), 1);
+    assert_eq!(f.status(&id), TaskStatus::Running, "dry run wrote nothing");
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(matches!(out.plan.housekeeping[0].1, domain::policy::dispatch::Housekeeping::Reclaim { .. }));
+    assert_eq!(out.claimed.len(), 1, "reclaimed and claimed again in the same tick");
+    let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(kinds.contains(&"reclaimed".to_owned()));
+}
+
+#[test]
+fn max_in_progress_table() {
+    for (running, ready, cap, expect) in [(2, 2, Some(2), 0), (1, 3, Some(3), 2), (0, 4, None, 4)] {
+        let mut f = Fixture::new();
+        for _ in 0..running {
+            f.add(Some("beta"));
+        }
+        f.tick(&cfg(None));
+        for _ in 0..ready {
+            f.add(Some("alpha"));
+        }
+        let mut c = cfg(None);
+        c.caps.max_in_progress = cap;
+        assert_eq!(f.tick(&c).claimed.len(), expect, "running={running} ready={ready} cap={cap:?}");
+    }
+}
+
+#[test]
+fn crashed_workers_are_requeued_then_blocked() {
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    let out = f.tick(&cfg(None));
+    let pid = u32::try_from(out.claimed[0].run_id).unwrap() + 10_000;
+    f.probe.set_alive(pid, false);
+    // The crash tick requeues it and (free capacity) claims it again at once; spawn with no live pid.
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(matches!(out.plan.housekeeping[0].1, domain::policy::dispatch::Housekeeping::Crashed { .. }));
+    assert_eq!(f.store.task(&id).unwrap().consecutive_failures, 1);
+    f.store.record_spawned(&id, out.claimed[0].run_id, 4242, None, "log", f.now).unwrap();
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(gave_up(&out.plan.housekeeping[0].1));
+    assert_eq!(f.status(&id), TaskStatus::Blocked);
+    assert!(f.store.events(&id, 0).unwrap().iter().any(|e| e.kind == "gave_up"));
+}
+
+#[test]
+fn transitions_and_their_events() {
+    let mut f = Fixture::new();
+    let id = f.add(None);
+    f.store.assign(&id, Some("alpha"), f.now).unwrap();
+    let pid = f.store.block(&id, Some("waiting"), f.now).unwrap();
+    assert_eq!((pid, f.status(&id)), (None, TaskStatus::Blocked));
+    assert!(matches!(f.store.block(&id, None, f.now), Err(StoreError::Transition { .. })));
+    f.store.unblock(&id, f.now).unwrap();
+    f.tick(&cfg(None));
+    f.store.heartbeat(&id, Some("halfway"), f.now).unwrap();
+    let pid = f.store.reclaim(&id, Some("stuck"), f.now).unwrap();
+    assert!(pid.is_some());
+    assert_eq!(f.status(&id), TaskStatus::Ready);
+    f.store.archive(&id, f.now).unwrap();
+    assert!(matches!(f.store.assign(&id, Some("beta"), f.now), Err(StoreError::Transition { .. })));
+    let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(
+        kinds,
+        ["created", "assigned", "blocked", "unblocked", "claimed", "spawned", "heartbeat", "reclaimed", "archived"]
+    );
+    assert!(matches!(f.store.task("t_nope"), Err(StoreError::NoTask(_))));
+}
+
+#[test]
+fn events_are_append_only() {
+    let mut f = Fixture::new();
+    f.add(None);
+    assert!(f.store.conn.execute("UPDATE task_events SET kind = 'x'", []).is_err());
+    assert!(f.store.conn.execute("DELETE FROM task_events", []).is_err());
+}
+
+#[test]
+fn migrations_are_append_only() {
+    // The first migration is frozen: changing it would fork existing databases.
+    let digest = domain::sha256::hex_digest(MIGRATIONS[0].as_bytes());
+    assert_eq!(&digest[..16], FROZEN_MIGRATION_1, "migration 1 changed; add a new migration instead");
+    // Migrating twice is a no-op.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    drop(SqliteKanbanStore::open(&path).unwrap());
+    drop(SqliteKanbanStore::open(&path).unwrap());
+}
+
+const FROZEN_MIGRATION_1: &str = "dbf4093aa3336ad8";
+
+#[test]
+fn corrupt_foreign_and_truncated_files_are_reported_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(&garbage, b"this is not a database at all, just some bytes that go on for a while......").unwrap();
+    let foreign = dir.path().join("foreign.db");
+    {
+        let c = rusqlite::Connection::open(&foreign).unwrap();
+        c.execute_batch("CREATE TABLE notes (x TEXT); INSERT INTO notes VALUES ('mine');").unwrap();
+    }
+    let truncated = dir.path().join("truncated.db");
+    {
+        let mut s = SqliteKanbanStore::open(&truncated).unwrap();
+        for i in 0..200 {
+            let new = NewTask { title: format!("task {i} {}", "x".repeat(200)), ..NewTask::default() };
+            s.create_task(&board(), &format!("t_{i}"), &new, T0).unwrap();
+        }
+        s.conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+    }
+    let full = std::fs::read(&truncated).unwrap();
+    std::fs::write(&truncated, &full[..full.len() / 3]).unwrap();
+    for (path, want_foreign) in [(&garbage, false), (&foreign, true), (&truncated, false)] {
+        let before = std::fs::read(path).unwrap();
+        let err = SqliteKanbanStore::open(path).err().expect("refused");
+        match (&err, want_foreign) {
+            (StoreError::Foreign { .. }, true) | (StoreError::Corrupt { .. }, false) => {}
+            _ => panic!("{}: unexpected {err}", path.display()),
+        }
+        assert!(err.to_string().contains("left untouched"), "{err}");
+        assert!(SqliteKanbanStore::open_read_only(path).is_err());
+        assert_eq!(std::fs::read(path).unwrap(), before, "{} changed", path.display());
+    }
+}
+
+#[test]
+fn dry_run_leaves_the_file_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    {
+        let mut s = SqliteKanbanStore::open(&path).unwrap();
+        for i in 0..20 {
+            let new = NewTask {
+                title: format!("t{i}"),
+                assignee: Some(["alpha", "beta"][i % 2].into()),
+                ..NewTask::default()
+            };
+            s.create_task(&board(), &format!("t_{i}"), &new, T0).unwrap();
+        }
+        s.conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+    }
+    // Every file of the database (main, -wal), by digest; -shm is shared memory, not data, and an empty -wal that a
+    // reader may create holds nothing.
+    let snapshot = |p: &std::path::Path| -> Vec<(String, String)> {
+        let mut files: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                (e.file_name().into_string().unwrap(), domain::sha256::hex_digest(&std::fs::read(e.path()).unwrap()))
+            })
+            .filter(|(n, d)| !n.ends_with("-shm") && d != &domain::sha256::hex_digest(b""))
+            .collect();
+        files.sort();
+        files
+    };
+    let before = snapshot(&path);
+    let s = SqliteKanbanStore::open_read_only(&path).unwrap();
+    let probe = FakeProbe::default();
+    let b = board();
+    let mut c = cfg(Some(1));
+    c.default_assignee = Some("alpha".into());
+    let req =
+        TickRequest { board: &b, cfg: &c, now: T0, probe: &probe, claimer: "h:1", claim_ttl: Duration::from_secs(900) };
+    let plan = s.plan_tick(&req).unwrap();
+    assert_eq!(plan.spawns().count(), 2);
+    drop(s);
+    assert_eq!(snapshot(&path), before);
+}
+
+/// Operations of the property test.
+#[derive(Clone, Debug)]
+enum Op {
+    Create(Option<u8>),
+    Assign(usize, Option<u8>),
+    Dispatch { cap: u8, max_in_progress: Option<u8> },
+    Complete(usize),
+    Crash(usize),
+    Block(usize),
+}
+
+const WHO: [&str; 4] = ["alpha", "beta", "default", "ghost"];
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => proptest::option::of(0u8..4).prop_map(Op::Create),
+        1 => (0usize..30, proptest::option::of(0u8..4)).prop_map(|(i, w)| Op::Assign(i, w)),
+        3 => (1u8..4, proptest::option::of(1u8..6)).prop_map(|(cap, max_in_progress)| Op::Dispatch { cap, max_in_progress }),
+        2 => (0usize..30).prop_map(Op::Complete),
+        1 => (0usize..30).prop_map(Op::Crash),
+        1 => (0usize..30).prop_map(Op::Block),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #[test]
+    fn caps_hold_and_no_task_is_claimed_twice(ops in proptest::collection::vec(op(), 1..60)) {
+        let mut f = Fixture::new();
+        let mut ids: Vec<String> = Vec::new();
+        for op in ops {
+            f.now = f.now.plus(Duration::from_secs(1));
+            match op {
+                Op::Create(w) => ids.push(f.add(w.map(|i| WHO[i as usize]))),
+                Op::Assign(i, w) => if let Some(id) = ids.get(i) { let _ = f.store.assign(id, w.map(|i| WHO[i as usize]), f.now); },
+                Op::Dispatch { cap, max_in_progress } => {
+                    let mut c = cfg(Some(u32::from(cap)));
+                    c.caps.max_in_progress = max_in_progress.map(u32::from);
+                    let before: BTreeMap<String, i64> = f.store.running_by_assignee().unwrap().into_iter().collect();
+                    let out = f.tick(&c);
+                    for (who, n) in f.store.running_by_assignee().unwrap() {
+                        let had = before.get(&who).copied().unwrap_or(0);
+                        prop_assert!(n <= i64::from(cap).max(had), "{who} runs {n} > cap {cap}");
+                    }
+                    let total: i64 = f.store.running_by_assignee().unwrap().iter().map(|(_, n)| n).sum();
+                    if let Some(m) = max_in_progress {
+                        let had: i64 = before.values().sum();
+                        prop_assert!(total <= i64::from(m).max(had));
+                    }
+                    let claimed: BTreeSet<&str> = out.claimed.iter().map(|c| c.task.id.as_str()).collect();
+                    prop_assert_eq!(claimed.len(), out.claimed.len(), "a task claimed twice in one tick");
+                }
+                Op::Complete(i) => if let Some(id) = ids.get(i) { let _ = f.store.complete(id, None, Some(0), f.now); },
+                Op::Crash(i) => {
+                    let pid = ids.get(i).and_then(|id| f.store.task(id).unwrap().worker_pid);
+                    if let Some(pid) = pid { f.probe.set_alive(u32::try_from(pid).unwrap(), false); }
+                }
+                Op::Block(i) => if let Some(id) = ids.get(i) { let _ = f.store.block(id, None, f.now); },
+            }
+            // Every task has at most one open run, and a running task has exactly one.
+            for id in &ids {
+                let t = f.store.task(id).unwrap();
+                let open = f.store.runs(id).unwrap().iter().filter(|r| r.ended_at.is_none()).count();
+                prop_assert!(open <= 1, "{id} has {open} open runs");
+                if t.status == TaskStatus::Running {
+                    prop_assert_eq!(open, 1);
+                    prop_assert!(t.assignee.as_deref().is_some_and(|a| a != "ghost"));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! One dispatch tick on the store: a snapshot, the domain's pure plan, and (unless dry) its application in one
+//! `BEGIN IMMEDIATE` transaction — housekeeping, promotion, default assignment and compare-and-swap claims.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use domain::ids::BoardSlug;
+use domain::kanban::{BoardSnapshot, FailureOutcome, TaskRow, TaskStatus, TickConfig};
+use domain::policy::dispatch::{Decision, Housekeeping, TickPlan, plan_tick};
+use domain::ports::ProcessProbe;
+use domain::time::Timestamp;
+use rusqlite::{Connection, params};
+use serde_json::json;
+
+use crate::{Result, SqliteKanbanStore, StoreError, Task, close_run, event, record_task_failure};
+
+/// What a tick needs besides the store.
+pub struct TickRequest<'a> {
+    pub board: &'a BoardSlug,
+    pub cfg: &'a TickConfig,
+    pub now: Timestamp,
+    pub probe: &'a dyn ProcessProbe,
+    /// Written as `claim_lock` (`<host>:<pid>` of the dispatcher).
+    pub claimer: &'a str,
+    pub claim_ttl: Duration,
+}
+
+/// A task this tick claimed: the dispatcher must now start its worker.
+#[derive(Clone, Debug)]
+pub struct Claimed {
+    pub task: Task,
+    pub run_id: i64,
+}
+
+/// The result of a tick.
+#[derive(Clone, Debug, Default)]
+pub struct TickOutcome {
+    pub plan: TickPlan,
+    pub claimed: Vec<Claimed>,
+    /// Worker pids housekeeping took the task from (reclaimed, timed out, stale): the caller stops them.
+    pub stop_pids: Vec<u32>,
+}
+
+fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
+    ms.map(Timestamp::from_millis)
+}
+
+/// Reads the board's open tasks and the running counts of the other boards.
+fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> Result<BoardSnapshot> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock, t.claim_expires, t.worker_pid, t.worker_start, \
+         t.last_heartbeat_at, t.started_at, t.max_runtime_seconds, t.consecutive_failures, t.max_retries, \
+         CASE WHEN t.status = 'todo' THEN NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+              WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE 0 END \
+         FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'running', 'todo')",
+    )?;
+    let mut rows = stmt.query([board.as_str()])?;
+    let mut tasks = Vec::new();
+    while let Some(r) = rows.next()? {
+        let status_raw: String = r.get(2)?;
+        let status: TaskStatus = status_raw.parse().map_err(StoreError::Invalid)?;
+        let pid: Option<i64> = r.get(7)?;
+        let start: Option<i64> = r.get(8)?;
+        let pid = pid.and_then(|p| u32::try_from(p).ok());
+        let worker_alive = pid.map(|p| probe.is_alive(p, start.and_then(|s| u64::try_from(s).ok())));
+        let lock: Option<String> = r.get(5)?;
+        tasks.push(TaskRow {
+            id: r.get(0)?,
+            assignee: r.get(1)?,
+            status,
+            priority: r.get(3)?,
+            created_at: Timestamp::from_millis(r.get(4)?),
+            claimed: lock.is_some(),
+            claim_expires: opt_ts(r.get(6)?),
+            worker_pid: pid,
+            worker_alive,
+            last_heartbeat: opt_ts(r.get(9)?),
+            started_at: opt_ts(r.get(10)?),
+            max_runtime_secs: r.get(11)?,
+            consecutive_failures: u32::try_from(r.get::<_, i64>(12)?).unwrap_or(0),
+            max_retries: r.get::<_, Option<i64>>(13)?.and_then(|m| u32::try_from(m).ok()),
+            parents_done: r.get(14)?,
+        });
+    }
+    let mut running_elsewhere = BTreeMap::new();
+    let mut total_running_elsewhere = 0;
+    let mut stmt = conn.prepare_cached(
+        "SELECT assignee, COUNT(*) FROM tasks WHERE status = 'running' AND board != ?1 GROUP BY assignee",
+    )?;
+    let mut rows = stmt.query([board.as_str()])?;
+    while let Some(r) = rows.next()? {
+        let n = u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX);
+        total_running_elsewhere += n;
+        if let Some(a) = r.get::<_, Option<String>>(0)?.filter(|a| !a.is_empty()) {
+            running_elsewhere.insert(a, n);
+        }
+    }
+    Ok(BoardSnapshot { tasks, running_elsewhere, total_running_elsewhere })
+}
+
+impl SqliteKanbanStore {
+    /// Plans a tick without writing anything (dry run): the same snapshot and plan a real tick would use.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`] or an SQLite error.
+    pub fn plan_tick(&self, req: &TickRequest<'_>) -> Result<TickPlan> {
+        self.board(req.board)?;
+        let tx = self.conn.unchecked_transaction()?;
+        let snap = snapshot(&tx, req.board, req.probe)?;
+        Ok(plan_tick(req.now, &snap, req.cfg))
+    }
+
+    /// Runs a real tick: plans and applies it in one write transaction, then returns what to spawn and stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`], [`StoreError::Invalid`] for undecodable rows, or an SQLite error.
+    pub fn tick(&mut self, req: &TickRequest<'_>) -> Result<TickOutcome> {
+        self.board(req.board)?;
+        let now = req.now;
+        let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
+        let tx = self.write()?;
+        let snap = snapshot(&tx, req.board, req.probe)?;
+        let plan = plan_tick(now, &snap, req.cfg);
+        let mut out = TickOutcome::default();
+
+        for (id, hk) in &plan.housekeeping {
+            match hk {
+                Housekeeping::ExtendClaim => {
+                    tx.execute(
+                        "UPDATE tasks SET claim_expires = ?2 WHERE id = ?1",
+                        params![id, now.as_millis() + ttl_ms],
+                    )?;
+                    event(&tx, id, None, "claim_extended", &json!({"expires": now.as_millis() + ttl_ms}), now)?;
+                }
+                Housekeeping::Crashed { pid, .. } => {
+                    let err = format!("worker pid {pid} exited without completing the task");
+                    record_task_failure(&tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
+                }
+                Housekeeping::TimedOut { pid, .. } => {
+                    out.stop_pids.extend(*pid);
+                    record_task_failure(
+                        &tx,
+                        id,
+                        "timed_out",
+                        "max runtime exceeded",
+                        None,
+                        req.cfg.failure_limit,
+                        now,
+                    )?;
+                }
+                Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
+                    let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
+                    out.stop_pids.extend(*pid);
+                    let run = close_run(&tx, id, kind, None, None, now)?;
+                    tx.execute(
+                        "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL \
+                         WHERE id = ?1",
+                        [id],
+                    )?;
+                    event(&tx, id, run, kind, &json!({"pid": pid}), now)?;
+                }
+            }
+        }
+        for id in &plan.promoted {
+            tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id])?;
+            event(&tx, id, None, "promoted", &json!({}), now)?;
+        }
+        for d in &plan.decisions {
+            if d.auto_assigned {
+                let who = d.assignee.as_deref().unwrap_or_default();
+                tx.execute(
+                    "UPDATE tasks SET assignee = ?2 WHERE id = ?1 AND (assignee IS NULL OR trim(assignee) = '')",
+                    params![d.task_id, who],
+                )?;
+                event(
+                    &tx,
+                    &d.task_id,
+                    None,
+                    "assigned",
+                    &json!({"assignee": who, "source": "kanban.default_assignee"}),
+                    now,
+                )?;
+            }
+            if d.decision != Decision::Spawn {
+                continue;
+            }
+            let expires = now.as_millis() + ttl_ms;
+            // Compare-and-swap: a claim that lost a race writes nothing.
+            let n = tx.execute(
+                "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
+                 worker_start = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
+                params![d.task_id, req.claimer, expires, now.as_millis()],
+            )?;
+            if n != 1 {
+                continue;
+            }
+            tx.execute(
+                "INSERT INTO task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) VALUES (?1, 'running', ?2, ?3, ?4, ?5)",
+                params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()],
+            )?;
+            let run_id = tx.last_insert_rowid();
+            tx.execute("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1", params![d.task_id, run_id])?;
+            event(
+                &tx,
+                &d.task_id,
+                Some(run_id),
+                "claimed",
+                &json!({"lock": req.claimer, "expires": expires, "run_id": run_id}),
+                now,
+            )?;
+            let task = tx.query_row(
+                &format!("SELECT {} FROM tasks WHERE id = ?1", crate::TASK_COLUMNS),
+                [&d.task_id],
+                crate::task_from_row,
+            )?;
+            out.claimed.push(Claimed { task, run_id });
+        }
+        tx.commit()?;
+        out.plan = plan;
+        Ok(out)
+    }
+}
+
+/// Whether a housekeeping action blocked the task (the failure breaker tripped).
+pub fn gave_up(h: &Housekeeping) -> bool {
+    matches!(
+        h,
+        Housekeeping::Crashed { outcome: FailureOutcome::GiveUp { .. }, .. }
+            | Housekeeping::TimedOut { outcome: FailureOutcome::GiveUp { .. }, .. }
+    )
+}
