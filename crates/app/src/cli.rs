@@ -45,6 +45,12 @@ pub enum Command {
     /// Read and change settings.
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// The task board and its dispatcher.
+    #[command(subcommand)]
+    Kanban(KanbanCmd),
+    /// Worker processes (started by the dispatcher).
+    #[command(subcommand)]
+    Worker(WorkerCmd),
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,4 +134,141 @@ pub enum ConfigCmd {
     Unset { key: String },
     /// The `export` lines the gateway hands to workers.
     Env,
+}
+
+#[derive(Debug, Args)]
+pub struct BoardArg {
+    /// Board slug (default: `default`).
+    #[arg(long, value_name = "SLUG", default_value = "default")]
+    pub board: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BoardCmd {
+    /// Create a board (an existing one is kept).
+    Create {
+        slug: String,
+        /// Display name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List boards.
+    Ls,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KanbanCmd {
+    /// Manage boards.
+    #[command(subcommand)]
+    Board(BoardCmd),
+    /// Put a task on a board.
+    Create {
+        title: String,
+        /// Profile that works on it.
+        #[arg(long)]
+        assignee: Option<String>,
+        #[arg(long)]
+        body: Option<String>,
+        /// Shell command the built-in worker runs in the task's sandbox.
+        #[arg(long)]
+        command: Option<String>,
+        /// A task that must be done first (repeatable).
+        #[arg(long = "parent", value_name = "ID")]
+        parents: Vec<String>,
+        /// Higher runs first.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        priority: i64,
+        /// Start in triage instead of ready.
+        #[arg(long)]
+        triage: bool,
+        /// Kill and requeue a run that takes longer than this many seconds.
+        #[arg(long, value_name = "SECONDS")]
+        max_runtime: Option<i64>,
+        /// Failures before the task is blocked (overrides kanban.failure_limit).
+        #[arg(long, value_name = "N")]
+        max_retries: Option<i64>,
+        #[command(flatten)]
+        board: BoardArg,
+    },
+    /// List tasks.
+    Ls {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        assignee: Option<String>,
+        #[command(flatten)]
+        board: BoardArg,
+    },
+    /// A task with its events and runs.
+    Show { id: String },
+    /// Set (or with no profile, clear) a task's assignee.
+    Assign { id: String, profile: Option<String> },
+    /// Mark a task done.
+    Complete {
+        id: String,
+        #[arg(long)]
+        result: Option<String>,
+    },
+    /// Block a task (its worker, if any, is stopped).
+    Block {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Unblock a task.
+    Unblock { id: String },
+    /// Archive a task (its worker, if any, is stopped).
+    Archive { id: String },
+    /// Take a running task back to ready (its worker is stopped).
+    Reclaim {
+        id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Record a heartbeat for a running task.
+    Heartbeat {
+        id: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Print a task's events, following new ones until it is done, blocked or archived.
+    Tail {
+        id: String,
+        /// Seconds between polls.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Print the events so far and exit.
+        #[arg(long)]
+        no_follow: bool,
+    },
+    /// Run one dispatch tick: housekeeping, then start workers for ready tasks within the caps.
+    Dispatch {
+        /// Report exactly what a tick would do; write nothing, start nothing, signal nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Most workers to start in this tick (overrides kanban.max_spawn).
+        #[arg(long, value_name = "N")]
+        max: Option<u32>,
+        /// Failures before a task is blocked (overrides kanban.failure_limit).
+        #[arg(long, value_name = "N")]
+        failure_limit: Option<u32>,
+        /// A reason code per task.
+        #[arg(long)]
+        explain: bool,
+        /// Dispatch exactly this task, or say why not.
+        #[arg(long, value_name = "ID")]
+        task: Option<String>,
+        #[command(flatten)]
+        board: BoardArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerCmd {
+    /// Run a claimed task's command in its sandbox, heartbeating, then complete or fail it.
+    Run {
+        task: String,
+        #[command(flatten)]
+        board: BoardArg,
+    },
 }

@@ -59,6 +59,11 @@ impl Ctx {
         Ok(Self { home, profile, env, settings, json })
     }
 
+    /// The board database.
+    pub fn db_path(&self) -> PathBuf {
+        self.home.join("kanban.db")
+    }
+
     pub fn config_path(&self) -> PathBuf {
         self.home.join("config.yaml")
     }

@@ -4,8 +4,10 @@ pub mod cli;
 pub mod config_cmd;
 pub mod context;
 pub mod error;
+pub mod kanban;
 pub mod output;
 pub mod sandbox;
+pub mod worker;
 
 use std::process::ExitCode;
 
@@ -69,5 +71,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Config(cmd) => config_cmd::command(&ctx, cmd),
         Command::Sandbox(cmd) => runtime()?.block_on(sandbox::command(&ctx, cmd)),
         Command::Run(args) => runtime()?.block_on(sandbox::run(&ctx, args)),
+        Command::Kanban(cmd) => runtime()?.block_on(kanban::command(&ctx, cmd)),
+        Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task)),
     }
 }

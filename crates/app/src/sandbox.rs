@@ -125,8 +125,8 @@ impl OutputSink for StdSink {
     }
 }
 
-/// The exec environment: forwarded host variables (`terminal.docker_forward_env`) plus `-e` pairs.
-fn exec_env(ctx: &Ctx, extra: &[String]) -> Result<Vec<String>, Failure> {
+/// Forwarded host variables (`terminal.docker_forward_env`) as `KEY=VALUE` pairs for one exec.
+pub fn forwarded_env(ctx: &Ctx) -> Vec<String> {
     let mut env = Vec::new();
     for name in ctx.settings.list("terminal.docker_forward_env") {
         if !is_valid_env_name(&name) {
@@ -135,6 +135,12 @@ fn exec_env(ctx: &Ctx, extra: &[String]) -> Result<Vec<String>, Failure> {
             env.push(format!("{name}={v}"));
         }
     }
+    env
+}
+
+/// The exec environment: forwarded host variables plus `-e` pairs.
+fn exec_env(ctx: &Ctx, extra: &[String]) -> Result<Vec<String>, Failure> {
+    let mut env = forwarded_env(ctx);
     for kv in extra {
         match kv.split_once('=') {
             Some((k, _)) if is_valid_env_name(k) => env.push(kv.clone()),

@@ -1,0 +1,597 @@
+//! `berth kanban …`: boards, tasks, and the dispatch tick with its upstream-shaped report.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use domain::ids::{BoardSlug, ProfileName};
+use domain::kanban::{FailureOutcome, TaskStatus, TickConfig};
+use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
+use domain::ports::Clock;
+use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task, TickRequest};
+use serde_json::{Value as Json, json};
+
+use crate::cli::{BoardCmd, KanbanCmd};
+use crate::context::{Ctx, ProcProbe, SystemClock};
+use crate::error::Failure;
+use crate::output;
+use crate::worker;
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NoTask(_) | StoreError::NoBoard(_) | StoreError::Transition { .. } | StoreError::Invalid(_) => {
+                Failure::usage_of(e)
+            }
+            StoreError::Sqlite(inner) => Failure::other(format!("board database error: {inner}")),
+            other => Failure::other(other.to_string()),
+        }
+    }
+}
+
+/// Opens the board database for writing (created when missing).
+///
+/// # Errors
+/// A failure naming the file when it is corrupt or foreign (left untouched).
+pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
+    Ok(SqliteKanbanStore::open(&ctx.db_path())?)
+}
+
+/// Opens the board database read-only; `None` when it does not exist yet.
+fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
+    let path = ctx.db_path();
+    if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
+        return Ok(None);
+    }
+    Ok(Some(SqliteKanbanStore::open_read_only(&path)?))
+}
+
+fn slug(raw: &str) -> Result<BoardSlug, Failure> {
+    BoardSlug::parse(raw).map_err(Failure::usage_of)
+}
+
+/// A fresh task id: `t_` and 8 hex digits.
+fn new_task_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));
+    h.write_u32(std::process::id());
+    format!("t_{:08x}", h.finish() as u32)
+}
+
+fn ms(t: Option<i64>) -> String {
+    t.map(|m| domain::time::Timestamp::from_millis(m).to_rfc3339()).unwrap_or_else(|| "-".to_owned())
+}
+
+fn task_json(t: &Task) -> Json {
+    serde_json::to_value(t).unwrap_or(Json::Null)
+}
+
+/// `berth kanban …`.
+///
+/// # Errors
+/// Usage failures (2) for bad input, others (1) for store failures.
+pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
+    let now = SystemClock.now();
+    match cmd {
+        KanbanCmd::Board(BoardCmd::Create { slug: raw, name }) => {
+            let s = slug(raw)?;
+            let (board, created) = open_store(ctx)?.create_board(&s, name.as_deref(), now)?;
+            if ctx.json {
+                output::json(&json!({"board": board, "created": created}));
+            } else {
+                output::line(&format!("{} board {}", if created { "created" } else { "kept existing" }, board.slug));
+            }
+        }
+        KanbanCmd::Board(BoardCmd::Ls) => {
+            let store = open_store(ctx)?;
+            let boards = store.boards()?;
+            if ctx.json {
+                output::json(&json!(boards));
+            } else {
+                let rows: Vec<Vec<String>> =
+                    boards.iter().map(|b| vec![b.slug.clone(), b.name.clone(), ms(Some(b.created_at))]).collect();
+                output::table(&["SLUG", "NAME", "CREATED"], &rows);
+            }
+        }
+        KanbanCmd::Create {
+            title,
+            assignee,
+            body,
+            command,
+            parents,
+            priority,
+            triage,
+            max_runtime,
+            max_retries,
+            board,
+        } => {
+            let b = slug(&board.board)?;
+            if let Some(a) = assignee.as_deref().filter(|a| !a.trim().is_empty()) {
+                // Unknown assignees are allowed (control-plane lanes); a malformed one is not.
+                ProfileName::parse(a.trim()).map_err(Failure::usage_of)?;
+            }
+            if max_runtime.is_some_and(|m| m < 1) || max_retries.is_some_and(|m| m < 1) {
+                return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
+            }
+            let new = NewTask {
+                title: title.clone(),
+                body: body.clone(),
+                command: command.clone(),
+                assignee: assignee.clone(),
+                parents: parents.clone(),
+                priority: *priority,
+                triage: *triage,
+                max_runtime_seconds: *max_runtime,
+                max_retries: *max_retries,
+                created_by: Some(ctx.profile.as_str().to_owned()),
+            };
+            let task = open_store(ctx)?.create_task(&b, &new_task_id(), &new, now)?;
+            if ctx.json {
+                output::json(&task_json(&task));
+            } else {
+                output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
+            }
+        }
+        KanbanCmd::Ls { status, assignee, board } => {
+            let b = slug(&board.board)?;
+            let status = status.as_deref().map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
+            let tasks = match open_read_only(ctx)? {
+                Some(store) => {
+                    store.board(&b)?;
+                    store.tasks(&b, status, assignee.as_deref())?
+                }
+                None if b.as_str() == "default" => Vec::new(),
+                None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
+            };
+            if ctx.json {
+                output::json(&json!(tasks.iter().map(task_json).collect::<Vec<_>>()));
+            } else {
+                let rows: Vec<Vec<String>> = tasks
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.clone(),
+                            t.status.to_string(),
+                            t.assignee.clone().unwrap_or_else(|| "-".into()),
+                            t.priority.to_string(),
+                            t.title.clone(),
+                        ]
+                    })
+                    .collect();
+                output::table(&["ID", "STATUS", "ASSIGNEE", "PRIORITY", "TITLE"], &rows);
+            }
+        }
+        KanbanCmd::Show { id } => {
+            let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
+            let task = store.task(id)?;
+            let events = store.events(id, 0)?;
+            let runs = store.runs(id)?;
+            if ctx.json {
+                output::json(&json!({"task": task_json(&task), "events": events, "runs": runs}));
+            } else {
+                show_text(&task, &events, &runs);
+            }
+        }
+        KanbanCmd::Assign { id, profile } => {
+            if let Some(p) = profile {
+                ProfileName::parse(p).map_err(Failure::usage_of)?;
+            }
+            let t = open_store(ctx)?.assign(id, profile.as_deref(), now)?;
+            done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
+        }
+        KanbanCmd::Complete { id, result } => {
+            let t = open_store(ctx)?.complete(id, result.as_deref(), None, now)?;
+            done(ctx, &t, &format!("completed {}", t.id));
+        }
+        KanbanCmd::Block { id, reason } => {
+            let mut store = open_store(ctx)?;
+            let pid = store.block(id, reason.as_deref(), now)?;
+            worker::stop(pid).await;
+            done(ctx, &store.task(id)?, &format!("blocked {id}"));
+        }
+        KanbanCmd::Unblock { id } => {
+            let t = open_store(ctx)?.unblock(id, now)?;
+            done(ctx, &t, &format!("unblocked {} ({})", t.id, t.status));
+        }
+        KanbanCmd::Archive { id } => {
+            let mut store = open_store(ctx)?;
+            let pid = store.archive(id, now)?;
+            worker::stop(pid).await;
+            done(ctx, &store.task(id)?, &format!("archived {id}"));
+        }
+        KanbanCmd::Reclaim { id, reason } => {
+            let mut store = open_store(ctx)?;
+            let pid = store.reclaim(id, reason.as_deref(), now)?;
+            worker::stop(pid).await;
+            done(ctx, &store.task(id)?, &format!("reclaimed {id}"));
+        }
+        KanbanCmd::Heartbeat { id, note } => {
+            let mut store = open_store(ctx)?;
+            store.heartbeat(id, note.as_deref(), now)?;
+            done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
+        }
+        KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
+        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board } => {
+            let b = slug(&board.board)?;
+            let report = dispatch(
+                ctx,
+                &b,
+                &DispatchArgs { dry_run: *dry_run, max: *max, failure_limit: *failure_limit, task: task.clone() },
+            )
+            .await?;
+            print_dispatch(ctx, &report, *explain);
+        }
+    }
+    Ok(0)
+}
+
+fn done(ctx: &Ctx, t: &Task, text: &str) {
+    if ctx.json {
+        output::json(&task_json(t));
+    } else {
+        output::line(text);
+    }
+}
+
+fn show_text(task: &Task, events: &[kanban_store::Event], runs: &[kanban_store::Run]) {
+    output::line(&format!("{}  {}", task.id, task.title));
+    output::line(&format!("  board:     {}", task.board));
+    output::line(&format!("  status:    {}", task.status));
+    output::line(&format!("  assignee:  {}", task.assignee.as_deref().unwrap_or("-")));
+    output::line(&format!("  priority:  {}", task.priority));
+    if let Some(c) = &task.command {
+        output::line(&format!("  command:   {c}"));
+    }
+    if !task.parents.is_empty() {
+        output::line(&format!("  parents:   {}", task.parents.join(", ")));
+    }
+    output::line(&format!("  created:   {}", ms(Some(task.created_at))));
+    output::line(&format!("  failures:  {}", task.consecutive_failures));
+    if let Some(r) = &task.result {
+        output::line(&format!("  result:    {r}"));
+    }
+    if let Some(e) = &task.last_failure_error {
+        output::line(&format!("  last error: {e}"));
+    }
+    output::line("");
+    output::line("Events:");
+    for e in events {
+        output::line(&format!("  {}  {:<16} {}", ms(Some(e.created_at)), e.kind, e.payload));
+    }
+    output::line("");
+    output::line("Runs:");
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.to_string(),
+                r.assignee.clone().unwrap_or_default(),
+                r.worker_pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                ms(Some(r.started_at)),
+                ms(r.ended_at),
+                r.outcome.clone().unwrap_or_else(|| "running".into()),
+                r.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    output::table(&["RUN", "ASSIGNEE", "PID", "STARTED", "ENDED", "OUTCOME", "EXIT"], &rows);
+}
+
+async fn tail(ctx: &Ctx, id: &str, interval: f64, no_follow: bool) -> Result<(), Failure> {
+    let interval = Duration::from_secs_f64(interval.clamp(0.1, 60.0));
+    let mut last = 0;
+    loop {
+        let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
+        let task = store.task(id)?;
+        for e in store.events(id, last)? {
+            last = e.id;
+            if ctx.json {
+                output::line(&serde_json::to_string(&e).unwrap_or_default());
+            } else {
+                output::line(&format!("{}  {:<16} {}", ms(Some(e.created_at)), e.kind, e.payload));
+            }
+        }
+        if no_follow || matches!(task.status, TaskStatus::Done | TaskStatus::Archived | TaskStatus::Blocked) {
+            return Ok(());
+        }
+        drop(store);
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// The options of one dispatch.
+#[derive(Clone, Debug, Default)]
+pub struct DispatchArgs {
+    pub dry_run: bool,
+    pub max: Option<u32>,
+    pub failure_limit: Option<u32>,
+    pub task: Option<String>,
+}
+
+/// What a dispatch did (or, dry, would do).
+#[derive(Clone, Debug, Default)]
+pub struct DispatchReport {
+    pub board: String,
+    pub dry_run: bool,
+    pub plan: TickPlan,
+    /// Started workers: task, assignee, sandbox name, pid.
+    pub spawned: Vec<(String, String, String, Option<u32>)>,
+    pub spawn_failed: Vec<(String, String)>,
+    pub auto_blocked: Vec<String>,
+    pub default_assignee: Option<String>,
+    /// For `--task`: why it was not dispatched, when it was not even considered.
+    pub not_considered: Option<(String, String)>,
+}
+
+impl DispatchReport {
+    /// Whether ready work could have started (for the gateway's stuck warning).
+    pub fn had_spawnable(&self) -> bool {
+        self.plan.spawns().next().is_some()
+    }
+}
+
+/// The tick configuration from the settings and flags.
+pub fn tick_config(ctx: &Ctx, args: &DispatchArgs) -> TickConfig {
+    let mut caps = ctx.settings.caps();
+    if let Some(m) = args.max {
+        caps.max_spawn = Some(m);
+    }
+    let failure_limit = args
+        .failure_limit
+        .filter(|n| *n >= 1)
+        .unwrap_or_else(|| u32::try_from(ctx.settings.int("kanban.failure_limit")).unwrap_or(2));
+    TickConfig {
+        caps,
+        default_assignee: ctx.settings.default_assignee(),
+        profiles: ctx.profiles().list().into_iter().collect::<BTreeSet<_>>(),
+        failure_limit,
+        stale_timeout_secs: ctx.settings.int("kanban.dispatch_stale_timeout_seconds"),
+        only_task: args.task.clone(),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}
+
+/// Runs one tick on `board`: plan (read-only when dry), claim, spawn workers, stop reclaimed ones.
+///
+/// # Errors
+/// Store failures, or a usage failure for an unknown board or task.
+pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
+    let cfg = tick_config(ctx, args);
+    let claimer = format!("{}:{}", hostname(), std::process::id());
+    let ttl = Duration::from_secs(u64::try_from(ctx.settings.int("kanban.claim_ttl_seconds")).unwrap_or(900).max(1));
+    let mut report = DispatchReport {
+        board: board.as_str().to_owned(),
+        dry_run: args.dry_run,
+        default_assignee: cfg.default_assignee.clone(),
+        ..DispatchReport::default()
+    };
+    let probe = ProcProbe;
+    let now = SystemClock.now();
+    let req = TickRequest { board, cfg: &cfg, now, probe: &probe, claimer: &claimer, claim_ttl: ttl };
+    if args.dry_run {
+        let Some(store) = open_read_only(ctx)? else {
+            if board.as_str() != "default" {
+                return Err(StoreError::NoBoard(board.as_str().to_owned()).into());
+            }
+            return Ok(report);
+        };
+        check_only_task(&store, board, args, &mut report)?;
+        report.plan = store.plan_tick(&req)?;
+        for d in report.plan.spawns() {
+            report.spawned.push((d.task_id.clone(), d.assignee.clone().unwrap_or_default(), String::new(), None));
+        }
+        return Ok(report);
+    }
+    let mut store = open_store(ctx)?;
+    check_only_task(&store, board, args, &mut report)?;
+    let outcome = store.tick(&req)?;
+    report.plan = outcome.plan;
+    for (id, h) in &report.plan.housekeeping {
+        if kanban_store::gave_up(h) {
+            report.auto_blocked.push(id.clone());
+        }
+    }
+    for pid in outcome.stop_pids {
+        worker::stop(Some(i64::from(pid))).await;
+    }
+    for claimed in outcome.claimed {
+        let task = &claimed.task;
+        let assignee = task.assignee.clone().unwrap_or_default();
+        match worker::spawn(ctx, board, task, claimed.run_id) {
+            Ok(spawned) => {
+                let start = domain::ports::ProcessProbe::start_fingerprint(&probe, spawned.pid);
+                store.record_spawned(
+                    &task.id,
+                    claimed.run_id,
+                    spawned.pid,
+                    start,
+                    &spawned.log.display().to_string(),
+                    SystemClock.now(),
+                )?;
+                report.spawned.push((task.id.clone(), assignee, spawned.sandbox, Some(spawned.pid)));
+            }
+            Err(e) => {
+                tracing::warn!("cannot start a worker for {}: {e}", task.id);
+                let res = store.record_spawn_failure(&task.id, &e, cfg.failure_limit, SystemClock.now())?;
+                if matches!(res, FailureOutcome::GiveUp { .. }) {
+                    report.auto_blocked.push(task.id.clone());
+                }
+                report.spawn_failed.push((task.id.clone(), e));
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// For `--task ID`: the task must exist on this board; when it is not ready, say why.
+fn check_only_task(
+    store: &SqliteKanbanStore,
+    board: &BoardSlug,
+    args: &DispatchArgs,
+    report: &mut DispatchReport,
+) -> Result<(), Failure> {
+    store.board(board)?;
+    let Some(id) = &args.task else { return Ok(()) };
+    let t = store.task(id)?;
+    if t.board != board.as_str() {
+        return Err(Failure::usage(format!(
+            "task {id} is on board {:?}, not {:?} (pass --board {})",
+            t.board,
+            board.as_str(),
+            t.board
+        )));
+    }
+    if t.status != TaskStatus::Ready && t.status != TaskStatus::Todo && t.status != TaskStatus::Running {
+        report.not_considered = Some((id.clone(), format!("not_ready: the task is {}", t.status)));
+    } else if t.status == TaskStatus::Running {
+        report.not_considered = Some((id.clone(), "already_running".to_owned()));
+    } else if t.status == TaskStatus::Todo {
+        report.not_considered = Some((id.clone(), "waiting_on_parents".to_owned()));
+    }
+    Ok(())
+}
+
+fn ids_where(plan: &TickPlan, f: impl Fn(&Housekeeping) -> bool) -> Vec<String> {
+    plan.housekeeping.iter().filter(|(_, h)| f(h)).map(|(id, _)| id.clone()).collect()
+}
+
+/// The report as JSON: the eleven upstream keys first, then berth's own.
+pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
+    let p = &r.plan;
+    let by = |code: &str| -> Vec<String> {
+        p.decisions.iter().filter(|d| d.decision.code() == code).map(|d| d.task_id.clone()).collect()
+    };
+    let mut auto_blocked = ids_where(p, |h| {
+        matches!(
+            h,
+            Housekeeping::Crashed { outcome: FailureOutcome::GiveUp { .. }, .. }
+                | Housekeeping::TimedOut { outcome: FailureOutcome::GiveUp { .. }, .. }
+        )
+    });
+    for id in &r.auto_blocked {
+        if !auto_blocked.contains(id) {
+            auto_blocked.push(id.clone());
+        }
+    }
+    let mut v = json!({
+        "reclaimed": p.housekeeping.iter().filter(|(_, h)| matches!(h, Housekeeping::Reclaim { .. })).count(),
+        "crashed": ids_where(p, |h| matches!(h, Housekeeping::Crashed { .. })),
+        "timed_out": ids_where(p, |h| matches!(h, Housekeeping::TimedOut { .. })),
+        "stale": ids_where(p, |h| matches!(h, Housekeeping::Stale { .. })),
+        "auto_blocked": auto_blocked,
+        "promoted": p.promoted.len(),
+        "spawned": r.spawned.iter().map(|(t, a, ws, _)| json!({"task_id": t, "assignee": a, "workspace": ws})).collect::<Vec<_>>(),
+        "skipped_unassigned": by("skipped_unassigned"),
+        "skipped_nonspawnable": by("skipped_nonspawnable"),
+        "skipped_per_profile_capped": p.decisions.iter().filter_map(|d| match d.decision {
+            Decision::SkippedPerProfileCapped { current, .. } => Some(json!({"task_id": d.task_id, "assignee": d.assignee, "current": current})),
+            _ => None,
+        }).collect::<Vec<_>>(),
+        "auto_assigned_default": p.decisions.iter().filter(|d| d.auto_assigned).map(|d| d.task_id.clone()).collect::<Vec<_>>(),
+    });
+    let extra = json!({
+        "board": r.board,
+        "dry_run": r.dry_run,
+        "claim_extended": ids_where(p, |h| matches!(h, Housekeeping::ExtendClaim)),
+        "deferred": p.decisions.iter().filter(|d| matches!(d.decision, Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. }))
+            .map(|d| json!({"task_id": d.task_id, "reason": d.decision.code()})).collect::<Vec<_>>(),
+        "spawn_failed": r.spawn_failed.iter().map(|(t, e)| json!({"task_id": t, "error": e})).collect::<Vec<_>>(),
+        "workers": r.spawned.iter().filter_map(|(t, _, _, pid)| pid.map(|p| json!({"task_id": t, "pid": p}))).collect::<Vec<_>>(),
+    });
+    if let (Json::Object(m), Json::Object(e)) = (&mut v, extra) {
+        m.extend(e);
+        if explain || r.not_considered.is_some() {
+            let mut reasons: Vec<Json> = p
+                .decisions
+                .iter()
+                .map(|d| json!({"task_id": d.task_id, "code": d.decision.code(), "assignee": d.assignee, "detail": d.decision}))
+                .collect();
+            if let Some((id, why)) = &r.not_considered {
+                reasons.push(json!({"task_id": id, "code": why.split(':').next().unwrap_or(why), "assignee": null, "detail": why}));
+            }
+            m.insert("explain".into(), Json::Array(reasons));
+        }
+    }
+    v
+}
+
+fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
+    if ctx.json {
+        output::json(&report_json(r, explain));
+        return;
+    }
+    let v = report_json(r, explain);
+    let list = |k: &str| -> Vec<String> {
+        v[k].as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+    };
+    let counted = |label: &str, ids: Vec<String>| {
+        output::line(&format!("{label:<14}{}", ids.len()));
+        if !ids.is_empty() {
+            output::line(&format!("  {}", ids.join(", ")));
+        }
+    };
+    output::line(&format!("{:<14}{}", "Reclaimed:", v["reclaimed"]));
+    counted("Crashed:", list("crashed"));
+    counted("Timed out:", list("timed_out"));
+    counted("Stale:", list("stale"));
+    counted("Auto-blocked:", list("auto_blocked"));
+    output::line(&format!("{:<14}{}", "Promoted:", v["promoted"]));
+    output::line(&format!("{:<14}{}", "Spawned:", r.spawned.len()));
+    for (t, who, ws, _) in &r.spawned {
+        let ws = if ws.is_empty() { "-" } else { ws };
+        output::line(&format!("  - {t}  ->  {who}  @ {ws}{}", if r.dry_run { " (dry)" } else { "" }));
+    }
+    let auto = list("auto_assigned_default");
+    if !auto.is_empty() {
+        output::line(&format!(
+            "Auto-assigned to kanban.default_assignee='{}': {}",
+            r.default_assignee.as_deref().unwrap_or(""),
+            auto.join(", ")
+        ));
+    }
+    let unassigned = list("skipped_unassigned");
+    if !unassigned.is_empty() {
+        output::line(&format!("Skipped (unassigned): {}", unassigned.join(", ")));
+    }
+    for c in v["skipped_per_profile_capped"].as_array().into_iter().flatten() {
+        output::line(&format!(
+            "Deferred ({} at per-profile cap, {} running): {}",
+            c["assignee"].as_str().unwrap_or(""),
+            c["current"],
+            c["task_id"].as_str().unwrap_or("")
+        ));
+    }
+    let nonspawnable = list("skipped_nonspawnable");
+    if !nonspawnable.is_empty() {
+        output::line(&format!("Skipped (non-spawnable assignee — terminal lane, OK): {}", nonspawnable.join(", ")));
+    }
+    for d in v["deferred"].as_array().into_iter().flatten() {
+        output::line(&format!(
+            "Deferred ({}): {}",
+            d["reason"].as_str().unwrap_or(""),
+            d["task_id"].as_str().unwrap_or("")
+        ));
+    }
+    for f in &r.spawn_failed {
+        output::line(&format!("Spawn failed: {}: {}", f.0, f.1));
+    }
+    if let Some(reasons) = v["explain"].as_array() {
+        output::line("");
+        let rows: Vec<Vec<String>> = reasons
+            .iter()
+            .map(|e| {
+                vec![
+                    e["task_id"].as_str().unwrap_or("").to_owned(),
+                    e["code"].as_str().unwrap_or("").to_owned(),
+                    e["assignee"].as_str().unwrap_or("-").to_owned(),
+                ]
+            })
+            .collect();
+        output::table(&["TASK", "REASON", "ASSIGNEE"], &rows);
+    }
+}
