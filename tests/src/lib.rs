@@ -11,4 +11,6 @@ mod config;
 #[cfg(test)]
 mod docker;
 #[cfg(test)]
+mod kanban;
+#[cfg(test)]
 mod tidy;

@@ -1,0 +1,404 @@
+//! The board through the real binary: the dispatch report (upstream's eleven keys and text), caps, dry runs,
+//! concurrent dispatchers, crashed workers, corrupt databases, and the built-in worker on real sandboxes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::support::{Home, require_docker};
+
+const ELEVEN: [&str; 11] = [
+    "reclaimed",
+    "crashed",
+    "timed_out",
+    "stale",
+    "auto_blocked",
+    "promoted",
+    "spawned",
+    "skipped_unassigned",
+    "skipped_nonspawnable",
+    "skipped_per_profile_capped",
+    "auto_assigned_default",
+];
+
+fn create(home: &Home, args: &[&str]) -> String {
+    let mut all = vec!["kanban", "create"];
+    all.extend_from_slice(args);
+    home.json(&all)["id"].as_str().unwrap().to_owned()
+}
+
+fn profiles(home: &Home, names: &[&str]) {
+    for n in names {
+        home.ok(&["profile", "create", n]);
+    }
+}
+
+fn status(home: &Home, id: &str) -> String {
+    home.json(&["kanban", "show", id])["task"]["status"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn dispatch_json_keeps_the_eleven_upstream_keys_in_order() {
+    let home = Home::new();
+    let v = home.json(&["kanban", "dispatch", "--dry-run"]);
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(&keys[..11], ELEVEN);
+    assert!(v["reclaimed"].is_u64() && v["promoted"].is_u64() && v["spawned"].is_array());
+}
+
+#[test]
+fn seed_example_five_alpha_three_beta_cap_two() {
+    let home = Home::new();
+    profiles(&home, &["alpha", "beta"]);
+    for _ in 0..5 {
+        create(&home, &["a", "--assignee", "alpha"]);
+    }
+    for _ in 0..3 {
+        create(&home, &["b", "--assignee", "beta"]);
+    }
+    let v = home.json(&["-c", "kanban.max_in_progress_per_profile=2", "kanban", "dispatch", "--dry-run"]);
+    let count = |key: &str, who: &str| v[key].as_array().unwrap().iter().filter(|e| e["assignee"] == who).count();
+    assert_eq!((count("spawned", "alpha"), count("spawned", "beta")), (2, 2));
+    assert_eq!((count("skipped_per_profile_capped", "alpha"), count("skipped_per_profile_capped", "beta")), (3, 1));
+    assert_eq!(v["spawned"][0]["workspace"], "");
+    let text = home.ok(&["-c", "kanban.max_in_progress_per_profile=2", "kanban", "dispatch", "--dry-run"]);
+    assert!(text.starts_with("Reclaimed:    0\nCrashed:      0\n"), "{text}");
+    assert!(text.contains("Spawned:      4\n  - t_"), "{text}");
+    assert!(text.contains(" (dry)\n"));
+    assert!(text.contains("Deferred (alpha at per-profile cap, 2 running): t_"), "{text}");
+    let v = home.json(&["kanban", "dispatch", "--dry-run"]);
+    assert_eq!(v["spawned"].as_array().unwrap().len(), 8, "no cap: all eight");
+}
+
+#[test]
+fn default_assignee_unassigned_and_nonspawnable() {
+    let home = Home::new();
+    let t = create(&home, &["unassigned"]);
+    let lane = create(&home, &["lane", "--assignee", "orion-cc"]);
+    let v = home.json(&["kanban", "dispatch", "--dry-run"]);
+    assert_eq!(v["skipped_unassigned"], serde_json::json!([t]));
+    assert_eq!(v["skipped_nonspawnable"], serde_json::json!([lane]));
+    let text = home.ok(&["kanban", "dispatch", "--dry-run"]);
+    assert!(text.contains(&format!("Skipped (unassigned): {t}")));
+    assert!(text.contains(&format!("Skipped (non-spawnable assignee — terminal lane, OK): {lane}")));
+    // A default assignee that is a profile routes the task; dry run writes nothing.
+    let c = "kanban.default_assignee=default";
+    let v = home.json(&["-c", c, "kanban", "dispatch", "--dry-run"]);
+    assert_eq!(v["auto_assigned_default"], serde_json::json!([t]));
+    assert_eq!(home.json(&["kanban", "show", &t])["task"]["assignee"], serde_json::Value::Null);
+    let v = home.json(&["-c", c, "-c", "kanban.worker_command=sleep 30", "kanban", "dispatch"]);
+    assert_eq!(v["auto_assigned_default"], serde_json::json!([t]));
+    let show = home.json(&["kanban", "show", &t]);
+    assert_eq!(show["task"]["assignee"], "default");
+    let assigned: Vec<_> = show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "assigned").collect();
+    assert_eq!(assigned.len(), 1);
+    assert_eq!(assigned[0]["payload"], serde_json::json!({"assignee": "default", "source": "kanban.default_assignee"}));
+    stop_workers(&home);
+}
+
+/// Kills every worker pid a test started (external `sleep` workers).
+fn stop_workers(home: &Home) {
+    let tasks = home.json(&["kanban", "ls"]);
+    for t in tasks.as_array().unwrap() {
+        if let Some(pid) = t["worker_pid"].as_i64() {
+            // SAFETY: kill(2) on a pid this test's dispatcher started.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        }
+    }
+}
+
+#[test]
+fn explain_and_exact_task_dispatch() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let a = create(&home, &["a", "--assignee", "alpha"]);
+    let b = create(&home, &["b", "--assignee", "alpha"]);
+    let blocked = create(&home, &["c", "--assignee", "alpha"]);
+    home.ok(&["kanban", "block", &blocked]);
+    let v = home.json(&["-c", "kanban.max_in_progress_per_profile=1", "kanban", "dispatch", "--dry-run", "--explain"]);
+    let codes: BTreeMap<String, String> = v["explain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["task_id"].as_str().unwrap().into(), e["code"].as_str().unwrap().into()))
+        .collect();
+    assert_eq!(codes[&a], "spawn");
+    assert_eq!(codes[&b], "skipped_per_profile_capped");
+    let v = home.json(&["kanban", "dispatch", "--dry-run", "--task", &b]);
+    assert_eq!(v["spawned"].as_array().unwrap().len(), 1);
+    assert_eq!(v["spawned"][0]["task_id"], b.as_str());
+    let v = home.json(&["kanban", "dispatch", "--dry-run", "--task", &blocked]);
+    assert!(v["spawned"].as_array().unwrap().is_empty());
+    assert_eq!(v["explain"][0]["code"], "not_ready");
+    assert_eq!(home.run(&["kanban", "dispatch", "--task", "t_nope"]).status.code(), Some(2));
+    let text = home.ok(&["-c", "kanban.max_in_progress_per_profile=1", "kanban", "dispatch", "--dry-run", "--explain"]);
+    assert!(text.contains("TASK") && text.contains("skipped_per_profile_capped"));
+}
+
+#[test]
+fn dry_run_leaves_the_database_byte_identical() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    for _ in 0..3 {
+        create(&home, &["a", "--assignee", "alpha"]);
+    }
+    create(&home, &["u"]);
+    let db = home.path().join("kanban.db");
+    let digest = || {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(home.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name().to_string_lossy().starts_with("kanban.db")
+                    && !e.file_name().to_string_lossy().ends_with("-shm")
+            })
+            .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))
+            .filter(|(_, b)| !b.is_empty())
+            .collect();
+        files.sort();
+        files.into_iter().map(|(n, b)| format!("{n}:{}", domain::sha256::hex_digest(&b))).collect::<Vec<_>>()
+    };
+    let before = digest();
+    assert!(db.exists());
+    home.json(&[
+        "-c",
+        "kanban.default_assignee=alpha",
+        "-c",
+        "kanban.max_in_progress_per_profile=1",
+        "kanban",
+        "dispatch",
+        "--dry-run",
+        "--explain",
+    ]);
+    home.ok(&["kanban", "dispatch", "--dry-run"]);
+    assert_eq!(digest(), before);
+}
+
+#[test]
+fn a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let id = create(&home, &["crashy", "--assignee", "alpha"]);
+    let c = ["-c", "kanban.worker_command=sleep 300"];
+    let kill_worker = |home: &Home| {
+        let pid = home.json(&["kanban", "show", &id])["task"]["worker_pid"].as_i64().expect("a worker pid");
+        // SAFETY: killing the worker this test's dispatcher started.
+        unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        let start = Instant::now();
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let first = home.json(&[c[0], c[1], "kanban", "dispatch"]);
+    assert_eq!(first["spawned"][0]["task_id"], id.as_str());
+    kill_worker(&home);
+    // Crash 1 of 2: requeued; with capacity free the same tick starts it again.
+    let second = home.json(&[c[0], c[1], "kanban", "dispatch"]);
+    assert_eq!(second["crashed"], serde_json::json!([id]));
+    assert!(second["auto_blocked"].as_array().unwrap().is_empty());
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["consecutive_failures"], 1);
+    kill_worker(&home);
+    let third = home.json(&[c[0], c[1], "kanban", "dispatch"]);
+    assert_eq!(third["crashed"], serde_json::json!([id]));
+    assert_eq!(third["auto_blocked"], serde_json::json!([id]));
+    assert_eq!(status(&home, &id), "blocked");
+    let kinds: Vec<String> = home.json(&["kanban", "show", &id])["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(kinds.ends_with(&["crashed".into(), "gave_up".into()]), "{kinds:?}");
+}
+
+#[test]
+fn spawn_failures_count_toward_the_failure_limit() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let id = create(&home, &["x", "--assignee", "alpha"]);
+    // A home that cannot hold logs makes every spawn fail.
+    std::fs::create_dir_all(home.path().join("kanban")).unwrap();
+    std::fs::write(home.path().join("kanban/logs"), b"not a directory").unwrap();
+    let v = home.json(&["kanban", "dispatch"]);
+    assert_eq!(v["spawn_failed"][0]["task_id"], id.as_str());
+    assert_eq!(status(&home, &id), "ready");
+    let v = home.json(&["kanban", "dispatch"]);
+    assert_eq!(v["auto_blocked"], serde_json::json!([id]));
+    assert_eq!(status(&home, &id), "blocked");
+}
+
+#[test]
+fn concurrent_dispatchers_claim_each_task_once_and_hold_the_caps() {
+    let home = Home::new();
+    profiles(&home, &["alpha", "beta"]);
+    let mut ids = Vec::new();
+    for i in 0..24 {
+        ids.push(create(&home, &["t", "--assignee", ["alpha", "beta"][i % 2]]));
+    }
+    let dispatchers: Vec<_> = (0..10)
+        .map(|_| {
+            home.cmd()
+                .args([
+                    "-c",
+                    "kanban.worker_command=sleep 60",
+                    "-c",
+                    "kanban.max_in_progress_per_profile=3",
+                    "kanban",
+                    "dispatch",
+                    "--json",
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut spawned = Vec::new();
+    for d in dispatchers {
+        let out = d.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        spawned.extend(v["spawned"].as_array().unwrap().iter().map(|s| s["task_id"].as_str().unwrap().to_owned()));
+    }
+    let unique: BTreeSet<&String> = spawned.iter().collect();
+    assert_eq!(unique.len(), spawned.len(), "a task was spawned twice");
+    assert_eq!(spawned.len(), 6, "3 alpha + 3 beta");
+    let tasks = home.json(&["kanban", "ls", "--status", "running"]);
+    let mut per: BTreeMap<String, usize> = BTreeMap::new();
+    for t in tasks.as_array().unwrap() {
+        *per.entry(t["assignee"].as_str().unwrap().to_owned()).or_default() += 1;
+    }
+    assert_eq!(per, BTreeMap::from([("alpha".into(), 3), ("beta".into(), 3)]));
+    for id in &unique {
+        let claims = home.json(&["kanban", "show", id])["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "claimed")
+            .count();
+        assert_eq!(claims, 1);
+    }
+    stop_workers(&home);
+}
+
+#[test]
+fn a_corrupt_or_foreign_database_is_reported_and_left_alone() {
+    let home = Home::new();
+    let db = home.path().join("kanban.db");
+    std::fs::write(&db, b"garbage garbage garbage garbage garbage garbage garbage garbage garbage garbage").unwrap();
+    let before = std::fs::read(&db).unwrap();
+    for args in [
+        &["kanban", "ls"][..],
+        &["kanban", "dispatch"][..],
+        &["kanban", "create", "x"][..],
+        &["kanban", "dispatch", "--dry-run"][..],
+    ] {
+        let out = home.run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("left untouched"), "{err}");
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+    assert!(!home.path().join("kanban.db-wal").exists());
+}
+
+#[test]
+fn task_lifecycle_commands_and_bad_input() {
+    let home = Home::new();
+    let parent = create(&home, &["parent", "--assignee", "alpha"]);
+    let child = create(&home, &["child", "--parent", &parent, "--priority", "5"]);
+    assert_eq!(status(&home, &child), "todo");
+    home.ok(&["kanban", "complete", &parent, "--result", "ok"]);
+    assert_eq!(status(&home, &child), "ready");
+    home.ok(&["kanban", "assign", &child, "beta"]);
+    home.ok(&["kanban", "block", &child, "--reason", "wait"]);
+    home.ok(&["kanban", "unblock", &child]);
+    home.ok(&["kanban", "archive", &child]);
+    assert_eq!(status(&home, &child), "archived");
+    for args in [
+        &["kanban", "create", "x", "--parent", "t_missing"][..],
+        &["kanban", "create", ""][..],
+        &["kanban", "create", "x", "--assignee", "a/b"][..],
+        &["kanban", "create", "x", "--board", "Not A Slug!"][..],
+        &["kanban", "create", "x", "--board", "nosuchboard"][..],
+        &["kanban", "ls", "--status", "sideways"][..],
+        &["kanban", "complete", &child][..],
+        &["kanban", "reclaim", &parent][..],
+        &["kanban", "show", "t_missing"][..],
+    ] {
+        let out = home.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    home.ok(&["kanban", "board", "create", "side"]);
+    create(&home, &["on side", "--board", "side"]);
+    assert_eq!(home.json(&["kanban", "ls", "--board", "side"]).as_array().unwrap().len(), 1);
+    let boards = home.json(&["kanban", "board", "ls"]);
+    assert_eq!(boards[0]["slug"], "default");
+    let tail = home.ok(&["kanban", "tail", &parent]);
+    assert!(tail.contains("created") && tail.contains("completed"));
+}
+
+#[test]
+fn eight_real_tasks_in_sandboxes_with_a_cap_of_two() {
+    require_docker();
+    let home = Home::new();
+    profiles(&home, &["alpha", "beta"]);
+    // The tasks run under profiles alpha/beta; clean their containers up too.
+    let _alpha_cleanup = ProfileContainers("alpha", home.path().to_path_buf());
+    let mut ids = Vec::new();
+    for i in 0..8 {
+        ids.push(create(
+            &home,
+            &["job", "--assignee", ["alpha", "beta"][i % 2], "--command", "sleep 2; echo finished"],
+        ));
+    }
+    let c = ["-c", "kanban.max_in_progress_per_profile=2"];
+    let first = home.json(&[c[0], c[1], "kanban", "dispatch"]);
+    assert_eq!(first["spawned"].as_array().unwrap().len(), 4);
+    let started: BTreeSet<String> =
+        first["spawned"].as_array().unwrap().iter().map(|s| s["task_id"].as_str().unwrap().to_owned()).collect();
+    // Each running task gets its own sandbox.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while started.iter().any(|id| status(&home, id) == "running") {
+        assert!(Instant::now() < deadline, "first wave did not finish");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    for id in &started {
+        let show = home.json(&["kanban", "show", id]);
+        assert_eq!(show["task"]["status"], "done", "{show}");
+        assert_eq!(show["task"]["result"], "finished");
+        let kinds: Vec<&str> = show["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["created", "claimed", "spawned", "completed"]);
+        assert_eq!(show["runs"][0]["outcome"], "completed");
+    }
+    let second = home.json(&[c[0], c[1], "kanban", "dispatch"]);
+    assert_eq!(second["spawned"].as_array().unwrap().len(), 4);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ids.iter().any(|id| status(&home, id) != "done") {
+        assert!(Instant::now() < deadline, "second wave did not finish");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Removes every container of a profile label created under a test home (the board's tasks run as alpha/beta).
+struct ProfileContainers(&'static str, std::path::PathBuf);
+
+impl Drop for ProfileContainers {
+    fn drop(&mut self) {
+        // Only containers whose sandbox dirs live under this test's home: match by the bind-mount source.
+        let out = crate::support::docker(&[
+            "ps",
+            "-aq",
+            "--no-trunc",
+            "--filter",
+            &format!("label=hermes-profile={}", self.0),
+        ]);
+        for id in crate::support::ids(&out) {
+            let mounts = crate::support::inspect(&id, "{{range .Mounts}}{{.Source}} {{end}}");
+            if mounts.contains(&self.1.display().to_string()) {
+                crate::support::docker(&["rm", "-f", &id]);
+            }
+        }
+    }
+}
