@@ -345,7 +345,7 @@ fn eight_real_tasks_in_sandboxes_with_a_cap_of_two() {
     let home = Home::new();
     profiles(&home, &["alpha", "beta"]);
     // The tasks run under profiles alpha/beta; clean their containers up too.
-    let _alpha_cleanup = ProfileContainers("alpha", home.path().to_path_buf());
+    let _cleanup = ProfileContainers::new(&["alpha", "beta"], home.path());
     let mut ids = Vec::new();
     for i in 0..8 {
         ids.push(create(
@@ -381,23 +381,31 @@ fn eight_real_tasks_in_sandboxes_with_a_cap_of_two() {
     }
 }
 
-/// Removes every container of a profile label created under a test home (the board's tasks run as alpha/beta).
-struct ProfileContainers(&'static str, std::path::PathBuf);
+/// Removes, on drop, the containers of shared profile labels (alpha, beta) whose sandbox directories live under one
+/// test's home, so a test cleans up what its workers made and nothing else.
+pub struct ProfileContainers(Vec<String>, std::path::PathBuf);
+
+impl ProfileContainers {
+    pub fn new(profiles: &[&str], home: &std::path::Path) -> Self {
+        Self(profiles.iter().map(|p| (*p).to_owned()).collect(), home.to_path_buf())
+    }
+}
 
 impl Drop for ProfileContainers {
     fn drop(&mut self) {
-        // Only containers whose sandbox dirs live under this test's home: match by the bind-mount source.
-        let out = crate::support::docker(&[
-            "ps",
-            "-aq",
-            "--no-trunc",
-            "--filter",
-            &format!("label=hermes-profile={}", self.0),
-        ]);
-        for id in crate::support::ids(&out) {
-            let mounts = crate::support::inspect(&id, "{{range .Mounts}}{{.Source}} {{end}}");
-            if mounts.contains(&self.1.display().to_string()) {
-                crate::support::docker(&["rm", "-f", &id]);
+        for profile in &self.0 {
+            let out = crate::support::docker(&[
+                "ps",
+                "-aq",
+                "--no-trunc",
+                "--filter",
+                &format!("label=hermes-profile={profile}"),
+            ]);
+            for id in crate::support::ids(&out) {
+                let mounts = crate::support::inspect(&id, "{{range .Mounts}}{{.Source}} {{end}}");
+                if mounts.contains(&self.1.display().to_string()) {
+                    crate::support::docker(&["rm", "-f", &id]);
+                }
             }
         }
     }

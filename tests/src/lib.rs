@@ -11,6 +11,8 @@ mod config;
 #[cfg(test)]
 mod docker;
 #[cfg(test)]
+mod gateway;
+#[cfg(test)]
 mod kanban;
 #[cfg(test)]
 mod tidy;

@@ -51,6 +51,17 @@ pub enum Command {
     /// Worker processes (started by the dispatcher).
     #[command(subcommand)]
     Worker(WorkerCmd),
+    /// The long-running service that dispatches the boards.
+    #[command(subcommand)]
+    Gateway(GatewayCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GatewayCmd {
+    /// Run the gateway in the foreground until SIGTERM or SIGINT.
+    Run,
+    /// Whether a gateway runs for this home, since when, and its last tick.
+    Status,
 }
 
 #[derive(Debug, Subcommand)]

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod config_cmd;
 pub mod context;
 pub mod error;
+pub mod gateway;
 pub mod kanban;
 pub mod output;
 pub mod sandbox;
@@ -27,7 +28,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(cli.verbose);
+    // The gateway is a service: its dispatcher lines are INFO and belong in its log by default.
+    let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run));
+    init_logging(cli.verbose + u8::from(service));
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
@@ -44,15 +47,16 @@ fn init_logging(verbose: u8) {
         _ => "debug",
     };
     let filter = std::env::var("BERTH_LOG").unwrap_or_else(|_| default.to_owned());
-    let _ = tracing_subscriber::fmt()
+    let with_time = verbose > 0;
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&filter)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
         .with_writer(std::io::stderr)
         .with_target(false)
-        .without_time()
-        .try_init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let _ = if with_time { builder.try_init() } else { builder.without_time().try_init() };
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -73,5 +77,7 @@ fn run(cli: Cli) -> Result<u8, Failure> {
         Command::Run(args) => runtime()?.block_on(sandbox::run(&ctx, args)),
         Command::Kanban(cmd) => runtime()?.block_on(kanban::command(&ctx, cmd)),
         Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task)),
+        Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
+        Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
     }
 }

@@ -266,6 +266,12 @@ impl SqliteKanbanStore {
     }
 
     fn migrate(&mut self) -> Result<()> {
+        let version: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let app_id: i64 = self.conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+        if version == MIGRATIONS.len() as i64 && app_id == APPLICATION_ID {
+            // Current: write nothing, so opening never touches a file that needs no change.
+            return Ok(());
+        }
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {

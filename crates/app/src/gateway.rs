@@ -1,0 +1,308 @@
+//! `berth gateway run|status`: the long-running service that reaps once, then dispatches every board each interval,
+//! quarantines a failing board, warns when work is stuck, and shuts down cleanly on SIGTERM/SIGINT.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use domain::ids::BoardSlug;
+use domain::ports::Clock;
+use serde_json::{Value as Json, json};
+
+use crate::context::{Ctx, SystemClock};
+use crate::error::Failure;
+use crate::kanban::{self, DispatchArgs};
+use crate::{output, sandbox};
+
+/// Ticks with spawnable work and nothing spawned before the "stuck" warning.
+const HEALTH_WINDOW: u32 = 6;
+/// At most one "stuck" warning per this long.
+const STUCK_WARN_EVERY: Duration = Duration::from_secs(300);
+/// How long a failing board sits out before it is tried again.
+const QUARANTINE: Duration = Duration::from_secs(300);
+
+fn lock_path(home: &Path) -> PathBuf {
+    home.join("gateway.lock")
+}
+
+fn state_path(home: &Path) -> PathBuf {
+    home.join("gateway.json")
+}
+
+/// Takes the home's gateway lock (flock), or says who holds it.
+fn take_lock(home: &Path) -> Result<File, Failure> {
+    let path = lock_path(home);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Failure::other(format!("cannot open {}: {e}", path.display())))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor we own; no memory is shared.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let holder = std::fs::read_to_string(state_path(home))
+            .ok()
+            .and_then(|s| serde_json::from_str::<Json>(&s).ok())
+            .and_then(|v| v["pid"].as_u64());
+        let who = holder.map(|p| format!(" (pid {p})")).unwrap_or_default();
+        return Err(Failure::other(format!(
+            "another gateway{who} is already dispatching {}; not starting a second one",
+            home.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// Whether a gateway holds the home's lock right now.
+fn lock_held(home: &Path) -> bool {
+    let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(lock_path(home)) else { return false };
+    use std::os::fd::AsRawFd;
+    // SAFETY: as above; a successful probe is released at once.
+    unsafe {
+        if libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 {
+            libc::flock(file.as_raw_fd(), libc::LOCK_UN);
+            false
+        } else {
+            true
+        }
+    }
+}
+
+fn write_state(home: &Path, state: &Json) {
+    let path = state_path(home);
+    let tmp = path.with_extension("json.tmp");
+    if std::fs::File::create(&tmp).and_then(|mut f| f.write_all(state.to_string().as_bytes())).is_ok() {
+        let _ = std::fs::rename(tmp, path);
+    }
+}
+
+/// Reaps exited worker processes (the gateway is their parent), so they never linger as zombies.
+fn reap_children() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with WNOHANG on any child; no memory is shared.
+        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if pid <= 0 {
+            break;
+        }
+    }
+}
+
+/// Logs the effective dispatcher configuration, as upstream's watcher does.
+fn log_config(ctx: &Ctx, interval: f64) {
+    let caps = ctx.settings.caps();
+    if let Some(d) = ctx.settings.default_assignee() {
+        tracing::info!("kanban dispatcher: default_assignee={d:?} (unassigned ready tasks will route to this profile)");
+    }
+    match caps.per_profile {
+        Some(n) => tracing::info!("kanban dispatcher: max_in_progress_per_profile={n}"),
+        None => tracing::info!("kanban dispatcher: max_in_progress_per_profile unset (no per-profile cap)"),
+    }
+    if !caps.per_profile_overrides.is_empty() {
+        tracing::info!("kanban dispatcher: max_in_progress_per_profile_overrides={:?}", caps.per_profile_overrides);
+    }
+    if let Some(n) = caps.max_in_progress {
+        tracing::info!("kanban dispatcher: max_in_progress={n}");
+    }
+    if let Some(n) = caps.max_spawn {
+        tracing::info!("kanban dispatcher: max_spawn={n}");
+    }
+    tracing::info!("kanban dispatcher: embedded in gateway (interval={interval:.1}s)");
+}
+
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        std::future::pending::<()>().await;
+        return "none";
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    }
+}
+
+/// `berth gateway run`.
+///
+/// # Errors
+/// A failure when another gateway holds this home.
+pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
+    let _lock = take_lock(&ctx.home)?;
+    let started = SystemClock.now();
+    let raw_interval = ctx.settings.float("kanban.dispatch_interval_seconds");
+    let interval = if raw_interval < 1.0 {
+        tracing::warn!("kanban.dispatch_interval_seconds={raw_interval} is below the floor; using 1s");
+        1.0
+    } else {
+        raw_interval
+    };
+    let dispatching = ctx.settings.bool("kanban.dispatch_in_gateway");
+    let mut state = json!({"pid": std::process::id(), "started_at": started.to_rfc3339(), "home": ctx.home.display().to_string(),
+        "interval_seconds": interval, "dispatching": dispatching, "ticks": 0, "last_tick": null});
+    write_state(&ctx.home, &state);
+
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+
+    // The orphan reaper, once, before anything else; an unreachable engine is logged, never fatal.
+    let reap = async {
+        match sandbox::connect(ctx).await {
+            Ok(rt) => sandbox::maybe_reap(ctx, &rt).await,
+            Err(e) => tracing::warn!("orphan reaper skipped: {e}"),
+        }
+    };
+    tokio::select! {
+        () = reap => {}
+        sig = &mut stop => return Ok(finish(ctx, &mut state, sig)),
+    }
+
+    if !dispatching {
+        tracing::info!("kanban dispatcher: disabled via config kanban.dispatch_in_gateway=false");
+        let sig = stop.await;
+        return Ok(finish(ctx, &mut state, sig));
+    }
+    log_config(ctx, interval);
+    let period = Duration::from_secs_f64(interval);
+    let mut next = Instant::now() + period.min(Duration::from_secs(5));
+    let mut quarantined: BTreeMap<String, Instant> = BTreeMap::new();
+    let (mut bad_ticks, mut last_stuck_warning): (u32, Option<Instant>) = (0, None);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(next.into()) => {}
+            sig = &mut stop => return Ok(finish(ctx, &mut state, sig)),
+        }
+        reap_children();
+        let tick = tick_all(ctx, &mut quarantined).await;
+        next = Instant::now() + period;
+        if tick.pending && tick.spawned == 0 {
+            bad_ticks += 1;
+        } else {
+            bad_ticks = 0;
+        }
+        if bad_ticks >= HEALTH_WINDOW && last_stuck_warning.is_none_or(|t| t.elapsed() >= STUCK_WARN_EVERY) {
+            tracing::warn!(
+                "kanban dispatcher stuck: ready queue non-empty for {bad_ticks} consecutive ticks but 0 workers spawned. \
+                 Check profile health and `berth kanban ls --status ready`."
+            );
+            last_stuck_warning = Some(Instant::now());
+        }
+        state["ticks"] = json!(state["ticks"].as_u64().unwrap_or(0) + 1);
+        state["last_tick"] =
+            json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
+        write_state(&ctx.home, &state);
+    }
+}
+
+fn finish(ctx: &Ctx, state: &mut Json, signal: &str) -> u8 {
+    tracing::info!("gateway: {signal} received; stopped dispatching");
+    // Workers are detached processes and keep running; the gateway started no teardowns of its own to wait for.
+    reap_children();
+    state["stopped_at"] = json!(SystemClock.now().to_rfc3339());
+    write_state(&ctx.home, state);
+    0
+}
+
+/// One tick's summary across boards.
+struct TickSummary {
+    boards: BTreeMap<String, Json>,
+    spawned: usize,
+    /// Some board had work a worker could have started.
+    pending: bool,
+}
+
+async fn tick_all(ctx: &Ctx, quarantined: &mut BTreeMap<String, Instant>) -> TickSummary {
+    let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
+    // Boards are re-listed every tick, so new boards need no restart.
+    let boards = match kanban::open_store(ctx).and_then(|s| s.boards().map_err(Failure::from)) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!("kanban dispatcher: cannot list boards: {}", e.message);
+            summary.boards.insert("*".into(), json!({"error": e.message}));
+            return summary;
+        }
+    };
+    for board in boards {
+        if quarantined.get(&board.slug).is_some_and(|since| since.elapsed() < QUARANTINE) {
+            summary.boards.insert(board.slug.clone(), json!({"quarantined": true}));
+            continue;
+        }
+        let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
+        match kanban::dispatch(ctx, &slug, &DispatchArgs::default()).await {
+            Ok(r) => {
+                quarantined.remove(&board.slug);
+                let spawned = r.spawned.len();
+                summary.spawned += spawned;
+                summary.pending |= r.had_spawnable();
+                let v = kanban::report_json(&r, false);
+                if spawned > 0 {
+                    tracing::info!(
+                        "kanban dispatcher [{}]: spawned={spawned} reclaimed={} crashed={} timed_out={} promoted={} auto_blocked={}",
+                        board.slug,
+                        v["reclaimed"],
+                        v["crashed"].as_array().map_or(0, Vec::len),
+                        v["timed_out"].as_array().map_or(0, Vec::len),
+                        v["promoted"],
+                        v["auto_blocked"].as_array().map_or(0, Vec::len)
+                    );
+                }
+                summary.boards.insert(
+                    board.slug.clone(),
+                    json!({"spawned": spawned, "crashed": v["crashed"], "reclaimed": v["reclaimed"]}),
+                );
+            }
+            Err(e) => {
+                tracing::error!(
+                    "kanban dispatcher [{}]: {}; board quarantined for {}s",
+                    board.slug,
+                    e.message,
+                    QUARANTINE.as_secs()
+                );
+                quarantined.insert(board.slug.clone(), Instant::now());
+                summary.boards.insert(board.slug.clone(), json!({"error": e.message, "quarantined": true}));
+            }
+        }
+    }
+    summary
+}
+
+/// `berth gateway status`.
+///
+/// # Errors
+/// None in practice; the signature matches the other commands.
+pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
+    let running = lock_held(&ctx.home);
+    let state: Json = std::fs::read_to_string(state_path(&ctx.home))
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or(Json::Null);
+    let v = json!({
+        "running": running,
+        "pid": if running { state["pid"].clone() } else { Json::Null },
+        "started_at": state["started_at"],
+        "interval_seconds": state["interval_seconds"],
+        "dispatching": state["dispatching"],
+        "ticks": state["ticks"],
+        "last_tick": state["last_tick"],
+        "stopped_at": if running { Json::Null } else { state["stopped_at"].clone() },
+    });
+    if ctx.json {
+        output::json(&v);
+    } else if running {
+        output::line(&format!(
+            "running (pid {}) since {}, {} ticks",
+            v["pid"],
+            v["started_at"].as_str().unwrap_or("?"),
+            v["ticks"]
+        ));
+        if let Some(at) = v["last_tick"]["at"].as_str() {
+            output::line(&format!("last tick {at}: spawned {}", v["last_tick"]["spawned"]));
+        }
+    } else {
+        output::line("not running");
+    }
+    Ok(0)
+}

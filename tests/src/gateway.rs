@@ -1,0 +1,208 @@
+//! The gateway as a real process with a 1 s interval: dispatching, caps over time, warnings, one gateway per home,
+//! a quarantined board, and clean shutdown.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{Home, require_docker};
+
+/// A running gateway, killed on drop if a test fails before stopping it.
+struct Gateway(Option<Child>);
+
+impl Gateway {
+    fn start(home: &Home, extra: &[&str]) -> Self {
+        let mut args = vec!["-c", "kanban.dispatch_interval_seconds=1"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["gateway", "run"]);
+        let child = home.cmd().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        // Wait until it holds the lock and has written its state.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false) {
+            assert!(Instant::now() < deadline, "gateway did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self(Some(child))
+    }
+
+    /// Sends SIGTERM and returns (exit code, time to exit, stderr).
+    fn stop(mut self) -> (Option<i32>, Duration, String) {
+        let mut child = self.0.take().unwrap();
+        let start = Instant::now();
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        let took = start.elapsed();
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        (status.code(), took, err)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn statuses(home: &Home) -> Vec<String> {
+    home.json(&["kanban", "ls"]).as_array().unwrap().iter().map(|t| t["status"].as_str().unwrap().to_owned()).collect()
+}
+
+fn kill_workers(home: &Home) {
+    for t in home.json(&["kanban", "ls"]).as_array().unwrap() {
+        if let Some(pid) = t["worker_pid"].as_i64() {
+            // SAFETY: workers this test's gateway started.
+            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+        }
+    }
+}
+
+#[test]
+fn idle_gateway_exits_cleanly_on_sigterm() {
+    let home = Home::new();
+    let gw = Gateway::start(&home, &[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, took, _) = gw.stop();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    let st = home.json(&["gateway", "status"]);
+    assert_eq!(st["running"], false);
+    assert!(st["stopped_at"].is_string());
+}
+
+#[test]
+fn tasks_created_while_it_runs_are_dispatched_and_a_second_gateway_stays_out() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let gw = Gateway::start(&home, &["-c", "kanban.worker_command=sleep 30"]);
+    let second = home.run(&["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"]);
+    assert_eq!(second.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("already dispatching"));
+    let id = home.json(&["kanban", "create", "late", "--assignee", "alpha"])["id"].as_str().unwrap().to_owned();
+    wait_for("the task to start", Duration::from_secs(10), || statuses(&home) == ["running"]);
+    let show = home.json(&["kanban", "show", &id]);
+    assert_eq!(show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "claimed").count(), 1);
+    let st = home.json(&["gateway", "status"]);
+    assert!(st["ticks"].as_u64().unwrap() >= 1);
+    kill_workers(&home);
+    let (code, _, _) = gw.stop();
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn an_invalid_per_profile_cap_warns_and_means_no_cap() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    for _ in 0..3 {
+        home.json(&["kanban", "create", "t", "--assignee", "alpha"]);
+    }
+    // The cap comes from the config file, where an invalid value warns instead of failing.
+    std::fs::write(home.path().join("config.yaml"), "kanban:\n  max_in_progress_per_profile: abc\n").unwrap();
+    let gw = Gateway::start(&home, &["-c", "kanban.worker_command=sleep 30"]);
+    wait_for("all three to start", Duration::from_secs(10), || statuses(&home).iter().all(|s| s == "running"));
+    kill_workers(&home);
+    let (_, _, err) = gw.stop();
+    assert!(
+        err.contains("kanban.max_in_progress_per_profile") && err.contains("abc") && err.contains("no cap"),
+        "{err}"
+    );
+}
+
+#[test]
+fn dispatch_in_gateway_false_leaves_the_board_alone() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.json(&["kanban", "create", "t", "--assignee", "alpha"]);
+    let gw = Gateway::start(&home, &["-c", "kanban.dispatch_in_gateway=false", "-c", "kanban.worker_command=sleep 30"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(statuses(&home), ["ready"]);
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0));
+    assert!(err.contains("dispatch_in_gateway=false"), "{err}");
+}
+
+#[test]
+fn a_broken_board_is_quarantined_and_the_others_go_on() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["kanban", "board", "create", "broken"]);
+    home.json(&["kanban", "create", "bad", "--assignee", "alpha", "--board", "broken"]);
+    {
+        // Damage the broken board's row: an assignee that is a blob no reader can decode.
+        let conn = rusqlite::Connection::open(home.path().join("kanban.db")).unwrap();
+        conn.execute("UPDATE tasks SET assignee = X'00ff' WHERE board = 'broken'", []).unwrap();
+    }
+    let gw = Gateway::start(&home, &["-c", "kanban.worker_command=sleep 30"]);
+    let good = home.json(&["kanban", "create", "good", "--assignee", "alpha"])["id"].as_str().unwrap().to_owned();
+    wait_for("the good board's task to start", Duration::from_secs(10), || {
+        home.json(&["kanban", "show", &good])["task"]["status"] == "running"
+    });
+    let st = home.json(&["gateway", "status"]);
+    assert_eq!(st["last_tick"]["boards"]["broken"]["quarantined"], true, "{st}");
+    kill_workers(&home);
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0));
+    assert!(err.contains("[broken]") && err.contains("quarantined"), "{err}");
+}
+
+#[test]
+fn eight_tasks_two_profiles_cap_two_all_finish_never_more_than_two_each() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["profile", "create", "beta"]);
+    let _cleanup = crate::kanban::ProfileContainers::new(&["alpha", "beta"], home.path());
+    for i in 0..8 {
+        home.json(&["kanban", "create", "job", "--assignee", ["alpha", "beta"][i % 2], "--command", "sleep 2"]);
+    }
+    let gw = Gateway::start(&home, &["-c", "kanban.max_in_progress_per_profile=2"]);
+    let mut max_seen: BTreeMap<String, usize> = BTreeMap::new();
+    wait_for("all eight to finish", Duration::from_secs(90), || {
+        let tasks = home.json(&["kanban", "ls"]);
+        let mut running: BTreeMap<String, usize> = BTreeMap::new();
+        for t in tasks.as_array().unwrap().iter().filter(|t| t["status"] == "running") {
+            *running.entry(t["assignee"].as_str().unwrap().to_owned()).or_default() += 1;
+        }
+        for (who, n) in running {
+            let m = max_seen.entry(who).or_default();
+            *m = (*m).max(n);
+        }
+        tasks.as_array().unwrap().iter().all(|t| t["status"] == "done")
+    });
+    assert!(max_seen.values().all(|n| *n <= 2), "{max_seen:?}");
+    assert_eq!(max_seen.get("alpha"), Some(&2), "the cap was used: {max_seen:?}");
+    let (code, took, _) = gw.stop();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_secs(2));
+}
+
+#[test]
+fn stuck_work_gives_the_stuck_warning() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.json(&["kanban", "create", "t", "--assignee", "alpha"]);
+    // Every spawn fails (the log directory is a file), and the failure limit is high: work sits, nothing starts.
+    std::fs::create_dir_all(home.path().join("kanban")).unwrap();
+    std::fs::write(home.path().join("kanban/logs"), b"not a directory").unwrap();
+    let gw = Gateway::start(&home, &["-c", "kanban.failure_limit=1000"]);
+    wait_for("six bad ticks", Duration::from_secs(20), || {
+        home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) >= 7
+    });
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0));
+    assert!(err.contains("kanban dispatcher stuck"), "{err}");
+    assert_eq!(err.matches("kanban dispatcher stuck").count(), 1, "at most one warning per 300 s");
+}
