@@ -110,5 +110,30 @@ fn ci() -> Result<(), String> {
     image(false)?;
     // The CLI tests run the real binary, so build it first.
     run(Command::new(&cargo).args(["build", "-p", "app", "--bin", "berth"]))?;
-    run(Command::new(&cargo).args(["test", "--workspace"]))
+    test_and_count(Command::new(&cargo).args(["test", "--workspace"]))
+}
+
+/// Runs `cargo test`, echoing its output, and closes with one `N passed, N failed` line summing every test binary,
+/// so the last line speaks for the whole run rather than for the last (possibly empty) binary.
+fn test_and_count(cmd: &mut Command) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    let stdout = child.stdout.take().expect("piped stdout");
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let _ = writeln!(std::io::stdout(), "{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            let count = |word: &str| -> u64 {
+                rest.split(';')
+                    .find_map(|part| part.trim().strip_suffix(word)?.trim().rsplit(' ').next()?.parse().ok())
+                    .unwrap_or(0)
+            };
+            passed += count("passed");
+            failed += count("failed");
+        }
+    }
+    let status = child.wait().map_err(|e| e.to_string())?;
+    println!("{passed} passed, {failed} failed");
+    if status.success() { Ok(()) } else { Err(format!("cargo test failed with {status}")) }
 }

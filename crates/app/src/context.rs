@@ -133,6 +133,19 @@ impl ProfileResolver for DirProfiles {
     }
 }
 
+/// This host's name (claim locks and sandbox owner labels are host-scoped).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".to_owned())
+}
+
+/// `<host>:<pid>:<start>` of this process.
+pub fn owner_label() -> String {
+    let pid = std::process::id();
+    format!("{}:{pid}:{}", hostname(), ProcProbe.start_fingerprint(pid).unwrap_or(0))
+}
+
 /// The wall clock.
 pub struct SystemClock;
 

@@ -180,7 +180,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
         }
         KanbanCmd::Complete { id, result } => {
-            let t = open_store(ctx)?.complete(id, result.as_deref(), None, now)?;
+            let t = open_store(ctx)?.complete(id, None, result.as_deref(), None, now)?;
             done(ctx, &t, &format!("completed {}", t.id));
         }
         KanbanCmd::Block { id, reason } => {
@@ -350,19 +350,13 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs) -> TickConfig {
     }
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .unwrap_or_else(|_| "localhost".to_owned())
-}
-
 /// Runs one tick on `board`: plan (read-only when dry), claim, spawn workers, stop reclaimed ones.
 ///
 /// # Errors
 /// Store failures, or a usage failure for an unknown board or task.
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args);
-    let claimer = format!("{}:{}", hostname(), std::process::id());
+    let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
     let ttl = Duration::from_secs(u64::try_from(ctx.settings.int("kanban.claim_ttl_seconds")).unwrap_or(900).max(1));
     let mut report = DispatchReport {
         board: board.as_str().to_owned(),
@@ -398,6 +392,15 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
     }
     for pid in outcome.stop_pids {
         worker::stop(Some(i64::from(pid))).await;
+    }
+    // Tasks the breaker just blocked are finished with their sandboxes.
+    for (id, h) in &report.plan.housekeeping {
+        if kanban_store::gave_up(h)
+            && let Ok(t) = store.task(id)
+            && let Some(assignee) = &t.assignee
+        {
+            worker::remove_task_sandbox(ctx, id, assignee).await;
+        }
     }
     for claimed in outcome.claimed {
         let task = &claimed.task;

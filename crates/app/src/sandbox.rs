@@ -15,7 +15,7 @@ use domain::service::{self, AcquireRequest, ReapReport};
 use serde_json::json;
 
 use crate::cli::{RunArgs, SandboxCmd};
-use crate::context::{Ctx, SystemClock};
+use crate::context::{Ctx, ProcProbe, SystemClock};
 use crate::error::Failure;
 use crate::output;
 
@@ -68,6 +68,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         user,
         cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
         storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
+        owner: Some(crate::context::owner_label()),
     };
     let (mode, name) = if settings.persist_across_processes {
         (SandboxMode::Persist, identity.persistent_name())
@@ -99,8 +100,10 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     let scope = ReapScope {
         profile_label: Some(domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned()),
         max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
+        host: Some(crate::context::hostname()),
     };
-    match REAPER.run_once(ctx.settings.bool("terminal.docker_orphan_reaper"), rt, SystemClock.now(), &scope).await {
+    let enabled = ctx.settings.bool("terminal.docker_orphan_reaper");
+    match REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await {
         Some(Ok(r)) if !r.removed.is_empty() => {
             tracing::info!(
                 "docker orphan reaper removed {} stale container(s) for profile {}",
@@ -287,9 +290,10 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let max_age_secs =
                 max_age.unwrap_or_else(|| reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))));
             let profile = domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned();
-            let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs };
+            let host = Some(crate::context::hostname());
+            let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
             output::progress(ctx.json, "sweeping stale sandboxes …");
-            let report = service::reap(&rt, SystemClock.now(), &scope, *dry_run).await?;
+            let report = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run).await?;
             print_reap(ctx, &report);
             Ok(if report.failed.is_empty() { 0 } else { 1 })
         }

@@ -13,7 +13,7 @@ use domain::kanban::{FailureOutcome, TaskStatus};
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use kanban_store::{SqliteKanbanStore, Task};
+use kanban_store::{RunEnd, SqliteKanbanStore, Task};
 
 use crate::context::{Ctx, SystemClock};
 use crate::error::Failure;
@@ -164,7 +164,59 @@ fn log_line(text: &str) {
     eprintln!("[berth worker {}] {text}", SystemClock.now());
 }
 
+/// The marker put in the environment of a worker's command, so its processes can be found and stopped.
+fn run_marker(task: &str, run: Option<i64>) -> String {
+    format!("BERTH_KANBAN_RUN={task}:{}", run.unwrap_or(0))
+}
+
+/// Removes a task's sandbox (any mode) when its task is finished with it; best effort, bounded.
+pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
+    let (Ok(t), Ok(p)) = (TaskId::parse(task), ProfileName::parse(assignee)) else { return };
+    let identity = SandboxIdentity::new(t, p);
+    let work = async {
+        let rt = sandbox::connect(ctx).await.ok()?;
+        let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
+        let listed = domain::ports::ContainerRuntime::list(&rt, &query).await.ok()?;
+        for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
+            let _ = service::release(&rt, Some(&c.id), true, true).await;
+        }
+        Some(())
+    };
+    if tokio::time::timeout(sandbox::TEARDOWN_WAIT, work).await.is_err() {
+        tracing::warn!("removing the sandbox of {task} did not finish in time; the reaper will take it");
+    }
+}
+
+/// Kills the processes of this worker's command inside the sandbox (found by their environment marker).
+async fn kill_marked(ctx: &Ctx, task: &str, marker: &str) {
+    let Ok(identity) = sandbox::identity(ctx, task) else { return };
+    let work = async {
+        let rt = sandbox::connect(ctx).await.ok()?;
+        let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
+        let listed = domain::ports::ContainerRuntime::list(&rt, &query).await.ok()?;
+        let script = format!(
+            "for d in /proc/[0-9]*; do if grep -qa '{marker}' \"$d/environ\" 2>/dev/null; then kill -KILL \"${{d#/proc/}}\"; fi; done"
+        );
+        let spec = ExecSpec {
+            argv: vec!["sh".into(), "-c".into(), script],
+            user: Some("0".into()),
+            timeout: Some(Duration::from_secs(5)),
+            ..ExecSpec::default()
+        };
+        for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
+            let _ =
+                domain::ports::ContainerRuntime::exec(&rt, &c.id, &spec, &mut domain::ports::CapturedOutput::default())
+                    .await;
+        }
+        Some(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(10), work).await;
+}
+
 /// `berth worker run TASK`: runs the task's command in its sandbox and records the outcome.
+///
+/// On SIGTERM (the dispatcher reclaimed the task or its runtime ran out) it stops the command inside the sandbox
+/// and exits without touching the task, whose run the dispatcher already closed.
 ///
 /// # Errors
 /// A failure when the task cannot be read or is not running; command failures are recorded on the task instead.
@@ -178,6 +230,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
             task.status
         )));
     }
+    let run_id: Option<i64> = ctx.env.get("BERTH_KANBAN_RUN_ID").and_then(|r| r.parse().ok()).or(task.current_run_id);
     let failure_limit = u32::try_from(ctx.settings.int("kanban.failure_limit")).unwrap_or(2);
     let fail = |store: &mut SqliteKanbanStore,
                 outcome: &str,
@@ -185,7 +238,13 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
                 code: Option<i64>|
      -> Result<FailureOutcome, Failure> {
         log_line(&format!("{outcome}: {error}"));
-        Ok(store.fail(task_id, outcome, error, code, failure_limit, SystemClock.now())?)
+        Ok(store.fail(
+            task_id,
+            run_id,
+            &RunEnd { outcome, error, exit_code: code },
+            failure_limit,
+            SystemClock.now(),
+        )?)
     };
     let Some(command) = task.command.clone().filter(|c| !c.trim().is_empty()) else {
         fail(&mut store, "failed", "the task has no command for the built-in worker", None)?;
@@ -193,16 +252,27 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     };
     log_line(&format!("task {task_id} ({}) as {}: {command}", task.title, ctx.profile));
 
+    let marker = run_marker(task_id, run_id);
     let stop = Arc::new(AtomicBool::new(false));
     let beats = heartbeat_thread(db.clone(), task_id.to_owned(), Duration::from_secs(30), stop.clone());
-    let result = run_in_sandbox(ctx, &task, &command).await;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::other(e.to_string()))?;
+    let result = tokio::select! {
+        r = run_in_sandbox(ctx, &task, &command, &marker) => Some(r),
+        _ = term.recv() => None,
+    };
     stop.store(true, Ordering::SeqCst);
     let _ = beats.join();
+    let Some(result) = result else {
+        log_line("SIGTERM: stopping the command in the sandbox; the dispatcher owns the task now");
+        kill_marked(ctx, task_id, &marker).await;
+        return Ok(143);
+    };
 
     let now = SystemClock.now();
     let (code, remove_sandbox) = match result {
         Ok((ExecOutcome::Exited(0), last, _)) => {
-            store.complete(task_id, Some(&last), Some(0), now)?;
+            store.complete(task_id, run_id, Some(&last), Some(0), now)?;
             log_line("completed");
             (0, true)
         }
@@ -221,35 +291,28 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     };
     if remove_sandbox {
         // Done or given up: the task's sandbox is no longer needed; a requeued task keeps it for the retry.
-        if let Ok(rt) = sandbox::connect(ctx).await
-            && let Ok(identity) = sandbox::identity(ctx, task_id)
-        {
-            let req_labels = identity.upstream_labels();
-            if let Ok(listed) = domain::ports::ContainerRuntime::list(
-                &rt,
-                &domain::ports::ListQuery { labels: req_labels, states: vec![] },
-            )
-            .await
-            {
-                for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
-                    let _ = service::release(&rt, Some(&c.id), true, true).await;
-                }
-            }
-        }
+        remove_task_sandbox(ctx, task_id, ctx.profile.as_str()).await;
     }
     Ok(code)
 }
 
-async fn run_in_sandbox(ctx: &Ctx, task: &Task, command: &str) -> Result<(ExecOutcome, String, String), Failure> {
+async fn run_in_sandbox(
+    ctx: &Ctx,
+    task: &Task,
+    command: &str,
+    marker: &str,
+) -> Result<(ExecOutcome, String, String), Failure> {
     let identity = sandbox::identity(ctx, &task.id)?;
     let rt = sandbox::connect(ctx).await?;
     let req = sandbox::request(ctx, &rt, identity).await?;
     sandbox::maybe_reap(ctx, &rt).await;
     let timeout =
         task.max_runtime_seconds.and_then(|s| u64::try_from(s).ok()).filter(|s| *s > 0).map(Duration::from_secs);
+    let mut env = sandbox::forwarded_env(ctx);
+    env.push(marker.to_owned());
     let exec = ExecSpec {
         argv: vec!["sh".into(), "-c".into(), command.to_owned()],
-        env: sandbox::forwarded_env(ctx),
+        env,
         workdir: Some(req.spec.workdir.clone()),
         user: None,
         timeout,

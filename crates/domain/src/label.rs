@@ -15,6 +15,10 @@ pub const LABEL_FINGERPRINT: &str = "berth.fingerprint";
 /// Berth's own label: the lifecycle mode the container was made for (`persist` or `ephemeral`).
 pub const LABEL_MODE: &str = "berth.mode";
 
+/// Berth's own label on ephemeral (opt-out) containers: `<host>:<pid>:<start>` of the process that owns it, so
+/// the reaper can remove a running one whose owner died.
+pub const LABEL_OWNER: &str = "berth.owner";
+
 /// Maximum length of a sanitized label value, as upstream.
 pub const LABEL_MAX_LEN: usize = 63;
 

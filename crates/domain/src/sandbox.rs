@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::ids::{ProfileName, TaskId};
-use crate::label::{LABEL_AGENT, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_PROFILE, LABEL_TASK, LabelValue};
+use crate::label::{
+    LABEL_AGENT, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE, LABEL_TASK, LabelValue,
+};
 use crate::sha256;
 
 /// What a sandbox is keyed by: the raw task id and the profile.
@@ -172,6 +174,9 @@ pub struct HostFacts {
     pub cwd: Option<String>,
     /// Whether the storage driver supports `--storage-opt size=` (overlay2 on XFS with pquota).
     pub storage_opt_supported: bool,
+    /// `<host>:<pid>:<start>` of this process; labels ephemeral containers so the reaper can tell when they are
+    /// orphaned.
+    pub owner: Option<String>,
 }
 
 /// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
@@ -272,6 +277,9 @@ pub fn build_create_spec(
     let mut labels = identity.upstream_labels();
     labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
     labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
+    if let (SandboxMode::Ephemeral, Some(owner)) = (mode, &host.owner) {
+        labels.insert(LABEL_OWNER.to_owned(), owner.clone());
+    }
 
     let mut spec = CreateSpec {
         name,

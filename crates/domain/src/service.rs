@@ -3,7 +3,7 @@
 //! It is async glue over the port with no runtime of its own: timeouts and retries of single calls live in the
 //! adapter, and tests drive it over [`crate::test_util::FakeRuntime`] with a trivial executor.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -12,11 +12,13 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
-use crate::label::{LABEL_AGENT, LABEL_PROFILE};
+use crate::label::{LABEL_AGENT, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE};
 use crate::policy::cleanup::{CleanupPlan, plan_cleanup};
-use crate::policy::reaper::{Orphan, ReapPlan, ReapScope, SpareReason, Spared, find_orphans, judge_orphan};
+use crate::policy::reaper::{
+    Orphan, ReapPlan, ReapReason, ReapScope, SpareReason, Spared, find_orphans, judge_orphan, parse_owner,
+};
 use crate::policy::reuse::{ReuseDecision, ReusePolicy, select_reusable};
-use crate::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
+use crate::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, ProcessProbe, RuntimeError};
 use crate::sandbox::{CreateSpec, SandboxIdentity};
 use crate::time::Timestamp;
 
@@ -272,35 +274,57 @@ pub struct ReapReport {
     pub dry_run: bool,
 }
 
-/// Sweeps orphans: lists managed non-running containers in scope, inspects them, removes those old enough.
+/// Sweeps orphans: lists managed non-running containers in scope (and running ephemeral ones, whose owner may have
+/// died), inspects them, and removes those old enough.
 ///
-/// Every candidate is re-inspected right before removal and removed without force, so a container a sibling just
-/// restarted is never killed. One failure does not stop the sweep.
+/// Every candidate is re-inspected right before removal and a stopped one is removed without force, so a container a
+/// sibling just restarted is never killed. One failure does not stop the sweep.
 ///
 /// # Errors
-/// A [`RuntimeError`] only when the initial list fails.
+/// A [`RuntimeError`] only when listing fails.
 pub async fn reap(
     rt: &dyn ContainerRuntime,
     now: Timestamp,
     scope: &ReapScope,
+    probe: &dyn ProcessProbe,
     dry_run: bool,
 ) -> Result<ReapReport, RuntimeError> {
     let mut labels = BTreeMap::from([(LABEL_AGENT.to_owned(), "1".to_owned())]);
     if let Some(p) = &scope.profile_label {
         labels.insert(LABEL_PROFILE.to_owned(), p.clone());
     }
-    let query =
-        ListQuery { labels, states: vec![ContainerState::Exited, ContainerState::Created, ContainerState::Dead] };
-    let listed = rt.list(&query).await?;
+    let stopped = ListQuery {
+        labels: labels.clone(),
+        states: vec![ContainerState::Exited, ContainerState::Created, ContainerState::Dead],
+    };
+    let mut listed = rt.list(&stopped).await?;
+    let mut gone_owners = BTreeSet::new();
+    if let Some(host) = &scope.host {
+        labels.insert(LABEL_MODE.to_owned(), "ephemeral".to_owned());
+        let live = ListQuery {
+            labels,
+            states: vec![ContainerState::Running, ContainerState::Paused, ContainerState::Restarting],
+        };
+        for c in rt.list(&live).await? {
+            let owner = c.label(LABEL_OWNER).unwrap_or_default().to_owned();
+            if let Some((h, pid, start)) = parse_owner(&owner)
+                && h == host
+                && !probe.is_alive(pid, Some(start))
+            {
+                gone_owners.insert(owner);
+                listed.push(c);
+            }
+        }
+    }
     let inspected = join_all(listed.iter().map(|c| rt.inspect(&c.id))).await;
     let details: Vec<ContainerDetails> = inspected.into_iter().filter_map(Result::ok).collect();
-    let ReapPlan { remove, spare } = find_orphans(now, &details, scope);
+    let ReapPlan { remove, spare } = find_orphans(now, &details, scope, &gone_owners);
     let mut report = ReapReport { skipped: spare, dry_run, ..ReapReport::default() };
     if dry_run {
         report.removed = remove;
         return Ok(report);
     }
-    let results = join_all(remove.iter().map(|o| remove_orphan(rt, now, scope, o))).await;
+    let results = join_all(remove.iter().map(|o| remove_orphan(rt, now, scope, &gone_owners, o))).await;
     for (orphan, res) in remove.into_iter().zip(results) {
         match res {
             Ok(None) => report.removed.push(orphan),
@@ -316,6 +340,7 @@ async fn remove_orphan(
     rt: &dyn ContainerRuntime,
     now: Timestamp,
     scope: &ReapScope,
+    gone_owners: &BTreeSet<String>,
     o: &Orphan,
 ) -> Result<Option<SpareReason>, RuntimeError> {
     let fresh = match rt.inspect(&o.id).await {
@@ -323,10 +348,13 @@ async fn remove_orphan(
         Err(RuntimeError::NotFound(_)) => return Ok(None),
         Err(e) => return Err(e),
     };
-    if let Err(reason) = judge_orphan(now, &fresh, scope) {
-        return Ok(Some(reason));
-    }
-    match rt.remove(&o.id, false).await {
+    let checked = match judge_orphan(now, &fresh, scope, gone_owners) {
+        Ok(checked) => checked,
+        Err(reason) => return Ok(Some(reason)),
+    };
+    // Only an ephemeral container whose owner died is removed while running; everything else without force.
+    let force = checked.reason == ReapReason::OwnerGone;
+    match rt.remove(&o.id, force).await {
         Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(None),
         Err(RuntimeError::Api { status: 409, .. }) => Ok(Some(SpareReason::Live)),
         Err(e) => Err(e),
@@ -352,11 +380,12 @@ impl ReaperGate {
         rt: &dyn ContainerRuntime,
         now: Timestamp,
         scope: &ReapScope,
+        probe: &dyn ProcessProbe,
     ) -> Option<Result<ReapReport, RuntimeError>> {
         if !enabled || self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
-        Some(reap(rt, now, scope, false).await)
+        Some(reap(rt, now, scope, probe, false).await)
     }
 
     /// Whether the gate has closed.

@@ -250,6 +250,31 @@ impl ContainerRuntime for FakeRuntime {
     }
 }
 
+/// A process table tests control: the pids in the set are alive (with any start fingerprint).
+#[derive(Debug, Default)]
+pub struct FakeProcessProbe(Mutex<BTreeSet<u32>>);
+
+impl FakeProcessProbe {
+    pub fn set_alive(&self, pid: u32, alive: bool) {
+        let mut g = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if alive {
+            g.insert(pid);
+        } else {
+            g.remove(&pid);
+        }
+    }
+}
+
+impl crate::ports::ProcessProbe for FakeProcessProbe {
+    fn start_fingerprint(&self, pid: u32) -> Option<u64> {
+        Some(u64::from(pid))
+    }
+
+    fn is_alive(&self, pid: u32, _fingerprint: Option<u64>) -> bool {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&pid)
+    }
+}
+
 /// Drives a future to completion on the current thread; the fakes never return `Pending`.
 pub fn block_on<F: std::future::Future>(fut: F) -> F::Output {
     use std::task::{Context, Poll, Waker};

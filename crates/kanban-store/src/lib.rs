@@ -114,6 +114,15 @@ pub struct Board {
     pub created_at: i64,
 }
 
+/// How a worker's run ended when it failed.
+#[derive(Clone, Copy, Debug)]
+pub struct RunEnd<'a> {
+    /// The run outcome (`failed`, `timed_out`, …), also the event kind.
+    pub outcome: &'a str,
+    pub error: &'a str,
+    pub exit_code: Option<i64>,
+}
+
 /// What `kanban create` asks for.
 #[derive(Clone, Debug, Default)]
 pub struct NewTask {
@@ -512,13 +521,21 @@ impl SqliteKanbanStore {
     }
 
     /// Marks a task done (from running, ready or blocked), closes its run, and promotes children whose parents are
-    /// all done. Returns the task.
+    /// all done. With `run`, only while the task is still on that run. Returns the task.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`].
-    pub fn complete(&mut self, id: &str, result: Option<&str>, exit_code: Option<i64>, now: Timestamp) -> Result<Task> {
+    pub fn complete(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        result: Option<&str>,
+        exit_code: Option<i64>,
+        now: Timestamp,
+    ) -> Result<Task> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
+        check_run(&tx, id, run, status)?;
         if !matches!(
             status,
             TaskStatus::Running | TaskStatus::Ready | TaskStatus::Blocked | TaskStatus::Todo | TaskStatus::Triage
@@ -538,15 +555,15 @@ impl SqliteKanbanStore {
     }
 
     /// A worker's failure: counts toward the failure limit; requeued below it, blocked (`gave_up`) at it.
+    /// With `run`, only while the task is still on that run.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] when the task is no longer running.
     pub fn fail(
         &mut self,
         id: &str,
-        outcome: &str,
-        error: &str,
-        exit_code: Option<i64>,
+        run: Option<i64>,
+        end: &RunEnd<'_>,
         failure_limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
@@ -555,7 +572,8 @@ impl SqliteKanbanStore {
         if status != TaskStatus::Running {
             return Err(StoreError::Transition { task: id.to_owned(), status, action: "fail" });
         }
-        let res = record_task_failure(&tx, id, outcome, error, exit_code, failure_limit, now)?;
+        check_run(&tx, id, run, status)?;
+        let res = record_task_failure(&tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
         tx.commit()?;
         Ok(res)
     }
@@ -705,6 +723,17 @@ impl SqliteKanbanStore {
         let res = record_task_failure(&tx, id, "spawn_failed", error, None, failure_limit, now)?;
         tx.commit()?;
         Ok(res)
+    }
+}
+
+/// With `run` given, the task must still be on that run (a worker whose run was reclaimed writes nothing).
+fn check_run(tx: &Transaction<'_>, id: &str, run: Option<i64>, status: TaskStatus) -> Result<()> {
+    let Some(run) = run else { return Ok(()) };
+    let current: Option<i64> = tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+    if current == Some(run) {
+        Ok(())
+    } else {
+        Err(StoreError::Transition { task: id.to_owned(), status, action: "finish a superseded run of" })
     }
 }
 

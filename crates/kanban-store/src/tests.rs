@@ -212,7 +212,7 @@ fn seed_examples_with_per_profile_cap() {
     assert!(again.claimed.is_empty());
     // One alpha finishes: the next tick picks exactly one deferred alpha.
     let done = out.claimed.iter().find(|c| c.task.assignee.as_deref() == Some("alpha")).unwrap();
-    f.store.complete(&done.task.id, None, Some(0), f.now).unwrap();
+    f.store.complete(&done.task.id, None, None, Some(0), f.now).unwrap();
     let next = f.tick(&cfg(Some(2)));
     assert_eq!(spawned_by(&next), BTreeMap::from([("alpha".into(), 1)]));
     assert_ne!(next.claimed[0].task.id, done.task.id);
@@ -258,7 +258,7 @@ fn two_ticks_with_completion_in_between() {
     }
     let first = f.tick(&cfg(Some(1)));
     assert_eq!((first.claimed.len(), capped_by(&first.plan)["alpha"]), (1, 2));
-    f.store.complete(&first.claimed[0].task.id, Some("ok"), Some(0), f.now).unwrap();
+    f.store.complete(&first.claimed[0].task.id, None, Some("ok"), Some(0), f.now).unwrap();
     let second = f.tick(&cfg(Some(1)));
     assert_eq!((second.claimed.len(), capped_by(&second.plan)["alpha"]), (1, 1));
     assert_ne!(first.claimed[0].task.id, second.claimed[0].task.id);
@@ -272,7 +272,7 @@ fn a_child_is_dispatched_once_its_parent_is_done() {
     assert_eq!(f.status(&c), TaskStatus::Todo);
     let out = f.tick(&cfg(None));
     assert_eq!(out.claimed.iter().map(|c| c.task.id.as_str()).collect::<Vec<_>>(), [p.as_str()]);
-    f.store.complete(&p, None, Some(0), f.now).unwrap();
+    f.store.complete(&p, None, None, Some(0), f.now).unwrap();
     assert_eq!(f.status(&c), TaskStatus::Ready);
     let out = f.tick(&cfg(None));
     assert_eq!(out.claimed[0].task.id, c);
@@ -374,6 +374,23 @@ fn transitions_and_their_events() {
         ["created", "assigned", "blocked", "unblocked", "claimed", "spawned", "heartbeat", "reclaimed", "archived"]
     );
     assert!(matches!(f.store.task("t_nope"), Err(StoreError::NoTask(_))));
+}
+
+#[test]
+fn a_superseded_run_cannot_finish_the_task() {
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    let first = f.tick(&cfg(None)).claimed[0].run_id;
+    f.store.reclaim(&id, Some("stuck"), f.now).unwrap();
+    let second = f.tick(&cfg(None)).claimed[0].run_id;
+    assert!(matches!(f.store.complete(&id, Some(first), None, Some(0), f.now), Err(StoreError::Transition { .. })));
+    assert!(matches!(
+        f.store.fail(&id, Some(first), &RunEnd { outcome: "failed", error: "x", exit_code: Some(1) }, 2, f.now),
+        Err(StoreError::Transition { .. })
+    ));
+    assert_eq!(f.status(&id), TaskStatus::Running);
+    f.store.complete(&id, Some(second), None, Some(0), f.now).unwrap();
+    assert_eq!(f.status(&id), TaskStatus::Done);
 }
 
 #[test]
@@ -528,7 +545,7 @@ proptest! {
                     let claimed: BTreeSet<&str> = out.claimed.iter().map(|c| c.task.id.as_str()).collect();
                     prop_assert_eq!(claimed.len(), out.claimed.len(), "a task claimed twice in one tick");
                 }
-                Op::Complete(i) => if let Some(id) = ids.get(i) { let _ = f.store.complete(id, None, Some(0), f.now); },
+                Op::Complete(i) => if let Some(id) = ids.get(i) { let _ = f.store.complete(id, None, None, Some(0), f.now); },
                 Op::Crash(i) => {
                     let pid = ids.get(i).and_then(|id| f.store.task(id).unwrap().worker_pid);
                     if let Some(pid) = pid { f.probe.set_alive(u32::try_from(pid).unwrap(), false); }

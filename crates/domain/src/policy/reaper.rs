@@ -2,7 +2,10 @@
 
 use serde::Serialize;
 
+use std::collections::BTreeSet;
+
 use crate::container::{ContainerDetails, ContainerState};
+use crate::label::{LABEL_MODE, LABEL_OWNER};
 use crate::time::Timestamp;
 
 /// The reaper's age threshold from `terminal.lifetime_seconds`: `2 × max(60, lifetime)`, 300 when unset.
@@ -16,6 +19,8 @@ pub struct ReapScope {
     /// Only this sanitized profile label; `None` means every profile (`--all-profiles`).
     pub profile_label: Option<String>,
     pub max_age_secs: i64,
+    /// This host's name: ephemeral containers owned by a dead process of this host are orphans too.
+    pub host: Option<String>,
 }
 
 /// A container chosen for removal.
@@ -38,6 +43,9 @@ pub enum ReapReason {
     CreatedLeftover,
     /// `dead` longer than the threshold (by creation time).
     DeadLeftover,
+    /// A running ephemeral (opt-out) sandbox whose owning process on this host is gone, created longer ago than the
+    /// threshold.
+    OwnerGone,
 }
 
 /// A container the sweep leaves alone, and why.
@@ -73,8 +81,23 @@ pub struct ReapPlan {
     pub spare: Vec<Spared>,
 }
 
+/// Parses an owner label `<host>:<pid>:<start>`.
+pub fn parse_owner(raw: &str) -> Option<(&str, u32, u64)> {
+    let mut parts = raw.rsplitn(3, ':');
+    let start = parts.next()?.parse().ok()?;
+    let pid = parts.next()?.parse().ok()?;
+    Some((parts.next()?, pid, start))
+}
+
 /// Decides one container: `Ok` to remove, `Err` with the reason to spare.
-pub fn judge_orphan(now: Timestamp, c: &ContainerDetails, scope: &ReapScope) -> Result<Orphan, SpareReason> {
+///
+/// `gone_owners` holds the owner labels whose process is known to have exited (checked at the edge).
+pub fn judge_orphan(
+    now: Timestamp,
+    c: &ContainerDetails,
+    scope: &ReapScope,
+    gone_owners: &BTreeSet<String>,
+) -> Result<Orphan, SpareReason> {
     let s = &c.summary;
     if !s.is_managed() {
         return Err(SpareReason::NotManaged);
@@ -86,7 +109,14 @@ pub fn judge_orphan(now: Timestamp, c: &ContainerDetails, scope: &ReapScope) -> 
         }
     }
     let (since, reason) = match &s.state {
-        st if st.is_live() => return Err(SpareReason::Live),
+        st if st.is_live() => {
+            let orphaned = s.label(LABEL_MODE) == Some("ephemeral")
+                && s.label(LABEL_OWNER).is_some_and(|o| gone_owners.contains(o));
+            if !orphaned {
+                return Err(SpareReason::Live);
+            }
+            (s.created, ReapReason::OwnerGone)
+        }
         ContainerState::Exited => (c.finished_at().ok_or(SpareReason::NoTimestamp)?, ReapReason::ExitedTooLong),
         ContainerState::Created => (s.created, ReapReason::CreatedLeftover),
         ContainerState::Dead => (s.created, ReapReason::DeadLeftover),
@@ -105,10 +135,15 @@ pub fn judge_orphan(now: Timestamp, c: &ContainerDetails, scope: &ReapScope) -> 
 }
 
 /// Splits inspected containers into those to remove and those to spare.
-pub fn find_orphans(now: Timestamp, containers: &[ContainerDetails], scope: &ReapScope) -> ReapPlan {
+pub fn find_orphans(
+    now: Timestamp,
+    containers: &[ContainerDetails],
+    scope: &ReapScope,
+    gone_owners: &BTreeSet<String>,
+) -> ReapPlan {
     let mut plan = ReapPlan::default();
     for c in containers {
-        match judge_orphan(now, c, scope) {
+        match judge_orphan(now, c, scope, gone_owners) {
             Ok(o) => plan.remove.push(o),
             Err(reason) => plan.spare.push(Spared { id: c.summary.id.clone(), name: c.summary.name.clone(), reason }),
         }

@@ -1,6 +1,6 @@
 //! Table tests of the reuse, cleanup and reaper policies (upstream scenarios 6-35 at the policy level).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::cleanup::{CleanupPlan, RemoveReason, plan_cleanup};
 use super::reaper::{ReapReason, ReapScope, SpareReason, find_orphans, judge_orphan, reaper_max_age_secs};
@@ -147,10 +147,10 @@ fn ago(secs: i64) -> String {
 
 #[test]
 fn reaper_table() {
-    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600 };
+    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600, host: None };
     let old = Timestamp::from_secs(NOW.as_secs() - 10_000);
     let check = |d: ContainerDetails, expect: Result<ReapReason, SpareReason>| {
-        let got = judge_orphan(NOW, &d, &scope).map(|o| o.reason);
+        let got = judge_orphan(NOW, &d, &scope, &BTreeSet::new()).map(|o| o.reason);
         assert_eq!(got, expect, "{}", d.summary.id);
     };
     check(details("old-cid", "default", ContainerState::Exited, &ago(900), old), Ok(ReapReason::ExitedTooLong));
@@ -183,9 +183,15 @@ fn reaper_table() {
     unmanaged.summary.labels.remove("hermes-agent");
     check(unmanaged, Err(SpareReason::NotManaged));
     // All profiles: another profile's container is in scope.
-    let all = ReapScope { profile_label: None, max_age_secs: 600 };
+    let all = ReapScope { profile_label: None, max_age_secs: 600, host: None };
     assert!(
-        judge_orphan(NOW, &details("other", "research-bot", ContainerState::Exited, &ago(9000), old), &all).is_ok()
+        judge_orphan(
+            NOW,
+            &details("other", "research-bot", ContainerState::Exited, &ago(9000), old),
+            &all,
+            &BTreeSet::new()
+        )
+        .is_ok()
     );
     let plan = find_orphans(
         NOW,
@@ -194,6 +200,7 @@ fn reaper_table() {
             details("b", "default", ContainerState::Running, "", old),
         ],
         &scope,
+        &BTreeSet::new(),
     );
     assert_eq!((plan.remove.len(), plan.spare.len()), (1, 1));
 }
@@ -210,8 +217,8 @@ proptest::proptest! {
         let containers: Vec<ContainerDetails> = states.iter().enumerate().map(|(i, s)| {
             details(&format!("c{i}"), profiles[i], all[*s].clone(), &ago(ages[i]), Timestamp::from_secs(NOW.as_secs() - ages[(i + 1) % 30]))
         }).collect();
-        let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(lifetime) };
-        let plan = find_orphans(NOW, &containers, &scope);
+        let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(lifetime), host: None };
+        let plan = find_orphans(NOW, &containers, &scope, &BTreeSet::new());
         proptest::prop_assert_eq!(plan.remove.len() + plan.spare.len(), containers.len());
         for o in &plan.remove {
             let c = containers.iter().find(|c| c.summary.id == o.id).unwrap();
@@ -220,6 +227,33 @@ proptest::proptest! {
             proptest::prop_assert!(o.age_secs >= scope.max_age_secs);
         }
     }
+}
+
+#[test]
+fn a_running_ephemeral_sandbox_whose_owner_died_is_an_orphan() {
+    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600, host: Some("h".into()) };
+    let old = Timestamp::from_secs(NOW.as_secs() - 10_000);
+    let with = |mode: &str, owner: &str| {
+        let mut d = details("e", "default", ContainerState::Running, "0001-01-01T00:00:00Z", old);
+        d.summary.labels.insert("berth.mode".into(), mode.into());
+        d.summary.labels.insert("berth.owner".into(), owner.into());
+        d
+    };
+    let gone = BTreeSet::from(["h:42:7".to_owned()]);
+    assert_eq!(
+        judge_orphan(NOW, &with("ephemeral", "h:42:7"), &scope, &gone).map(|o| o.reason),
+        Ok(ReapReason::OwnerGone)
+    );
+    assert_eq!(
+        judge_orphan(NOW, &with("ephemeral", "h:43:7"), &scope, &gone).map(|o| o.reason),
+        Err(SpareReason::Live)
+    );
+    assert_eq!(judge_orphan(NOW, &with("persist", "h:42:7"), &scope, &gone).map(|o| o.reason), Err(SpareReason::Live));
+    let mut young = with("ephemeral", "h:42:7");
+    young.summary.created = NOW;
+    assert!(matches!(judge_orphan(NOW, &young, &scope, &gone), Err(SpareReason::TooYoung { .. })));
+    assert_eq!(super::reaper::parse_owner("my:host:42:7"), Some(("my:host", 42, 7)));
+    assert_eq!(super::reaper::parse_owner("nonsense"), None);
 }
 
 #[test]

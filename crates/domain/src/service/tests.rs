@@ -11,7 +11,7 @@ use crate::ids::{ProfileName, TaskId};
 use crate::policy::reaper::{ReapReason, reaper_max_age_secs};
 use crate::ports::CapturedOutput;
 use crate::sandbox::{HostFacts, SandboxMode, SandboxSettings, build_create_spec};
-use crate::test_util::{FakeRuntime, block_on};
+use crate::test_util::{FakeProcessProbe, FakeRuntime, block_on};
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
@@ -46,7 +46,9 @@ fn request(task: &str, profile: &str, st: &SandboxSettings, nonce: u32) -> Acqui
     } else {
         (SandboxMode::Ephemeral, identity.ephemeral_name(&nonce.to_string()))
     };
-    let built = build_create_spec(&identity, mode, name, st, &HostFacts::default());
+    // Each acquire stands for its own process: pid = start = nonce on host "h".
+    let host = HostFacts { owner: Some(format!("h:{nonce}:{nonce}")), ..HostFacts::default() };
+    let built = build_create_spec(&identity, mode, name, st, &host);
     AcquireRequest {
         identity,
         spec: built.spec,
@@ -203,13 +205,14 @@ fn reaper_sweeps_old_exited_created_and_spares_the_rest() {
     let running = rt.insert(spec("d", "default"), ContainerState::Running, old, &ago(9000));
     let zero = rt.insert(spec("e", "default"), ContainerState::Exited, old, "0001-01-01T00:00:00Z");
     let other = rt.insert(spec("f", "research-bot"), ContainerState::Exited, old, &ago(9000));
-    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(Some(300)) };
+    let scope =
+        ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(Some(300)), host: None };
 
-    let dry = block_on(reap(&rt, T0, &scope, true)).unwrap();
+    let dry = block_on(reap(&rt, T0, &scope, &FakeProcessProbe::default(), true)).unwrap();
     assert_eq!(dry.removed.len(), 2);
     assert_eq!(rt.containers().len(), 6, "dry run removes nothing");
 
-    let report = block_on(reap(&rt, T0, &scope, false)).unwrap();
+    let report = block_on(reap(&rt, T0, &scope, &FakeProcessProbe::default(), false)).unwrap();
     let mut removed: Vec<&str> = report.removed.iter().map(|o| o.id.as_str()).collect();
     removed.sort();
     let mut expect = vec![gone_exited.as_str(), gone_created.as_str()];
@@ -222,7 +225,7 @@ fn reaper_sweeps_old_exited_created_and_spares_the_rest() {
     }
     // All profiles: the other profile's old container goes too.
     let all = ReapScope { profile_label: None, ..scope };
-    let report = block_on(reap(&rt, T0, &all, false)).unwrap();
+    let report = block_on(reap(&rt, T0, &all, &FakeProcessProbe::default(), false)).unwrap();
     assert_eq!(report.removed.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), [other.as_str()]);
 }
 
@@ -267,12 +270,14 @@ proptest! {
         let mut handles: Vec<Option<(usize, bool, String)>> = Vec::new();
         let mut released_ephemeral: Vec<String> = Vec::new();
         let mut nonce = 0u32;
+        let probe = FakeProcessProbe::default();
         for op in ops {
             match op {
                 Op::Acquire { who, persist } => {
                     nonce += 1;
                     let (task, profile) = WHO[who];
                     let req = request(task, profile, &settings(persist), nonce);
+                    probe.set_alive(nonce, true);
                     let got = block_on(acquire(&rt, &req)).unwrap();
                     let c = rt.containers().into_iter().find(|c| c.id == got.id).unwrap();
                     prop_assert_eq!(c.state, ContainerState::Running);
@@ -290,7 +295,16 @@ proptest! {
                     }
                 }
                 Op::Crash { handle } => {
-                    if let Some(Some((_, _, id))) = handles.get(handle) { rt.kill(id); }
+                    // The owning process is SIGKILLed (its handle is lost), and its container may die too.
+                    if let Some(Some((_, persist, id))) = handles.get(handle).cloned() {
+                        if persist {
+                            rt.kill(&id);
+                        } else if let Some(owner) = rt.containers().iter().find(|c| c.id == id).and_then(|c| c.spec.labels.get("berth.owner").cloned()) {
+                            let pid = owner.split(':').nth(1).unwrap().parse().unwrap();
+                            probe.set_alive(pid, false);
+                        }
+                        handles[handle] = None;
+                    }
                 }
                 Op::RemoveOutOfBand { handle } => {
                     if let Some(Some((_, _, id))) = handles.get(handle) { rt.remove_out_of_band(id); }
@@ -300,11 +314,19 @@ proptest! {
                     rt.set_now(now);
                 }
                 Op::Reap => {
-                    let scope = ReapScope { profile_label: None, max_age_secs: 600 };
+                    let scope = ReapScope { profile_label: None, max_age_secs: 600, host: Some("h".into()) };
                     let before: Vec<_> = rt.containers();
-                    block_on(reap(&rt, now, &scope, false)).unwrap();
-                    for c in before.iter().filter(|c| c.state.is_live()) {
+                    block_on(reap(&rt, now, &scope, &probe, false)).unwrap();
+                    let owner_alive = |c: &crate::test_util::FakeContainer| {
+                        c.spec.labels.get("berth.owner").is_none_or(|o| probe.is_alive(o.split(':').nth(1).unwrap().parse().unwrap(), None))
+                    };
+                    for c in before.iter().filter(|c| c.state.is_live() && owner_alive(c)) {
                         prop_assert!(rt.containers().iter().any(|x| x.id == c.id), "reaper removed a live container");
+                    }
+                    // No running ephemeral container whose owner died survives a sweep once it is past the window.
+                    for c in rt.containers() {
+                        let orphaned = c.state.is_live() && c.spec.labels["berth.mode"] == "ephemeral" && !owner_alive(&c);
+                        prop_assert!(!(orphaned && now.secs_since(c.created) >= 600.0), "orphaned ephemeral {} survived", c.id);
                     }
                 }
             }
@@ -327,11 +349,17 @@ proptest! {
 #[test]
 fn reaper_gate_runs_once_and_a_disabled_call_keeps_it_open() {
     let rt = FakeRuntime::new(T0);
-    let scope = ReapScope { profile_label: Some("research-bot".into()), max_age_secs: reaper_max_age_secs(Some(300)) };
+    let scope = ReapScope {
+        profile_label: Some("research-bot".into()),
+        max_age_secs: reaper_max_age_secs(Some(300)),
+        host: None,
+    };
     let gate = ReaperGate::new();
-    assert!(block_on(gate.run_once(false, &rt, T0, &scope)).is_none());
+    assert!(block_on(gate.run_once(false, &rt, T0, &scope, &FakeProcessProbe::default())).is_none());
     assert!(!gate.has_run(), "disabled: the gate stays open");
-    let runs = (0..3).filter(|_| block_on(gate.run_once(true, &rt, T0, &scope)).is_some()).count();
+    let runs = (0..3)
+        .filter(|_| block_on(gate.run_once(true, &rt, T0, &scope, &FakeProcessProbe::default())).is_some())
+        .count();
     assert_eq!(runs, 1);
     assert_eq!(rt.calls().iter().filter(|c| *c == "list").count(), 1);
     assert_eq!(scope.max_age_secs, 600);
@@ -366,7 +394,7 @@ fn reaper_gate_reports_a_failed_sweep_once_and_never_retries() {
         }
     }
     let gate = ReaperGate::new();
-    let scope = ReapScope { profile_label: None, max_age_secs: 120 };
-    assert!(matches!(block_on(gate.run_once(true, &Down, T0, &scope)), Some(Err(_))));
-    assert!(block_on(gate.run_once(true, &Down, T0, &scope)).is_none());
+    let scope = ReapScope { profile_label: None, max_age_secs: 120, host: None };
+    assert!(matches!(block_on(gate.run_once(true, &Down, T0, &scope, &FakeProcessProbe::default())), Some(Err(_))));
+    assert!(block_on(gate.run_once(true, &Down, T0, &scope, &FakeProcessProbe::default())).is_none());
 }
