@@ -11,6 +11,8 @@ mod config;
 #[cfg(test)]
 mod docker;
 #[cfg(test)]
+mod fault;
+#[cfg(test)]
 mod gateway;
 #[cfg(test)]
 mod kanban;

@@ -269,30 +269,41 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
         return Ok(143);
     };
 
+    // A finished task (done, or failed at its limit) no longer needs its sandbox; a requeued one keeps it for the
+    // retry. The sandbox goes before the outcome is recorded: a worker killed in between leaves a running task that
+    // crash detection requeues, never a finished task with a sandbox nobody will remove.
+    let limit_reached = matches!(
+        domain::kanban::record_failure(
+            u32::try_from(task.consecutive_failures).unwrap_or(0),
+            task.max_retries.and_then(|m| u32::try_from(m).ok()),
+            failure_limit,
+        ),
+        FailureOutcome::GiveUp { .. }
+    );
+    let succeeded = matches!(result, Ok((ExecOutcome::Exited(0), _, _)));
+    if succeeded || limit_reached {
+        remove_task_sandbox(ctx, task_id, ctx.profile.as_str()).await;
+    }
     let now = SystemClock.now();
-    let (code, remove_sandbox) = match result {
+    let code = match result {
         Ok((ExecOutcome::Exited(0), last, _)) => {
             store.complete(task_id, run_id, Some(&last), Some(0), now)?;
             log_line("completed");
-            (0, true)
+            0
         }
         Ok((ExecOutcome::Exited(code), _, _)) => {
-            let res = fail(&mut store, "failed", &format!("command exited with {code}"), Some(code))?;
-            (1, matches!(res, FailureOutcome::GiveUp { .. }))
+            fail(&mut store, "failed", &format!("command exited with {code}"), Some(code))?;
+            1
         }
         Ok((ExecOutcome::TimedOut, _, _)) => {
-            let res = fail(&mut store, "timed_out", "max runtime exceeded", None)?;
-            (1, matches!(res, FailureOutcome::GiveUp { .. }))
+            fail(&mut store, "timed_out", "max runtime exceeded", None)?;
+            1
         }
         Err(e) => {
-            let res = fail(&mut store, "failed", &format!("sandbox: {}", e.message), None)?;
-            (1, matches!(res, FailureOutcome::GiveUp { .. }))
+            fail(&mut store, "failed", &format!("sandbox: {}", e.message), None)?;
+            1
         }
     };
-    if remove_sandbox {
-        // Done or given up: the task's sandbox is no longer needed; a requeued task keeps it for the retry.
-        remove_task_sandbox(ctx, task_id, ctx.profile.as_str()).await;
-    }
     Ok(code)
 }
 
