@@ -1,4 +1,5 @@
-//! Automation: `cargo xtask image` builds the local sandbox image; `cargo xtask ci` runs the CI steps.
+//! Automation: `cargo xtask image` builds the local sandbox image; `cargo xtask ci` runs the CI steps;
+//! `cargo xtask bench` measures the PRODUCT §9 figures.
 //!
 //! It depends on no product crate: it drives `docker` and `cargo` as processes.
 
@@ -19,7 +20,8 @@ fn main() -> ExitCode {
     let res = match args.first().map(String::as_str) {
         Some("image") => image(args.iter().any(|a| a == "--force")),
         Some("ci") => ci(),
-        _ => Err("usage: cargo xtask <image [--force] | ci>".to_owned()),
+        Some("bench") => bench(args.iter().any(|a| a == "--quick")),
+        _ => Err("usage: cargo xtask <image [--force] | ci | bench [--quick]>".to_owned()),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -100,6 +102,19 @@ fn image(force: bool) -> Result<(), String> {
     let res = run(Command::new("docker").args(["build", "-q", "-t", IMAGE]).arg(&ctx));
     let _ = std::fs::remove_dir_all(&ctx);
     res
+}
+
+/// Builds the release binary and the image, then runs the figures benchmark (writes BENCHMARKS.md, benchmarks.json).
+fn bench(quick: bool) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    image(false)?;
+    run(Command::new(&cargo).args(["build", "--release", "-p", "app", "--bin", "berth"]))?;
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["bench", "-p", "tests", "--bench", "figures", "--"]);
+    if quick {
+        cmd.arg("--quick");
+    }
+    run(&mut cmd)
 }
 
 /// The CI steps, in order: format, lints, the image, every test.

@@ -7,7 +7,7 @@ use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::{FailureOutcome, TaskStatus, TickConfig};
 use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
 use domain::ports::Clock;
-use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task, TickRequest};
+use kanban_store::{NewTask, SpawnRecord, SqliteKanbanStore, StoreError, Task, TickRequest};
 use serde_json::{Value as Json, json};
 
 use crate::cli::{BoardCmd, KanbanCmd};
@@ -402,21 +402,14 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
             worker::remove_task_sandbox(ctx, id, assignee).await;
         }
     }
-    for claimed in outcome.claimed {
+    // Start every worker, then record them all in one transaction.
+    let mut started = Vec::new();
+    for claimed in &outcome.claimed {
         let task = &claimed.task;
-        let assignee = task.assignee.clone().unwrap_or_default();
         match worker::spawn(ctx, board, task, claimed.run_id) {
             Ok(spawned) => {
                 let start = domain::ports::ProcessProbe::start_fingerprint(&probe, spawned.pid);
-                store.record_spawned(
-                    &task.id,
-                    claimed.run_id,
-                    spawned.pid,
-                    start,
-                    &spawned.log.display().to_string(),
-                    SystemClock.now(),
-                )?;
-                report.spawned.push((task.id.clone(), assignee, spawned.sandbox, Some(spawned.pid)));
+                started.push((claimed, spawned, start));
             }
             Err(e) => {
                 tracing::warn!("cannot start a worker for {}: {e}", task.id);
@@ -427,6 +420,16 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
                 report.spawn_failed.push((task.id.clone(), e));
             }
         }
+    }
+    let logs: Vec<String> = started.iter().map(|(_, s, _)| s.log.display().to_string()).collect();
+    let records: Vec<SpawnRecord<'_>> = started
+        .iter()
+        .zip(&logs)
+        .map(|((c, s, start), log)| SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: s.pid, start: *start, log })
+        .collect();
+    store.record_spawned(&records, SystemClock.now())?;
+    for (c, s, _) in started {
+        report.spawned.push((c.task.id.clone(), c.task.assignee.clone().unwrap_or_default(), s.sandbox, Some(s.pid)));
     }
     Ok(report)
 }

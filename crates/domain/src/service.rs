@@ -316,8 +316,29 @@ pub async fn reap(
             }
         }
     }
-    let inspected = join_all(listed.iter().map(|c| rt.inspect(&c.id))).await;
-    let details: Vec<ContainerDetails> = inspected.into_iter().filter_map(Result::ok).collect();
+    // Only an exited container created longer ago than the threshold needs its `FinishedAt` (one inspect each); for
+    // the rest the listing decides: `created`/`dead` and orphaned live ones age by creation time, and a container
+    // created more recently than the threshold cannot have exited longer ago than it.
+    let needs_inspect = |c: &ContainerSummary| {
+        c.state == ContainerState::Exited && now.secs_since(c.created) >= scope.max_age_secs as f64
+    };
+    let (to_inspect, settled): (Vec<ContainerSummary>, Vec<ContainerSummary>) =
+        listed.into_iter().partition(|c| needs_inspect(c));
+    let inspected = join_all(to_inspect.iter().map(|c| rt.inspect(&c.id))).await;
+    let mut details: Vec<ContainerDetails> = inspected.into_iter().filter_map(Result::ok).collect();
+    details.extend(settled.into_iter().map(|summary| ContainerDetails {
+        // Creation time stands in for the finish time: it is earlier, so the age it gives is an upper bound.
+        finished_at_raw: if summary.state == ContainerState::Exited {
+            summary.created.to_rfc3339()
+        } else {
+            String::new()
+        },
+        summary,
+        started_at_raw: String::new(),
+        exit_code: None,
+        oom_killed: false,
+        env: Vec::new(),
+    }));
     let ReapPlan { remove, spare } = find_orphans(now, &details, scope, &gone_owners);
     let mut report = ReapReport { skipped: spare, dry_run, ..ReapReport::default() };
     if dry_run {

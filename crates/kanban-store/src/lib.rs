@@ -123,6 +123,17 @@ pub struct RunEnd<'a> {
     pub exit_code: Option<i64>,
 }
 
+/// A worker a dispatcher started.
+#[derive(Clone, Copy, Debug)]
+pub struct SpawnRecord<'a> {
+    pub task: &'a str,
+    pub run_id: i64,
+    pub pid: u32,
+    /// The process's start fingerprint (against pid reuse).
+    pub start: Option<u64>,
+    pub log: &'a str,
+}
+
 /// What `kanban create` asks for.
 #[derive(Clone, Debug, Default)]
 pub struct NewTask {
@@ -683,27 +694,22 @@ impl SqliteKanbanStore {
         Ok(())
     }
 
-    /// Records the worker a dispatcher started for a claimed task.
+    /// Records the workers a dispatcher started for claimed tasks, all in one transaction.
     ///
     /// # Errors
     /// An SQLite error.
-    pub fn record_spawned(
-        &mut self,
-        id: &str,
-        run_id: i64,
-        pid: u32,
-        start: Option<u64>,
-        log: &str,
-        now: Timestamp,
-    ) -> Result<()> {
+    pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], now: Timestamp) -> Result<()> {
         let tx = self.write()?;
-        let start = start.and_then(|s| i64::try_from(s).ok());
-        tx.execute(
-            "UPDATE tasks SET worker_pid = ?3, worker_start = ?4 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running'",
-            params![id, run_id, pid, start],
-        )?;
-        tx.execute("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1", params![run_id, pid])?;
-        event(&tx, id, Some(run_id), "spawned", &json!({"pid": pid, "log": log}), now)?;
+        for s in spawned {
+            let start = s.start.and_then(|v| i64::try_from(v).ok());
+            tx.prepare_cached(
+                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running'",
+            )?
+            .execute(params![s.task, s.run_id, s.pid, start])?;
+            tx.prepare_cached("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1")?
+                .execute(params![s.run_id, s.pid])?;
+            event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now)?;
+        }
         tx.commit()?;
         Ok(())
     }
@@ -752,10 +758,10 @@ fn event(
     payload: &Json,
     now: Timestamp,
 ) -> rusqlite::Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![task, run, kind, payload.to_string(), now.as_millis()],
-    )
+    )?
+    .execute(params![task, run, kind, payload.to_string(), now.as_millis()])
     .map(drop)
 }
 

@@ -75,4 +75,8 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER task_events_no_delete BEFORE DELETE ON task_events
         BEGIN SELECT RAISE(ABORT, 'task_events is append-only'); END;
     "#,
+    // 2: a covering index for the dispatch scan of ready tasks (no table lookups per row).
+    r#"
+    CREATE INDEX tasks_dispatch ON tasks(board, status, priority DESC, created_at, id, assignee, claim_lock);
+    "#,
 ];

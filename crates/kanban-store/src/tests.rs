@@ -96,7 +96,9 @@ impl Fixture {
             for c in &out.claimed {
                 let pid = 10_000 + u32::try_from(c.run_id).unwrap();
                 self.probe.set_alive(pid, true);
-                self.store.record_spawned(&c.task.id, c.run_id, pid, Some(u64::from(pid)), "log", self.now).unwrap();
+                let rec =
+                    SpawnRecord { task: &c.task.id, run_id: c.run_id, pid, start: Some(u64::from(pid)), log: "log" };
+                self.store.record_spawned(&[rec], self.now).unwrap();
             }
         }
         out
@@ -345,7 +347,12 @@ fn crashed_workers_are_requeued_then_blocked() {
     let out = f.tick_on(&board(), &cfg(None), false);
     assert!(matches!(out.plan.housekeeping[0].1, domain::policy::dispatch::Housekeeping::Crashed { .. }));
     assert_eq!(f.store.task(&id).unwrap().consecutive_failures, 1);
-    f.store.record_spawned(&id, out.claimed[0].run_id, 4242, None, "log", f.now).unwrap();
+    f.store
+        .record_spawned(
+            &[SpawnRecord { task: &id, run_id: out.claimed[0].run_id, pid: 4242, start: None, log: "log" }],
+            f.now,
+        )
+        .unwrap();
     let out = f.tick_on(&board(), &cfg(None), false);
     assert!(gave_up(&out.plan.housekeeping[0].1));
     assert_eq!(f.status(&id), TaskStatus::Blocked);

@@ -45,41 +45,76 @@ fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(Timestamp::from_millis)
 }
 
+/// Parses a status without allocating (the scan reads one per row).
+fn status_of(raw: &str) -> Result<TaskStatus> {
+    Ok(match raw {
+        "ready" => TaskStatus::Ready,
+        "running" => TaskStatus::Running,
+        "todo" => TaskStatus::Todo,
+        other => other.parse().map_err(StoreError::Invalid)?,
+    })
+}
+
 /// Reads the board's open tasks and the running counts of the other boards.
+///
+/// Ready and todo tasks come from one scan of a covering index with only the columns planning needs; running tasks
+/// (few) are read whole.
 fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> Result<BoardSnapshot> {
+    let mut tasks = Vec::new();
     let mut stmt = conn.prepare_cached(
-        "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock, t.claim_expires, t.worker_pid, t.worker_start, \
-         t.last_heartbeat_at, t.started_at, t.max_runtime_seconds, t.consecutive_failures, t.max_retries, \
+        "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
          CASE WHEN t.status = 'todo' THEN NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
               WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE 0 END \
-         FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'running', 'todo')",
+         FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'todo') ORDER BY t.status, t.priority DESC, t.created_at",
     )?;
     let mut rows = stmt.query([board.as_str()])?;
-    let mut tasks = Vec::new();
     while let Some(r) = rows.next()? {
-        let status_raw: String = r.get(2)?;
-        let status: TaskStatus = status_raw.parse().map_err(StoreError::Invalid)?;
-        let pid: Option<i64> = r.get(7)?;
-        let start: Option<i64> = r.get(8)?;
-        let pid = pid.and_then(|p| u32::try_from(p).ok());
-        let worker_alive = pid.map(|p| probe.is_alive(p, start.and_then(|s| u64::try_from(s).ok())));
-        let lock: Option<String> = r.get(5)?;
+        let status = status_of(r.get_ref(2)?.as_str().map_err(|e| StoreError::Invalid(e.to_string()))?)?;
         tasks.push(TaskRow {
             id: r.get(0)?,
             assignee: r.get(1)?,
             status,
             priority: r.get(3)?,
             created_at: Timestamp::from_millis(r.get(4)?),
-            claimed: lock.is_some(),
-            claim_expires: opt_ts(r.get(6)?),
+            claimed: r.get(5)?,
+            claim_expires: None,
+            worker_pid: None,
+            worker_alive: None,
+            last_heartbeat: None,
+            started_at: None,
+            max_runtime_secs: None,
+            consecutive_failures: 0,
+            max_retries: None,
+            parents_done: r.get(6)?,
+        });
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, assignee, priority, created_at, claim_lock IS NOT NULL, claim_expires, worker_pid, worker_start, \
+         last_heartbeat_at, started_at, max_runtime_seconds, consecutive_failures, max_retries \
+         FROM tasks WHERE board = ?1 AND status = 'running'",
+    )?;
+    let mut rows = stmt.query([board.as_str()])?;
+    while let Some(r) = rows.next()? {
+        let pid: Option<i64> = r.get(6)?;
+        let start: Option<i64> = r.get(7)?;
+        let pid = pid.and_then(|p| u32::try_from(p).ok());
+        let worker_alive = pid.map(|p| probe.is_alive(p, start.and_then(|s| u64::try_from(s).ok())));
+        tasks.push(TaskRow {
+            id: r.get(0)?,
+            assignee: r.get(1)?,
+            status: TaskStatus::Running,
+            priority: r.get(2)?,
+            created_at: Timestamp::from_millis(r.get(3)?),
+            claimed: r.get(4)?,
+            claim_expires: opt_ts(r.get(5)?),
             worker_pid: pid,
             worker_alive,
-            last_heartbeat: opt_ts(r.get(9)?),
-            started_at: opt_ts(r.get(10)?),
-            max_runtime_secs: r.get(11)?,
-            consecutive_failures: u32::try_from(r.get::<_, i64>(12)?).unwrap_or(0),
-            max_retries: r.get::<_, Option<i64>>(13)?.and_then(|m| u32::try_from(m).ok()),
-            parents_done: r.get(14)?,
+            last_heartbeat: opt_ts(r.get(8)?),
+            started_at: opt_ts(r.get(9)?),
+            max_runtime_secs: r.get(10)?,
+            consecutive_failures: u32::try_from(r.get::<_, i64>(11)?).unwrap_or(0),
+            max_retries: r.get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
+            parents_done: false,
         });
     }
     let mut running_elsewhere = BTreeMap::new();
@@ -186,20 +221,26 @@ impl SqliteKanbanStore {
             }
             let expires = now.as_millis() + ttl_ms;
             // Compare-and-swap: a claim that lost a race writes nothing.
-            let n = tx.execute(
-                "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
-                 worker_start = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
-                params![d.task_id, req.claimer, expires, now.as_millis()],
-            )?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
+                     worker_start = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
+                )?
+                .execute(params![d.task_id, req.claimer, expires, now.as_millis()])?;
             if n != 1 {
                 continue;
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) VALUES (?1, 'running', ?2, ?3, ?4, ?5)",
-                params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()],
-            )?;
+            )?
+            .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()])?;
             let run_id = tx.last_insert_rowid();
-            tx.execute("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1", params![d.task_id, run_id])?;
+            let task = tx
+                .prepare_cached(&format!(
+                    "UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING {}",
+                    crate::TASK_COLUMNS
+                ))?
+                .query_row(params![d.task_id, run_id], crate::task_from_row)?;
             event(
                 &tx,
                 &d.task_id,
@@ -207,11 +248,6 @@ impl SqliteKanbanStore {
                 "claimed",
                 &json!({"lock": req.claimer, "expires": expires, "run_id": run_id}),
                 now,
-            )?;
-            let task = tx.query_row(
-                &format!("SELECT {} FROM tasks WHERE id = ?1", crate::TASK_COLUMNS),
-                [&d.task_id],
-                crate::task_from_row,
             )?;
             out.claimed.push(Claimed { task, run_id });
         }
