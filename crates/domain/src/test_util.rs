@@ -250,6 +250,31 @@ impl ContainerRuntime for FakeRuntime {
     }
 }
 
+/// Sandbox settings with upstream's defaults and a fake image, for tests.
+pub fn sandbox_settings() -> crate::sandbox::SandboxSettings {
+    crate::sandbox::SandboxSettings {
+        image: "img:1".into(),
+        cwd: "/root".into(),
+        persist_across_processes: true,
+        recreate_on_config_change: true,
+        orphan_reaper: true,
+        lifetime_seconds: 300,
+        timeout_seconds: 180,
+        cpu: 1.0,
+        memory_mb: 5120,
+        disk_mb: 51200,
+        container_persistent: true,
+        sandbox_dir: "/sb".into(),
+        volumes: vec![],
+        env: std::collections::BTreeMap::new(),
+        forward_env: vec![],
+        extra_args: vec![],
+        network: true,
+        run_as_host_user: false,
+        mount_cwd_to_workspace: false,
+    }
+}
+
 /// A process table tests control: the pids in the set are alive (with any start fingerprint).
 #[derive(Debug, Default)]
 pub struct FakeProcessProbe(Mutex<BTreeSet<u32>>);

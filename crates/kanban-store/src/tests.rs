@@ -1,43 +1,18 @@
 //! Store tests: the upstream dispatch scenarios (66-86) through real SQLite, transitions, integrity, properties.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{DispatchCaps, TaskStatus, TickConfig};
 use domain::policy::dispatch::Decision;
-use domain::ports::ProcessProbe;
+use domain::test_util::FakeProcessProbe;
 use domain::time::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
-
-/// A process table tests control: the pids in the set are alive.
-#[derive(Default)]
-struct FakeProbe(Mutex<BTreeSet<u32>>);
-
-impl FakeProbe {
-    fn set_alive(&self, pid: u32, alive: bool) {
-        let mut g = self.0.lock().unwrap();
-        if alive {
-            g.insert(pid);
-        } else {
-            g.remove(&pid);
-        }
-    }
-}
-
-impl ProcessProbe for FakeProbe {
-    fn start_fingerprint(&self, pid: u32) -> Option<u64> {
-        Some(u64::from(pid))
-    }
-    fn is_alive(&self, pid: u32, _fingerprint: Option<u64>) -> bool {
-        self.0.lock().unwrap().contains(&pid)
-    }
-}
 
 fn board() -> BoardSlug {
     BoardSlug::default_board()
@@ -54,14 +29,14 @@ fn cfg(cap: Option<u32>) -> TickConfig {
 
 struct Fixture {
     store: SqliteKanbanStore,
-    probe: FakeProbe,
+    probe: FakeProcessProbe,
     n: u32,
     now: Timestamp,
 }
 
 impl Fixture {
     fn new() -> Self {
-        Self { store: SqliteKanbanStore::open_in_memory().unwrap(), probe: FakeProbe::default(), n: 0, now: T0 }
+        Self { store: SqliteKanbanStore::open_in_memory().unwrap(), probe: FakeProcessProbe::default(), n: 0, now: T0 }
     }
 
     fn add(&mut self, assignee: Option<&str>) -> String {
@@ -488,7 +463,7 @@ fn dry_run_leaves_the_file_byte_identical() {
     };
     let before = snapshot(&path);
     let s = SqliteKanbanStore::open_read_only(&path).unwrap();
-    let probe = FakeProbe::default();
+    let probe = FakeProcessProbe::default();
     let b = board();
     let mut c = cfg(Some(1));
     c.default_assignee = Some("alpha".into());

@@ -5,27 +5,7 @@ use std::collections::BTreeMap;
 use super::*;
 
 fn settings() -> SandboxSettings {
-    SandboxSettings {
-        image: "img:1".into(),
-        cwd: "/root".into(),
-        persist_across_processes: true,
-        recreate_on_config_change: true,
-        orphan_reaper: true,
-        lifetime_seconds: 300,
-        timeout_seconds: 180,
-        cpu: 1.0,
-        memory_mb: 5120,
-        disk_mb: 51200,
-        container_persistent: true,
-        sandbox_dir: "/sb".into(),
-        volumes: vec![],
-        env: BTreeMap::new(),
-        forward_env: vec![],
-        extra_args: vec![],
-        network: true,
-        run_as_host_user: false,
-        mount_cwd_to_workspace: false,
-    }
+    crate::test_util::sandbox_settings()
 }
 
 fn ident(task: &str, profile: &str) -> SandboxIdentity {

@@ -1,7 +1,6 @@
 //! Tests of the sandbox service over `FakeRuntime`: reuse, races, drift, recovery, release, reaping, and a
 //! state-machine property test against a simple model.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -18,24 +17,12 @@ const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 fn settings(persist: bool) -> SandboxSettings {
     SandboxSettings {
         image: "img".into(),
-        cwd: "/root".into(),
         persist_across_processes: persist,
-        recreate_on_config_change: true,
-        orphan_reaper: true,
-        lifetime_seconds: 300,
-        timeout_seconds: 180,
         cpu: 0.0,
         memory_mb: 0,
         disk_mb: 0,
         container_persistent: false,
-        sandbox_dir: "/sb".into(),
-        volumes: vec![],
-        env: BTreeMap::new(),
-        forward_env: vec![],
-        extra_args: vec![],
-        network: true,
-        run_as_host_user: false,
-        mount_cwd_to_workspace: false,
+        ..crate::test_util::sandbox_settings()
     }
 }
 
