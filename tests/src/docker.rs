@@ -371,3 +371,41 @@ fn hostile_task_ids_get_sanitized_labels_and_their_own_sandboxes() {
     }
     assert_eq!(ids.len(), hostile.len());
 }
+
+#[test]
+fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container() {
+    require_docker();
+    let home = Home::new();
+    for (opt_out, signal, code) in [(true, libc::SIGINT, 130), (false, libc::SIGTERM, 143)] {
+        let mut cmd = home.cmd();
+        if opt_out {
+            cmd.args(["-c", "terminal.docker_persist_across_processes=false"]);
+        }
+        let mut child = cmd
+            .args(["run", "--task", "int", "--", "sh", "-c", "sleep 300"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until the command runs inside.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !home
+            .containers()
+            .iter()
+            .any(|id| crate::support::docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
+        {
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        assert_eq!(child.wait().unwrap().code(), Some(code));
+        if opt_out {
+            assert!(home.containers().is_empty(), "the opt-out container was removed");
+        } else {
+            let id = &home.containers()[0];
+            let top = String::from_utf8_lossy(&crate::support::docker(&["top", id]).stdout).into_owned();
+            assert!(!top.contains("sleep 300"), "the command was stopped:\n{top}");
+        }
+    }
+}

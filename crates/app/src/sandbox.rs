@@ -172,7 +172,20 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         user: None,
         timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
     };
-    let result = service::run(&rt, &req, &exec, &mut StdSink).await;
+    // The marker finds this command's processes inside the sandbox if we are interrupted.
+    let marker = format!("BERTH_RUN={}", crate::context::owner_label());
+    let mut exec = exec;
+    exec.env.push(marker.clone());
+    let mut sink = StdSink;
+    let result = tokio::select! {
+        r = service::run(&rt, &req, &exec, &mut sink) => r,
+        code = interrupted() => {
+            // Stop the command inside, and in opt-out mode remove the container this process made.
+            let owner = (!req.persist_across_processes).then(crate::context::owner_label);
+            stop_marked(ctx, &req.identity, &marker, owner.as_deref()).await;
+            return Ok(code);
+        }
+    };
     if let Ok((acquired, _)) = &result {
         for note in &acquired.notes {
             tracing::warn!("{note}");
@@ -195,6 +208,46 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
             eprintln!("berth: command timed out after {timeout}s and was killed");
             Ok(124)
         }
+    }
+}
+
+/// Resolves on SIGINT (130) or SIGTERM (143).
+async fn interrupted() -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => 130,
+        _ = term.recv() => 143,
+    }
+}
+
+/// Kills the processes carrying `marker` in their environment inside `identity`'s sandboxes, then removes the
+/// ephemeral ones owned by `owner` (when given). Best effort and bounded.
+pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, owner: Option<&str>) {
+    let work = async {
+        let rt = connect(ctx).await.ok()?;
+        let listed = identity_containers(&rt, identity).await.ok()?;
+        let script = format!(
+            "for d in /proc/[0-9]*; do if grep -qa '{marker}' \"$d/environ\" 2>/dev/null; then kill -KILL \"${{d#/proc/}}\"; fi; done"
+        );
+        let spec = ExecSpec {
+            argv: vec!["sh".into(), "-c".into(), script],
+            user: Some("0".into()),
+            timeout: Some(Duration::from_secs(5)),
+            ..ExecSpec::default()
+        };
+        for c in &listed {
+            let _ = rt.exec(&c.id, &spec, &mut domain::ports::CapturedOutput::default()).await;
+            if owner.is_some() && c.label(domain::label::LABEL_OWNER) == owner {
+                let _ = service::release(&rt, Some(&c.id), false, true).await;
+            }
+        }
+        Some(())
+    };
+    if tokio::time::timeout(TEARDOWN_WAIT, work).await.is_err() {
+        tracing::warn!("stopping the interrupted command did not finish in time");
     }
 }
 

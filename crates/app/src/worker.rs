@@ -187,32 +187,6 @@ pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
     }
 }
 
-/// Kills the processes of this worker's command inside the sandbox (found by their environment marker).
-async fn kill_marked(ctx: &Ctx, task: &str, marker: &str) {
-    let Ok(identity) = sandbox::identity(ctx, task) else { return };
-    let work = async {
-        let rt = sandbox::connect(ctx).await.ok()?;
-        let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
-        let listed = domain::ports::ContainerRuntime::list(&rt, &query).await.ok()?;
-        let script = format!(
-            "for d in /proc/[0-9]*; do if grep -qa '{marker}' \"$d/environ\" 2>/dev/null; then kill -KILL \"${{d#/proc/}}\"; fi; done"
-        );
-        let spec = ExecSpec {
-            argv: vec!["sh".into(), "-c".into(), script],
-            user: Some("0".into()),
-            timeout: Some(Duration::from_secs(5)),
-            ..ExecSpec::default()
-        };
-        for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
-            let _ =
-                domain::ports::ContainerRuntime::exec(&rt, &c.id, &spec, &mut domain::ports::CapturedOutput::default())
-                    .await;
-        }
-        Some(())
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(10), work).await;
-}
-
 /// `berth worker run TASK`: runs the task's command in its sandbox and records the outcome.
 ///
 /// On SIGTERM (the dispatcher reclaimed the task or its runtime ran out) it stops the command inside the sandbox
@@ -265,7 +239,9 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     let _ = beats.join();
     let Some(result) = result else {
         log_line("SIGTERM: stopping the command in the sandbox; the dispatcher owns the task now");
-        kill_marked(ctx, task_id, &marker).await;
+        if let Ok(identity) = sandbox::identity(ctx, task_id) {
+            sandbox::stop_marked(ctx, &identity, &marker, None).await;
+        }
         return Ok(143);
     };
 
