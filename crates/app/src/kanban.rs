@@ -49,13 +49,13 @@ fn slug(raw: &str) -> Result<BoardSlug, Failure> {
     BoardSlug::parse(raw).map_err(Failure::usage_of)
 }
 
-/// A fresh task id: `t_` and 8 hex digits.
+/// A fresh task id: `t_` and 12 hex digits (48 random bits: collisions stay negligible on large boards).
 fn new_task_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));
     h.write_u32(std::process::id());
-    format!("t_{:08x}", h.finish() as u32)
+    format!("t_{:012x}", h.finish() & 0xffff_ffff_ffff)
 }
 
 fn ms(t: Option<i64>) -> String {

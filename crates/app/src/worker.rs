@@ -25,7 +25,6 @@ pub struct Spawned {
     pub log: PathBuf,
     /// The sandbox the worker runs in (persist mode: its deterministic container name).
     pub sandbox: String,
-    pub child: std::process::Child,
 }
 
 /// Rotates `log` when it is larger than `max_bytes`, keeping `backups` old copies (`.1` newest).
@@ -104,7 +103,8 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
         (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).persistent_name(),
         _ => String::new(),
     };
-    Ok(Spawned { pid: child.id(), log, sandbox, child })
+    // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
+    Ok(Spawned { pid: child.id(), log, sandbox })
 }
 
 /// Stops a worker: SIGTERM to its process group, then SIGKILL after 5 s.
