@@ -25,12 +25,12 @@ impl Ctx {
     /// # Errors
     /// A usage failure for a bad `-c`, profile name or unreadable config file.
     pub fn new(
+        env: EnvMap,
         home: Option<PathBuf>,
         profile: Option<String>,
         overrides: &[String],
         json: bool,
     ) -> Result<Self, Failure> {
-        let env = EnvMap::from_process();
         let home = home
             .or_else(|| env.get("BERTH_HOME").filter(|h| !h.is_empty()).map(PathBuf::from))
             .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".berth")))

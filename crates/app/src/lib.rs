@@ -30,8 +30,10 @@ pub fn main() -> ExitCode {
     };
     // The gateway is a service: its dispatcher lines are INFO and belong in its log by default.
     let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run));
-    init_logging(cli.verbose + u8::from(service));
-    match run(cli) {
+    // The process environment is read once, here; everything else gets this map.
+    let env = config_bridge::EnvMap::from_process();
+    init_logging(cli.verbose + u8::from(service), &env);
+    match run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             eprintln!("berth: {}", f.message);
@@ -40,13 +42,13 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
     let default = match verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
-    let filter = std::env::var("BERTH_LOG").unwrap_or_else(|_| default.to_owned());
+    let filter = env.get("BERTH_LOG").unwrap_or(default).to_owned();
     let with_time = verbose > 0;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(
@@ -66,8 +68,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
 }
 
-fn run(cli: Cli) -> Result<u8, Failure> {
-    let ctx = Ctx::new(cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json)?;
+fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
+    let ctx = Ctx::new(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json)?;
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     match &cli.command {
