@@ -180,7 +180,11 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
         }
         KanbanCmd::Complete { id, result } => {
-            let t = open_store(ctx)?.complete(id, None, result.as_deref(), None, now)?;
+            let mut store = open_store(ctx)?;
+            let pid = store.task(id)?.worker_pid;
+            let t = store.complete(id, None, result.as_deref(), None, now)?;
+            worker::stop(pid).await;
+            release_finished(ctx, &store, &t).await?;
             done(ctx, &t, &format!("completed {}", t.id));
         }
         KanbanCmd::Block { id, reason } => {
@@ -197,7 +201,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let mut store = open_store(ctx)?;
             let pid = store.archive(id, now)?;
             worker::stop(pid).await;
-            done(ctx, &store.task(id)?, &format!("archived {id}"));
+            let t = store.task(id)?;
+            release_finished(ctx, &store, &t).await?;
+            done(ctx, &t, &format!("archived {id}"));
         }
         KanbanCmd::Reclaim { id, reason } => {
             let mut store = open_store(ctx)?;
@@ -223,6 +229,17 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
     }
     Ok(0)
+}
+
+/// A task finished by hand (completed or archived) no longer needs its sandbox; one that never ran has none, so the
+/// engine is only asked when the task has runs.
+async fn release_finished(ctx: &Ctx, store: &SqliteKanbanStore, t: &Task) -> Result<(), Failure> {
+    if let Some(assignee) = &t.assignee
+        && !store.runs(&t.id)?.is_empty()
+    {
+        worker::remove_task_sandbox(ctx, &t.id, assignee).await;
+    }
+    Ok(())
 }
 
 fn done(ctx: &Ctx, t: &Task, text: &str) {
