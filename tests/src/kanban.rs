@@ -419,7 +419,7 @@ fn archiving_a_running_task_stops_its_worker_and_removes_its_sandbox() {
     let _cleanup = ProfileContainers::new(&["alpha"], home.path());
     let id = create(&home, &["long", "--assignee", "alpha", "--command", "sleep 300"]);
     home.json(&["kanban", "dispatch"]);
-    let sandbox_of = |home: &Home| {
+    let sandbox_of = || {
         let out = crate::support::docker(&[
             "ps",
             "-aq",
@@ -431,14 +431,14 @@ fn archiving_a_running_task_stops_its_worker_and_removes_its_sandbox() {
         crate::support::ids(&out)
     };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while sandbox_of(&home).is_empty() {
+    while sandbox_of().is_empty() {
         assert!(Instant::now() < deadline, "the sandbox never appeared");
         std::thread::sleep(Duration::from_millis(200));
     }
     let pid = home.json(&["kanban", "show", &id])["task"]["worker_pid"].as_i64().unwrap();
     home.ok(&["kanban", "archive", &id]);
     assert_eq!(status(&home, &id), "archived");
-    assert!(sandbox_of(&home).is_empty(), "the archived task's sandbox was removed");
+    assert!(sandbox_of().is_empty(), "the archived task's sandbox was removed");
     assert!(
         !std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
             || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap().contains(") Z"),
