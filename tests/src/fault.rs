@@ -260,6 +260,14 @@ fn truncated_and_garbage_databases_are_left_byte_for_byte() {
             assert!(err.contains("left untouched"), "{name}: {err}");
         }
         assert_eq!(std::fs::read(&db).unwrap(), bytes, "{name} changed");
+        // Nothing was journaled beside it: no WAL for a file that is no database at all, an empty one at most for a
+        // WAL-mode database a reader checked.
+        let wal = std::fs::read(home.path().join("kanban.db-wal")).ok();
+        if name == "garbage" {
+            assert!(wal.is_none(), "garbage: a journal was started beside it");
+        } else {
+            assert!(wal.is_none_or(|w| w.is_empty()), "{name}: something was journaled beside it");
+        }
     }
 }
 

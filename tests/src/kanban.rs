@@ -282,28 +282,6 @@ fn concurrent_dispatchers_claim_each_task_once_and_hold_the_caps() {
 }
 
 #[test]
-fn a_corrupt_or_foreign_database_is_reported_and_left_alone() {
-    let home = Home::new();
-    let db = home.path().join("kanban.db");
-    std::fs::write(&db, b"garbage garbage garbage garbage garbage garbage garbage garbage garbage garbage").unwrap();
-    let before = std::fs::read(&db).unwrap();
-    for args in [
-        &["kanban", "ls"][..],
-        &["kanban", "dispatch"][..],
-        &["kanban", "create", "x"][..],
-        &["kanban", "dispatch", "--dry-run"][..],
-    ] {
-        let out = home.run(args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim().lines().count(), 1, "{err}");
-        assert!(err.contains("left untouched"), "{err}");
-    }
-    assert_eq!(std::fs::read(&db).unwrap(), before);
-    assert!(!home.path().join("kanban.db-wal").exists());
-}
-
-#[test]
 fn task_lifecycle_commands_and_bad_input() {
     let home = Home::new();
     let parent = create(&home, &["parent", "--assignee", "alpha"]);

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{DispatchCaps, TaskStatus, TickConfig};
+use domain::kanban::{TaskStatus, TickConfig};
 use domain::policy::dispatch::Decision;
 use domain::test_util::FakeProcessProbe;
 use domain::time::Timestamp;
@@ -19,12 +19,7 @@ fn board() -> BoardSlug {
 }
 
 fn cfg(cap: Option<u32>) -> TickConfig {
-    TickConfig {
-        caps: DispatchCaps { per_profile: cap, ..DispatchCaps::default() },
-        profiles: ["alpha", "beta", "default"].map(String::from).into_iter().collect(),
-        failure_limit: 2,
-        ..TickConfig::default()
-    }
+    domain::test_util::tick_config(cap)
 }
 
 struct Fixture {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 
 use super::*;
-use crate::kanban::{BoardSnapshot, DispatchCaps, TaskRow, TaskStatus, TickConfig};
+use crate::kanban::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
 
 const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
 
@@ -30,12 +30,7 @@ fn task(id: &str, assignee: Option<&str>, status: TaskStatus) -> TaskRow {
 }
 
 fn cfg(cap: Option<u32>) -> TickConfig {
-    TickConfig {
-        caps: DispatchCaps { per_profile: cap, ..DispatchCaps::default() },
-        profiles: ["alpha", "beta", "default"].map(String::from).into_iter().collect(),
-        failure_limit: 2,
-        ..TickConfig::default()
-    }
+    crate::test_util::tick_config(cap)
 }
 
 fn snapshot(tasks: Vec<TaskRow>) -> BoardSnapshot {
