@@ -1,12 +1,14 @@
-//! Sandboxes on the real Docker Engine: reuse, restart, fallback, opt-out, cleanup, reaper, races, drift, timeouts.
+//! Sandboxes on real engines: reuse, restart, fallback, opt-out, cleanup, reaper, races, drift, timeouts.
 //!
-//! Every test works under its own profile (so its containers carry a unique `hermes-profile` label) and removes
-//! everything of that profile when it ends; no test touches containers it did not create.
+//! The same tests run against every engine of the run (`on_docker::…`, `on_podman::…`; see
+//! [`crate::support::ENGINES_VAR`]). Every test works under its own profile (so its containers carry a unique
+//! `hermes-profile` label) and removes everything of that profile when it ends; no test touches containers it did
+//! not create.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{Home, IMAGE, docker, ids, inspect, require_docker};
+use crate::support::{Engine, Home, IMAGE, ids};
 
 /// Creates a container the way hermes-agent would: its three labels, a `hermes-<hex>` name, no berth labels.
 fn hermes_container(home: &Home, task: &str, cmd: &[&str]) -> String {
@@ -22,7 +24,7 @@ fn hermes_container(home: &Home, task: &str, cmd: &[&str]) -> String {
     args.push(IMAGE.to_owned());
     args.extend(cmd.iter().map(|s| (*s).to_owned()));
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = docker(&argv);
+    let out = home.docker(&argv);
     assert!(out.status.success(), "docker create: {}", String::from_utf8_lossy(&out.stderr));
     ids(&out).remove(0)
 }
@@ -31,28 +33,26 @@ fn rand_suffix() -> String {
     format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos())
 }
 
-#[test]
-fn labels_and_hardening_on_a_fresh_sandbox() {
-    require_docker();
-    let home = Home::new();
+fn labels_and_hardening_on_a_fresh_sandbox(e: &Engine) {
+    let home = Home::on(e);
     let v = home.json(&["sandbox", "ensure", "--task", "task/with:weird*chars"]);
     assert_eq!(v["action"], "created");
     let id = v["id"].as_str().unwrap();
-    assert_eq!(inspect(id, "{{index .Config.Labels \"hermes-agent\"}}"), "1");
-    assert_eq!(inspect(id, "{{index .Config.Labels \"hermes-task-id\"}}"), "task_with_weird_chars");
-    assert_eq!(inspect(id, "{{index .Config.Labels \"hermes-profile\"}}"), home.profile);
-    assert_eq!(inspect(id, "{{.HostConfig.CapDrop}}"), "[ALL]");
-    assert_eq!(inspect(id, "{{.HostConfig.PidsLimit}}"), "256");
-    assert_eq!(inspect(id, "{{.HostConfig.Init}}"), "true");
-    assert_eq!(inspect(id, "{{.HostConfig.SecurityOpt}}"), "[no-new-privileges]");
-    assert!(inspect(id, "{{.HostConfig.CapAdd}}").contains("SETUID"));
-    assert_eq!(inspect(id, "{{.State.Status}}"), "running");
+    assert_eq!(home.inspect(id, "{{index .Config.Labels \"hermes-agent\"}}"), "1");
+    assert_eq!(home.inspect(id, "{{index .Config.Labels \"hermes-task-id\"}}"), "task_with_weird_chars");
+    assert_eq!(home.inspect(id, "{{index .Config.Labels \"hermes-profile\"}}"), home.profile);
+    // What the engine enforces, not how it reports it (Podman lists the dropped capabilities one by one): the
+    // bounding set is exactly CHOWN, DAC_OVERRIDE, FOWNER, SETGID and SETUID.
+    let status = home.ok(&["run", "--task", "task/with:weird*chars", "--", "grep", "CapBnd", "/proc/self/status"]);
+    assert_eq!(status.split_whitespace().nth(1), Some("00000000000000cb"), "{status}");
+    assert_eq!(home.inspect(id, "{{.HostConfig.PidsLimit}}"), "256");
+    assert_eq!(home.inspect(id, "{{.HostConfig.Init}}"), "true");
+    assert_eq!(home.inspect(id, "{{.HostConfig.SecurityOpt}}"), "[no-new-privileges]");
+    assert_eq!(home.inspect(id, "{{.State.Status}}"), "running");
 }
 
-#[test]
-fn the_main_job_two_processes_share_one_sandbox() {
-    require_docker();
-    let home = Home::new();
+fn the_main_job_two_processes_share_one_sandbox(e: &Engine) {
+    let home = Home::on(e);
     home.ok(&["run", "--task", "demo", "--", "sh", "-c", "echo hi > /tmp/x"]);
     let out = home.ok(&["run", "--task", "demo", "--", "cat", "/tmp/x"]);
     assert_eq!(out, "hi\n");
@@ -61,10 +61,8 @@ fn the_main_job_two_processes_share_one_sandbox() {
     assert_eq!(v["action"], "attached");
 }
 
-#[test]
-fn exit_codes_and_streams_are_propagated() {
-    require_docker();
-    let home = Home::new();
+fn exit_codes_and_streams_are_propagated(e: &Engine) {
+    let home = Home::on(e);
     let out = home.run(&["run", "--task", "codes", "--", "sh", "-c", "echo out; echo err >&2; exit 7"]);
     assert_eq!(out.status.code(), Some(7));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
@@ -76,21 +74,17 @@ fn exit_codes_and_streams_are_propagated() {
     assert_ne!(out.status.code(), Some(0));
 }
 
-#[test]
-fn an_exited_sandbox_is_started_not_recreated() {
-    require_docker();
-    let home = Home::new();
+fn an_exited_sandbox_is_started_not_recreated(e: &Engine) {
+    let home = Home::on(e);
     let first = home.json(&["sandbox", "ensure", "--task", "t"]);
     let id = first["id"].as_str().unwrap();
-    assert!(docker(&["stop", "-t", "0", id]).status.success());
+    assert!(home.docker(&["stop", "-t", "0", id]).status.success());
     let again = home.json(&["sandbox", "ensure", "--task", "t"]);
     assert_eq!((again["action"].as_str(), again["id"].as_str()), (Some("started"), Some(id)));
 }
 
-#[test]
-fn a_container_that_will_not_start_falls_back_to_a_fresh_one() {
-    require_docker();
-    let home = Home::new();
+fn a_container_that_will_not_start_falls_back_to_a_fresh_one(e: &Engine) {
+    let home = Home::on(e);
     let broken = hermes_container(&home, "t", &["/does/not/exist"]);
     let got = home.json(&["sandbox", "ensure", "--task", "t"]);
     assert_eq!(got["action"], "created");
@@ -100,22 +94,18 @@ fn a_container_that_will_not_start_falls_back_to_a_fresh_one() {
     assert!(home.containers().contains(&broken));
 }
 
-#[test]
-fn a_running_hermes_container_is_reused_and_the_running_duplicate_preferred() {
-    require_docker();
-    let home = Home::new();
+fn a_running_hermes_container_is_reused_and_the_running_duplicate_preferred(e: &Engine) {
+    let home = Home::on(e);
     let stopped = hermes_container(&home, "dup", &["sleep", "infinity"]);
     let running = hermes_container(&home, "dup", &["sleep", "infinity"]);
-    assert!(docker(&["start", &running]).status.success());
+    assert!(home.docker(&["start", &running]).status.success());
     let got = home.json(&["sandbox", "ensure", "--task", "dup"]);
     assert_eq!((got["action"].as_str(), got["id"].as_str()), (Some("attached"), Some(running.as_str())));
-    assert_eq!(inspect(&stopped, "{{.State.Status}}"), "created");
+    assert_eq!(home.inspect(&stopped, "{{.State.Status}}"), "created");
 }
 
-#[test]
-fn opt_out_gives_each_process_its_own_sandbox_and_removes_it() {
-    require_docker();
-    let home = Home::new();
+fn opt_out_gives_each_process_its_own_sandbox_and_removes_it(e: &Engine) {
+    let home = Home::on(e);
     let c = "terminal.docker_persist_across_processes=false";
     home.ok(&["-c", c, "run", "--task", "o", "--", "sh", "-c", "echo x > /tmp/mark"]);
     assert!(home.containers().is_empty(), "opt-out run removes its container");
@@ -128,15 +118,13 @@ fn opt_out_gives_each_process_its_own_sandbox_and_removes_it() {
     assert!(home.containers().is_empty());
 }
 
-#[test]
-fn cleanup_matrix_on_real_containers() {
-    require_docker();
-    let home = Home::new();
+fn cleanup_matrix_on_real_containers(e: &Engine) {
+    let home = Home::on(e);
     let v = home.json(&["sandbox", "ensure", "--task", "m"]);
     let id = v["id"].as_str().unwrap().to_owned();
     let rel = home.json(&["sandbox", "release", "--task", "m"]);
     assert_eq!(rel[0]["action"], "kept");
-    assert_eq!(inspect(&id, "{{.State.Status}}"), "running");
+    assert_eq!(home.inspect(&id, "{{.State.Status}}"), "running");
     let rel = home.json(&["sandbox", "release", "--task", "m", "--force"]);
     assert_eq!(rel[0]["action"], "removed");
     assert!(home.containers().is_empty());
@@ -150,17 +138,15 @@ fn cleanup_matrix_on_real_containers() {
     assert!(home.containers().is_empty());
 }
 
-#[test]
-fn reaper_on_real_containers() {
-    require_docker();
-    let home = Home::new();
-    let other = Home::new();
+fn reaper_on_real_containers(e: &Engine) {
+    let home = Home::on(e);
+    let other = Home::on(e);
     let a = home.json(&["sandbox", "ensure", "--task", "a"])["id"].as_str().unwrap().to_owned();
     let b = home.json(&["sandbox", "ensure", "--task", "b"])["id"].as_str().unwrap().to_owned();
     let theirs = other.json(&["sandbox", "ensure", "--task", "a"])["id"].as_str().unwrap().to_owned();
     let leftover = hermes_container(&home, "never-started", &["sleep", "infinity"]);
     for id in [&a, &theirs] {
-        assert!(docker(&["stop", "-t", "0", id]).status.success());
+        assert!(home.docker(&["stop", "-t", "0", id]).status.success());
     }
     // Default threshold (600 s): a just-stopped container is too young.
     let r = home.json(&["sandbox", "reap"]);
@@ -181,10 +167,8 @@ fn reaper_on_real_containers() {
     assert_eq!(other.containers(), vec![theirs.clone()]);
 }
 
-#[test]
-fn distinct_raw_ids_never_share_a_sandbox() {
-    require_docker();
-    let home = Home::new();
+fn distinct_raw_ids_never_share_a_sandbox(e: &Engine) {
+    let home = Home::on(e);
     let a = home.json(&["sandbox", "ensure", "--task", "a/b"]);
     let b = home.json(&["sandbox", "ensure", "--task", "a:b"]);
     assert_ne!(a["id"], b["id"]);
@@ -194,35 +178,37 @@ fn distinct_raw_ids_never_share_a_sandbox() {
     assert_ne!(out.status.code(), Some(0));
 }
 
-#[test]
-fn twenty_concurrent_ensures_make_exactly_one_container() {
-    require_docker();
-    let home = Home::new();
-    let children: Vec<_> = (0..20)
-        .map(|_| {
-            home.cmd()
-                .args(["sandbox", "ensure", "--task", "race", "--json"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let mut seen = std::collections::BTreeSet::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        seen.insert(v["id"].as_str().unwrap().to_owned());
+fn twenty_concurrent_ensures_make_exactly_one_container(e: &Engine) {
+    let home = Home::on(e);
+    // 20 callers race for one identity, 20 rounds, each round from no container: every caller succeeds (a loser of
+    // the name race follows the winner's container) and every round ends with exactly one container.
+    for round in 0..20 {
+        let children: Vec<_> = (0..20)
+            .map(|_| {
+                home.cmd()
+                    .args(["sandbox", "ensure", "--task", "race", "--json"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for child in children {
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{} round {round}: {}", e.name, String::from_utf8_lossy(&out.stderr));
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            seen.insert(v["id"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(seen.len(), 1, "{} round {round}: every process got the same container", e.name);
+        let left = home.containers();
+        assert_eq!(left.len(), 1, "{} round {round}", e.name);
+        assert!(home.docker(&["rm", "-f", &left[0]]).status.success());
     }
-    assert_eq!(seen.len(), 1, "every process got the same container");
-    assert_eq!(home.containers().len(), 1);
 }
 
-#[test]
-fn a_sigkilled_run_leaves_a_sandbox_the_next_run_reuses() {
-    require_docker();
-    let home = Home::new();
+fn a_sigkilled_run_leaves_a_sandbox_the_next_run_reuses(e: &Engine) {
+    let home = Home::on(e);
     home.ok(&["run", "--task", "k", "--", "true"]);
     let mut child = home
         .cmd()
@@ -239,10 +225,8 @@ fn a_sigkilled_run_leaves_a_sandbox_the_next_run_reuses() {
     assert_eq!(home.containers().len(), 1);
 }
 
-#[test]
-fn config_drift_recreates_the_sandbox() {
-    require_docker();
-    let home = Home::new();
+fn config_drift_recreates_the_sandbox(e: &Engine) {
+    let home = Home::on(e);
     let a = home.json(&["sandbox", "ensure", "--task", "d"]);
     let same = home.json(&["sandbox", "ensure", "--task", "d"]);
     assert_eq!(same["action"], "attached");
@@ -255,10 +239,8 @@ fn config_drift_recreates_the_sandbox() {
     assert_eq!((c["action"].as_str(), &c["id"]), (Some("attached"), &b["id"]));
 }
 
-#[test]
-fn timeout_exits_124_and_kills_the_process() {
-    require_docker();
-    let home = Home::new();
+fn timeout_exits_124_and_kills_the_process(e: &Engine) {
+    let home = Home::on(e);
     let out = home.run(&["run", "--task", "to", "--timeout", "1", "--", "sh", "-c", "sleep 300; echo never"]);
     assert_eq!(out.status.code(), Some(124));
     assert!(!String::from_utf8_lossy(&out.stdout).contains("never"));
@@ -266,10 +248,8 @@ fn timeout_exits_124_and_kills_the_process() {
     assert!(!ps.contains("sleep 300"), "the timed-out process is gone:\n{ps}");
 }
 
-#[test]
-fn forwarded_secrets_reach_the_command_but_not_the_container_config() {
-    require_docker();
-    let home = Home::new();
+fn forwarded_secrets_reach_the_command_but_not_the_container_config(e: &Engine) {
+    let home = Home::on(e);
     let out = home
         .cmd()
         .env("MY_SECRET", "s3cr3t")
@@ -278,16 +258,14 @@ fn forwarded_secrets_reach_the_command_but_not_the_container_config() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("MY_SECRET=s3cr3t"));
     let id = &home.containers()[0];
-    assert!(!inspect(id, "{{.Config.Env}}").contains("s3cr3t"));
+    assert!(!home.inspect(id, "{{.Config.Env}}").contains("s3cr3t"));
 }
 
-#[test]
-fn out_of_band_removal_is_recovered() {
-    require_docker();
-    let home = Home::new();
+fn out_of_band_removal_is_recovered(e: &Engine) {
+    let home = Home::on(e);
     home.ok(&["run", "--task", "oob", "--", "true"]);
     let id = home.containers().remove(0);
-    assert!(docker(&["rm", "-f", &id]).status.success());
+    assert!(home.docker(&["rm", "-f", &id]).status.success());
     assert_eq!(home.ok(&["run", "--task", "oob", "--", "echo", "back"]), "back\n");
 }
 
@@ -326,10 +304,8 @@ fn daemon_unreachable_fails_fast_with_one_line() {
     assert!(out.status.success());
 }
 
-#[test]
-fn a_missing_image_is_a_clear_engine_error() {
-    require_docker();
-    let home = Home::new();
+fn a_missing_image_is_a_clear_engine_error(e: &Engine) {
+    let home = Home::on(e);
     let out = home.run(&["-c", "terminal.docker_image=berth-no-such-image:0", "run", "--task", "img", "--", "true"]);
     assert_eq!(out.status.code(), Some(125));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -337,10 +313,8 @@ fn a_missing_image_is_a_clear_engine_error() {
     assert!(home.containers().is_empty(), "no created leftover");
 }
 
-#[test]
-fn sandbox_ls_lists_this_profiles_sandboxes() {
-    require_docker();
-    let home = Home::new();
+fn sandbox_ls_lists_this_profiles_sandboxes(e: &Engine) {
+    let home = Home::on(e);
     home.json(&["sandbox", "ensure", "--task", "one"]);
     home.json(&["sandbox", "ensure", "--task", "two"]);
     let v = home.json(&["sandbox", "ls"]);
@@ -352,10 +326,8 @@ fn sandbox_ls_lists_this_profiles_sandboxes() {
     assert!(text.starts_with("NAME") && text.contains("one"));
 }
 
-#[test]
-fn hostile_task_ids_get_sanitized_labels_and_their_own_sandboxes() {
-    require_docker();
-    let home = Home::new();
+fn hostile_task_ids_get_sanitized_labels_and_their_own_sandboxes(e: &Engine) {
+    let home = Home::on(e);
     let long = "x".repeat(1024);
     let hostile = ["a=b", "a,b", "line\nbreak", "😀", "", long.as_str(), "../..", "--flag"];
     let mut ids = std::collections::BTreeSet::new();
@@ -372,10 +344,8 @@ fn hostile_task_ids_get_sanitized_labels_and_their_own_sandboxes() {
     assert_eq!(ids.len(), hostile.len());
 }
 
-#[test]
-fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container() {
-    require_docker();
-    let home = Home::new();
+fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container(e: &Engine) {
+    let home = Home::on(e);
     for (opt_out, signal, code) in [(true, libc::SIGINT, 130), (false, libc::SIGTERM, 143)] {
         let mut cmd = home.cmd();
         if opt_out {
@@ -392,7 +362,7 @@ fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container() {
         while !home
             .containers()
             .iter()
-            .any(|id| crate::support::docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
+            .any(|id| home.docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
         {
             assert!(Instant::now() < deadline, "the command never started");
             std::thread::sleep(Duration::from_millis(100));
@@ -404,8 +374,99 @@ fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container() {
             assert!(home.containers().is_empty(), "the opt-out container was removed");
         } else {
             let id = &home.containers()[0];
-            let top = String::from_utf8_lossy(&crate::support::docker(&["top", id]).stdout).into_owned();
+            let top = String::from_utf8_lossy(&home.docker(&["top", id]).stdout).into_owned();
             assert!(!top.contains("sleep 300"), "the command was stopped:\n{top}");
         }
+    }
+}
+
+/// Each test above once per engine: `on_docker::name` and `on_podman::name`.
+macro_rules! on_engines {
+    ($($test:ident),* $(,)?) => {
+        mod on_docker {
+            $(#[test]
+            fn $test() {
+                super::$test(&crate::support::Engine::docker());
+            })*
+        }
+        mod on_podman {
+            $(#[test]
+            fn $test() {
+                if let Some(e) = crate::support::Engine::podman() {
+                    super::$test(&e);
+                }
+            })*
+        }
+    };
+}
+
+on_engines!(
+    labels_and_hardening_on_a_fresh_sandbox,
+    the_main_job_two_processes_share_one_sandbox,
+    exit_codes_and_streams_are_propagated,
+    an_exited_sandbox_is_started_not_recreated,
+    a_container_that_will_not_start_falls_back_to_a_fresh_one,
+    a_running_hermes_container_is_reused_and_the_running_duplicate_preferred,
+    opt_out_gives_each_process_its_own_sandbox_and_removes_it,
+    cleanup_matrix_on_real_containers,
+    reaper_on_real_containers,
+    distinct_raw_ids_never_share_a_sandbox,
+    twenty_concurrent_ensures_make_exactly_one_container,
+    a_sigkilled_run_leaves_a_sandbox_the_next_run_reuses,
+    config_drift_recreates_the_sandbox,
+    timeout_exits_124_and_kills_the_process,
+    forwarded_secrets_reach_the_command_but_not_the_container_config,
+    out_of_band_removal_is_recovered,
+    a_missing_image_is_a_clear_engine_error,
+    sandbox_ls_lists_this_profiles_sandboxes,
+    hostile_task_ids_get_sanitized_labels_and_their_own_sandboxes,
+    an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container,
+);
+
+/// The task labels of a home's containers, sorted.
+fn task_labels(home: &Home) -> Vec<String> {
+    let filter = format!("label=hermes-profile={}", home.profile);
+    let out = home.docker(&["ps", "-a", "--filter", &filter, "--format", "{{.Label \"hermes-task-id\"}}"]);
+    let mut labels: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect();
+    labels.sort();
+    labels
+}
+
+/// `sandbox reap` and the automatic reaper (which runs before a process's first acquire) remove the same stale
+/// sandboxes, on every engine of the run. Staleness is real age: the policy's shortest threshold is 120 s
+/// (`2 × max(60, lifetime)`), so the test ages its containers once, for every engine at the same time.
+#[test]
+fn both_reapers_remove_the_same_stale_sandboxes_on_every_engine() {
+    const LIFETIME: &str = "terminal.lifetime_seconds=60";
+    let mut homes = Vec::new();
+    for e in Engine::all() {
+        for reaper in ["manual", "automatic"] {
+            let home = Home::on(&e);
+            let stopped = home.json(&["sandbox", "ensure", "--task", "stale-stopped"])["id"].as_str().unwrap().to_owned();
+            assert!(home.docker(&["stop", "-t", "0", &stopped]).status.success());
+            hermes_container(&home, "stale-created", &["sleep", "infinity"]);
+            home.json(&["sandbox", "ensure", "--task", "live"]);
+            homes.push((e.name, reaper, home));
+        }
+    }
+    // Ageing, not synchronisation: the containers must be older than the threshold by the engines' own clocks.
+    std::thread::sleep(Duration::from_secs(122));
+    for (_, _, home) in &homes {
+        let young = home.json(&["sandbox", "ensure", "--task", "young-stopped"])["id"].as_str().unwrap().to_owned();
+        assert!(home.docker(&["stop", "-t", "0", &young]).status.success());
+    }
+    for (engine, reaper, home) in &homes {
+        assert_eq!(task_labels(home), ["live", "stale-created", "stale-stopped", "young-stopped"], "{engine}");
+        let out = if *reaper == "manual" {
+            let r = home.json(&["-c", LIFETIME, "sandbox", "reap"]);
+            assert_eq!(r["removed"].as_array().unwrap().len(), 2, "{engine}: {r}");
+            home.run(&["-c", LIFETIME, "sandbox", "ls"])
+        } else {
+            // The first acquire of a process sweeps first; a failing sweep would be a warning on stderr.
+            home.run(&["-c", LIFETIME, "sandbox", "ensure", "--task", "live"])
+        };
+        assert!(out.status.success(), "{engine} {reaper}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("reaper"), "{engine} {reaper}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(task_labels(home), ["live", "young-stopped"], "{engine} {reaper}");
     }
 }

@@ -1,4 +1,5 @@
-//! Test support: a hermetic home with a unique profile, the `berth` binary as a process, and Docker cleanup.
+//! Test support: a hermetic home with a unique profile, the `berth` binary as a process, the container engines the
+//! real-engine tests run against, and cleanup of what a test made.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -33,15 +34,103 @@ pub fn require_docker() {
     assert!(img.status.success(), "image {IMAGE} is missing: run `cargo xtask image`");
 }
 
+/// The variable naming the engines the real-engine sandbox suite runs against: `name=endpoint` pairs separated by
+/// commas, e.g. `docker=unix:///var/run/docker.sock,podman=unix:///run/berth-podman/podman.sock` (`.ci/run` sets
+/// it). Docker defaults to `DOCKER_HOST` or its standard socket when unnamed.
+pub const ENGINES_VAR: &str = "BERTH_TEST_ENGINES";
+
+/// A container engine under test: a name and the endpoint berth and the docker CLI are pointed at.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    pub name: &'static str,
+    pub endpoint: String,
+}
+
+fn listed_endpoint(name: &str) -> Option<String> {
+    let list = std::env::var(ENGINES_VAR).unwrap_or_default();
+    list.split(',').find_map(|pair| {
+        let (n, endpoint) = pair.trim().split_once('=')?;
+        (n.trim() == name && !endpoint.trim().is_empty()).then(|| endpoint.trim().to_owned())
+    })
+}
+
+impl Engine {
+    /// The Docker engine; it must answer and hold the test image (Docker tests never skip).
+    pub fn docker() -> Self {
+        let endpoint = listed_endpoint("docker")
+            .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
+            .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned());
+        let engine = Self { name: "docker", endpoint };
+        engine.require();
+        engine
+    }
+
+    /// Podman's Docker-compatible socket when [`ENGINES_VAR`] names one; `None` (the test is skipped, with a note)
+    /// otherwise, except under `CI=true`, where a missing Podman fails the test.
+    pub fn podman() -> Option<Self> {
+        let Some(endpoint) = listed_endpoint("podman") else {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(!ci, "CI=true but {ENGINES_VAR} names no podman endpoint: `.ci/run` starts one");
+            eprintln!("skipped: {ENGINES_VAR} names no podman endpoint (`bash .ci/run` sets one up)");
+            return None;
+        };
+        let engine = Self { name: "podman", endpoint };
+        engine.require();
+        Some(engine)
+    }
+
+    /// Every engine configured for this run: Docker, and Podman when named.
+    pub fn all() -> Vec<Self> {
+        let mut all = vec![Self::docker()];
+        all.extend(Self::podman());
+        all
+    }
+
+    /// Runs the docker CLI against this engine.
+    pub fn docker_cli(&self, args: &[&str]) -> Output {
+        Command::new("docker").arg("-H").arg(&self.endpoint).args(args).stdin(Stdio::null()).output().expect("the docker CLI runs")
+    }
+
+    /// Fails loudly when the engine does not answer or lacks the test image.
+    fn require(&self) {
+        let v = self.docker_cli(&["version", "--format", "{{.Server.APIVersion}}"]);
+        assert!(v.status.success(), "{} at {} does not answer: {}", self.name, self.endpoint, String::from_utf8_lossy(&v.stderr));
+        let img = self.docker_cli(&["image", "inspect", IMAGE]);
+        assert!(img.status.success(), "image {IMAGE} is missing on {}: run `cargo xtask image` (and load it there)", self.name);
+    }
+}
+
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// A temporary berth home with a unique profile; every container of that profile is removed on drop.
 pub struct Home {
     pub dir: tempfile::TempDir,
     pub profile: String,
+    /// The engine berth is pointed at; `None` leaves `DOCKER_HOST` as the test process has it.
+    pub engine: Option<Engine>,
 }
 
 impl Home {
+    /// A home whose berth commands and docker CLI calls go to `engine`.
+    pub fn on(engine: &Engine) -> Self {
+        let mut home = Self::new();
+        home.engine = Some(engine.clone());
+        home
+    }
+
+    /// Runs the docker CLI against this home's engine.
+    pub fn docker(&self, args: &[&str]) -> Output {
+        match &self.engine {
+            Some(e) => e.docker_cli(args),
+            None => docker(args),
+        }
+    }
+
+    /// `docker inspect -f FORMAT ID` on this home's engine, trimmed.
+    pub fn inspect(&self, id: &str, format: &str) -> String {
+        String::from_utf8_lossy(&self.docker(&["inspect", "-f", format, id]).stdout).trim().to_owned()
+    }
+
     pub fn new() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -49,7 +138,7 @@ impl Home {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let profile = format!("bt{}x{n}x{:x}", std::process::id(), nanos);
         std::fs::create_dir_all(dir.path().join("profiles").join(&profile)).expect("profile dir");
-        Self { dir, profile }
+        Self { dir, profile, engine: None }
     }
 
     pub fn path(&self) -> &Path {
@@ -63,6 +152,9 @@ impl Home {
             c.env_remove(var);
         }
         c.env("BERTH_HOME", self.path()).env("BERTH_PROFILE", &self.profile).stdin(Stdio::null());
+        if let Some(e) = &self.engine {
+            c.env("DOCKER_HOST", &e.endpoint);
+        }
         // Small sandboxes so tests stay light; the image is the locally built one.
         c.env("TERMINAL_CONTAINER_MEMORY", "256").env("TERMINAL_CONTAINER_DISK", "0");
         c
@@ -95,7 +187,7 @@ impl Home {
 
     /// Ids of every container of this home's profile.
     pub fn containers(&self) -> Vec<String> {
-        ids(&docker(&["ps", "-aq", "--no-trunc", "--filter", &format!("label=hermes-profile={}", self.profile)]))
+        ids(&self.docker(&["ps", "-aq", "--no-trunc", "--filter", &format!("label=hermes-profile={}", self.profile)]))
     }
 }
 
@@ -111,7 +203,7 @@ impl Drop for Home {
         if !ids.is_empty() {
             let mut args = vec!["rm", "-f"];
             args.extend(ids.iter().map(String::as_str));
-            docker(&args);
+            self.docker(&args);
         }
     }
 }

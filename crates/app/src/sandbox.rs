@@ -103,7 +103,8 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
         host: Some(crate::context::hostname()),
     };
     let enabled = ctx.settings.bool("terminal.docker_orphan_reaper");
-    match REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await {
+    let swept = REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await;
+    match &swept {
         Some(Ok(r)) if !r.removed.is_empty() => {
             tracing::info!(
                 "docker orphan reaper removed {} stale container(s) for profile {}",
@@ -111,8 +112,14 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
                 ctx.profile
             )
         }
-        Some(Err(e)) => tracing::debug!("orphan reaper: {e}"),
+        // A failing sweep never blocks the sandbox, but stale sandboxes leak while it fails: say so by default.
+        Some(Err(e)) => tracing::warn!("orphan reaper failed: {e}"),
         _ => {}
+    }
+    if let Some(Ok(r)) = &swept
+        && let Some((id, e)) = r.failed.first()
+    {
+        tracing::warn!("orphan reaper could not remove {} container(s), first {}: {e}", r.failed.len(), &id[..12.min(id.len())]);
     }
 }
 

@@ -53,17 +53,15 @@ impl DockerRuntime {
     /// [`RuntimeError::Unavailable`] naming the endpoint when the engine does not answer or is too old.
     pub async fn connect(endpoint: &str) -> Result<Self, RuntimeError> {
         let endpoint = if endpoint.trim().is_empty() { DEFAULT_ENDPOINT } else { endpoint.trim() };
-        let client_version = bollard::API_DEFAULT_VERSION;
-        let docker = if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
-            Docker::connect_with_http(endpoint, CALL_TIMEOUT_SECS, client_version)
-        } else if endpoint.starts_with("unix://") || endpoint.starts_with('/') {
-            Docker::connect_with_unix(endpoint, CALL_TIMEOUT_SECS, client_version)
-        } else {
+        let known = ["tcp://", "http://", "unix://", "/"];
+        if !known.iter().any(|p| endpoint.starts_with(p)) {
             return Err(unavailable(endpoint, "unsupported endpoint scheme (use unix:// or tcp://)"));
         }
-        .map_err(|e| unavailable(endpoint, format!("{e}; is the Docker daemon running?")))?;
-        let docker = match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
-            Ok(Ok(d)) => d,
+        // The engine's API version comes from `/_ping`'s `Api-Version` header rather than from `/version`:
+        // Podman computes its whole `info` for `/version` (over a second, one caller at a time), so twenty
+        // concurrent callers negotiating through it ran past the connect bound.
+        let pinged = match tokio::time::timeout(CONNECT_TIMEOUT, ping_api_version(endpoint)).await {
+            Ok(Ok(v)) => v,
             Ok(Err(e)) => {
                 return Err(unavailable(
                     endpoint,
@@ -75,6 +73,34 @@ impl DockerRuntime {
                     endpoint,
                     format!("no answer within {}s; is the Docker daemon running?", CONNECT_TIMEOUT.as_secs()),
                 ));
+            }
+        };
+        let default = bollard::API_DEFAULT_VERSION;
+        let client_version = match pinged {
+            Some((major, minor)) if (major, minor) < (default.major_version, default.minor_version) => {
+                bollard::ClientVersion { major_version: major, minor_version: minor }
+            }
+            _ => bollard::ClientVersion { major_version: default.major_version, minor_version: default.minor_version },
+        };
+        let docker = if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
+            Docker::connect_with_http(endpoint, CALL_TIMEOUT_SECS, &client_version)
+        } else {
+            Docker::connect_with_unix(endpoint, CALL_TIMEOUT_SECS, &client_version)
+        }
+        .map_err(|e| unavailable(endpoint, format!("{e}; is the Docker daemon running?")))?;
+        let docker = if pinged.is_some() {
+            docker
+        } else {
+            // An engine whose ping names no version: negotiate the slow way.
+            match tokio::time::timeout(CONNECT_TIMEOUT, docker.negotiate_version()).await {
+                Ok(Ok(d)) => d,
+                Ok(Err(e)) => return Err(unavailable(endpoint, format!("{e}; is the Docker daemon running?"))),
+                Err(_) => {
+                    return Err(unavailable(
+                        endpoint,
+                        format!("no answer within {}s; is the Docker daemon running?", CONNECT_TIMEOUT.as_secs()),
+                    ));
+                }
             }
         };
         let v = docker.client_version();
@@ -98,7 +124,8 @@ impl DockerRuntime {
         &self.api_version
     }
 
-    /// Whether the engine can enforce `--storage-opt size=`: overlay2 on an XFS backing filesystem.
+    /// Whether the engine can enforce `--storage-opt size=`: overlay on an XFS backing filesystem (Docker names the
+    /// driver `overlay2`, Podman `overlay`).
     ///
     /// # Errors
     /// A mapped [`RuntimeError`].
@@ -109,7 +136,7 @@ impl DockerRuntime {
             .unwrap_or_default()
             .iter()
             .any(|kv| kv.len() == 2 && kv[0] == "Backing Filesystem" && kv[1] == "xfs");
-        Ok(info.driver.as_deref() == Some("overlay2") && xfs)
+        Ok(matches!(info.driver.as_deref(), Some("overlay2" | "overlay")) && xfs)
     }
 
     /// Whether an image exists locally.
@@ -134,12 +161,19 @@ impl DockerRuntime {
                     RuntimeError::Api { status: 404, message }
                 }
             }
-            E::DockerResponseServerError { status_code: 409, message }
-                if op == "create" && message.contains("already in use") =>
-            {
+            // Docker answers 409; Podman 4.x answers 500 with the same words (409 only from 2026 on).
+            E::DockerResponseServerError { message, .. } if op == "create" && message.contains("already in use") => {
                 RuntimeError::NameConflict(id.to_owned())
             }
-            E::DockerResponseServerError { status_code, message } => RuntimeError::Api { status: status_code, message },
+            // Podman refuses to remove a running container with 500 where Docker says 409; callers rely on 409.
+            E::DockerResponseServerError { message, .. }
+                if op == "remove" && message.contains("cannot be removed without force") =>
+            {
+                RuntimeError::Api { status: 409, message }
+            }
+            E::DockerResponseServerError { status_code, message } => {
+                RuntimeError::Api { status: status_code, message: explain(&message).unwrap_or(message) }
+            }
             E::RequestTimeoutError => RuntimeError::Timeout(format!("{op} {id}")),
             E::SocketNotFoundError(_) | E::HyperResponseError { .. } | E::IOError { .. } => {
                 unavailable(&self.endpoint, e.to_string())
@@ -147,6 +181,65 @@ impl DockerRuntime {
             other => RuntimeError::Api { status: 0, message: format!("{op}: {other}") },
         }
     }
+}
+
+/// How long ago a container was created, by the wall clock.
+fn wall_age(c: &ContainerSummary) -> Duration {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let created = Duration::from_millis(u64::try_from(c.created.as_millis()).unwrap_or(0));
+    now.saturating_sub(created)
+}
+
+/// Asks `/_ping` for the engine's API version; `Ok(None)` when it answers without one.
+async fn ping_api_version(endpoint: &str) -> std::io::Result<Option<(usize, usize)>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // HTTP/1.0: the engine closes the connection after its answer, so reading to the end is reading the answer.
+    let request = b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n";
+    let mut answer = Vec::new();
+    if let Some(addr) = endpoint.strip_prefix("tcp://").or_else(|| endpoint.strip_prefix("http://")) {
+        let mut stream = tokio::net::TcpStream::connect(addr.trim_end_matches('/')).await?;
+        stream.write_all(request).await?;
+        stream.take(64 * 1024).read_to_end(&mut answer).await?;
+    } else {
+        let mut stream = tokio::net::UnixStream::connect(endpoint.trim_start_matches("unix://")).await?;
+        stream.write_all(request).await?;
+        stream.take(64 * 1024).read_to_end(&mut answer).await?;
+    }
+    let text = String::from_utf8_lossy(&answer);
+    let head = text.split("\r\n\r\n").next().unwrap_or("");
+    if !head.starts_with("HTTP/") {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "the endpoint does not speak HTTP"));
+    }
+    Ok(head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        if !key.trim().eq_ignore_ascii_case("api-version") {
+            return None;
+        }
+        let (major, minor) = value.trim().split_once('.')?;
+        Some((major.parse().ok()?, minor.parse().ok()?))
+    }))
+}
+
+/// One actionable line for engine errors whose raw text does not say what to do; `None` for the rest.
+///
+/// Both cases are Podman's: berth's `--init` needs its init binary, and rootful Podman raises the container's
+/// `nofile`/`nproc` limits to its own defaults, which fails on hosts that do not let root raise resource limits.
+fn explain(message: &str) -> Option<String> {
+    let raw = message.lines().next().unwrap_or("").trim();
+    if message.contains("container-init binary not found") {
+        return Some(format!(
+            "the engine has no init binary for --init: install catatonit (Podman), or set init_path in \
+             containers.conf ({raw})"
+        ));
+    }
+    if message.contains("error setting rlimit") || message.contains("setrlimit") {
+        return Some(format!(
+            "the engine could not set the container's resource limits: set default_ulimits in containers.conf \
+             (Podman) to values within the host's hard limits, or pass --ulimit through \
+             terminal.docker_extra_args ({raw})"
+        ));
+    }
+    None
 }
 
 fn state_of(raw: Option<String>) -> ContainerState {
@@ -164,9 +257,7 @@ impl ContainerRuntime for DockerRuntime {
         if !query.labels.is_empty() {
             filters.insert("label".into(), query.labels.iter().map(|(k, v)| format!("{k}={v}")).collect());
         }
-        if !query.states.is_empty() {
-            filters.insert("status".into(), query.states.iter().map(|s| s.as_str().to_owned()).collect());
-        }
+        // States are filtered here, not by the engine: Podman 4.3 rejects the `dead` and `restarting` filters.
         let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
         let listed = self.docker.list_containers(Some(options)).await.map_err(|e| self.map_err("list", "", e))?;
         Ok(listed
@@ -178,6 +269,7 @@ impl ContainerRuntime for DockerRuntime {
                 state: state_of(c.state.map(|s| s.to_string())),
                 created: Timestamp::from_secs(c.created.unwrap_or(0)),
             })
+            .filter(|c| query.states.is_empty() || query.states.contains(&c.state))
             .collect())
     }
 
@@ -234,23 +326,42 @@ impl ContainerRuntime for DockerRuntime {
         match self.docker.create_container(Some(options), body).await {
             Ok(created) => Ok(created.id),
             Err(e) => Err(match self.map_err("create", &spec.name, e) {
-                RuntimeError::NameConflict(name) => {
-                    // The engine reserves a name before the container is visible; wait until the winner's
-                    // container can be inspected, so the caller's next lookup finds it.
-                    for _ in 0..250 {
-                        if self.docker.inspect_container(&name, None).await.is_ok() {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    RuntimeError::NameConflict(name)
-                }
                 RuntimeError::Api { status: 404, message } => RuntimeError::Api {
                     status: 404,
                     message: format!("{message} (build or load the image first; berth never pulls)"),
                 },
                 other => other,
             }),
+        }
+    }
+
+    async fn await_settled(&self, name_or_id: &str, stall: Duration) -> Result<Option<ContainerSummary>, RuntimeError> {
+        let mut last: Option<(String, ContainerState)> = None;
+        let mut since = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(10);
+        loop {
+            let seen = match self.inspect(name_or_id).await {
+                Ok(d) => Some(d.summary),
+                Err(RuntimeError::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            };
+            let settled = seen.as_ref().is_some_and(|c| c.state != ContainerState::Created);
+            // A `created` container older than the stall bound has no creator left to wait for.
+            let stale = seen.as_ref().is_some_and(|c| c.state == ContainerState::Created && wall_age(c) > stall);
+            if settled || stale {
+                return Ok(seen);
+            }
+            // Progress (the container appears, or a new one takes the name) restarts the stall bound.
+            let mark = seen.as_ref().map(|c| (c.id.clone(), c.state.clone()));
+            if mark != last {
+                last = mark;
+                since = tokio::time::Instant::now();
+            }
+            if since.elapsed() >= stall {
+                return Ok(seen);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
         }
     }
 

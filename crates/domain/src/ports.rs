@@ -125,6 +125,25 @@ pub trait ContainerRuntime: Send + Sync {
     /// [`RuntimeError::NotFound`]; [`RuntimeError::Api`] with status 409 when it is running and `force` is false.
     async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError>;
 
+    /// Follows a container another process is creating and starting, by name or id, until it settles: returns it
+    /// once it is no longer `created` (running, exited, …), `None` once it does not exist.
+    ///
+    /// The wait is bounded by `stall` without progress, not by a fixed total: appearing and leaving `created`
+    /// each restart the bound, so a slow engine is followed to the end while a creator that died between create
+    /// and start is given up on after `stall` (the container is then returned still `created`). The default
+    /// looks once, for runtimes whose changes are instantaneous.
+    ///
+    /// # Errors
+    /// A [`RuntimeError`] other than "not found" from inspecting it.
+    async fn await_settled(&self, name_or_id: &str, stall: Duration) -> Result<Option<ContainerSummary>, RuntimeError> {
+        let _ = stall;
+        match self.inspect(name_or_id).await {
+            Ok(d) => Ok(Some(d.summary)),
+            Err(RuntimeError::NotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Runs a command in a running container, streaming its output to `sink`.
     ///
     /// # Errors

@@ -80,9 +80,21 @@ pub struct AcquireRequest {
     pub recreate_on_config_change: bool,
 }
 
-const ATTEMPTS: u32 = 6;
+/// How long a loser of the create race follows the winner's container without seeing progress (appearing, then
+/// leaving `created`) before acting itself. Progress restarts it, so a slow engine is followed however long it takes
+/// while a creator killed between create and start costs at most this much.
+pub const SETTLE_STALL: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A livelock guard, not a retry budget: every round either acts or follows the winner's progress, so only a sandbox
+/// that others keep removing and recreating under us exhausts it.
+const MAX_ROUNDS: u32 = 64;
 
 /// Acquires the sandbox of `req.identity`: attach, start, recreate or create, race-free.
+///
+/// A loser of the name race (create says the name is taken) never fails for it: it follows the winner's container
+/// until it runs ([`ContainerRuntime::await_settled`]) and attaches. A `created` container with our own
+/// deterministic name is likewise followed once before being started here, since its creator is most likely
+/// starting it right now and two starts racing fail on some engines.
 ///
 /// # Errors
 /// A [`SandboxError`] when the runtime fails or the sandbox does not settle.
@@ -95,11 +107,17 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
     };
     let mut notes = Vec::new();
     let mut recreated = false;
-    for _ in 0..ATTEMPTS {
-        let listed = if req.persist_across_processes {
-            rt.list(&ListQuery { labels: req.identity.upstream_labels(), states: Vec::new() }).await?
-        } else {
-            Vec::new()
+    // What the last wait saw, used instead of a fresh listing (which may lag behind inspect on Docker).
+    let mut seen: Option<Vec<ContainerSummary>> = None;
+    // `created` containers already followed once: the next time they are started here.
+    let mut followed = BTreeSet::new();
+    for _ in 0..MAX_ROUNDS {
+        let listed = match seen.take() {
+            Some(listed) => listed,
+            None if req.persist_across_processes => {
+                rt.list(&ListQuery { labels: req.identity.upstream_labels(), states: Vec::new() }).await?
+            }
+            None => Vec::new(),
         };
         let done = |id: String, action| Acquired {
             id,
@@ -108,8 +126,14 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
             labels: BTreeMap::new(),
             notes: Vec::new(),
         };
+        let ours = |id: &str| name_of(&listed, id) == Some(req.spec.name.as_str());
         let got = match select_reusable(&req.identity, &listed, &policy) {
             ReuseDecision::Attach { id } => done(id, AcquireAction::Attached),
+            ReuseDecision::Start { id, prior: ContainerState::Created } if ours(&id) && !followed.contains(&id) => {
+                followed.insert(id.clone());
+                seen = follow(rt, &id, &mut followed).await?;
+                continue;
+            }
             ReuseDecision::Start { id, prior } => match rt.start(&id).await {
                 Ok(()) => done(id, AcquireAction::Started),
                 Err(RuntimeError::NotFound(_)) => continue,
@@ -119,17 +143,20 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
                         short(&id)
                     ));
                     // Our own deterministic name must be freed; a hermes-made container is left for the reaper.
-                    if name_of(&listed, &id) == Some(req.spec.name.as_str()) {
+                    if ours(&id) {
                         match rt.remove(&id, false).await {
                             Ok(()) | Err(RuntimeError::NotFound(_)) => {}
-                            // It is running now (a sibling started it): the next attempt attaches.
+                            // It is running now (a sibling started it): the next round attaches.
                             Err(RuntimeError::Api { status: 409, .. }) => continue,
                             Err(e) => return Err(e.into()),
                         }
                     }
                     match create_started(rt, &req.spec).await? {
                         Some(id) => done(id, AcquireAction::Created),
-                        None => continue,
+                        None => {
+                            seen = follow(rt, &req.spec.name, &mut followed).await?;
+                            continue;
+                        }
                     }
                 }
             },
@@ -146,8 +173,11 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
             }
             ReuseDecision::Create { .. } => match create_started(rt, &req.spec).await? {
                 Some(id) => done(id, if recreated { AcquireAction::Recreated } else { AcquireAction::Created }),
-                // Name conflict: another process created it first; the next attempt finds it.
-                None => continue,
+                // Name conflict: another process is creating it; follow its container until it runs.
+                None => {
+                    seen = follow(rt, &req.spec.name, &mut followed).await?;
+                    continue;
+                }
             },
         };
         let details = match rt.inspect(&got.id).await {
@@ -162,7 +192,23 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
             ..got
         });
     }
-    Err(SandboxError::Unsettled { name: req.spec.name.clone(), attempts: ATTEMPTS })
+    Err(SandboxError::Unsettled { name: req.spec.name.clone(), attempts: MAX_ROUNDS })
+}
+
+/// Follows another process's container until it settles; what it saw becomes the next round's listing (`None`:
+/// gone, list again). A container still `created` after the wait is marked followed, so the next round starts it.
+async fn follow(
+    rt: &dyn ContainerRuntime,
+    name_or_id: &str,
+    followed: &mut BTreeSet<String>,
+) -> Result<Option<Vec<ContainerSummary>>, RuntimeError> {
+    let seen = rt.await_settled(name_or_id, SETTLE_STALL).await?;
+    if let Some(c) = &seen
+        && c.state == ContainerState::Created
+    {
+        followed.insert(c.id.clone());
+    }
+    Ok(seen.map(|c| vec![c]))
 }
 
 fn name_of<'a>(listed: &'a [ContainerSummary], id: &str) -> Option<&'a str> {
@@ -293,27 +339,29 @@ pub async fn reap(
     if let Some(p) = &scope.profile_label {
         labels.insert(LABEL_PROFILE.to_owned(), p.clone());
     }
-    let stopped = ListQuery {
-        labels: labels.clone(),
-        states: vec![ContainerState::Exited, ContainerState::Created, ContainerState::Dead],
-    };
-    let mut listed = rt.list(&stopped).await?;
+    // One listing by label; states are decided here, not by the engine's status filter (Podman 4.3 answers 500 to
+    // `dead` and `restarting`).
+    let all = rt.list(&ListQuery { labels, states: Vec::new() }).await?;
+    let stopped = [ContainerState::Exited, ContainerState::Created, ContainerState::Dead];
+    let mut listed = Vec::new();
     let mut gone_owners = BTreeSet::new();
-    if let Some(host) = &scope.host {
-        labels.insert(LABEL_MODE.to_owned(), "ephemeral".to_owned());
-        let live = ListQuery {
-            labels,
-            states: vec![ContainerState::Running, ContainerState::Paused, ContainerState::Restarting],
-        };
-        for c in rt.list(&live).await? {
-            let owner = c.label(LABEL_OWNER).unwrap_or_default().to_owned();
-            if let Some((h, pid, start)) = parse_owner(&owner)
-                && h == host
-                && !probe.is_alive(pid, Some(start))
-            {
-                gone_owners.insert(owner);
-                listed.push(c);
-            }
+    for c in all {
+        if stopped.contains(&c.state) {
+            listed.push(c);
+            continue;
+        }
+        // A live ephemeral sandbox is an orphan when its owning process on this host has exited.
+        let Some(host) = &scope.host else { continue };
+        if !c.state.is_live() || c.label(LABEL_MODE) != Some("ephemeral") {
+            continue;
+        }
+        let owner = c.label(LABEL_OWNER).unwrap_or_default().to_owned();
+        if let Some((h, pid, start)) = parse_owner(&owner)
+            && h == host
+            && !probe.is_alive(pid, Some(start))
+        {
+            gone_owners.insert(owner);
+            listed.push(c);
         }
     }
     // Only an exited container created longer ago than the threshold needs its `FinishedAt` (one inspect each); for

@@ -160,7 +160,11 @@ impl ContainerRuntime for FakeRuntime {
     async fn inspect(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
         let mut g = self.lock();
         g.calls.push("inspect".into());
-        let c = g.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
+        // Like Docker, inspect takes an id or a name.
+        let c = match g.containers.get(id) {
+            Some(c) => c,
+            None => g.containers.values().find(|c| c.spec.name == id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?,
+        };
         Ok(ContainerDetails {
             summary: Self::summary(c),
             finished_at_raw: c.finished_at.clone(),
