@@ -359,10 +359,7 @@ fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container(e: &Engi
             .unwrap();
         // Wait until the command runs inside.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !home
-            .containers()
-            .iter()
-            .any(|id| home.docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
+        while !home.containers().iter().any(|id| home.docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
         {
             assert!(Instant::now() < deadline, "the command never started");
             std::thread::sleep(Duration::from_millis(100));
@@ -442,7 +439,8 @@ fn both_reapers_remove_the_same_stale_sandboxes_on_every_engine() {
     for e in Engine::all() {
         for reaper in ["manual", "automatic"] {
             let home = Home::on(&e);
-            let stopped = home.json(&["sandbox", "ensure", "--task", "stale-stopped"])["id"].as_str().unwrap().to_owned();
+            let stopped =
+                home.json(&["sandbox", "ensure", "--task", "stale-stopped"])["id"].as_str().unwrap().to_owned();
             assert!(home.docker(&["stop", "-t", "0", &stopped]).status.success());
             hermes_container(&home, "stale-created", &["sleep", "infinity"]);
             home.json(&["sandbox", "ensure", "--task", "live"]);
@@ -466,7 +464,11 @@ fn both_reapers_remove_the_same_stale_sandboxes_on_every_engine() {
             home.run(&["-c", LIFETIME, "sandbox", "ensure", "--task", "live"])
         };
         assert!(out.status.success(), "{engine} {reaper}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(!String::from_utf8_lossy(&out.stderr).contains("reaper"), "{engine} {reaper}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("reaper"),
+            "{engine} {reaper}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(task_labels(home), ["live", "young-stopped"], "{engine} {reaper}");
     }
 }

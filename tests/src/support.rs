@@ -88,15 +88,31 @@ impl Engine {
 
     /// Runs the docker CLI against this engine.
     pub fn docker_cli(&self, args: &[&str]) -> Output {
-        Command::new("docker").arg("-H").arg(&self.endpoint).args(args).stdin(Stdio::null()).output().expect("the docker CLI runs")
+        Command::new("docker")
+            .arg("-H")
+            .arg(&self.endpoint)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("the docker CLI runs")
     }
 
     /// Fails loudly when the engine does not answer or lacks the test image.
     fn require(&self) {
         let v = self.docker_cli(&["version", "--format", "{{.Server.APIVersion}}"]);
-        assert!(v.status.success(), "{} at {} does not answer: {}", self.name, self.endpoint, String::from_utf8_lossy(&v.stderr));
+        assert!(
+            v.status.success(),
+            "{} at {} does not answer: {}",
+            self.name,
+            self.endpoint,
+            String::from_utf8_lossy(&v.stderr)
+        );
         let img = self.docker_cli(&["image", "inspect", IMAGE]);
-        assert!(img.status.success(), "image {IMAGE} is missing on {}: run `cargo xtask image` (and load it there)", self.name);
+        assert!(
+            img.status.success(),
+            "image {IMAGE} is missing on {}: run `cargo xtask image` (and load it there)",
+            self.name
+        );
     }
 }
 

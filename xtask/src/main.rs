@@ -123,32 +123,115 @@ fn ci() -> Result<(), String> {
     run(Command::new(&cargo).args(["fmt", "--all", "--check"]))?;
     run(Command::new(&cargo).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     image(false)?;
+    let extra = extra_engines();
+    for (name, endpoint) in &extra {
+        sync_image(name, endpoint)?;
+    }
     // The CLI tests run the real binary, so build it first.
     run(Command::new(&cargo).args(["build", "-p", "app", "--bin", "berth"]))?;
-    test_and_count(Command::new(&cargo).args(["test", "--workspace"]))
+    if extra.iter().all(|(name, _)| name != "podman") {
+        return test_and_count(&mut [Command::new(&cargo).args(["test", "--workspace"])]);
+    }
+    // The Podman half of the sandbox suite shares no state with the rest (its own engine, its own profiles), so it
+    // runs beside it rather than after it.
+    run(Command::new(&cargo).args(["test", "--workspace", "--no-run"]))?;
+    test_and_count(&mut [
+        Command::new(&cargo).args(["test", "--workspace", "--", "--skip", PODMAN_SUITE]),
+        Command::new(&cargo).args(["test", "-p", "tests", "--", PODMAN_SUITE]),
+    ])
 }
 
-/// Runs `cargo test`, echoing its output, and closes with one `N passed, N failed` line summing every test binary,
-/// so the last line speaks for the whole run rather than for the last (possibly empty) binary.
-fn test_and_count(cmd: &mut Command) -> Result<(), String> {
+/// The tests that run the sandbox suite on Podman (`tests/src/docker.rs`).
+const PODMAN_SUITE: &str = "docker::on_podman::";
+
+/// The engines besides Docker that `BERTH_TEST_ENGINES` (`name=endpoint,…`, set by `.ci/run`) names.
+fn extra_engines() -> Vec<(String, String)> {
+    std::env::var("BERTH_TEST_ENGINES")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|pair| {
+            let (name, endpoint) = pair.trim().split_once('=')?;
+            (name.trim() != "docker").then(|| (name.trim().to_owned(), endpoint.trim().to_owned()))
+        })
+        .collect()
+}
+
+/// Loads Docker's test image into another engine (`docker save | docker -H … load`) unless it already has the same
+/// image id, so that engine always tests the image `image` just built.
+fn sync_image(name: &str, endpoint: &str) -> Result<(), String> {
+    let id = |host: Option<&str>| -> String {
+        let mut cmd = Command::new("docker");
+        if let Some(h) = host {
+            cmd.args(["-H", h]);
+        }
+        cmd.args(["image", "inspect", "-f", "{{.Id}}", IMAGE])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let want = id(None);
+    if !want.is_empty() && id(Some(endpoint)) == want {
+        eprintln!("xtask: {name} already has {IMAGE}");
+        return Ok(());
+    }
+    eprintln!("xtask: loading {IMAGE} into {name} at {endpoint}");
+    let mut save = Command::new("docker")
+        .args(["save", IMAGE])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run docker save: {e}"))?;
+    let stdin = save.stdout.take().expect("piped stdout");
+    let loaded = Command::new("docker")
+        .args(["-H", endpoint, "load", "-q"])
+        .stdin(stdin)
+        .status()
+        .map_err(|e| format!("cannot run docker load: {e}"))?;
+    let saved = save.wait().map_err(|e| e.to_string())?;
+    if saved.success() && loaded.success() {
+        Ok(())
+    } else {
+        Err(format!("loading {IMAGE} into {name} failed (save {saved}, load {loaded})"))
+    }
+}
+
+/// Runs `cargo test` invocations side by side, echoing their output, and closes with one `N passed, N failed` line
+/// summing every test binary of every invocation, so the last line speaks for the whole run rather than for the last
+/// (possibly empty) binary.
+fn test_and_count(cmds: &mut [&mut Command]) -> Result<(), String> {
     use std::io::{BufRead, BufReader, Write};
-    let mut child = cmd.stdout(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    let (mut passed, mut failed) = (0u64, 0u64);
-    let stdout = child.stdout.take().expect("piped stdout");
-    for line in BufReader::new(stdout).lines() {
-        let line = line.map_err(|e| e.to_string())?;
-        let _ = writeln!(std::io::stdout(), "{line}");
-        if let Some(rest) = line.strip_prefix("test result: ") {
-            let count = |word: &str| -> u64 {
-                rest.split(';')
-                    .find_map(|part| part.trim().strip_suffix(word)?.trim().rsplit(' ').next()?.parse().ok())
-                    .unwrap_or(0)
-            };
-            passed += count("passed");
-            failed += count("failed");
+    let mut children = Vec::new();
+    for cmd in cmds.iter_mut() {
+        let mut child =
+            cmd.stdout(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let reader = std::thread::spawn(move || -> (u64, u64) {
+            let (mut passed, mut failed) = (0u64, 0u64);
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
+                if let Some(rest) = line.strip_prefix("test result: ") {
+                    let count = |word: &str| -> u64 {
+                        rest.split(';')
+                            .find_map(|part| part.trim().strip_suffix(word)?.trim().rsplit(' ').next()?.parse().ok())
+                            .unwrap_or(0)
+                    };
+                    passed += count("passed");
+                    failed += count("failed");
+                }
+            }
+            (passed, failed)
+        });
+        children.push((format!("{cmd:?}"), child, reader));
+    }
+    let (mut passed, mut failed, mut errors) = (0u64, 0u64, Vec::new());
+    for (name, mut child, reader) in children {
+        let (p, f) = reader.join().unwrap_or((0, 0));
+        passed += p;
+        failed += f;
+        let status = child.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            errors.push(format!("{name} failed with {status}"));
         }
     }
-    let status = child.wait().map_err(|e| e.to_string())?;
     println!("{passed} passed, {failed} failed");
-    if status.success() { Ok(()) } else { Err(format!("cargo test failed with {status}")) }
+    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
 }

@@ -119,7 +119,11 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     if let Some(Ok(r)) = &swept
         && let Some((id, e)) = r.failed.first()
     {
-        tracing::warn!("orphan reaper could not remove {} container(s), first {}: {e}", r.failed.len(), &id[..12.min(id.len())]);
+        tracing::warn!(
+            "orphan reaper could not remove {} container(s), first {}: {e}",
+            r.failed.len(),
+            &id[..12.min(id.len())]
+        );
     }
 }
 

@@ -163,7 +163,11 @@ impl ContainerRuntime for FakeRuntime {
         // Like Docker, inspect takes an id or a name.
         let c = match g.containers.get(id) {
             Some(c) => c,
-            None => g.containers.values().find(|c| c.spec.name == id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?,
+            None => g
+                .containers
+                .values()
+                .find(|c| c.spec.name == id)
+                .ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?,
         };
         Ok(ContainerDetails {
             summary: Self::summary(c),

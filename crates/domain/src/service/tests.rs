@@ -385,3 +385,88 @@ fn reaper_gate_reports_a_failed_sweep_once_and_never_retries() {
     assert!(matches!(block_on(gate.run_once(true, &Down, T0, &scope, &FakeProcessProbe::default())), Some(Err(_))));
     assert!(block_on(gate.run_once(true, &Down, T0, &scope, &FakeProcessProbe::default())).is_none());
 }
+
+/// A [`FakeRuntime`] whose listing misbehaves the way real engines do; everything else is delegated.
+struct OddListing {
+    inner: FakeRuntime,
+    /// Docker's listing can lag behind create and inspect: it shows nothing.
+    lagging: bool,
+    /// Podman 4.3 answers 500 to the `dead` and `restarting` status filters.
+    rejects_status_filters: bool,
+}
+
+#[async_trait::async_trait]
+impl ContainerRuntime for OddListing {
+    async fn list(&self, q: &ListQuery) -> Result<Vec<ContainerSummary>, RuntimeError> {
+        if self.rejects_status_filters
+            && q.states.iter().any(|s| matches!(s, ContainerState::Dead | ContainerState::Restarting))
+        {
+            return Err(RuntimeError::Api { status: 500, message: "invalid argument: unknown status".into() });
+        }
+        if self.lagging {
+            return Ok(Vec::new());
+        }
+        self.inner.list(q).await
+    }
+    async fn inspect(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
+        self.inner.inspect(id).await
+    }
+    async fn create(&self, s: &CreateSpec) -> Result<String, RuntimeError> {
+        self.inner.create(s).await
+    }
+    async fn start(&self, id: &str) -> Result<(), RuntimeError> {
+        self.inner.start(id).await
+    }
+    async fn stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
+        self.inner.stop(id, grace).await
+    }
+    async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError> {
+        self.inner.remove(id, force).await
+    }
+    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+        self.inner.exec(id, spec, sink).await
+    }
+}
+
+#[test]
+fn a_loser_attaches_to_the_winner_even_when_the_listing_lags() {
+    // The winner's container runs, but the listing does not show it yet: every create conflicts. The loser follows
+    // the name it lost instead of spending a fixed number of attempts on listings that cannot see it.
+    let rt = OddListing { inner: FakeRuntime::new(T0), lagging: true, rejects_status_filters: false };
+    let req = request("abc", "default", &settings(true), 0);
+    let winner = rt.inner.insert(req.spec.clone(), ContainerState::Running, T0, "0001-01-01T00:00:00Z");
+    let got = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!((got.action, got.id), (AcquireAction::Attached, winner));
+    assert_eq!(rt.inner.containers().len(), 1);
+}
+
+#[test]
+fn a_created_container_of_our_name_is_followed_once_then_started() {
+    // Its creator died between create and start: after following it (no progress), the loser starts it itself.
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    let leftover = rt.insert(req.spec.clone(), ContainerState::Created, T0, "0001-01-01T00:00:00Z");
+    let got = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!((got.action, got.id), (AcquireAction::Started, leftover));
+    assert_eq!(rt.calls().iter().filter(|c| *c == "start").count(), 1);
+}
+
+#[test]
+fn the_reaper_needs_no_status_filter_from_the_engine() {
+    let rt = OddListing { inner: FakeRuntime::new(T0), lagging: false, rejects_status_filters: true };
+    let st = settings(true);
+    let old = Timestamp::from_secs(T0.as_secs() - 5000);
+    let spec = |task: &str| request(task, "default", &st, 0).spec;
+    let stale =
+        rt.inner.insert(spec("a"), ContainerState::Exited, old, &Timestamp::from_secs(T0.as_secs() - 900).to_rfc3339());
+    let dead = rt.inner.insert(spec("b"), ContainerState::Dead, old, "0001-01-01T00:00:00Z");
+    let live = rt.inner.insert(spec("c"), ContainerState::Running, old, "0001-01-01T00:00:00Z");
+    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600, host: Some("h".into()) };
+    let report = block_on(reap(&rt, T0, &scope, &FakeProcessProbe::default(), false)).unwrap();
+    let mut removed: Vec<&str> = report.removed.iter().map(|o| o.id.as_str()).collect();
+    removed.sort();
+    let mut want = vec![stale.as_str(), dead.as_str()];
+    want.sort();
+    assert_eq!(removed, want);
+    assert_eq!(rt.inner.containers().into_iter().map(|c| c.id).collect::<Vec<_>>(), [live]);
+}
