@@ -449,3 +449,46 @@ impl ContainerRuntime for DockerRuntime {
         Err(RuntimeError::Timeout(format!("exit code of exec in {id}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn podmans_raw_errors_become_one_actionable_line() {
+        // Verbatim from Podman 4.3.1.
+        let init = "container-init binary not found on the host: stat /usr/libexec/podman/catatonit: no such file or \
+                    directory";
+        let limits = "runc: runc create failed: unable to start container process: error during container init: \
+                      error setting rlimits for ready process: error setting rlimit type 6: operation not permitted: \
+                      OCI permission denied";
+        let said = explain(init).unwrap();
+        assert!(said.contains("install catatonit") && !said.contains('\n'), "{said}");
+        let said = explain(limits).unwrap();
+        assert!(said.contains("default_ulimits") && said.contains("type 6"), "{said}");
+        assert_eq!(explain("No such image: x"), None);
+    }
+
+    #[tokio::test]
+    async fn the_api_version_comes_from_the_ping_headers() {
+        let dir = std::env::temp_dir().join(format!("berth-ping-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("engine.sock");
+        let _ = std::fs::remove_file(&sock);
+        let listener = tokio::net::UnixListener::bind(&sock).unwrap();
+        let server = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf).await.unwrap();
+            // Podman 4.3.1's answer, headers as it sends them.
+            let answer = "HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nLibpod-Api-Version: 4.3.1\r\n\
+                          Server: Libpod/4.3.1 (linux)\r\nContent-Length: 2\r\n\r\nOK";
+            conn.write_all(answer.as_bytes()).await.unwrap();
+        });
+        let got = ping_api_version(&format!("unix://{}", sock.display())).await.unwrap();
+        server.await.unwrap();
+        assert_eq!(got, Some((1, 41)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
