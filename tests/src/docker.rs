@@ -472,3 +472,44 @@ fn both_reapers_remove_the_same_stale_sandboxes_on_every_engine() {
         assert_eq!(task_labels(home), ["live", "young-stopped"], "{engine} {reaper}");
     }
 }
+
+/// An engine that answers its ping and fails everything else, like Podman 4.3 failing the reaper's listing: the
+/// automatic reaper's failure is one warning line at the default log level, not something only `-vv` shows.
+#[test]
+fn a_failing_automatic_reaper_is_a_warning_by_default() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("engine.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut buf = [0u8; 8192];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            let request = String::from_utf8_lossy(&buf[..n]);
+            let (status, body) = if request.starts_with("GET /_ping") {
+                ("200 OK", "OK")
+            } else {
+                ("500 Internal Server Error", r#"{"message":"failed to parse filters: unknown status"}"#)
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nApi-Version: 1.41\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let home = Home::new();
+    let out = home
+        .cmd()
+        .env("DOCKER_HOST", format!("unix://{}", sock.display()))
+        .args(["sandbox", "ensure", "--task", "t"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("orphan reaper failed")).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("unknown status"), "{err}");
+}
