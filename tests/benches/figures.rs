@@ -416,7 +416,7 @@ fn bench_dispatch(dir: &Path) -> (Vec<Figure>, Json) {
                     log: "",
                 })
                 .collect();
-            store.record_spawned(&records, now()).unwrap();
+            store.record_spawned(&records, Duration::from_secs(20), now()).unwrap();
             claims.push(ms(start.elapsed()));
             assert_eq!(out.claimed.len(), 300);
             drop(store);

@@ -722,12 +722,17 @@ impl SqliteKanbanStore {
     }
 
     /// A worker's first act: confirms its own run in one compare-and-swap on (task, run, still claimed, not yet
-    /// confirmed, spawn lease not expired), recording its pid, start fingerprint and host; the claim then lasts
-    /// `claim_ttl` and its heartbeats extend it. Returns the task.
+    /// confirmed), recording its pid, start fingerprint and host; the claim then lasts `claim_ttl` and its
+    /// heartbeats extend it. Returns the task.
+    ///
+    /// The spawn lease is enforced by the tick, which ends an expired run in its own write transaction; the two
+    /// serialize, so a confirmation either lands first (the tick then sees a confirmed run) or finds the run ended.
+    /// Re-checking the lease here would only refuse a worker that no tick has given up on yet.
     ///
     /// # Errors
-    /// [`StoreError::Superseded`] when the swap fails (the run was reclaimed, requeued or replaced, or its lease
-    /// expired): the worker must run nothing. [`StoreError::NoTask`] or an SQLite error.
+    /// [`StoreError::Superseded`] when the swap fails (the run was reclaimed, requeued or replaced, for example
+    /// because its lease expired, or another process confirmed it): the worker must run nothing.
+    /// [`StoreError::NoTask`] or an SQLite error.
     pub fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task> {
         let tx = self.write()?;
         status_in(&tx, c.task)?;
@@ -737,7 +742,7 @@ impl SqliteKanbanStore {
             "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, worker_host = ?5, confirmed_at = ?6, started_at = ?6, \
              last_heartbeat_at = ?6, claim_expires = ?7 \
              WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND claim_lock IS NOT NULL \
-             AND confirmed_at IS NULL AND claim_expires >= ?6",
+             AND confirmed_at IS NULL",
             params![c.task, c.run_id, c.pid, start, c.host, now.as_millis(), expires],
         )?;
         if n != 1 {
@@ -778,19 +783,21 @@ impl SqliteKanbanStore {
     /// Records the workers a dispatcher started for claimed tasks, all in one transaction.
     ///
     /// This is informational (`kanban show` and stops can find the process before it confirms): the worker's own
-    /// confirmation is what counts, so a run it already confirmed is left as the worker wrote it.
+    /// confirmation is what counts, so a run it already confirmed is left as the worker wrote it. An unconfirmed
+    /// run's spawn lease restarts here (`lease` from `now`), so a long spawn loop does not eat its workers' leases.
     ///
     /// # Errors
     /// An SQLite error.
-    pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], now: Timestamp) -> Result<()> {
+    pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
+        let expires = now.as_millis().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
         let tx = self.write()?;
         for s in spawned {
             let start = s.start.and_then(|v| i64::try_from(v).ok());
             tx.prepare_cached(
-                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' \
-                 AND confirmed_at IS NULL",
+                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5) \
+                 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NULL",
             )?
-            .execute(params![s.task, s.run_id, s.pid, start])?;
+            .execute(params![s.task, s.run_id, s.pid, start, expires])?;
             tx.prepare_cached("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?
                 .execute(params![s.run_id, s.pid])?;
             event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now)?;

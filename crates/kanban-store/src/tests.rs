@@ -69,7 +69,7 @@ impl Fixture {
                 self.probe.set_alive(pid, true);
                 let rec =
                     SpawnRecord { task: &c.task.id, run_id: c.run_id, pid, start: Some(u64::from(pid)), log: "log" };
-                self.store.record_spawned(&[rec], self.now).unwrap();
+                self.store.record_spawned(&[rec], Duration::from_secs(20), self.now).unwrap();
                 // The worker's first act.
                 let conf =
                     Confirmation { task: &c.task.id, run_id: c.run_id, pid, start: Some(u64::from(pid)), host: "host" };
@@ -345,17 +345,21 @@ fn confirmation_is_a_compare_and_swap() {
     let id = f.add(Some("alpha"));
     let out = f.tick_on(&board(), &cfg(None), false);
     let c = &out.claimed[0];
-    // Past the lease but before any tick noticed: the swap already fails (the lease is part of it).
-    let later = f.now.plus(Duration::from_secs(21));
-    let r = f.store.confirm_run(&confirmation(c, 600), Duration::from_secs(900), later);
-    assert!(matches!(r, Err(StoreError::Superseded { .. })));
-    // Inside the lease it succeeds once; a second confirmation (another process claiming the same run) fails.
-    f.store.confirm_run(&confirmation(c, 600), Duration::from_secs(900), f.now).unwrap();
+    // The dispatcher recording its spawn late restarts the lease from the record (a long spawn loop does not eat
+    // its workers' leases).
+    let rec = SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: 600, start: Some(1), log: "log" };
+    let recorded = f.now.plus(Duration::from_secs(15));
+    f.store.record_spawned(&[rec], Duration::from_secs(20), recorded).unwrap();
+    assert_eq!(f.store.task(&id).unwrap().claim_expires, Some(recorded.as_millis() + 20_000));
+    // It succeeds once, even late while no tick has ended the run; a second confirmation (another process claiming
+    // the same run) fails.
+    let later = recorded.plus(Duration::from_secs(25));
+    f.store.confirm_run(&confirmation(c, 600), Duration::from_secs(900), later).unwrap();
     let twice = f.store.confirm_run(&confirmation(c, 601), Duration::from_secs(900), f.now);
     assert!(matches!(twice, Err(StoreError::Superseded { .. })));
     // The dispatcher's late record does not overwrite what the worker wrote.
     let rec = SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: 999, start: Some(1), log: "log" };
-    f.store.record_spawned(&[rec], f.now).unwrap();
+    f.store.record_spawned(&[rec], Duration::from_secs(20), f.now).unwrap();
     let t = f.store.task(&id).unwrap();
     assert_eq!((t.worker_pid, t.worker_start, t.worker_host.as_deref()), (Some(600), Some(7), Some("host")));
     // Its heartbeat extends the claim while the run is current; after a reclaim it reports the run gone.
@@ -403,6 +407,7 @@ fn crashed_workers_are_requeued_then_blocked() {
     f.store
         .record_spawned(
             &[SpawnRecord { task: &id, run_id: out.claimed[0].run_id, pid: 4242, start: None, log: "log" }],
+            Duration::from_secs(20),
             f.now,
         )
         .unwrap();
