@@ -129,6 +129,7 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     while last_kill.elapsed() <= lease {
         std::thread::sleep(Duration::from_millis(50));
     }
+    let tick_at = last_kill.elapsed();
     dispatch(&home);
     let recovered = last_kill.elapsed();
     let gone_now = gone(&home);
@@ -148,7 +149,8 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     drop(s);
     eprintln!(
         "{KILLS} kills left {} runs unrecorded: {self_confirmed} confirmed by their own worker, {expired} stranded \
-         claims requeued; spawn lease {LEASE_SECS} s, recovered {recovered:?} after the last kill",
+         claims requeued; spawn lease {LEASE_SECS} s; the tick at {tick_at:?} after the last kill recovered the board \
+         by {recovered:?} (its own spawns included)",
         unrecorded.len()
     );
     assert!(expired > 0, "no kill stranded a claim; the test proves nothing");

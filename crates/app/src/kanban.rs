@@ -83,9 +83,19 @@ fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
 
 /// A task for listings: its JSON with `worker_alive`, and its status as text (`running (worker gone)` when the
 /// tick would not count it as running, `running (starting)` before its worker confirmed).
-fn listed(t: &Task, now: domain::time::Timestamp) -> (Json, String) {
-    let alive = worker_alive(t, now);
-    let mut v = task_json(t);
+///
+/// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
+/// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
+fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+    let mut t = t.clone();
+    let mut alive = worker_alive(&t, now);
+    if alive == Some(false)
+        && let Ok(fresh) = store.task(&t.id)
+    {
+        alive = worker_alive(&fresh, now);
+        t = fresh;
+    }
+    let mut v = task_json(&t);
     if let Json::Object(m) = &mut v {
         m.insert("worker_alive".into(), json!(alive));
     }
@@ -94,7 +104,7 @@ fn listed(t: &Task, now: domain::time::Timestamp) -> (Json, String) {
         (TaskStatus::Running, None) => "running (starting)".to_owned(),
         (s, _) => s.to_string(),
     };
-    (v, status)
+    (v, t, status)
 }
 
 /// `berth kanban …`.
@@ -166,22 +176,21 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Ls { status, assignee, board } => {
             let b = slug(&board.board)?;
             let status = status.as_deref().map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
-            let tasks = match open_read_only(ctx)? {
+            let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
                 Some(store) => {
                     store.board(&b)?;
-                    store.tasks(&b, status, assignee.as_deref())?
+                    let tasks = store.tasks(&b, status, assignee.as_deref())?;
+                    tasks.iter().map(|t| listed(&store, t, now)).collect()
                 }
                 None if b.as_str() == "default" => Vec::new(),
                 None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
             };
-            let shown: Vec<(Json, String)> = tasks.iter().map(|t| listed(t, now)).collect();
             if ctx.json {
-                output::json(&json!(shown.into_iter().map(|(v, _)| v).collect::<Vec<_>>()));
+                output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
             } else {
-                let rows: Vec<Vec<String>> = tasks
-                    .iter()
-                    .zip(shown)
-                    .map(|(t, (_, status))| {
+                let rows: Vec<Vec<String>> = shown
+                    .into_iter()
+                    .map(|(_, t, status)| {
                         vec![
                             t.id.clone(),
                             status,
@@ -196,10 +205,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Show { id } => {
             let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-            let task = store.task(id)?;
+            let (shown, task, status) = listed(&store, &store.task(id)?, now);
             let events = store.events(id, 0)?;
             let runs = store.runs(id)?;
-            let (shown, status) = listed(&task, now);
             if ctx.json {
                 output::json(&json!({"task": shown, "events": events, "runs": runs}));
             } else {
