@@ -191,3 +191,54 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
         }
     }
 }
+
+/// Polls `f` every 100 ms until it returns `Some`, failing after `secs`.
+fn poll<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
+    let home = Home::new();
+    let marks = home.path().join("ran");
+    home.ok(&["config", "set", "kanban.worker_command", &format!("echo $$ >> {}; exec sleep 60", marks.display())]);
+    let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let pid = poll(20, "the worker's confirmation", || {
+        let t = &home.json(&["kanban", "show", &id])["task"];
+        t["confirmed_at"].as_i64().and(t["worker_pid"].as_i64())
+    });
+    let row = |home: &Home| home.json(&["kanban", "ls"])[0].clone();
+    assert_eq!((row(&home)["status"].as_str(), row(&home)["worker_alive"].as_bool()), (Some("running"), Some(true)));
+
+    // Another `worker run` for the same (already confirmed) run refuses and runs nothing.
+    let again = home.run(&["worker", "run", &id]);
+    assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stderr));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.starts_with("berth: ") && err.contains("no longer claimed") && err.lines().count() == 1, "{err}");
+
+    // The worker dies without a word: ls and show say so at once, without writing anything.
+    let events = home.json(&["kanban", "show", &id])["events"].as_array().unwrap().len();
+    let killed = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().unwrap();
+    assert!(killed.success());
+    poll(20, "ls to report the dead worker", || (row(&home)["worker_alive"] == false).then_some(()));
+    let text = home.ok(&["kanban", "ls"]);
+    assert!(text.contains("running (worker gone)"), "{text}");
+    assert!(home.ok(&["kanban", "show", &id]).contains("status:    running (worker gone)"));
+    let show = home.json(&["kanban", "show", &id]);
+    assert_eq!(show["task"]["worker_alive"], false);
+    assert_eq!(show["task"]["status"], "running", "ls and show wrote nothing");
+    assert_eq!(show["events"].as_array().unwrap().len(), events, "ls and show wrote nothing");
+    // The tick agrees: a crash.
+    let report = home.json(&["kanban", "dispatch", "--max", "0"]);
+    assert_eq!(report["crashed"], serde_json::json!([id]));
+    let ran = std::fs::read_to_string(&marks).unwrap();
+    assert_eq!(ran.lines().collect::<Vec<_>>(), [pid.to_string()], "only the confirmed worker ran");
+}

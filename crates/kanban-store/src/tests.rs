@@ -340,6 +340,24 @@ fn a_claim_nobody_confirms_expires_after_the_spawn_lease_not_the_claim_ttl() {
 }
 
 #[test]
+fn max_runtime_counts_from_the_confirmation() {
+    // A claim whose worker confirms 10 s later (a slow start, a retry) gets its whole 5 s budget from then on.
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    f.store.conn.execute("UPDATE tasks SET max_runtime_seconds = 5 WHERE id = ?1", [&id]).unwrap();
+    let out = f.tick_on(&board(), &cfg(None), false);
+    f.now = f.now.plus(Duration::from_secs(10));
+    f.store.confirm_run(&confirmation(&out.claimed[0], 700), Duration::from_secs(900), f.now).unwrap();
+    f.probe.set_alive(700, true);
+    f.now = f.now.plus(Duration::from_secs(4));
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(out.plan.housekeeping.is_empty(), "4 s of 5 used: {:?}", out.plan.housekeeping);
+    f.now = f.now.plus(Duration::from_secs(1));
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(matches!(out.plan.housekeeping[..], [(_, Housekeeping::TimedOut { pid: Some(700), .. })]));
+}
+
+#[test]
 fn confirmation_is_a_compare_and_swap() {
     let mut f = Fixture::new();
     let id = f.add(Some("alpha"));
