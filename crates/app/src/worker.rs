@@ -212,8 +212,8 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     let Some(run) = ctx.env.get("BERTH_KANBAN_RUN_ID").and_then(|r| r.parse().ok()).or(task.current_run_id) else {
         return Err(Failure::usage(format!("task {task_id} has no current run; only the dispatcher starts workers")));
     };
-    // The worker's first act: confirm its own run (compare-and-swap on task, run, still claimed, lease not expired).
-    // A run that was superseded or whose spawn lease ran out fails here, and nothing runs.
+    // The worker's first act: confirm its own run (compare-and-swap on task, run, still claimed, not yet confirmed).
+    // A run that was superseded, or that a tick expired when its spawn lease ran out, fails here and nothing runs.
     let claim_ttl = claim_ttl(ctx);
     let task = confirm(&mut store, task_id, run, claim_ttl)?;
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
