@@ -296,6 +296,14 @@ fn show_text(task: &Task, status: &str, events: &[kanban_store::Event], runs: &[
     output::line(&format!("{}  {}", task.id, task.title));
     output::line(&format!("  board:     {}", task.board));
     output::line(&format!("  status:    {status}"));
+    if task.status == TaskStatus::Running {
+        let pid = task.worker_pid.map(|p| format!("pid {p}")).unwrap_or_else(|| "no pid yet".to_owned());
+        let how = match task.confirmed_at {
+            Some(at) => format!("confirmed {}", ms(Some(at))),
+            None => format!("unconfirmed, spawn lease until {}", ms(task.claim_expires)),
+        };
+        output::line(&format!("  worker:    {pid} ({how})"));
+    }
     output::line(&format!("  assignee:  {}", task.assignee.as_deref().unwrap_or("-")));
     output::line(&format!("  priority:  {}", task.priority));
     if let Some(c) = &task.command {
