@@ -385,6 +385,7 @@ fn bench_dispatch(dir: &Path) -> (Vec<Figure>, Json) {
             probe: &Probe,
             claimer: "bench:1",
             claim_ttl: Duration::from_secs(900),
+            spawn_lease: Duration::from_secs(20),
         };
         let reps = if n >= 100_000 { 7 } else { 21 };
         let mut dry = Vec::new();
@@ -415,7 +416,7 @@ fn bench_dispatch(dir: &Path) -> (Vec<Figure>, Json) {
                     log: "",
                 })
                 .collect();
-            store.record_spawned(&records, now()).unwrap();
+            store.record_spawned(&records, Duration::from_secs(20), now()).unwrap();
             claims.push(ms(start.elapsed()));
             assert_eq!(out.claimed.len(), 300);
             drop(store);

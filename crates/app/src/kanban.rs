@@ -66,6 +66,47 @@ fn task_json(t: &Task) -> Json {
     serde_json::to_value(t).unwrap_or(Json::Null)
 }
 
+/// Whether a running task's worker is alive, judged as the dispatch tick judges it (read-only): a claim no worker
+/// confirmed is gone once its spawn lease is over; otherwise the recorded pid must be alive with its recorded start
+/// fingerprint. `None` when the task is not running, or while an unconfirmed claim waits inside its lease.
+fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
+    if t.status != TaskStatus::Running {
+        return None;
+    }
+    let lease_over = t.confirmed_at.is_none() && t.claim_expires.is_none_or(|e| e < now.as_millis());
+    if lease_over {
+        return Some(false);
+    }
+    let pid = t.worker_pid.and_then(|p| u32::try_from(p).ok())?;
+    Some(domain::ports::ProcessProbe::is_alive(&ProcProbe, pid, t.worker_start.and_then(|s| u64::try_from(s).ok())))
+}
+
+/// A task for listings: its JSON with `worker_alive`, and its status as text (`running (worker gone)` when the
+/// tick would not count it as running, `running (starting)` before its worker confirmed).
+///
+/// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
+/// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
+fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+    let mut t = t.clone();
+    let mut alive = worker_alive(&t, now);
+    if alive == Some(false)
+        && let Ok(fresh) = store.task(&t.id)
+    {
+        alive = worker_alive(&fresh, now);
+        t = fresh;
+    }
+    let mut v = task_json(&t);
+    if let Json::Object(m) = &mut v {
+        m.insert("worker_alive".into(), json!(alive));
+    }
+    let status = match (t.status, alive) {
+        (TaskStatus::Running, Some(false)) => "running (worker gone)".to_owned(),
+        (TaskStatus::Running, None) => "running (starting)".to_owned(),
+        (s, _) => s.to_string(),
+    };
+    (v, t, status)
+}
+
 /// `berth kanban …`.
 ///
 /// # Errors
@@ -135,23 +176,24 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Ls { status, assignee, board } => {
             let b = slug(&board.board)?;
             let status = status.as_deref().map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
-            let tasks = match open_read_only(ctx)? {
+            let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
                 Some(store) => {
                     store.board(&b)?;
-                    store.tasks(&b, status, assignee.as_deref())?
+                    let tasks = store.tasks(&b, status, assignee.as_deref())?;
+                    tasks.iter().map(|t| listed(&store, t, now)).collect()
                 }
                 None if b.as_str() == "default" => Vec::new(),
                 None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
             };
             if ctx.json {
-                output::json(&json!(tasks.iter().map(task_json).collect::<Vec<_>>()));
+                output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
             } else {
-                let rows: Vec<Vec<String>> = tasks
-                    .iter()
-                    .map(|t| {
+                let rows: Vec<Vec<String>> = shown
+                    .into_iter()
+                    .map(|(_, t, status)| {
                         vec![
                             t.id.clone(),
-                            t.status.to_string(),
+                            status,
                             t.assignee.clone().unwrap_or_else(|| "-".into()),
                             t.priority.to_string(),
                             t.title.clone(),
@@ -163,13 +205,13 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Show { id } => {
             let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-            let task = store.task(id)?;
+            let (shown, task, status) = listed(&store, &store.task(id)?, now);
             let events = store.events(id, 0)?;
             let runs = store.runs(id)?;
             if ctx.json {
-                output::json(&json!({"task": task_json(&task), "events": events, "runs": runs}));
+                output::json(&json!({"task": shown, "events": events, "runs": runs}));
             } else {
-                show_text(&task, &events, &runs);
+                show_text(&task, &status, &events, &runs);
             }
         }
         KanbanCmd::Assign { id, profile } => {
@@ -250,10 +292,18 @@ fn done(ctx: &Ctx, t: &Task, text: &str) {
     }
 }
 
-fn show_text(task: &Task, events: &[kanban_store::Event], runs: &[kanban_store::Run]) {
+fn show_text(task: &Task, status: &str, events: &[kanban_store::Event], runs: &[kanban_store::Run]) {
     output::line(&format!("{}  {}", task.id, task.title));
     output::line(&format!("  board:     {}", task.board));
-    output::line(&format!("  status:    {}", task.status));
+    output::line(&format!("  status:    {status}"));
+    if task.status == TaskStatus::Running {
+        let pid = task.worker_pid.map(|p| format!("pid {p}")).unwrap_or_else(|| "no pid yet".to_owned());
+        let how = match task.confirmed_at {
+            Some(at) => format!("confirmed {}", ms(Some(at))),
+            None => format!("unconfirmed, spawn lease until {}", ms(task.claim_expires)),
+        };
+        output::line(&format!("  worker:    {pid} ({how})"));
+    }
     output::line(&format!("  assignee:  {}", task.assignee.as_deref().unwrap_or("-")));
     output::line(&format!("  priority:  {}", task.priority));
     if let Some(c) = &task.command {
@@ -374,7 +424,9 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs) -> TickConfig {
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args);
     let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
-    let ttl = Duration::from_secs(u64::try_from(ctx.settings.int("kanban.claim_ttl_seconds")).unwrap_or(900).max(1));
+    let ttl = worker::claim_ttl(ctx);
+    let spawn_lease =
+        Duration::from_secs(u64::try_from(ctx.settings.int("kanban.spawn_lease_seconds")).unwrap_or(20).max(1));
     let mut report = DispatchReport {
         board: board.as_str().to_owned(),
         dry_run: args.dry_run,
@@ -383,7 +435,7 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
     };
     let probe = ProcProbe;
     let now = SystemClock.now();
-    let req = TickRequest { board, cfg: &cfg, now, probe: &probe, claimer: &claimer, claim_ttl: ttl };
+    let req = TickRequest { board, cfg: &cfg, now, probe: &probe, claimer: &claimer, claim_ttl: ttl, spawn_lease };
     if args.dry_run {
         let Some(store) = open_read_only(ctx)? else {
             if board.as_str() != "default" {
@@ -444,7 +496,7 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
         .zip(&logs)
         .map(|((c, s, start), log)| SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: s.pid, start: *start, log })
         .collect();
-    store.record_spawned(&records, SystemClock.now())?;
+    store.record_spawned(&records, spawn_lease, SystemClock.now())?;
     for (c, s, _) in started {
         report.spawned.push((c.task.id.clone(), c.task.assignee.clone().unwrap_or_default(), s.sandbox, Some(s.pid)));
     }
@@ -494,6 +546,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
             h,
             Housekeeping::Crashed { outcome: FailureOutcome::GiveUp { .. }, .. }
                 | Housekeeping::TimedOut { outcome: FailureOutcome::GiveUp { .. }, .. }
+                | Housekeeping::LeaseExpired { outcome: FailureOutcome::GiveUp { .. }, .. }
         )
     });
     for id in &r.auto_blocked {
@@ -521,6 +574,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
         "board": r.board,
         "dry_run": r.dry_run,
         "claim_extended": ids_where(p, |h| matches!(h, Housekeeping::ExtendClaim)),
+        "lease_expired": ids_where(p, |h| matches!(h, Housekeeping::LeaseExpired { .. })),
         "deferred": p.decisions.iter().filter(|d| matches!(d.decision, Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. }))
             .map(|d| json!({"task_id": d.task_id, "reason": d.decision.code()})).collect::<Vec<_>>(),
         "spawn_failed": r.spawn_failed.iter().map(|(t, e)| json!({"task_id": t, "error": e})).collect::<Vec<_>>(),
@@ -562,6 +616,7 @@ fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
     counted("Crashed:", list("crashed"));
     counted("Timed out:", list("timed_out"));
     counted("Stale:", list("stale"));
+    counted("Lease lapsed:", list("lease_expired"));
     counted("Auto-blocked:", list("auto_blocked"));
     output::line(&format!("{:<14}{}", "Promoted:", v["promoted"]));
     output::line(&format!("{:<14}{}", "Spawned:", r.spawned.len()));

@@ -13,7 +13,7 @@ use domain::kanban::{FailureOutcome, TaskStatus};
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use kanban_store::{RunEnd, SqliteKanbanStore, Task};
+use kanban_store::{Confirmation, RunEnd, SqliteKanbanStore, Task};
 
 use crate::context::{Ctx, SystemClock};
 use crate::error::Failure;
@@ -63,19 +63,11 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
         .open(&log)
         .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
-    let template = ctx.settings.string("kanban.worker_command");
-    let mut cmd = if template.trim().is_empty() {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
-        let mut c = Command::new(exe);
-        c.args(["worker", "run", &task.id, "--board", board.as_str()]);
-        c
-    } else {
-        let rendered =
-            template.replace("{task_id}", &task.id).replace("{assignee}", &assignee).replace("{board}", board.as_str());
-        let mut c = Command::new("sh");
-        c.args(["-c", &rendered]);
-        c
-    };
+    // Always `berth worker run`, even for a `kanban.worker_command`: it confirms the run first and then replaces
+    // itself with that command (same pid, same start time), so every worker confirms its own run.
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["worker", "run", &task.id, "--board", board.as_str()]);
     for (k, v) in ctx.settings.worker_env() {
         cmd.env(k, v);
     }
@@ -145,12 +137,25 @@ impl OutputSink for LogSink {
     }
 }
 
-/// Heartbeats the task every `every` on its own connection until stopped.
-fn heartbeat_thread(db: PathBuf, task: String, every: Duration, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+/// What a heartbeat thread beats for.
+struct Beat {
+    db: PathBuf,
+    task: String,
+    run: i64,
+    every: Duration,
+    claim_ttl: Duration,
+}
+
+/// Heartbeats the run every `every` on its own connection until stopped, extending its claim by the claim TTL;
+/// stops beating once the task has left the run.
+fn heartbeat_thread(beat: Beat, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let Beat { db, task, run, every, claim_ttl } = beat;
     std::thread::spawn(move || {
         let Ok(mut store) = SqliteKanbanStore::open(&db) else { return };
         while !stop.load(Ordering::SeqCst) {
-            let _ = store.heartbeat(&task, None, SystemClock.now());
+            if let Ok(false) = store.heartbeat_run(&task, run, claim_ttl, SystemClock.now()) {
+                return;
+            }
             let mut waited = Duration::ZERO;
             while waited < every && !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(200));
@@ -204,7 +209,20 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
             task.status
         )));
     }
-    let run_id: Option<i64> = ctx.env.get("BERTH_KANBAN_RUN_ID").and_then(|r| r.parse().ok()).or(task.current_run_id);
+    let Some(run) = ctx.env.get("BERTH_KANBAN_RUN_ID").and_then(|r| r.parse().ok()).or(task.current_run_id) else {
+        return Err(Failure::usage(format!("task {task_id} has no current run; only the dispatcher starts workers")));
+    };
+    // The worker's first act: confirm its own run (compare-and-swap on task, run, still claimed, not yet confirmed).
+    // A run that was superseded, or that a tick expired when its spawn lease ran out, fails here and nothing runs.
+    let claim_ttl = claim_ttl(ctx);
+    let task = confirm(&mut store, task_id, run, claim_ttl)?;
+    log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
+    let template = ctx.settings.string("kanban.worker_command");
+    if !template.trim().is_empty() {
+        drop(store);
+        return Err(exec_worker_command(ctx, &task, &template));
+    }
+    let run_id = Some(run);
     let failure_limit = u32::try_from(ctx.settings.int("kanban.failure_limit")).unwrap_or(2);
     let fail = |store: &mut SqliteKanbanStore,
                 outcome: &str,
@@ -228,7 +246,8 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
 
     let marker = run_marker(task_id, run_id);
     let stop = Arc::new(AtomicBool::new(false));
-    let beats = heartbeat_thread(db.clone(), task_id.to_owned(), Duration::from_secs(30), stop.clone());
+    let beat = Beat { db: db.clone(), task: task_id.to_owned(), run, every: Duration::from_secs(30), claim_ttl };
+    let beats = heartbeat_thread(beat, stop.clone());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::other(e.to_string()))?;
     let result = tokio::select! {
@@ -281,6 +300,31 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
         }
     };
     Ok(code)
+}
+
+/// `kanban.claim_ttl_seconds`: how long a confirmed claim lasts between heartbeats.
+pub fn claim_ttl(ctx: &Ctx) -> Duration {
+    Duration::from_secs(u64::try_from(ctx.settings.int("kanban.claim_ttl_seconds")).unwrap_or(900).max(1))
+}
+
+/// Confirms this process as the worker of `run`.
+fn confirm(store: &mut SqliteKanbanStore, task: &str, run: i64, claim_ttl: Duration) -> Result<Task, Failure> {
+    let pid = std::process::id();
+    let host = crate::context::hostname();
+    let start = domain::ports::ProcessProbe::start_fingerprint(&crate::context::ProcProbe, pid);
+    let c = Confirmation { task, run_id: run, pid, start, host: &host };
+    Ok(store.confirm_run(&c, claim_ttl, SystemClock.now())?)
+}
+
+/// Replaces this (confirmed) process with the `kanban.worker_command` template rendered for `task`: the pid and
+/// start time the run recorded stay true. Returns only when the command cannot be started.
+fn exec_worker_command(ctx: &Ctx, task: &Task, template: &str) -> Failure {
+    use std::os::unix::process::CommandExt;
+    let assignee = task.assignee.clone().unwrap_or_else(|| ctx.profile.as_str().to_owned());
+    let rendered =
+        template.replace("{task_id}", &task.id).replace("{assignee}", &assignee).replace("{board}", &task.board);
+    let err = Command::new("sh").args(["-c", &rendered]).exec();
+    Failure::other(format!("cannot start kanban.worker_command: {err}"))
 }
 
 async fn run_in_sandbox(

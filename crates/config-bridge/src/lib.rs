@@ -151,11 +151,13 @@ fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
 /// Checks rules beyond the type (e.g. `kanban.failure_limit` ≥ 1).
 fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
     match (s.key, v) {
-        ("kanban.failure_limit" | "kanban.claim_ttl_seconds" | "kanban.worker_log_backup_count", Value::Int(n))
-            if *n < 1 =>
-        {
-            Err(format!("{n} is below 1"))
-        }
+        (
+            "kanban.failure_limit"
+            | "kanban.claim_ttl_seconds"
+            | "kanban.spawn_lease_seconds"
+            | "kanban.worker_log_backup_count",
+            Value::Int(n),
+        ) if *n < 1 => Err(format!("{n} is below 1")),
         ("kanban.dispatch_interval_seconds" | "terminal.container_cpu", Value::Float(f)) if *f < 0.0 => {
             Err(format!("{f} is negative"))
         }

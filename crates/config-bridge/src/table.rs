@@ -92,6 +92,7 @@ settings! {
     "kanban.max_in_progress_per_profile", Cap, "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
     "kanban.max_in_progress_per_profile_overrides", CapMap, "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
     "kanban.max_spawn", Cap, "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
+    "kanban.spawn_lease_seconds", Int, "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
     "kanban.worker_command", Str, "", "Worker command template ({task_id}, {assignee}, {board}); empty runs the built-in `berth worker run`.";
     "kanban.worker_log_backup_count", Int, "1", "Rotated worker logs kept per task.";
     "kanban.worker_log_rotate_bytes", Int, "2097152", "A worker log larger than this is rotated before the next spawn.";

@@ -68,6 +68,8 @@ pub struct TaskRow {
     /// Observed at the edge: is the worker process alive (with the start-time check)? `None` when no pid.
     pub worker_alive: Option<bool>,
     pub last_heartbeat: Option<Timestamp>,
+    /// When the worker confirmed its run (it recorded its own pid and start); its runtime counts from here.
+    /// `None` while the claim awaits confirmation: `claim_expires` is then the spawn lease.
     pub started_at: Option<Timestamp>,
     pub max_runtime_secs: Option<i64>,
     pub consecutive_failures: u32,

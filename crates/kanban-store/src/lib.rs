@@ -42,6 +42,9 @@ pub enum StoreError {
     NoBoard(String),
     #[error("task {task} is {status}; cannot {action} it")]
     Transition { task: String, status: TaskStatus, action: &'static str },
+    /// A worker's confirmation lost: its run was superseded, or its spawn lease expired first.
+    #[error("run {run} of task {task} is no longer claimed (superseded, or its spawn lease expired); nothing was run")]
+    Superseded { task: String, run: i64 },
     #[error("invalid task data: {0}")]
     Invalid(String),
     #[error("board database error")]
@@ -76,6 +79,10 @@ pub struct Task {
     pub last_heartbeat_at: Option<i64>,
     pub current_run_id: Option<i64>,
     pub result: Option<String>,
+    /// The host of the worker that confirmed the current run.
+    pub worker_host: Option<String>,
+    /// When the worker confirmed the current run; `None` while the claim is only a spawn lease.
+    pub confirmed_at: Option<i64>,
     pub parents: Vec<String>,
 }
 
@@ -99,6 +106,10 @@ pub struct Run {
     pub assignee: Option<String>,
     pub claim_lock: Option<String>,
     pub worker_pid: Option<i64>,
+    pub worker_start: Option<i64>,
+    pub worker_host: Option<String>,
+    /// When the worker confirmed this run (claimed runs that never started have none).
+    pub confirmed_at: Option<i64>,
     pub started_at: i64,
     pub ended_at: Option<i64>,
     pub outcome: Option<String>,
@@ -134,6 +145,17 @@ pub struct SpawnRecord<'a> {
     pub log: &'a str,
 }
 
+/// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
+#[derive(Clone, Copy, Debug)]
+pub struct Confirmation<'a> {
+    pub task: &'a str,
+    pub run_id: i64,
+    pub pid: u32,
+    /// The process's start fingerprint (against pid reuse).
+    pub start: Option<u64>,
+    pub host: &'a str,
+}
+
 /// What `kanban create` asks for.
 #[derive(Clone, Debug, Default)]
 pub struct NewTask {
@@ -157,7 +179,7 @@ pub struct SqliteKanbanStore {
 
 const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
     completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
-    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result";
+    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at";
 
 fn status_of(raw: &str) -> rusqlite::Result<TaskStatus> {
     raw.parse().map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into()))
@@ -188,6 +210,8 @@ fn task_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         last_heartbeat_at: r.get(20)?,
         current_run_id: r.get(21)?,
         result: r.get(22)?,
+        worker_host: r.get(23)?,
+        confirmed_at: r.get(24)?,
         parents: Vec::new(),
     })
 }
@@ -481,8 +505,8 @@ impl SqliteKanbanStore {
     /// An SQLite error.
     pub fn runs(&self, task: &str) -> Result<Vec<Run>> {
         let mut stmt = self.conn.prepare(
-            "SELECT id, task_id, status, assignee, claim_lock, worker_pid, started_at, ended_at, outcome, error, exit_code \
-             FROM task_runs WHERE task_id = ?1 ORDER BY id",
+            "SELECT id, task_id, status, assignee, claim_lock, worker_pid, started_at, ended_at, outcome, error, exit_code, \
+             worker_start, worker_host, confirmed_at FROM task_runs WHERE task_id = ?1 ORDER BY id",
         )?;
         let rows = stmt.query_map([task], |r| {
             Ok(Run {
@@ -497,6 +521,9 @@ impl SqliteKanbanStore {
                 outcome: r.get(8)?,
                 error: r.get(9)?,
                 exit_code: r.get(10)?,
+                worker_start: r.get(11)?,
+                worker_host: r.get(12)?,
+                confirmed_at: r.get(13)?,
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -694,19 +721,84 @@ impl SqliteKanbanStore {
         Ok(())
     }
 
-    /// Records the workers a dispatcher started for claimed tasks, all in one transaction.
+    /// A worker's first act: confirms its own run in one compare-and-swap on (task, run, still claimed, not yet
+    /// confirmed), recording its pid, start fingerprint and host; the claim then lasts `claim_ttl` and its
+    /// heartbeats extend it. Returns the task.
+    ///
+    /// The spawn lease is enforced by the tick, which ends an expired run in its own write transaction; the two
+    /// serialize, so a confirmation either lands first (the tick then sees a confirmed run) or finds the run ended.
+    /// Re-checking the lease here would only refuse a worker that no tick has given up on yet.
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] when the swap fails (the run was reclaimed, requeued or replaced, for example
+    /// because its lease expired, or another process confirmed it): the worker must run nothing.
+    /// [`StoreError::NoTask`] or an SQLite error.
+    pub fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task> {
+        let tx = self.write()?;
+        status_in(&tx, c.task)?;
+        let start = c.start.and_then(|v| i64::try_from(v).ok());
+        let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
+        let n = tx.execute(
+            "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, worker_host = ?5, confirmed_at = ?6, started_at = ?6, \
+             last_heartbeat_at = ?6, claim_expires = ?7 \
+             WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND claim_lock IS NOT NULL \
+             AND confirmed_at IS NULL",
+            params![c.task, c.run_id, c.pid, start, c.host, now.as_millis(), expires],
+        )?;
+        if n != 1 {
+            return Err(StoreError::Superseded { task: c.task.to_owned(), run: c.run_id });
+        }
+        tx.execute(
+            "UPDATE task_runs SET worker_pid = ?2, worker_start = ?3, worker_host = ?4, confirmed_at = ?5, claim_expires = ?6 \
+             WHERE id = ?1",
+            params![c.run_id, c.pid, start, c.host, now.as_millis(), expires],
+        )?;
+        event(
+            &tx,
+            c.task,
+            Some(c.run_id),
+            "confirmed",
+            &json!({"pid": c.pid, "start": start, "host": c.host, "expires": expires}),
+            now,
+        )?;
+        tx.commit()?;
+        self.task(c.task)
+    }
+
+    /// A confirmed worker's heartbeat: records it and extends the claim by `claim_ttl`, while the task is still on
+    /// `run`. Returns whether it still is (a worker whose run ended should stop beating).
     ///
     /// # Errors
     /// An SQLite error.
-    pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], now: Timestamp) -> Result<()> {
+    pub fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool> {
+        let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
+        let n = self.conn.execute(
+            "UPDATE tasks SET last_heartbeat_at = ?3, claim_expires = max(coalesce(claim_expires, 0), ?4) \
+             WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NOT NULL",
+            params![id, run, now.as_millis(), expires],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Records the workers a dispatcher started for claimed tasks, all in one transaction.
+    ///
+    /// This is informational (`kanban show` and stops can find the process before it confirms): the worker's own
+    /// confirmation is what counts, so a run it already confirmed is left as the worker wrote it. An unconfirmed
+    /// run's spawn lease restarts here (`lease` from `now`), so a long spawn loop does not eat its workers' leases.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
+        let expires = now.as_millis().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
         let tx = self.write()?;
         for s in spawned {
             let start = s.start.and_then(|v| i64::try_from(v).ok());
             tx.prepare_cached(
-                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running'",
+                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5) \
+                 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NULL",
             )?
-            .execute(params![s.task, s.run_id, s.pid, start])?;
-            tx.prepare_cached("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1")?
+            .execute(params![s.task, s.run_id, s.pid, start, expires])?;
+            tx.prepare_cached("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?
                 .execute(params![s.run_id, s.pid])?;
             event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now)?;
         }

@@ -79,4 +79,15 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX tasks_dispatch ON tasks(board, status, priority DESC, created_at, id, assignee, claim_lock);
     "#,
+    // 3: the claim protocol. A claim is a short spawn lease until the worker confirms its own run (pid, start
+    // fingerprint, host, time). Runs already running with a recorded worker count as confirmed when they started.
+    r#"
+    ALTER TABLE tasks ADD COLUMN worker_host TEXT;
+    ALTER TABLE tasks ADD COLUMN confirmed_at INTEGER;
+    ALTER TABLE task_runs ADD COLUMN worker_start INTEGER;
+    ALTER TABLE task_runs ADD COLUMN worker_host TEXT;
+    ALTER TABLE task_runs ADD COLUMN confirmed_at INTEGER;
+    UPDATE tasks SET confirmed_at = started_at WHERE status = 'running' AND worker_pid IS NOT NULL;
+    UPDATE task_runs SET confirmed_at = started_at WHERE ended_at IS NULL AND worker_pid IS NOT NULL;
+    "#,
 ];

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{TaskStatus, TickConfig};
-use domain::policy::dispatch::Decision;
+use domain::policy::dispatch::{Decision, Housekeeping};
 use domain::test_util::FakeProcessProbe;
 use domain::time::Timestamp;
 use proptest::prelude::*;
@@ -60,6 +60,7 @@ impl Fixture {
             probe: &self.probe,
             claimer: "host:1",
             claim_ttl: Duration::from_secs(900),
+            spawn_lease: Duration::from_secs(20),
         };
         let out = self.store.tick(&req).unwrap();
         if spawn {
@@ -68,7 +69,11 @@ impl Fixture {
                 self.probe.set_alive(pid, true);
                 let rec =
                     SpawnRecord { task: &c.task.id, run_id: c.run_id, pid, start: Some(u64::from(pid)), log: "log" };
-                self.store.record_spawned(&[rec], self.now).unwrap();
+                self.store.record_spawned(&[rec], Duration::from_secs(20), self.now).unwrap();
+                // The worker's first act.
+                let conf =
+                    Confirmation { task: &c.task.id, run_id: c.run_id, pid, start: Some(u64::from(pid)), host: "host" };
+                self.store.confirm_run(&conf, Duration::from_secs(900), self.now).unwrap();
             }
         }
         out
@@ -87,6 +92,7 @@ impl Fixture {
             probe: &self.probe,
             claimer: "host:1",
             claim_ttl: Duration::from_secs(900),
+            spawn_lease: Duration::from_secs(20),
         };
         self.store.plan_tick(&req).unwrap()
     }
@@ -277,8 +283,9 @@ fn spawn_failure_requeues_then_gives_up() {
 fn expired_claims_are_reclaimed_even_in_a_dry_run_report() {
     let mut f = Fixture::new();
     let id = f.add(Some("alpha"));
-    f.tick_on(&board(), &cfg(None), false);
-    f.now = f.now.plus(Duration::from_secs(901));
+    f.tick(&cfg(None));
+    // A confirmed worker that lives but has been silent past the heartbeat window loses its claim.
+    f.now = f.now.plus(Duration::from_secs(3601));
     let plan = f.dry(&cfg(None));
     assert_eq!(plan.housekeeping.len(), 1);
     assert_eq!(f.status(&id), TaskStatus::Running, "dry run wrote nothing");
@@ -287,6 +294,104 @@ fn expired_claims_are_reclaimed_even_in_a_dry_run_report() {
     assert_eq!(out.claimed.len(), 1, "reclaimed and claimed again in the same tick");
     let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
     assert!(kinds.contains(&"reclaimed".to_owned()));
+}
+
+fn confirmation(c: &Claimed, pid: u32) -> Confirmation<'_> {
+    Confirmation { task: &c.task.id, run_id: c.run_id, pid, start: Some(7), host: "host" }
+}
+
+#[test]
+fn a_claim_nobody_confirms_expires_after_the_spawn_lease_not_the_claim_ttl() {
+    // The dispatcher died between "claim committed" and "spawn recorded": no pid, no confirmation.
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    let mut c = cfg(None);
+    c.caps.max_in_progress = Some(1);
+    let first = f.tick_on(&board(), &c, false);
+    assert_eq!(first.claimed.len(), 1);
+    let task = f.store.task(&id).unwrap();
+    assert_eq!(task.claim_expires, Some(f.now.as_millis() + 20_000), "the claim is a 20 s lease, not 900 s");
+    assert_eq!(task.confirmed_at, None);
+    // Inside the lease the claim holds (and holds its max_in_progress slot).
+    f.now = f.now.plus(Duration::from_secs(19));
+    let out = f.tick_on(&board(), &c, false);
+    assert!(out.plan.housekeeping.is_empty() && out.claimed.is_empty());
+    // Past it, a dry run reports the expiry and writes nothing; the next tick requeues (one failure) and claims again.
+    f.now = f.now.plus(Duration::from_secs(2));
+    assert!(matches!(f.dry(&c).housekeeping[..], [(_, Housekeeping::LeaseExpired { pid: None, .. })]));
+    assert_eq!(f.status(&id), TaskStatus::Running, "dry run wrote nothing");
+    let second = f.tick_on(&board(), &c, false);
+    assert_eq!(second.claimed.len(), 1, "requeued and claimed again in the same tick");
+    let t = f.store.task(&id).unwrap();
+    assert_eq!((t.consecutive_failures, t.current_run_id), (1, Some(second.claimed[0].run_id)));
+    let runs = f.store.runs(&id).unwrap();
+    assert_eq!(runs[0].outcome.as_deref(), Some("lease_expired"));
+    assert!(runs[0].ended_at.is_some() && runs[1].ended_at.is_none());
+    // The first run's worker starting late cannot confirm: it runs nothing.
+    let late = f.store.confirm_run(&confirmation(&first.claimed[0], 500), Duration::from_secs(900), f.now);
+    assert!(matches!(late, Err(StoreError::Superseded { .. })), "{late:?}");
+    // The current run's worker confirms; its claim now lasts the TTL and the failure count is kept until it ends.
+    let t = f.store.confirm_run(&confirmation(&second.claimed[0], 501), Duration::from_secs(900), f.now).unwrap();
+    assert_eq!(
+        (t.worker_pid, t.confirmed_at, t.claim_expires),
+        (Some(501), Some(f.now.as_millis()), Some(f.now.as_millis() + 900_000))
+    );
+    assert_eq!(f.store.runs(&id).unwrap()[1].confirmed_at, Some(f.now.as_millis()));
+}
+
+#[test]
+fn max_runtime_counts_from_the_confirmation() {
+    // A claim whose worker confirms 10 s later (a slow start, a retry) gets its whole 5 s budget from then on.
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    f.store.conn.execute("UPDATE tasks SET max_runtime_seconds = 5 WHERE id = ?1", [&id]).unwrap();
+    let out = f.tick_on(&board(), &cfg(None), false);
+    f.now = f.now.plus(Duration::from_secs(10));
+    f.store.confirm_run(&confirmation(&out.claimed[0], 700), Duration::from_secs(900), f.now).unwrap();
+    f.probe.set_alive(700, true);
+    f.now = f.now.plus(Duration::from_secs(4));
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(out.plan.housekeeping.is_empty(), "4 s of 5 used: {:?}", out.plan.housekeeping);
+    f.now = f.now.plus(Duration::from_secs(1));
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(matches!(out.plan.housekeeping[..], [(_, Housekeeping::TimedOut { pid: Some(700), .. })]));
+}
+
+#[test]
+fn confirmation_is_a_compare_and_swap() {
+    let mut f = Fixture::new();
+    let id = f.add(Some("alpha"));
+    let out = f.tick_on(&board(), &cfg(None), false);
+    let c = &out.claimed[0];
+    // The dispatcher recording its spawn late restarts the lease from the record (a long spawn loop does not eat
+    // its workers' leases).
+    let rec = SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: 600, start: Some(1), log: "log" };
+    let recorded = f.now.plus(Duration::from_secs(15));
+    f.store.record_spawned(&[rec], Duration::from_secs(20), recorded).unwrap();
+    assert_eq!(f.store.task(&id).unwrap().claim_expires, Some(recorded.as_millis() + 20_000));
+    // It succeeds once, even late while no tick has ended the run; a second confirmation (another process claiming
+    // the same run) fails.
+    let later = recorded.plus(Duration::from_secs(25));
+    f.store.confirm_run(&confirmation(c, 600), Duration::from_secs(900), later).unwrap();
+    let twice = f.store.confirm_run(&confirmation(c, 601), Duration::from_secs(900), f.now);
+    assert!(matches!(twice, Err(StoreError::Superseded { .. })));
+    // The dispatcher's late record does not overwrite what the worker wrote.
+    let rec = SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: 999, start: Some(1), log: "log" };
+    f.store.record_spawned(&[rec], Duration::from_secs(20), f.now).unwrap();
+    let t = f.store.task(&id).unwrap();
+    assert_eq!((t.worker_pid, t.worker_start, t.worker_host.as_deref()), (Some(600), Some(7), Some("host")));
+    // Its heartbeat extends the claim while the run is current; after a reclaim it reports the run gone.
+    let beat = f.now.plus(Duration::from_secs(800));
+    assert!(f.store.heartbeat_run(&id, c.run_id, Duration::from_secs(900), beat).unwrap());
+    assert_eq!(f.store.task(&id).unwrap().claim_expires, Some(beat.as_millis() + 900_000));
+    f.store.reclaim(&id, None, beat).unwrap();
+    assert!(!f.store.heartbeat_run(&id, c.run_id, Duration::from_secs(900), beat).unwrap());
+    // A confirmed run's dead worker is a crash, not a lease expiry.
+    let out = f.tick_on(&board(), &cfg(None), false);
+    f.store.confirm_run(&confirmation(&out.claimed[0], 602), Duration::from_secs(900), f.now).unwrap();
+    f.probe.set_alive(602, false);
+    let out = f.tick_on(&board(), &cfg(None), false);
+    assert!(matches!(out.plan.housekeeping[..], [(_, Housekeeping::Crashed { pid: 602, .. })]));
 }
 
 #[test]
@@ -320,6 +425,7 @@ fn crashed_workers_are_requeued_then_blocked() {
     f.store
         .record_spawned(
             &[SpawnRecord { task: &id, run_id: out.claimed[0].run_id, pid: 4242, start: None, log: "log" }],
+            Duration::from_secs(20),
             f.now,
         )
         .unwrap();
@@ -348,7 +454,18 @@ fn transitions_and_their_events() {
     let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
-        ["created", "assigned", "blocked", "unblocked", "claimed", "spawned", "heartbeat", "reclaimed", "archived"]
+        [
+            "created",
+            "assigned",
+            "blocked",
+            "unblocked",
+            "claimed",
+            "spawned",
+            "confirmed",
+            "heartbeat",
+            "reclaimed",
+            "archived"
+        ]
     );
     assert!(matches!(f.store.task("t_nope"), Err(StoreError::NoTask(_))));
 }
@@ -388,6 +505,30 @@ fn migrations_are_append_only() {
     let path = dir.path().join("kanban.db");
     drop(SqliteKanbanStore::open(&path).unwrap());
     drop(SqliteKanbanStore::open(&path).unwrap());
+}
+
+#[test]
+fn migration_3_counts_running_workers_already_recorded_as_confirmed() {
+    // A board written by the previous schema, with one running task whose dispatcher recorded its worker and one
+    // whose dispatcher died before recording (that one stays an unconfirmed claim, so its lease applies).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(MIGRATIONS[0]).unwrap();
+        c.execute_batch(MIGRATIONS[1]).unwrap();
+        c.pragma_update(None, "user_version", 2).unwrap();
+        c.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+        c.execute_batch(
+            "INSERT INTO boards (slug, name, created_at) VALUES ('default', 'default', 0);
+             INSERT INTO tasks (id, board, title, status, created_at, started_at, claim_lock, claim_expires, worker_pid)
+               VALUES ('a', 'default', 'a', 'running', 0, 5, 'h:1', 9, 42), ('b', 'default', 'b', 'running', 0, 6, 'h:1', 9, NULL);",
+        )
+        .unwrap();
+    }
+    let s = SqliteKanbanStore::open(&path).unwrap();
+    assert_eq!(s.task("a").unwrap().confirmed_at, Some(5));
+    assert_eq!(s.task("b").unwrap().confirmed_at, None);
 }
 
 const FROZEN_MIGRATION_1: &str = "dbf4093aa3336ad8";
@@ -462,8 +603,15 @@ fn dry_run_leaves_the_file_byte_identical() {
     let b = board();
     let mut c = cfg(Some(1));
     c.default_assignee = Some("alpha".into());
-    let req =
-        TickRequest { board: &b, cfg: &c, now: T0, probe: &probe, claimer: "h:1", claim_ttl: Duration::from_secs(900) };
+    let req = TickRequest {
+        board: &b,
+        cfg: &c,
+        now: T0,
+        probe: &probe,
+        claimer: "h:1",
+        claim_ttl: Duration::from_secs(900),
+        spawn_lease: Duration::from_secs(20),
+    };
     let plan = s.plan_tick(&req).unwrap();
     assert_eq!(plan.spawns().count(), 2);
     drop(s);

@@ -23,6 +23,8 @@ pub struct TickRequest<'a> {
     /// Written as `claim_lock` (`<host>:<pid>` of the dispatcher).
     pub claimer: &'a str,
     pub claim_ttl: Duration,
+    /// How long a new claim waits for its worker's confirmation (`kanban.spawn_lease_seconds`).
+    pub spawn_lease: Duration,
 }
 
 /// A task this tick claimed: the dispatcher must now start its worker.
@@ -90,7 +92,7 @@ fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> R
     }
     let mut stmt = conn.prepare_cached(
         "SELECT id, assignee, priority, created_at, claim_lock IS NOT NULL, claim_expires, worker_pid, worker_start, \
-         last_heartbeat_at, started_at, max_runtime_seconds, consecutive_failures, max_retries \
+         last_heartbeat_at, confirmed_at, max_runtime_seconds, consecutive_failures, max_retries \
          FROM tasks WHERE board = ?1 AND status = 'running'",
     )?;
     let mut rows = stmt.query([board.as_str()])?;
@@ -153,6 +155,7 @@ impl SqliteKanbanStore {
         self.board(req.board)?;
         let now = req.now;
         let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
+        let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
         let tx = self.write()?;
         let snap = snapshot(&tx, req.board, req.probe)?;
         let plan = plan_tick(now, &snap, req.cfg);
@@ -170,6 +173,18 @@ impl SqliteKanbanStore {
                 Housekeeping::Crashed { pid, .. } => {
                     let err = format!("worker pid {pid} exited without completing the task");
                     record_task_failure(&tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
+                }
+                Housekeeping::LeaseExpired { pid, .. } => {
+                    out.stop_pids.extend(*pid);
+                    record_task_failure(
+                        &tx,
+                        id,
+                        "lease_expired",
+                        "no worker confirmed the run within the spawn lease",
+                        None,
+                        req.cfg.failure_limit,
+                        now,
+                    )?;
                 }
                 Housekeeping::TimedOut { pid, .. } => {
                     out.stop_pids.extend(*pid);
@@ -219,12 +234,13 @@ impl SqliteKanbanStore {
             if d.decision != Decision::Spawn {
                 continue;
             }
-            let expires = now.as_millis() + ttl_ms;
+            // The claim starts as a short spawn lease; the worker's confirmation turns it into a `claim_ttl` claim.
+            let expires = now.as_millis().saturating_add(lease_ms);
             // Compare-and-swap: a claim that lost a race writes nothing.
             let n = tx
                 .prepare_cached(
                     "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
-                     worker_start = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
+                     worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
                 )?
                 .execute(params![d.task_id, req.claimer, expires, now.as_millis()])?;
             if n != 1 {
@@ -263,5 +279,6 @@ pub fn gave_up(h: &Housekeeping) -> bool {
         h,
         Housekeeping::Crashed { outcome: FailureOutcome::GiveUp { .. }, .. }
             | Housekeeping::TimedOut { outcome: FailureOutcome::GiveUp { .. }, .. }
+            | Housekeeping::LeaseExpired { outcome: FailureOutcome::GiveUp { .. }, .. }
     )
 }

@@ -17,6 +17,10 @@ use crate::time::Timestamp;
 pub enum Housekeeping {
     /// The worker pid is gone (or reused): a crash, counted as a failure.
     Crashed { pid: u32, outcome: FailureOutcome },
+    /// No worker confirmed the run before its spawn lease ran out (the dispatcher died between claim and spawn, or
+    /// the worker never started): back to `ready` or blocked, counted as a failure. `pid` is a live process the
+    /// dispatcher recorded, to stop.
+    LeaseExpired { pid: Option<u32>, outcome: FailureOutcome },
     /// `max_runtime_seconds` elapsed: kill the worker; counted as a failure.
     TimedOut { pid: Option<u32>, outcome: FailureOutcome },
     /// The claim expired but the worker lives and heartbeats: extend the claim.
@@ -100,7 +104,19 @@ pub fn plan_housekeeping(now: Timestamp, t: &TaskRow, cfg: &TickConfig) -> Optio
             outcome: record_failure(t.consecutive_failures, t.max_retries, cfg.failure_limit),
         });
     }
-    let elapsed = t.started_at.map(|s| now.secs_since(s));
+    let Some(started) = t.started_at else {
+        // Unconfirmed: the claim is only a spawn lease. Waiting inside it is healthy; past it the run is void (a
+        // worker that starts later fails its confirmation and runs nothing), so the task goes back to the queue.
+        if t.claim_expires.is_none_or(|exp| exp < now) {
+            return Some(Housekeeping::LeaseExpired {
+                pid: t.worker_pid.filter(|_| alive),
+                outcome: record_failure(t.consecutive_failures, t.max_retries, cfg.failure_limit),
+            });
+        }
+        return None;
+    };
+    // Runtime counts from the worker's confirmation, not from the claim.
+    let elapsed = Some(now.secs_since(started));
     if let (Some(max), Some(elapsed)) = (t.max_runtime_secs.filter(|m| *m > 0), elapsed)
         && elapsed >= max as f64
     {
@@ -132,7 +148,9 @@ fn leaves_running(h: &Housekeeping) -> bool {
 /// Whether housekeeping puts the task back in `ready`.
 fn requeues(h: &Housekeeping) -> bool {
     match h {
-        Housekeeping::Crashed { outcome, .. } | Housekeeping::TimedOut { outcome, .. } => {
+        Housekeeping::Crashed { outcome, .. }
+        | Housekeeping::TimedOut { outcome, .. }
+        | Housekeeping::LeaseExpired { outcome, .. } => {
             matches!(outcome, FailureOutcome::Requeue { .. })
         }
         Housekeeping::Reclaim { .. } | Housekeeping::Stale { .. } => true,

@@ -266,6 +266,83 @@ fn housekeeping_table() {
     assert_eq!(plan_housekeeping(NOW, &t, &stale_cfg), None);
 }
 
+/// A claim no worker has confirmed yet: `claim_expires` is its spawn lease.
+fn unconfirmed(lease_left_secs: i64) -> TaskRow {
+    let mut t = task("t", Some("alpha"), TaskStatus::Running);
+    t.started_at = None;
+    t.claim_expires = Some(Timestamp::from_secs(NOW.as_secs() + lease_left_secs));
+    t
+}
+
+#[test]
+fn spawn_lease_table() {
+    let c = cfg(None);
+    // Inside the lease, with or without a pid the dispatcher recorded: wait for the worker's confirmation.
+    assert_eq!(plan_housekeeping(NOW, &unconfirmed(10), &c), None);
+    let mut t = unconfirmed(10);
+    (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
+    assert_eq!(plan_housekeeping(NOW, &t, &c), None);
+    // Past the lease without a confirmation (the dispatcher died between claim and spawn): requeued, one failure.
+    assert_eq!(
+        plan_housekeeping(NOW, &unconfirmed(-1), &c),
+        Some(Housekeeping::LeaseExpired { pid: None, outcome: FailureOutcome::Requeue { failures: 1, limit: 2 } })
+    );
+    // A process the dispatcher recorded but that never confirmed is stopped; a dead one is a crash.
+    let mut t = unconfirmed(-1);
+    (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
+    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::LeaseExpired { pid: Some(42), .. })));
+    t.worker_alive = Some(false);
+    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::Crashed { pid: 42, .. })));
+    // The failure rules apply: at the limit the task is blocked.
+    let mut t = unconfirmed(-1);
+    t.consecutive_failures = 1;
+    assert_eq!(
+        plan_housekeeping(NOW, &t, &c),
+        Some(Housekeeping::LeaseExpired { pid: None, outcome: FailureOutcome::GiveUp { failures: 2, limit: 2 } })
+    );
+    // A claim with no expiry at all is no lease: it expires.
+    let mut t = unconfirmed(0);
+    t.claim_expires = None;
+    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::LeaseExpired { .. })));
+    // Once confirmed, the lease no longer applies: the claim TTL and the worker's liveness do.
+    let mut t = unconfirmed(-1);
+    t.started_at = Some(NOW);
+    (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
+    assert_eq!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::ExtendClaim));
+}
+
+#[test]
+fn max_runtime_counts_from_the_confirmation_not_the_claim() {
+    let c = cfg(None);
+    // Claimed long ago (a retry waited), confirmed 3 s ago: 3 s of an 8 s budget are used, not all of it.
+    let mut t = task("t", Some("alpha"), TaskStatus::Running);
+    t.max_runtime_secs = Some(8);
+    t.started_at = Some(Timestamp::from_secs(NOW.as_secs() - 3));
+    (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
+    assert_eq!(plan_housekeeping(NOW, &t, &c), None);
+    t.started_at = Some(Timestamp::from_secs(NOW.as_secs() - 8));
+    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::TimedOut { pid: Some(42), .. })));
+    // Unconfirmed, nothing runs yet: no runtime is charged whatever the budget.
+    let mut t = unconfirmed(5);
+    t.max_runtime_secs = Some(1);
+    assert_eq!(plan_housekeeping(NOW, &t, &c), None);
+}
+
+#[test]
+fn lease_expired_claims_free_their_slot_and_are_dispatched_again() {
+    let mut c = cfg(Some(1));
+    c.caps.max_in_progress = Some(1);
+    let plan = plan_tick(NOW, &snapshot(vec![unconfirmed(-1)]), &c);
+    assert!(matches!(plan.housekeeping[..], [(_, Housekeeping::LeaseExpired { .. })]));
+    assert_eq!(codes(&plan), [("t".into(), "spawn")]);
+    // Inside the lease the claim holds its slot: nothing else starts.
+    let mut tasks = vec![unconfirmed(5)];
+    tasks.extend(ready(1, "alpha"));
+    let plan = plan_tick(NOW, &snapshot(tasks), &c);
+    assert!(plan.housekeeping.is_empty());
+    assert_eq!(plan.spawns().count(), 0);
+}
+
 #[test]
 fn reclaimed_tasks_free_their_slot_and_are_dispatched_again() {
     let mut t = task("t", Some("alpha"), TaskStatus::Running);
@@ -299,8 +376,9 @@ fn arb_task() -> impl Strategy<Value = TaskRow> {
         any::<bool>(),
         prop::option::of(any::<bool>()),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(n, who, status, prio, parents_done, alive, expired)| {
+        .prop_map(|(n, who, status, prio, parents_done, alive, expired, confirmed)| {
             let mut t = task(&format!("t{n}"), who, status);
             t.priority = prio;
             t.parents_done = parents_done;
@@ -309,6 +387,9 @@ fn arb_task() -> impl Strategy<Value = TaskRow> {
                 t.worker_alive = alive;
                 if expired {
                     t.claim_expires = Some(Timestamp::from_secs(NOW.as_secs() - 5));
+                }
+                if !confirmed {
+                    t.started_at = None;
                 }
             }
             t
@@ -396,6 +477,28 @@ proptest! {
         for d in &plan.decisions {
             if d.auto_assigned {
                 prop_assert_eq!(d.assignee.as_deref(), c.default_assignee.as_deref());
+            }
+        }
+    }
+
+    #[test]
+    fn no_task_stays_running_without_a_live_worker_past_its_lease(tasks in prop::collection::vec(arb_task(), 0..60), c in arb_cfg()) {
+        let snap = snapshot(dedup(tasks));
+        let plan = plan_tick(NOW, &snap, &c);
+        let hk: BTreeMap<&str, &Housekeeping> = plan.housekeeping.iter().map(|(id, h)| (id.as_str(), h)).collect();
+        for t in snap.tasks.iter().filter(|t| t.status == TaskStatus::Running) {
+            let dead = t.worker_alive == Some(false);
+            let lease_over = t.started_at.is_none() && t.claim_expires.is_none_or(|e| e < NOW);
+            let h = hk.get(t.id.as_str());
+            if dead || lease_over {
+                prop_assert!(h.is_some_and(|h| leaves_running(h)), "{} stays running: {:?}", t.id, h);
+            }
+            if t.started_at.is_none() && !lease_over && !dead {
+                prop_assert!(h.is_none(), "{} was touched inside its spawn lease: {:?}", t.id, h);
+            }
+            if let Some(Housekeeping::LeaseExpired { pid, .. }) = h {
+                // Only a live process is ever signalled.
+                prop_assert!(pid.is_none() || t.worker_alive == Some(true));
             }
         }
     }

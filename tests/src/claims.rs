@@ -1,0 +1,244 @@
+//! The claim protocol under fire: dispatchers SIGKILLed at random points of their ticks, then ordinary ticks. No
+//! task may stay `running` without a live worker past the spawn lease, none may run twice, and the board must
+//! finish. Workers are cheap (`kanban.worker_command`), so no Docker is involved.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use domain::ids::BoardSlug;
+use domain::kanban::TaskStatus;
+use kanban_store::SqliteKanbanStore;
+
+use crate::support::{Home, berth_bin};
+
+const TASKS: usize = 200;
+const KILLS: usize = 20;
+/// The spawn lease of this test (the default is 20 s; a short one keeps the test fast, the protocol is the same).
+const LEASE_SECS: u64 = 3;
+
+/// A small deterministic generator (xorshift), so a failure replays with the same kill points.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn store(home: &Home) -> SqliteKanbanStore {
+    SqliteKanbanStore::open_read_only(&home.path().join("kanban.db")).unwrap()
+}
+
+/// Running tasks whose worker `kanban ls` reports gone (it checks them as the tick does), by id.
+fn gone(home: &Home) -> Vec<String> {
+    let ls = home.json(&["kanban", "ls", "--status", "running"]);
+    ls.as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["worker_alive"] == false)
+        .map(|t| {
+            let id = t["id"].as_str().unwrap();
+            let log = std::fs::read_to_string(home.path().join("kanban/logs").join(format!("{id}.log")));
+            format!("{}\nlog: {log:?}", home.ok(&["kanban", "show", id]))
+        })
+        .collect()
+}
+
+fn dispatch(home: &Home) {
+    home.ok(&["kanban", "dispatch", "--json"]);
+}
+
+/// Lines of the file each worker appends its pid to when its command starts: how often each task really ran.
+fn starts(dir: &Path) -> BTreeMap<String, Vec<i64>> {
+    let mut m = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().into_string().unwrap();
+        let pids = std::fs::read_to_string(e.path()).unwrap().lines().map(|l| l.trim().parse().unwrap()).collect();
+        m.insert(name.trim_end_matches(".starts").to_owned(), pids);
+    }
+    m
+}
+
+#[test]
+fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
+    let home = Home::new();
+    let marks = home.path().join("starts");
+    std::fs::create_dir_all(&marks).unwrap();
+    // Each worker records that it started (its pid is the confirmed worker pid: the built-in wrapper confirms and
+    // then execs this command), lives a second, and completes its task.
+    let worker = format!(
+        "echo $$ >> {}/{{task_id}}.starts; sleep 1; {} kanban complete {{task_id}} >/dev/null 2>&1",
+        marks.display(),
+        berth_bin().display()
+    );
+    for (k, v) in [
+        ("kanban.worker_command", worker.as_str()),
+        ("kanban.spawn_lease_seconds", &LEASE_SECS.to_string()),
+        // Stranded claims hold these slots until their lease ends: the stall the lease bounds.
+        ("kanban.max_in_progress", "60"),
+        // Lease expiries count as failures; none of them may block a task here.
+        ("kanban.failure_limit", "100"),
+    ] {
+        home.ok(&["config", "set", k, v]);
+    }
+    for i in 0..TASKS {
+        home.ok(&["kanban", "create", &format!("c{i}"), "--assignee", &home.profile]);
+    }
+
+    // 20 dispatchers, each SIGKILLed at a random point of its tick (each tick claims up to 10 of the 200 tasks, then
+    // starts their workers and records them): before, during and after the claim transaction and the spawns.
+    let mut rng = Rng(0xc1a1_3500_dead_beef);
+    for _ in 0..KILLS {
+        let mut child = home
+            .cmd()
+            .args(["kanban", "dispatch", "--max", "10", "--json"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // A random kill point, not a synchronisation.
+        std::thread::sleep(Duration::from_millis(20 + rng.below(200)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let last_kill = Instant::now();
+
+    // What the kills left: runs whose dispatcher died before recording a worker. Some of those workers were started
+    // and confirm on their own; the others were never started: their claims wait for nobody.
+    let s = store(&home);
+    let b = BoardSlug::default_board();
+    let mut unrecorded = Vec::new();
+    for t in s.tasks(&b, None, None).unwrap() {
+        let events = s.events(&t.id, 0).unwrap();
+        for r in s.runs(&t.id).unwrap() {
+            if !events.iter().any(|e| e.kind == "spawned" && e.run_id == Some(r.id)) {
+                unrecorded.push((t.id.clone(), r.id));
+            }
+        }
+    }
+    drop(s);
+    assert!(!unrecorded.is_empty(), "no kill landed between a claim and its spawn record; the test proves nothing");
+
+    // Wait out the lease (polling the clock, not sleeping blind), then one tick.
+    let lease = Duration::from_secs(LEASE_SECS);
+    while last_kill.elapsed() <= lease {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let tick_at = last_kill.elapsed();
+    dispatch(&home);
+    let recovered = last_kill.elapsed();
+    let gone_now = gone(&home);
+    assert!(gone_now.is_empty(), "after one tick past the lease, running without a live worker: {gone_now:?}");
+    // Every unrecorded run was either confirmed by its own worker or expired and requeued: none is left claimed.
+    let s = store(&home);
+    let (mut self_confirmed, mut expired) = (0, 0);
+    for (id, run) in &unrecorded {
+        let r = s.runs(id).unwrap().into_iter().find(|r| r.id == *run).unwrap();
+        if r.confirmed_at.is_some() {
+            self_confirmed += 1;
+        } else {
+            assert_eq!(r.outcome.as_deref(), Some("lease_expired"), "{id}: run {run} is still held: {r:?}");
+            expired += 1;
+        }
+    }
+    drop(s);
+    eprintln!(
+        "{KILLS} kills left {} runs unrecorded: {self_confirmed} confirmed by their own worker, {expired} stranded \
+         claims requeued; spawn lease {LEASE_SECS} s; the tick at {tick_at:?} after the last kill recovered the board \
+         by {recovered:?} (its own spawns included)",
+        unrecorded.len()
+    );
+    assert!(expired > 0, "no kill stranded a claim; the test proves nothing");
+    assert!(recovered < lease + Duration::from_secs(5), "recovery took {recovered:?}");
+
+    // Ordinary ticks until the board is done (a poll with a deadline).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let gone_now = gone(&home);
+        assert!(gone_now.is_empty(), "running without a live worker: {gone_now:?}");
+        let open = store(&home).tasks(&b, None, None).unwrap().iter().filter(|t| t.status != TaskStatus::Done).count();
+        if open == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{open} tasks still not done");
+        dispatch(&home);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!("all {TASKS} tasks done {:?} after the last kill", last_kill.elapsed());
+
+    // Every task ran exactly once, by the worker that confirmed its run; no two runs of a task ever overlapped.
+    let ran = starts(&marks);
+    let s = store(&home);
+    for t in s.tasks(&b, None, None).unwrap() {
+        let pids = ran.get(&t.id).cloned().unwrap_or_default();
+        assert_eq!(pids.len(), 1, "{} ran {} times", t.id, pids.len());
+        let runs = s.runs(&t.id).unwrap();
+        let confirmed: Vec<_> = runs.iter().filter(|r| r.confirmed_at.is_some()).collect();
+        assert_eq!(confirmed.len(), 1, "{}: {} confirmed runs: {runs:?}", t.id, confirmed.len());
+        assert_eq!(confirmed[0].worker_pid, Some(pids[0]), "{}: the worker that ran is the one that confirmed", t.id);
+        assert_eq!(confirmed[0].outcome.as_deref(), Some("completed"));
+        for pair in runs.windows(2) {
+            let ended = pair[0].ended_at.expect("an earlier run ended");
+            assert!(ended <= pair[1].started_at, "{}: runs {} and {} overlap", t.id, pair[0].id, pair[1].id);
+        }
+        for r in runs.iter().filter(|r| r.confirmed_at.is_none()) {
+            assert_eq!(r.outcome.as_deref(), Some("lease_expired"), "{}: unconfirmed run {r:?}", t.id);
+        }
+    }
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, failing after `secs`.
+fn poll<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
+    let home = Home::new();
+    let marks = home.path().join("ran");
+    home.ok(&["config", "set", "kanban.worker_command", &format!("echo $$ >> {}; exec sleep 60", marks.display())]);
+    let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let pid = poll(20, "the worker's confirmation", || {
+        let t = &home.json(&["kanban", "show", &id])["task"];
+        t["confirmed_at"].as_i64().and(t["worker_pid"].as_i64())
+    });
+    let row = |home: &Home| home.json(&["kanban", "ls"])[0].clone();
+    assert_eq!((row(&home)["status"].as_str(), row(&home)["worker_alive"].as_bool()), (Some("running"), Some(true)));
+
+    // Another `worker run` for the same (already confirmed) run refuses and runs nothing.
+    let again = home.run(&["worker", "run", &id]);
+    assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stderr));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.starts_with("berth: ") && err.contains("no longer claimed") && err.lines().count() == 1, "{err}");
+
+    // The worker dies without a word: ls and show say so at once, without writing anything.
+    let events = home.json(&["kanban", "show", &id])["events"].as_array().unwrap().len();
+    let killed = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().unwrap();
+    assert!(killed.success());
+    poll(20, "ls to report the dead worker", || (row(&home)["worker_alive"] == false).then_some(()));
+    let text = home.ok(&["kanban", "ls"]);
+    assert!(text.contains("running (worker gone)"), "{text}");
+    assert!(home.ok(&["kanban", "show", &id]).contains("status:    running (worker gone)"));
+    let show = home.json(&["kanban", "show", &id]);
+    assert_eq!(show["task"]["worker_alive"], false);
+    assert_eq!(show["task"]["status"], "running", "ls and show wrote nothing");
+    assert_eq!(show["events"].as_array().unwrap().len(), events, "ls and show wrote nothing");
+    // The tick agrees: a crash.
+    let report = home.json(&["kanban", "dispatch", "--max", "0"]);
+    assert_eq!(report["crashed"], serde_json::json!([id]));
+    let ran = std::fs::read_to_string(&marks).unwrap();
+    assert_eq!(ran.lines().collect::<Vec<_>>(), [pid.to_string()], "only the confirmed worker ran");
+}
