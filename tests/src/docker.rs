@@ -6,6 +6,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use rustix::process::Signal;
 use crate::support::{Home, IMAGE, docker, ids, inspect, require_docker};
 
 /// Creates a container the way hermes-agent would: its three labels, a `hermes-<hex>` name, no berth labels.
@@ -376,7 +377,7 @@ fn hostile_task_ids_get_sanitized_labels_and_their_own_sandboxes() {
 fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container() {
     require_docker();
     let home = Home::new();
-    for (opt_out, signal, code) in [(true, libc::SIGINT, 130), (false, libc::SIGTERM, 143)] {
+    for (opt_out, signal, code) in [(true, Signal::INT, 130), (false, Signal::TERM, 143)] {
         let mut cmd = home.cmd();
         if opt_out {
             cmd.args(["-c", "terminal.docker_persist_across_processes=false"]);
@@ -397,8 +398,7 @@ fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container() {
             assert!(Instant::now() < deadline, "the command never started");
             std::thread::sleep(Duration::from_millis(100));
         }
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        crate::support::signal(child.id(), signal);
         assert_eq!(child.wait().unwrap().code(), Some(code));
         if opt_out {
             assert!(home.containers().is_empty(), "the opt-out container was removed");
