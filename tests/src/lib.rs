@@ -17,4 +17,6 @@ mod gateway;
 #[cfg(test)]
 mod kanban;
 #[cfg(test)]
+mod signals;
+#[cfg(test)]
 mod tidy;

@@ -182,6 +182,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             last_stuck_warning = Some(Instant::now());
         }
         state["ticks"] = json!(state["ticks"].as_u64().unwrap_or(0) + 1);
+        tracing::debug!("gateway: tick {} done ({} stop(s) under way)", state["ticks"], stopping.len());
         state["last_tick"] =
             json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
         write_state(&ctx.home, &state);

@@ -20,6 +20,9 @@ pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often a stop looks at the process table while it waits.
 const POLL: Duration = Duration::from_millis(50);
 
+/// How long a stop waits for SIGKILL to take effect, to reap the worker when it is our child.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
 /// The process table through `/proc`: liveness with a start-time check against pid reuse.
 pub struct ProcProbe;
 
@@ -111,7 +114,8 @@ fn reap(pid: Pid) {
 
 /// Reaps every exited child of this process (workers the gateway started), so none lingers as a zombie.
 pub fn reap_children() {
-    while let Ok(Some(_)) = rustix::process::waitpid(None, WaitOptions::NOHANG) {}
+    // `wait` is waitpid(-1): any child (`waitpid(None)` would only see children in our own process group).
+    while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
 }
 
 /// Live (non-zombie) members of process group `pgid`.
@@ -171,6 +175,11 @@ pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
             // A group id is not handed out again while any member lives, so the group is still the worker's.
             if leader_running || leads_group {
                 signal(w, leads_group, Signal::KILL);
+            }
+            // SIGKILL lands asynchronously: wait for the leader to exit, so a child of ours is reaped now.
+            let killed_by = Instant::now() + KILL_WAIT;
+            while stat_of(w.pid).is_some_and(|s| s.starttime == w.start && !is_exited(&s)) && Instant::now() < killed_by {
+                tokio::time::sleep(POLL).await;
             }
             reap(pid);
             return StopOutcome::Killed;
