@@ -6,8 +6,8 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use rustix::process::Signal;
 use crate::support::{Home, IMAGE, docker, ids, inspect, require_docker};
+use rustix::process::Signal;
 
 /// Creates a container the way hermes-agent would: its three labels, a `hermes-<hex>` name, no berth labels.
 fn hermes_container(home: &Home, task: &str, cmd: &[&str]) -> String {

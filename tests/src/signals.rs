@@ -153,11 +153,8 @@ fn a_worker_with_the_right_start_is_still_stopped() {
 fn a_worker_command_completing_its_own_task_is_not_killed_by_it() {
     let home = Home::new();
     let out = home.path().join("after-complete");
-    let command = format!(
-        "{} kanban complete {{task_id}} --result self; echo rc=$? > {}",
-        berth_bin().display(),
-        out.display()
-    );
+    let command =
+        format!("{} kanban complete {{task_id}} --result self; echo rc=$? > {}", berth_bin().display(), out.display());
     let id = home.json(&["kanban", "create", "self", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     home.json(&["-c", &format!("kanban.worker_command={command}"), "kanban", "dispatch", "--task", &id]);
     wait_for("the worker to finish its own task and go on", Duration::from_secs(20), || out.exists());
@@ -225,15 +222,21 @@ fn a_gateway_stopping_three_timed_out_workers_keeps_ticking_every_second_and_rea
     // Workers that ignore SIGTERM: each stop needs the whole grace period and a SIGKILL.
     let mut ids = Vec::new();
     for i in 0..3 {
-        let v = home.json(&["kanban", "create", &format!("stubborn {i}"), "--assignee", &home.profile, "--max-runtime", "1"]);
+        let v = home.json(&[
+            "kanban",
+            "create",
+            &format!("stubborn {i}"),
+            "--assignee",
+            &home.profile,
+            "--max-runtime",
+            "1",
+        ]);
         ids.push(v["id"].as_str().unwrap().to_owned());
     }
     let gw = Gateway::start(&home, &["-c", "kanban.worker_command=trap '' TERM; sleep 300"]);
     let gateway_pid = gw.pid();
     let timed_out = || -> i64 {
-        db(&home)
-            .query_row("SELECT count(*) FROM task_runs WHERE outcome = 'timed_out'", [], |r| r.get(0))
-            .unwrap_or(0)
+        db(&home).query_row("SELECT count(*) FROM task_runs WHERE outcome = 'timed_out'", [], |r| r.get(0)).unwrap_or(0)
     };
     // (when the test saw the line, when the gateway logged it, in seconds of the day)
     // Tick times: the gateway bumps `ticks` in its state file at the end of every tick; polled every 10 ms.

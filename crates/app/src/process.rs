@@ -146,7 +146,12 @@ pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
     match stat_of(w.pid) {
         None => return StopOutcome::Gone,
         Some(s) if s.starttime != w.start => {
-            tracing::debug!("pid {} now belongs to another process (start {} != {}); not signalled", w.pid, s.starttime, w.start);
+            tracing::debug!(
+                "pid {} now belongs to another process (start {} != {}); not signalled",
+                w.pid,
+                s.starttime,
+                w.start
+            );
             return StopOutcome::Reused;
         }
         Some(s) if is_exited(&s) => {
@@ -178,7 +183,8 @@ pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
             }
             // SIGKILL lands asynchronously: wait for the leader to exit, so a child of ours is reaped now.
             let killed_by = Instant::now() + KILL_WAIT;
-            while stat_of(w.pid).is_some_and(|s| s.starttime == w.start && !is_exited(&s)) && Instant::now() < killed_by {
+            while stat_of(w.pid).is_some_and(|s| s.starttime == w.start && !is_exited(&s)) && Instant::now() < killed_by
+            {
                 tokio::time::sleep(POLL).await;
             }
             reap(pid);

@@ -47,14 +47,19 @@ pub(crate) fn new_marker() -> String {
 ///
 /// # Errors
 /// The engine's error when the kill exec cannot run.
-pub(crate) async fn kill_marked(rt: &DockerRuntime, container: &str, marker: &str) -> Result<(), domain::ports::RuntimeError> {
+pub(crate) async fn kill_marked(
+    rt: &DockerRuntime,
+    container: &str,
+    marker: &str,
+) -> Result<(), domain::ports::RuntimeError> {
     let spec = ExecSpec {
         argv: vec!["sh".into(), "-c".into(), KILL_SCRIPT.into(), "sh".into(), marker.into()],
         user: Some("0".into()),
         timeout: None,
         ..ExecSpec::default()
     };
-    match tokio::time::timeout(KILL_TIMEOUT, Box::pin(rt.exec(container, &spec, &mut CapturedOutput::default()))).await {
+    match tokio::time::timeout(KILL_TIMEOUT, Box::pin(rt.exec(container, &spec, &mut CapturedOutput::default()))).await
+    {
         Ok(res) => res.map(|_| ()),
         Err(_) => Err(domain::ports::RuntimeError::Timeout(format!("kill in {container}"))),
     }

@@ -90,7 +90,9 @@ pub struct WorkerRef {
 /// The worker recorded on task `id`, if any.
 pub(crate) fn worker_of(conn: &Connection, id: &str) -> Result<Option<WorkerRef>> {
     let (pid, start): (Option<i64>, Option<i64>) =
-        conn.query_row("SELECT worker_pid, worker_start FROM tasks WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        conn.query_row("SELECT worker_pid, worker_start FROM tasks WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
     Ok(pid.map(|pid| WorkerRef { pid, start }))
 }
 
