@@ -174,6 +174,7 @@ pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
         let leader_running = leader.as_ref().is_some_and(|s| !is_exited(s));
         let members = if leads_group { live_members(w.pid) } else { usize::from(leader_running) };
         if members == 0 {
+            reap(pid);
             return StopOutcome::Terminated;
         }
         if Instant::now() >= deadline {
@@ -228,4 +229,78 @@ pub fn unlock(file: &File) {
 /// `uid:gid` of this process (sandboxes run commands as the invoking user).
 pub fn user_spec() -> String {
     format!("{}:{}", rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `sh -c SCRIPT` child leading its own process group, as workers are started.
+    fn child(script: &str) -> (Child, Worker) {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]).stdin(std::process::Stdio::null());
+        let (child, start) = spawn_detached(&mut cmd).unwrap();
+        let w = Worker { pid: child.id(), start: start.expect("a fresh child has a start time") };
+        (child, w)
+    }
+
+    fn exists(pid: u32) -> bool {
+        stat_of(pid).is_some()
+    }
+
+    #[test]
+    fn a_row_without_a_usable_pid_and_start_names_no_worker() {
+        assert_eq!(Worker::from_row(Some(42), Some(7)), Some(Worker { pid: 42, start: 7 }));
+        for (pid, start) in
+            [(None, Some(7)), (Some(42), None), (Some(1), Some(7)), (Some(-5), Some(7)), (Some(42), Some(-1))]
+        {
+            assert_eq!(Worker::from_row(pid, start), None, "{pid:?} {start:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_wrong_start_is_never_signalled() {
+        let (mut c, w) = child("sleep 30");
+        let outcome = stop(Worker { start: w.start + 1, ..w }, Duration::from_millis(200)).await;
+        assert_eq!(outcome, StopOutcome::Reused);
+        assert!(c.try_wait().unwrap().is_none(), "the process with the reused pid was signalled");
+        assert_eq!(stop(w, Duration::from_secs(5)).await, StopOutcome::Terminated);
+        assert!(!exists(w.pid), "a stopped child of ours is reaped, not left a zombie");
+    }
+
+    #[tokio::test]
+    async fn a_worker_ignoring_sigterm_gets_sigkill_after_the_grace_period_with_its_group() {
+        // The shell's child inherits the ignored SIGTERM, so only the group SIGKILL ends both.
+        let (_c, w) = child("trap '' TERM; sleep 30 & wait");
+        // Stop only once the shell has set its trap and started its child (two live members).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while live_members(w.pid) < 2 {
+            assert!(Instant::now() < deadline, "the shell did not start its child");
+            std::thread::sleep(POLL);
+        }
+        let started = Instant::now();
+        assert_eq!(stop(w, Duration::from_millis(300)).await, StopOutcome::Killed);
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(!exists(w.pid));
+        assert_eq!(live_members(w.pid), 0, "the group's other members are gone too");
+    }
+
+    #[tokio::test]
+    async fn the_caller_is_never_its_own_victim() {
+        let me = Worker { pid: std::process::id(), start: ProcProbe.start_fingerprint(std::process::id()).unwrap() };
+        assert_eq!(stop(me, Duration::from_millis(100)).await, StopOutcome::Own);
+    }
+
+    #[test]
+    fn the_probe_tells_a_reused_pid_and_a_zombie_from_a_live_worker() {
+        let (mut c, w) = child("exit 0");
+        assert!(!ProcProbe.is_alive(w.pid, Some(w.start + 1)));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Until reaped, the exited child is a zombie: not alive.
+        while ProcProbe.is_alive(w.pid, Some(w.start)) {
+            assert!(Instant::now() < deadline, "the child did not exit");
+            std::thread::sleep(POLL);
+        }
+        c.wait().unwrap();
+    }
 }
