@@ -80,17 +80,34 @@ fn time_cmd(cmd: &mut Command) -> f64 {
     t
 }
 
-/// Peak resident memory (KiB) of a command, from wait4's rusage.
+/// The first argument that makes this benchmark binary a peak-memory helper instead of the benchmark.
+const PEAK_RSS_HELPER: &str = "__peak_rss_of";
+
+/// Peak resident memory (KiB) of a command, measured by a helper (this binary re-executed) whose only child is
+/// that command, so getrusage(RUSAGE_CHILDREN) reports that command alone.
 fn peak_rss_kib(cmd: &mut Command) -> i64 {
-    let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data filled by the kernel; we wait on our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(rc, pid);
-    std::mem::forget(child);
-    usage.ru_maxrss
+    let mut helper = Command::new(std::env::current_exe().unwrap());
+    helper.arg(PEAK_RSS_HELPER).arg(cmd.get_program()).args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => helper.env(k, v),
+            None => helper.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        helper.current_dir(dir);
+    }
+    let out = helper.stdin(Stdio::null()).stderr(Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.trim().parse().unwrap_or_else(|_| panic!("the peak-memory helper printed {text:?}"))
+}
+
+/// The helper side of [`peak_rss_kib`]: runs `argv`, then prints its children's peak resident memory in KiB.
+fn peak_rss_helper(argv: &[String]) -> ! {
+    let _ = Command::new(&argv[0]).args(&argv[1..]).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap();
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
+    println!("{}", usage.max_rss());
+    std::process::exit(0);
 }
 
 /// One row of the report.
@@ -528,8 +545,9 @@ fn bench_gateway_memory() -> Figure {
             / 1024.0
     };
     let (rss, hwm) = (field("VmRSS:"), field("VmHWM:"));
-    // SAFETY: our child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    if let Some(pid) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
     child.wait().unwrap();
     Figure {
         name: "idle gateway resident memory".into(),
@@ -617,6 +635,10 @@ fn report(figures: &[Figure], growth: &Json, machine: &Json) -> String {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(PEAK_RSS_HELPER) {
+        peak_rss_helper(&args[2..]);
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::{Engine, Home, IMAGE, ids};
+use rustix::process::Signal;
 
 /// Creates a container the way hermes-agent would: its three labels, a `hermes-<hex>` name, no berth labels.
 fn hermes_container(home: &Home, task: &str, cmd: &[&str]) -> String {
@@ -346,7 +347,7 @@ fn hostile_task_ids_get_sanitized_labels_and_their_own_sandboxes(e: &Engine) {
 
 fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container(e: &Engine) {
     let home = Home::on(e);
-    for (opt_out, signal, code) in [(true, libc::SIGINT, 130), (false, libc::SIGTERM, 143)] {
+    for (opt_out, signal, code) in [(true, Signal::INT, 130), (false, Signal::TERM, 143)] {
         let mut cmd = home.cmd();
         if opt_out {
             cmd.args(["-c", "terminal.docker_persist_across_processes=false"]);
@@ -364,8 +365,7 @@ fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container(e: &Engi
             assert!(Instant::now() < deadline, "the command never started");
             std::thread::sleep(Duration::from_millis(100));
         }
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, signal) };
+        crate::support::signal(child.id(), signal);
         assert_eq!(child.wait().unwrap().code(), Some(code));
         if opt_out {
             assert!(home.containers().is_empty(), "the opt-out container was removed");

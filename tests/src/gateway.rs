@@ -30,8 +30,7 @@ impl Gateway {
     fn stop(mut self) -> (Option<i32>, Duration, String) {
         let mut child = self.0.take().unwrap();
         let start = Instant::now();
-        // SAFETY: signalling the child this test started.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        crate::support::signal(child.id(), rustix::process::Signal::TERM);
         let status = child.wait().unwrap();
         let took = start.elapsed();
         let mut err = String::new();
@@ -64,8 +63,7 @@ fn statuses(home: &Home) -> Vec<String> {
 fn kill_workers(home: &Home) {
     for t in home.json(&["kanban", "ls"]).as_array().unwrap() {
         if let Some(pid) = t["worker_pid"].as_i64() {
-            // SAFETY: workers this test's gateway started.
-            unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+            crate::support::signal_group(pid, rustix::process::Signal::KILL);
         }
     }
 }

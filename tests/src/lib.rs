@@ -19,4 +19,6 @@ mod gateway;
 #[cfg(test)]
 mod kanban;
 #[cfg(test)]
+mod signals;
+#[cfg(test)]
 mod tidy;

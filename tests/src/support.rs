@@ -233,3 +233,17 @@ pub fn ids(out: &Output) -> Vec<String> {
 pub fn inspect(id: &str, format: &str) -> String {
     String::from_utf8_lossy(&docker(&["inspect", "-f", format, id]).stdout).trim().to_owned()
 }
+
+/// Sends `sig` to the process `pid` this test started (errors, such as an already gone process, are ignored).
+pub fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
+
+/// Sends `sig` to the process group led by `pid` (a worker this test's dispatcher started).
+pub fn signal_group(pid: i64, sig: rustix::process::Signal) {
+    if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+        let _ = rustix::process::kill_process_group(p, sig);
+    }
+}

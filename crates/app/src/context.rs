@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 use config_bridge::{EnvMap, Inputs, Resolved};
 use domain::ids::ProfileName;
 use domain::ports::{Clock, ProcessProbe, ProfileResolver};
+
+/// The process probe lives with the rest of process supervision; it stays reachable by this path.
+pub use crate::process::ProcProbe;
 use domain::time::Timestamp;
 
 use crate::error::Failure;
@@ -153,30 +156,5 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         Timestamp::from_millis(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-    }
-}
-
-/// The process table through `/proc`: liveness with a start-time check against pid reuse.
-pub struct ProcProbe;
-
-impl ProcessProbe for ProcProbe {
-    fn start_fingerprint(&self, pid: u32) -> Option<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // Fields after the parenthesised command name; starttime is field 22 overall (index 19 after it).
-        let rest = stat.rsplit_once(')')?.1;
-        rest.split_whitespace().nth(19)?.parse().ok()
-    }
-
-    fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-        let Some((_, rest)) = stat.rsplit_once(')') else { return false };
-        let mut fields = rest.split_whitespace();
-        if matches!(fields.next(), Some("Z" | "X")) {
-            return false;
-        }
-        match fingerprint {
-            Some(want) => self.start_fingerprint(pid) == Some(want),
-            None => true,
-        }
     }
 }

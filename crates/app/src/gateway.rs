@@ -10,11 +10,12 @@ use std::time::{Duration, Instant};
 use domain::ids::BoardSlug;
 use domain::ports::Clock;
 use serde_json::{Value as Json, json};
+use tokio::task::JoinSet;
 
 use crate::context::{Ctx, SystemClock};
 use crate::error::Failure;
 use crate::kanban::{self, DispatchArgs};
-use crate::{output, sandbox};
+use crate::{output, process, sandbox};
 
 /// Ticks with spawnable work and nothing spawned before the "stuck" warning.
 const HEALTH_WINDOW: u32 = 6;
@@ -41,9 +42,7 @@ fn take_lock(home: &Path) -> Result<File, Failure> {
         .write(true)
         .open(&path)
         .map_err(|e| Failure::other(format!("cannot open {}: {e}", path.display())))?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a file descriptor we own; no memory is shared.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if !process::try_lock(&file) {
         let holder = std::fs::read_to_string(state_path(home))
             .ok()
             .and_then(|s| serde_json::from_str::<Json>(&s).ok())
@@ -60,15 +59,12 @@ fn take_lock(home: &Path) -> Result<File, Failure> {
 /// Whether a gateway holds the home's lock right now.
 fn lock_held(home: &Path) -> bool {
     let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(lock_path(home)) else { return false };
-    use std::os::fd::AsRawFd;
-    // SAFETY: as above; a successful probe is released at once.
-    unsafe {
-        if libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 {
-            libc::flock(file.as_raw_fd(), libc::LOCK_UN);
-            false
-        } else {
-            true
-        }
+    // A successful probe is released at once.
+    if process::try_lock(&file) {
+        process::unlock(&file);
+        false
+    } else {
+        true
     }
 }
 
@@ -77,18 +73,6 @@ fn write_state(home: &Path, state: &Json) {
     let tmp = path.with_extension("json.tmp");
     if std::fs::File::create(&tmp).and_then(|mut f| f.write_all(state.to_string().as_bytes())).is_ok() {
         let _ = std::fs::rename(tmp, path);
-    }
-}
-
-/// Reaps exited worker processes (the gateway is their parent), so they never linger as zombies.
-fn reap_children() {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid with WNOHANG on any child; no memory is shared.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if pid <= 0 {
-            break;
-        }
     }
 }
 
@@ -169,14 +153,21 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let period = Duration::from_secs_f64(interval);
     let mut next = Instant::now() + period.min(Duration::from_secs(5));
     let mut quarantined: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut stopping = JoinSet::new();
     let (mut bad_ticks, mut last_stuck_warning): (u32, Option<Instant>) = (0, None);
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
-            sig = &mut stop => return Ok(finish(ctx, &mut state, sig)),
+            sig = &mut stop => {
+                // Stops already under way finish (each is bounded by its grace period), so no worker is left
+                // with a SIGTERM it ignored and no SIGKILL to follow.
+                while stopping.join_next().await.is_some() {}
+                return Ok(finish(ctx, &mut state, sig));
+            }
         }
-        reap_children();
-        let tick = tick_all(ctx, &mut quarantined).await;
+        process::reap_children();
+        while stopping.try_join_next().is_some() {}
+        let tick = tick_all(ctx, &mut quarantined, &mut stopping).await;
         next = Instant::now() + period;
         if tick.pending && tick.spawned == 0 {
             bad_ticks += 1;
@@ -191,6 +182,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             last_stuck_warning = Some(Instant::now());
         }
         state["ticks"] = json!(state["ticks"].as_u64().unwrap_or(0) + 1);
+        tracing::debug!("gateway: tick {} done ({} stop(s) under way)", state["ticks"], stopping.len());
         state["last_tick"] =
             json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
         write_state(&ctx.home, &state);
@@ -200,7 +192,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
 fn finish(ctx: &Ctx, state: &mut Json, signal: &str) -> u8 {
     tracing::info!("gateway: {signal} received; stopped dispatching");
     // Workers are detached processes and keep running; the gateway started no teardowns of its own to wait for.
-    reap_children();
+    process::reap_children();
     state["stopped_at"] = json!(SystemClock.now().to_rfc3339());
     write_state(&ctx.home, state);
     0
@@ -214,7 +206,11 @@ struct TickSummary {
     pending: bool,
 }
 
-async fn tick_all(ctx: &Ctx, quarantined: &mut BTreeMap<String, Instant>) -> TickSummary {
+async fn tick_all(
+    ctx: &Ctx,
+    quarantined: &mut BTreeMap<String, Instant>,
+    stopping: &mut JoinSet<process::StopOutcome>,
+) -> TickSummary {
     let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
     // Boards are re-listed every tick, so new boards need no restart.
     let boards = match kanban::open_store(ctx).and_then(|s| s.boards().map_err(Failure::from)) {
@@ -231,8 +227,13 @@ async fn tick_all(ctx: &Ctx, quarantined: &mut BTreeMap<String, Instant>) -> Tic
             continue;
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
-        match kanban::dispatch(ctx, &slug, &DispatchArgs::default()).await {
-            Ok(r) => {
+        let args = DispatchArgs { detach_stops: true, ..DispatchArgs::default() };
+        match kanban::dispatch(ctx, &slug, &args).await {
+            Ok(mut r) => {
+                // Stops wait up to a grace period each; they run beside the loop, never inside a tick.
+                for w in std::mem::take(&mut r.stops) {
+                    stopping.spawn(process::stop(w, process::STOP_GRACE));
+                }
                 quarantined.remove(&board.slug);
                 let spawned = r.spawned.len();
                 summary.spawned += spawned;

@@ -14,6 +14,7 @@ use crate::cli::{BoardCmd, KanbanCmd};
 use crate::context::{Ctx, ProcProbe, SystemClock};
 use crate::error::Failure;
 use crate::output;
+use crate::process;
 use crate::worker;
 
 impl From<StoreError> for Failure {
@@ -223,16 +224,17 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Complete { id, result } => {
             let mut store = open_store(ctx)?;
-            let pid = store.task(id)?.worker_pid;
+            let before = store.task(id)?;
             let t = store.complete(id, None, result.as_deref(), None, now)?;
-            worker::stop(pid).await;
+            // A worker command completing its own task is its caller: the verified stop leaves it alone.
+            worker::stop(before.worker_pid, before.worker_start).await;
             release_finished(ctx, &store, &t).await?;
             done(ctx, &t, &format!("completed {}", t.id));
         }
         KanbanCmd::Block { id, reason } => {
             let mut store = open_store(ctx)?;
-            let pid = store.block(id, reason.as_deref(), now)?;
-            worker::stop(pid).await;
+            let w = store.block(id, reason.as_deref(), now)?;
+            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("blocked {id}"));
         }
         KanbanCmd::Unblock { id } => {
@@ -241,16 +243,16 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Archive { id } => {
             let mut store = open_store(ctx)?;
-            let pid = store.archive(id, now)?;
-            worker::stop(pid).await;
+            let w = store.archive(id, now)?;
+            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             let t = store.task(id)?;
             release_finished(ctx, &store, &t).await?;
             done(ctx, &t, &format!("archived {id}"));
         }
         KanbanCmd::Reclaim { id, reason } => {
             let mut store = open_store(ctx)?;
-            let pid = store.reclaim(id, reason.as_deref(), now)?;
-            worker::stop(pid).await;
+            let w = store.reclaim(id, reason.as_deref(), now)?;
+            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("reclaimed {id}"));
         }
         KanbanCmd::Heartbeat { id, note } => {
@@ -264,7 +266,13 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let report = dispatch(
                 ctx,
                 &b,
-                &DispatchArgs { dry_run: *dry_run, max: *max, failure_limit: *failure_limit, task: task.clone() },
+                &DispatchArgs {
+                    dry_run: *dry_run,
+                    max: *max,
+                    failure_limit: *failure_limit,
+                    task: task.clone(),
+                    detach_stops: false,
+                },
             )
             .await?;
             print_dispatch(ctx, &report, *explain);
@@ -373,6 +381,9 @@ pub struct DispatchArgs {
     pub max: Option<u32>,
     pub failure_limit: Option<u32>,
     pub task: Option<String>,
+    /// Leave the workers housekeeping took tasks from in [`DispatchReport::stops`] for the caller to stop off the
+    /// tick path (the gateway), instead of stopping them before returning.
+    pub detach_stops: bool,
 }
 
 /// What a dispatch did (or, dry, would do).
@@ -388,6 +399,8 @@ pub struct DispatchReport {
     pub default_assignee: Option<String>,
     /// For `--task`: why it was not dispatched, when it was not even considered.
     pub not_considered: Option<(String, String)>,
+    /// Workers still to stop (only with [`DispatchArgs::detach_stops`]).
+    pub stops: Vec<process::Worker>,
 }
 
 impl DispatchReport {
@@ -459,8 +472,11 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
             report.auto_blocked.push(id.clone());
         }
     }
-    for pid in outcome.stop_pids {
-        worker::stop(Some(i64::from(pid))).await;
+    report.stops =
+        outcome.stop_workers.iter().filter_map(|w| process::Worker::from_row(Some(w.pid), w.start)).collect();
+    if !args.detach_stops {
+        // Concurrently: one worker that ignores SIGTERM costs one grace period, not one per worker.
+        process::stop_all(std::mem::take(&mut report.stops)).await;
     }
     // Tasks the breaker just blocked are finished with their sandboxes.
     for (id, h) in &report.plan.housekeeping {
@@ -477,7 +493,7 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
         let task = &claimed.task;
         match worker::spawn(ctx, board, task, claimed.run_id) {
             Ok(spawned) => {
-                let start = domain::ports::ProcessProbe::start_fingerprint(&probe, spawned.pid);
+                let start = spawned.start;
                 started.push((claimed, spawned, start));
             }
             Err(e) => {

@@ -7,6 +7,7 @@ pub mod error;
 pub mod gateway;
 pub mod kanban;
 pub mod output;
+pub mod process;
 pub mod sandbox;
 pub mod worker;
 

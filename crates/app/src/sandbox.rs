@@ -62,8 +62,8 @@ async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
 /// A failure when a host directory cannot be created.
 pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -> Result<AcquireRequest, Failure> {
     let settings = ctx.settings.sandbox();
-    // SAFETY: getuid/getgid have no preconditions and cannot fail.
-    let user = unsafe { Some(format!("{}:{}", libc::getuid(), libc::getgid())) };
+    // Commands in the sandbox run as the invoking user, so files in mounted folders stay theirs.
+    let user = Some(crate::process::user_spec());
     let host = HostFacts {
         user,
         cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
@@ -240,17 +240,9 @@ pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, ow
     let work = async {
         let rt = connect(ctx).await.ok()?;
         let listed = identity_containers(&rt, identity).await.ok()?;
-        let script = format!(
-            "for d in /proc/[0-9]*; do if grep -qa '{marker}' \"$d/environ\" 2>/dev/null; then kill -KILL \"${{d#/proc/}}\"; fi; done"
-        );
-        let spec = ExecSpec {
-            argv: vec!["sh".into(), "-c".into(), script],
-            user: Some("0".into()),
-            timeout: Some(Duration::from_secs(5)),
-            ..ExecSpec::default()
-        };
         for c in &listed {
-            let _ = rt.exec(&c.id, &spec, &mut domain::ports::CapturedOutput::default()).await;
+            // Inside the container's own pid namespace, by the exact marker entry (never by host pid).
+            let _ = rt.kill_marked(&c.id, marker).await;
             if owner.is_some() && c.label(domain::label::LABEL_OWNER) == owner {
                 let _ = service::release(&rt, Some(&c.id), false, true).await;
             }

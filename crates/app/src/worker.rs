@@ -17,11 +17,13 @@ use kanban_store::{Confirmation, RunEnd, SqliteKanbanStore, Task};
 
 use crate::context::{Ctx, SystemClock};
 use crate::error::Failure;
-use crate::sandbox;
+use crate::{process, sandbox};
 
 /// A started worker.
 pub struct Spawned {
     pub pid: u32,
+    /// The start fingerprint read right after the spawn (what every later stop verifies).
+    pub start: Option<u64>,
     pub log: PathBuf,
     /// The sandbox the worker runs in (persist mode: its deterministic container name).
     pub sandbox: String,
@@ -88,33 +90,21 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
     ] {
         cmd.env(k, v);
     }
-    use std::os::unix::process::CommandExt;
-    cmd.current_dir(&ctx.home).stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
-    let child = cmd.spawn().map_err(|e| format!("cannot start worker: {e}"))?;
+    cmd.current_dir(&ctx.home).stdin(Stdio::null()).stdout(out).stderr(err);
+    let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.id), ProfileName::parse(&assignee)) {
         (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).persistent_name(),
         _ => String::new(),
     };
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
-    Ok(Spawned { pid: child.id(), log, sandbox })
+    Ok(Spawned { pid: child.id(), start, log, sandbox })
 }
 
-/// Stops a worker: SIGTERM to its process group, then SIGKILL after 5 s.
-pub async fn stop(pid: Option<i64>) {
-    let Some(pid) = pid.and_then(|p| libc::pid_t::try_from(p).ok()).filter(|p| *p > 1) else { return };
-    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid addresses the process group.
-    let signal = |sig| unsafe { libc::kill(-pid, sig) == 0 || libc::kill(pid, sig) == 0 };
-    if !signal(libc::SIGTERM) {
-        return;
-    }
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        // SAFETY: signal 0 only checks for existence.
-        if unsafe { libc::kill(pid, 0) } != 0 {
-            return;
-        }
-    }
-    signal(libc::SIGKILL);
+/// Stops a task's worker, given the task row's `worker_pid` and `worker_start`, through the one verified stop:
+/// nothing is signalled unless the pid still carries that start, or when the caller is that worker itself.
+pub async fn stop(pid: Option<i64>, start: Option<i64>) -> Option<process::StopOutcome> {
+    let w = process::Worker::from_row(pid, start)?;
+    Some(process::stop(w, process::STOP_GRACE).await)
 }
 
 /// Appends exec output to our stdout/stderr (the worker's log) and keeps the last line for the result.

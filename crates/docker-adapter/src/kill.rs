@@ -1,60 +1,66 @@
-//! Killing a timed-out exec and everything it started, by host pid when permitted, else from inside the container.
+//! Killing a timed-out exec and everything it started, inside the container's own pid namespace.
+//!
+//! Every exec with a timeout carries a marker variable (`BERTH_EXEC=<nonce>`) that its children inherit; on timeout
+//! an exec of POSIX `sh`, `tr`, `grep` and `kill` in the same container kills every process whose environment holds
+//! that exact entry. Host pids are never used: when berth itself runs in a container with the engine's socket
+//! mounted, the pids the engine reports belong to another namespace, and signalling them could hit strangers.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use domain::ports::{CapturedOutput, ContainerRuntime, ExecSpec};
 
 use crate::DockerRuntime;
 
-/// Reads `(ppid, nspid)` of a host process from `/proc`: its parent and its pid inside the container.
-fn proc_info(pid: u32) -> Option<(u32, Option<u32>)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
-    let ppid = field("PPid:")?.parse().ok()?;
-    let nspid = field("NSpid:").and_then(|v| v.split_whitespace().last()?.parse().ok());
-    Some((ppid, nspid))
+/// The variable that marks a timed exec's processes.
+pub(crate) const EXEC_MARKER_VAR: &str = "BERTH_EXEC";
+
+/// How long the in-container kill may take.
+const KILL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Kills, as root, every process in the container whose environment has the line `$1` exactly, in rounds until a
+/// round finds none (a process forking while the sweep runs is caught by the next round). Its own shell does not
+/// carry the marker: it arrives as an argument, never in the environment.
+const KILL_SCRIPT: &str = r#"m="$1"; n=0
+while [ "$n" -lt 20 ]; do
+  found=
+  for d in /proc/[0-9]*; do
+    p="${d#/proc/}"
+    [ "$p" = "$$" ] && continue
+    if tr '\000' '\n' < "$d/environ" 2>/dev/null | grep -qxF -e "$m"; then kill -KILL "$p" 2>/dev/null; found=1; fi
+  done
+  [ -z "$found" ] && exit 0
+  n=$((n+1))
+done
+exit 1"#;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh `BERTH_EXEC=<nonce>` entry, unique per exec in this process and across processes on this host.
+pub(crate) fn new_marker() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{EXEC_MARKER_VAR}={:x}-{nanos:x}-{n}", std::process::id())
 }
 
-/// The host pids of `root` and all its descendants.
-fn descendants(root: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return vec![root] };
-    let parents: Vec<(u32, u32)> = entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| Some((pid, proc_info(pid)?.0)))
-        .collect();
-    let mut tree = vec![root];
-    let mut i = 0;
-    while i < tree.len() {
-        let p = tree[i];
-        tree.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(pid, _)| *pid));
-        i += 1;
-    }
-    tree
-}
-
-/// Kills the exec's process tree: signals host pids directly where allowed (berth as root on the daemon's host),
-/// otherwise runs `kill -KILL` inside the container with the namespaced pids.
-pub(crate) async fn kill_exec_tree(rt: &DockerRuntime, container: &str, host_pid: i64) {
-    let Ok(root) = u32::try_from(host_pid) else { return };
-    if root == 0 {
-        return;
-    }
-    let tree = descendants(root);
-    let ns_pids: Vec<u32> = tree.iter().filter_map(|p| proc_info(*p).and_then(|(_, ns)| ns)).collect();
-    let mut all_signalled = true;
-    for pid in &tree {
-        let Ok(raw) = libc::pid_t::try_from(*pid) else { continue };
-        // SAFETY: kill(2) with a pid and a signal number has no memory-safety preconditions.
-        let rc = unsafe { libc::kill(raw, libc::SIGKILL) };
-        if rc != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH) {
-            all_signalled = false;
-        }
-    }
-    if !all_signalled && !ns_pids.is_empty() {
-        let mut argv = vec!["kill".to_owned(), "-KILL".to_owned()];
-        argv.extend(ns_pids.iter().map(u32::to_string));
-        let spec =
-            ExecSpec { argv, user: Some("0".into()), timeout: Some(Duration::from_secs(5)), ..ExecSpec::default() };
-        let _ = Box::pin(rt.exec(container, &spec, &mut CapturedOutput::default())).await;
+/// Kills every process carrying `marker` (a whole `KEY=VALUE` environment entry) inside `container`.
+///
+/// # Errors
+/// The engine's error when the kill exec cannot run.
+pub(crate) async fn kill_marked(
+    rt: &DockerRuntime,
+    container: &str,
+    marker: &str,
+) -> Result<(), domain::ports::RuntimeError> {
+    let spec = ExecSpec {
+        argv: vec!["sh".into(), "-c".into(), KILL_SCRIPT.into(), "sh".into(), marker.into()],
+        user: Some("0".into()),
+        timeout: None,
+        ..ExecSpec::default()
+    };
+    match tokio::time::timeout(KILL_TIMEOUT, Box::pin(rt.exec(container, &spec, &mut CapturedOutput::default()))).await
+    {
+        Ok(res) => res.map(|_| ()),
+        Err(_) => Err(domain::ports::RuntimeError::Timeout(format!("kill in {container}"))),
     }
 }

@@ -139,6 +139,15 @@ impl DockerRuntime {
         Ok(matches!(info.driver.as_deref(), Some("overlay2" | "overlay")) && xfs)
     }
 
+    /// Kills, from inside `container`'s own pid namespace, every process whose environment holds the entry
+    /// `marker` (`KEY=VALUE`, matched as a whole line); children inherit it, so a command's whole tree goes.
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`] when the kill exec cannot run.
+    pub async fn kill_marked(&self, container: &str, marker: &str) -> Result<(), RuntimeError> {
+        kill::kill_marked(self, container, marker).await
+    }
+
     /// Whether an image exists locally.
     ///
     /// # Errors
@@ -391,11 +400,15 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+        // A timed exec is marked, so a timeout can find its processes inside the container (see `kill`).
+        let marker = spec.timeout.map(|_| kill::new_marker());
+        let mut env = spec.env.clone();
+        env.extend(marker.clone());
         let options = CreateExecOptions {
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             cmd: Some(spec.argv.clone()),
-            env: (!spec.env.is_empty()).then(|| spec.env.clone()),
+            env: (!env.is_empty()).then_some(env),
             working_dir: spec.workdir.clone(),
             user: spec.user.clone(),
             ..Default::default()
@@ -434,8 +447,11 @@ impl ContainerRuntime for DockerRuntime {
             }
         };
         if timed_out {
-            let pid = self.docker.inspect_exec(&exec.id).await.ok().and_then(|i| i.pid).unwrap_or(0);
-            kill::kill_exec_tree(self, id, pid).await;
+            if let Some(marker) = &marker
+                && let Err(e) = kill::kill_marked(self, id, marker).await
+            {
+                tracing::warn!("killing the timed-out command in {id}: {e}");
+            }
             return Ok(ExecOutcome::TimedOut);
         }
         // The stream closes when the process exits; the exit code may lag a moment behind.

@@ -86,6 +86,23 @@ pub struct Task {
     pub parents: Vec<String>,
 }
 
+/// A task's worker as its row records it: the pid and the start fingerprint read when it was spawned. Whoever
+/// stops it verifies the start first, so a reused pid is never signalled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerRef {
+    pub pid: i64,
+    pub start: Option<i64>,
+}
+
+/// The worker recorded on task `id`, if any.
+pub(crate) fn worker_of(conn: &Connection, id: &str) -> Result<Option<WorkerRef>> {
+    let (pid, start): (Option<i64>, Option<i64>) =
+        conn.query_row("SELECT worker_pid, worker_start FROM tasks WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    Ok(pid.map(|pid| WorkerRef { pid, start }))
+}
+
 /// One audit event.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Event {
@@ -616,17 +633,17 @@ impl SqliteKanbanStore {
         Ok(res)
     }
 
-    /// Blocks a task (clears any claim); returns the worker pid to stop, if one ran.
+    /// Blocks a task (clears any claim); returns the worker to stop, if one ran.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] from done or archived.
-    pub fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<i64>> {
+    pub fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         if matches!(status, TaskStatus::Done | TaskStatus::Archived | TaskStatus::Blocked) {
             return Err(StoreError::Transition { task: id.to_owned(), status, action: "block" });
         }
-        let pid: Option<i64> = tx.query_row("SELECT worker_pid FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+        let pid = worker_of(&tx, id)?;
         let run = close_run(&tx, id, "blocked", reason, None, now)?;
         tx.execute(
             "UPDATE tasks SET status = 'blocked', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL WHERE id = ?1",
@@ -654,17 +671,17 @@ impl SqliteKanbanStore {
         self.task(id)
     }
 
-    /// Archives a task; returns the worker pid to stop, if one ran.
+    /// Archives a task; returns the worker to stop, if one ran.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] when already archived.
-    pub fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<i64>> {
+    pub fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         if status == TaskStatus::Archived {
             return Err(StoreError::Transition { task: id.to_owned(), status, action: "archive" });
         }
-        let pid: Option<i64> = tx.query_row("SELECT worker_pid FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+        let pid = worker_of(&tx, id)?;
         let run = close_run(&tx, id, "archived", None, None, now)?;
         tx.execute(
             "UPDATE tasks SET status = 'archived', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL WHERE id = ?1",
@@ -676,20 +693,18 @@ impl SqliteKanbanStore {
         Ok(pid)
     }
 
-    /// Manually reclaims a running task back to `ready`, resetting its failure count; returns the pid to stop.
+    /// Manually reclaims a running task back to `ready`, resetting its failure count; returns the worker to stop.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless running.
-    pub fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<i64>> {
+    pub fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         if status != TaskStatus::Running {
             return Err(StoreError::Transition { task: id.to_owned(), status, action: "reclaim" });
         }
-        let (pid, lock): (Option<i64>, Option<String>) =
-            tx.query_row("SELECT worker_pid, claim_lock FROM tasks WHERE id = ?1", [id], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })?;
+        let pid = worker_of(&tx, id)?;
+        let lock: Option<String> = tx.query_row("SELECT claim_lock FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
         let run = close_run(&tx, id, "reclaimed", reason, None, now)?;
         tx.execute(
             "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL, \

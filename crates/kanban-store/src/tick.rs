@@ -12,7 +12,7 @@ use domain::time::Timestamp;
 use rusqlite::{Connection, params};
 use serde_json::json;
 
-use crate::{Result, SqliteKanbanStore, StoreError, Task, close_run, event, record_task_failure};
+use crate::{Result, SqliteKanbanStore, StoreError, Task, WorkerRef, close_run, event, record_task_failure, worker_of};
 
 /// What a tick needs besides the store.
 pub struct TickRequest<'a> {
@@ -39,8 +39,9 @@ pub struct Claimed {
 pub struct TickOutcome {
     pub plan: TickPlan,
     pub claimed: Vec<Claimed>,
-    /// Worker pids housekeeping took the task from (reclaimed, timed out, stale): the caller stops them.
-    pub stop_pids: Vec<u32>,
+    /// Workers housekeeping took the task from (reclaimed, timed out, stale): the caller stops them, verifying
+    /// each one's start first.
+    pub stop_workers: Vec<WorkerRef>,
 }
 
 fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
@@ -174,8 +175,8 @@ impl SqliteKanbanStore {
                     let err = format!("worker pid {pid} exited without completing the task");
                     record_task_failure(&tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
                 }
-                Housekeeping::LeaseExpired { pid, .. } => {
-                    out.stop_pids.extend(*pid);
+                Housekeeping::LeaseExpired { .. } => {
+                    out.stop_workers.extend(worker_of(&tx, id)?);
                     record_task_failure(
                         &tx,
                         id,
@@ -186,8 +187,8 @@ impl SqliteKanbanStore {
                         now,
                     )?;
                 }
-                Housekeeping::TimedOut { pid, .. } => {
-                    out.stop_pids.extend(*pid);
+                Housekeeping::TimedOut { .. } => {
+                    out.stop_workers.extend(worker_of(&tx, id)?);
                     record_task_failure(
                         &tx,
                         id,
@@ -200,7 +201,7 @@ impl SqliteKanbanStore {
                 }
                 Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
                     let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
-                    out.stop_pids.extend(*pid);
+                    out.stop_workers.extend(worker_of(&tx, id)?);
                     let run = close_run(&tx, id, kind, None, None, now)?;
                     tx.execute(
                         "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL \

@@ -1,0 +1,306 @@
+//! Process supervision, the one place berth touches host processes: detached spawn, the probe (pid + start
+//! fingerprint), the verified stop of a worker's process group, and reaping children.
+//!
+//! The invariant: a signal goes only to a verified (pid, start) pair. A pid is a number the kernel reuses, so a
+//! stored `worker_pid` alone names whatever process holds that number now; its start time (field 22 of
+//! `/proc/<pid>/stat`, clock ticks since boot) is what tells the worker berth started from a stranger. The process
+//! table is read through `procfs` and signals, `waitpid`, `flock` and ids go through `rustix`: no `unsafe` here.
+
+use std::fs::File;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use domain::ports::ProcessProbe;
+use procfs::process::{Process, Stat};
+use rustix::process::{Pid, Signal, WaitOptions};
+
+/// How long a stopped worker gets between SIGTERM and SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// How often a stop looks at the process table while it waits.
+const POLL: Duration = Duration::from_millis(50);
+
+/// How long a stop waits for SIGKILL to take effect, to reap the worker when it is our child.
+const KILL_WAIT: Duration = Duration::from_secs(2);
+
+/// The process table through `/proc`: liveness with a start-time check against pid reuse.
+pub struct ProcProbe;
+
+fn stat_of(pid: u32) -> Option<Stat> {
+    Process::new(i32::try_from(pid).ok()?).ok()?.stat().ok()
+}
+
+/// A zombie (exited, not yet reaped) or dead process no longer runs anything.
+fn is_exited(stat: &Stat) -> bool {
+    matches!(stat.state, 'Z' | 'X' | 'x')
+}
+
+impl ProcessProbe for ProcProbe {
+    fn start_fingerprint(&self, pid: u32) -> Option<u64> {
+        stat_of(pid).map(|s| s.starttime)
+    }
+
+    fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool {
+        match stat_of(pid) {
+            Some(s) if is_exited(&s) => false,
+            Some(s) => fingerprint.is_none_or(|want| s.starttime == want),
+            None => false,
+        }
+    }
+}
+
+/// A worker as the board records it: its pid and the start fingerprint read right after it was spawned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Worker {
+    pub pid: u32,
+    pub start: u64,
+}
+
+impl Worker {
+    /// The worker of a task row; `None` unless both columns hold usable values (a pid without a start cannot be
+    /// verified, so it is never signalled).
+    pub fn from_row(pid: Option<i64>, start: Option<i64>) -> Option<Self> {
+        let pid = u32::try_from(pid?).ok().filter(|p| *p > 1)?;
+        let start = u64::try_from(start?).ok()?;
+        Some(Self { pid, start })
+    }
+}
+
+/// What a stop did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// No process with that pid runs any more (or only its zombie was left, now reaped when it was ours).
+    Gone,
+    /// The pid belongs to another process now (its start differs): nothing was signalled.
+    Reused,
+    /// The caller is the worker itself or runs inside its process group (a worker finishing its own task):
+    /// nothing was signalled.
+    Own,
+    /// The group got SIGTERM and ended within the grace period.
+    Terminated,
+    /// The group outlived the grace period and got SIGKILL.
+    Killed,
+}
+
+fn pid_of(n: u32) -> Option<Pid> {
+    Pid::from_raw(i32::try_from(n).ok()?)
+}
+
+/// Whether this process is `w` or runs under it: in its process group, or with it among its ancestors.
+fn is_own(w: Worker) -> bool {
+    let me = std::process::id();
+    if rustix::process::getpgrp().as_raw_nonzero().get().unsigned_abs() == w.pid {
+        return true;
+    }
+    let mut pid = me;
+    // Bounded walk up the parent chain; each hop is checked against the start too, so a reused pid never counts.
+    for _ in 0..64 {
+        let Some(stat) = stat_of(pid) else { return false };
+        if pid == w.pid {
+            return stat.starttime == w.start;
+        }
+        match u32::try_from(stat.ppid) {
+            Ok(parent) if parent > 0 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// Reaps `pid` if it is an exited child of this process; a no-op for anyone else's process.
+fn reap(pid: Pid) {
+    let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
+}
+
+/// Reaps every exited child of this process (workers the gateway started), so none lingers as a zombie.
+pub fn reap_children() {
+    // `wait` is waitpid(-1): any child (`waitpid(None)` would only see children in our own process group).
+    while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+}
+
+/// Live (non-zombie) members of process group `pgid`.
+fn live_members(pgid: u32) -> usize {
+    let Ok(all) = procfs::process::all_processes() else { return 0 };
+    all.filter_map(|p| p.ok()?.stat().ok())
+        .filter(|s| u32::try_from(s.pgrp).ok() == Some(pgid) && !is_exited(s))
+        .count()
+}
+
+/// Signals `w`'s process group when `w` leads it (berth starts every worker as a group leader), else `w` alone.
+fn signal(w: Worker, leads_group: bool, sig: Signal) {
+    let Some(pid) = pid_of(w.pid) else { return };
+    if leads_group {
+        let _ = rustix::process::kill_process_group(pid, sig);
+    } else {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// Stops a worker: verifies its start fingerprint FIRST, then SIGTERM to its process group, waits up to `grace`
+/// (polling, reaping it when it is our child), then SIGKILL to what is left.
+///
+/// A pid whose start time differs is never signalled, and neither is the caller's own worker (a worker command
+/// that runs `berth kanban complete` on its own task).
+pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
+    let Some(pid) = pid_of(w.pid).filter(|_| w.pid > 1) else { return StopOutcome::Gone };
+    match stat_of(w.pid) {
+        None => return StopOutcome::Gone,
+        Some(s) if s.starttime != w.start => {
+            tracing::debug!(
+                "pid {} now belongs to another process (start {} != {}); not signalled",
+                w.pid,
+                s.starttime,
+                w.start
+            );
+            return StopOutcome::Reused;
+        }
+        Some(s) if is_exited(&s) => {
+            reap(pid);
+            return StopOutcome::Gone;
+        }
+        Some(_) => {}
+    }
+    if is_own(w) {
+        tracing::debug!("worker {} is this process or its ancestor; not signalled", w.pid);
+        return StopOutcome::Own;
+    }
+    let leads_group = stat_of(w.pid).is_some_and(|s| u32::try_from(s.pgrp).ok() == Some(w.pid));
+    signal(w, leads_group, Signal::TERM);
+    let deadline = Instant::now() + grace;
+    loop {
+        reap(pid);
+        // The leader still holds its pid (running, or a zombie nobody reaped yet) only with the same start.
+        let leader = stat_of(w.pid).filter(|s| s.starttime == w.start);
+        let leader_running = leader.as_ref().is_some_and(|s| !is_exited(s));
+        let members = if leads_group { live_members(w.pid) } else { usize::from(leader_running) };
+        if members == 0 {
+            reap(pid);
+            return StopOutcome::Terminated;
+        }
+        if Instant::now() >= deadline {
+            // A group id is not handed out again while any member lives, so the group is still the worker's.
+            if leader_running || leads_group {
+                signal(w, leads_group, Signal::KILL);
+            }
+            // SIGKILL lands asynchronously: wait for the leader to exit, so a child of ours is reaped now.
+            let killed_by = Instant::now() + KILL_WAIT;
+            while stat_of(w.pid).is_some_and(|s| s.starttime == w.start && !is_exited(&s)) && Instant::now() < killed_by
+            {
+                tokio::time::sleep(POLL).await;
+            }
+            reap(pid);
+            return StopOutcome::Killed;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Stops every worker in `workers` concurrently and waits for all of them.
+pub async fn stop_all(workers: Vec<Worker>) {
+    let mut set = tokio::task::JoinSet::new();
+    for w in workers {
+        set.spawn(stop(w, STOP_GRACE));
+    }
+    while set.join_next().await.is_some() {}
+}
+
+/// Starts `cmd` detached: in a process group of its own (so a stop reaches everything it starts and a terminal's
+/// Ctrl-C does not), returning the child and its start fingerprint.
+///
+/// # Errors
+/// The OS error when the process cannot be started.
+pub fn spawn_detached(cmd: &mut Command) -> std::io::Result<(Child, Option<u64>)> {
+    use std::os::unix::process::CommandExt;
+    let child = cmd.process_group(0).spawn()?;
+    let start = ProcProbe.start_fingerprint(child.id());
+    Ok((child, start))
+}
+
+/// Takes an exclusive advisory lock on `file` without waiting; `false` when another process holds it.
+pub fn try_lock(file: &File) -> bool {
+    rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok()
+}
+
+/// Releases a lock taken with [`try_lock`].
+pub fn unlock(file: &File) {
+    let _ = rustix::fs::flock(file, rustix::fs::FlockOperation::Unlock);
+}
+
+/// `uid:gid` of this process (sandboxes run commands as the invoking user).
+pub fn user_spec() -> String {
+    format!("{}:{}", rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `sh -c SCRIPT` child leading its own process group, as workers are started.
+    fn child(script: &str) -> (Child, Worker) {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]).stdin(std::process::Stdio::null());
+        let (child, start) = spawn_detached(&mut cmd).unwrap();
+        let w = Worker { pid: child.id(), start: start.expect("a fresh child has a start time") };
+        (child, w)
+    }
+
+    fn exists(pid: u32) -> bool {
+        stat_of(pid).is_some()
+    }
+
+    #[test]
+    fn a_row_without_a_usable_pid_and_start_names_no_worker() {
+        assert_eq!(Worker::from_row(Some(42), Some(7)), Some(Worker { pid: 42, start: 7 }));
+        for (pid, start) in
+            [(None, Some(7)), (Some(42), None), (Some(1), Some(7)), (Some(-5), Some(7)), (Some(42), Some(-1))]
+        {
+            assert_eq!(Worker::from_row(pid, start), None, "{pid:?} {start:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_wrong_start_is_never_signalled() {
+        let (mut c, w) = child("sleep 30");
+        let outcome = stop(Worker { start: w.start + 1, ..w }, Duration::from_millis(200)).await;
+        assert_eq!(outcome, StopOutcome::Reused);
+        assert!(c.try_wait().unwrap().is_none(), "the process with the reused pid was signalled");
+        assert_eq!(stop(w, Duration::from_secs(5)).await, StopOutcome::Terminated);
+        assert!(!exists(w.pid), "a stopped child of ours is reaped, not left a zombie");
+    }
+
+    #[tokio::test]
+    async fn a_worker_ignoring_sigterm_gets_sigkill_after_the_grace_period_with_its_group() {
+        // The shell's child inherits the ignored SIGTERM, so only the group SIGKILL ends both.
+        let (_c, w) = child("trap '' TERM; sleep 30 & wait");
+        // Stop only once the shell has set its trap and started its child (two live members).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while live_members(w.pid) < 2 {
+            assert!(Instant::now() < deadline, "the shell did not start its child");
+            std::thread::sleep(POLL);
+        }
+        let started = Instant::now();
+        assert_eq!(stop(w, Duration::from_millis(300)).await, StopOutcome::Killed);
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert!(!exists(w.pid));
+        assert_eq!(live_members(w.pid), 0, "the group's other members are gone too");
+    }
+
+    #[tokio::test]
+    async fn the_caller_is_never_its_own_victim() {
+        let me = Worker { pid: std::process::id(), start: ProcProbe.start_fingerprint(std::process::id()).unwrap() };
+        assert_eq!(stop(me, Duration::from_millis(100)).await, StopOutcome::Own);
+    }
+
+    #[test]
+    fn the_probe_tells_a_reused_pid_and_a_zombie_from_a_live_worker() {
+        let (mut c, w) = child("exit 0");
+        assert!(!ProcProbe.is_alive(w.pid, Some(w.start + 1)));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // Until reaped, the exited child is a zombie: not alive.
+        while ProcProbe.is_alive(w.pid, Some(w.start)) {
+            assert!(Instant::now() < deadline, "the child did not exit");
+            std::thread::sleep(POLL);
+        }
+        c.wait().unwrap();
+    }
+}
