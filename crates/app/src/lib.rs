@@ -6,6 +6,7 @@ pub mod context;
 pub mod error;
 pub mod gateway;
 pub mod kanban;
+pub mod mounts;
 pub mod output;
 pub mod sandbox;
 pub mod worker;
@@ -69,7 +70,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
-    let ctx = Ctx::new(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json)?;
+    // A worker never reads the config file: its dispatcher resolved every setting into its environment.
+    let read_file = !matches!(cli.command, Command::Worker(_));
+    let ctx = Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)?;
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     match &cli.command {

@@ -40,6 +40,18 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
     let _ = std::fs::rename(log, name(1));
 }
 
+/// A worker's working directory: its task's own sandbox folder (`<sandbox_dir>/docker/…/workspace`), never the home,
+/// so `terminal.docker_mount_cwd_to_workspace` gives the sandbox only what it has anyway.
+fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
+    let dir = ctx.settings.string("terminal.sandbox_dir");
+    crate::mounts::check_sandbox_dir(&ctx.home, &dir)?;
+    let (t, p) =
+        (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
+    let path = PathBuf::from(SandboxIdentity::new(t, p).host_dir(&dir)).join("workspace");
+    std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
 ///
 /// The worker runs in its own process group with stdin closed and stdout/stderr appended to
@@ -97,7 +109,7 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
         cmd.env(k, v);
     }
     use std::os::unix::process::CommandExt;
-    cmd.current_dir(&ctx.home).stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
+    cmd.current_dir(workdir(ctx, &task.id, &assignee)?).stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
     let child = cmd.spawn().map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.id), ProfileName::parse(&assignee)) {
         (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).persistent_name(),
