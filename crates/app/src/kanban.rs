@@ -295,6 +295,9 @@ fn show_text(task: &Task, events: &[kanban_store::Event], runs: &[kanban_store::
 }
 
 async fn tail(ctx: &Ctx, id: &str, interval: f64, no_follow: bool) -> Result<(), Failure> {
+    if !interval.is_finite() || interval <= 0.0 {
+        return Err(Failure::usage(format!("--interval must be a positive number of seconds, got {interval}")));
+    }
     let interval = Duration::from_secs_f64(interval.clamp(0.1, 60.0));
     let mut last = 0;
     loop {

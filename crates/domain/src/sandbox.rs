@@ -302,7 +302,7 @@ pub fn build_create_spec(
         pids_limit: Some(256),
         init: true,
         nano_cpus: (settings.cpu > 0.0).then(|| (settings.cpu * 1e9).round() as i64),
-        memory_bytes: (settings.memory_mb > 0).then(|| settings.memory_mb * 1024 * 1024),
+        memory_bytes: (settings.memory_mb > 0).then(|| settings.memory_mb.saturating_mul(1024 * 1024)),
         storage_size: None,
         network_mode: (!settings.network).then(|| "none".to_owned()),
         user: host_user,

@@ -163,9 +163,16 @@ impl SqliteKanbanStore {
                 Housekeeping::ExtendClaim => {
                     tx.execute(
                         "UPDATE tasks SET claim_expires = ?2 WHERE id = ?1",
-                        params![id, now.as_millis() + ttl_ms],
+                        params![id, now.as_millis().saturating_add(ttl_ms)],
                     )?;
-                    event(&tx, id, None, "claim_extended", &json!({"expires": now.as_millis() + ttl_ms}), now)?;
+                    event(
+                        &tx,
+                        id,
+                        None,
+                        "claim_extended",
+                        &json!({"expires": now.as_millis().saturating_add(ttl_ms)}),
+                        now,
+                    )?;
                 }
                 Housekeeping::Crashed { pid, .. } => {
                     let err = format!("worker pid {pid} exited without completing the task");
@@ -219,7 +226,7 @@ impl SqliteKanbanStore {
             if d.decision != Decision::Spawn {
                 continue;
             }
-            let expires = now.as_millis() + ttl_ms;
+            let expires = now.as_millis().saturating_add(ttl_ms);
             // Compare-and-swap: a claim that lost a race writes nothing.
             let n = tx
                 .prepare_cached(
