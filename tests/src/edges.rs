@@ -106,7 +106,7 @@ fn a_task_cannot_change_settings_or_board_from_its_sandbox_under_any_mount_setti
                 hostile_volumes[k % hostile_volumes.len()].clone()
             };
             cmd.env("TERMINAL_DOCKER_VOLUMES", serde_json::to_string(&[volume]).unwrap());
-            if k % 3 != 0 {
+            if !k.is_multiple_of(3) {
                 cmd.env("TERMINAL_DOCKER_EXTRA_ARGS", &hostile_args[k % 2]);
             }
         }
