@@ -50,19 +50,23 @@ fn worker_log(home: &Home, id: &str) -> String {
     std::fs::read_to_string(home.path().join("kanban").join("logs").join(format!("{id}.log"))).unwrap_or_default()
 }
 
-/// Every way a command inside the sandbox could reach berth's files: through the mount points the hostile settings
-/// below ask for, its working directory, and any `config.yaml` or `kanban.db` it can find.
-const ATTACK: &str = r#"
-for d in "$PWD" /workspace /root /h /p /q /l /hostroot /x; do
+/// Every way a command inside the sandbox could reach berth's files: its working directory and the mount points the
+/// hostile settings below ask for (`name` is the home's folder name, `home` its host path). It only ever writes at
+/// those exact places, never searches the whole tree: should a refusal regress, a host-root mount must not turn this
+/// test into a host-wide overwrite.
+fn attack(home: &str, name: &str) -> String {
+    format!(
+        r#"
+for d in "$PWD" /workspace /root /h /q /l /x "/p/{name}" "/hostroot{home}"; do
   printf 'terminal:\n  docker_volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n' > "$d/config.yaml" 2>/dev/null
   echo junk > "$d/kanban.db" 2>/dev/null
   touch "$d/pwned" 2>/dev/null
 done
-find / \( -name kanban.db -o -name config.yaml \) -not -path '/proc/*' 2>/dev/null | while read -r f; do
-  echo junk > "$f" 2>/dev/null
-done
+for f in /db /c; do [ -f "$f" ] && echo junk > "$f" 2>/dev/null; done
 true
-"#;
+"#
+    )
+}
 
 #[test]
 fn a_task_cannot_change_settings_or_board_from_its_sandbox_under_any_mount_settings() {
@@ -91,7 +95,7 @@ fn a_task_cannot_change_settings_or_board_from_its_sandbox_under_any_mount_setti
     let mut ran = 0;
     for i in 0..16u32 {
         let (cwd, persistent, allow, hostile) = (i & 1 == 1, i & 2 == 0, i & 4 != 0, i & 8 != 0);
-        let id = create_task(&home, ATTACK);
+        let id = create_task(&home, &attack(&hs, &name));
         let mut cmd = home.cmd();
         cmd.env("TERMINAL_DOCKER_MOUNT_CWD_TO_WORKSPACE", cwd.to_string())
             .env("TERMINAL_CONTAINER_PERSISTENT", persistent.to_string())
@@ -308,24 +312,6 @@ fn concurrent_config_sets_of_different_keys_all_land() {
 }
 
 #[test]
-fn config_set_errors_carry_the_os_reason_and_leave_no_temporary() {
-    let home = Home::new();
-    // The config path is a directory: the rename fails, with the OS's reason.
-    std::fs::create_dir_all(home.path().join("config.yaml").join("x")).unwrap();
-    let out = home.run(&["config", "set", "terminal.timeout", "5"]);
-    let err = stderr(&out);
-    assert!(!out.status.success());
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("os error"), "no OS reason: {err}");
-    let tmps: Vec<_> = std::fs::read_dir(home.path())
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
-        .collect();
-    assert!(tmps.is_empty(), "temporaries left behind: {tmps:?}");
-}
-
-#[test]
 fn forwarded_secrets_never_reach_a_log_line_at_debug_level() {
     require_docker();
     let home = Home::new();
@@ -411,10 +397,13 @@ export BERTH_HOME="$M/home" BERTH_PROFILE=default
 sum() {{ cat "$M/home/kanban.db" "$M/home/kanban.db-wal" | cksum; }}
 before=$(sum)
 mount -o remount,ro "$M"
-echo "== read-only"; "$B" kanban ls 2>&1 || true; "$B" kanban create x 2>&1 || true; "$B" config set terminal.timeout 5 2>&1 || true
+echo "== read-only"; "$B" kanban ls 2>&1 || true; "$B" kanban create x 2>&1 || true
+echo "== config-ro"; "$B" config set terminal.timeout 5 2>&1 || true
 mount -o remount,rw "$M"
 dd if=/dev/zero of="$M/fill" bs=4k 2>/dev/null || true
 echo "== full"; "$B" kanban ls 2>&1 || true; "$B" kanban create x 2>&1 || true
+echo "== config-full"; "$B" config set terminal.timeout 5 2>&1 || true
+echo "== files"; ls -a "$M/home"
 [ "$before" = "$(sum)" ] && echo "== unchanged"
 "#,
         bin = crate::support::berth_bin().display(),
@@ -424,9 +413,19 @@ echo "== full"; "$B" kanban ls 2>&1 || true; "$B" kanban create x 2>&1 || true
     let out = in_mount_namespace(&script);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", stderr(&out));
-    let (ro, full) = text.split_once("== full").unwrap();
+    let section = |name: &str| -> String {
+        let start = text.find(&format!("== {name}\n")).unwrap_or_else(|| panic!("no {name} in:\n{text}"));
+        let rest = &text[start + name.len() + 4..];
+        rest[..rest.find("== ").unwrap_or(rest.len())].to_owned()
+    };
+    let (ro, config_ro, full, config_full) =
+        (section("read-only"), section("config-ro"), section("full"), section("config-full"));
     assert!(ro.contains("Read-only file system"), "the read-only disk is not named:\n{ro}");
     assert!(full.contains("No space left on device") || full.contains("disk is full"), "full disk not named:\n{full}");
     assert!(!text.contains("move it aside"), "a good board was called damaged:\n{text}");
+    // `config set` names the OS's reason and leaves no temporary behind.
+    assert!(config_ro.contains("Read-only file system"), "no OS reason:\n{config_ro}");
+    assert!(config_full.contains("No space left on device"), "no OS reason:\n{config_full}");
+    assert!(!section("files").contains(".tmp"), "a temporary was left behind:\n{text}");
     assert!(text.contains("== unchanged"), "the board changed:\n{text}");
 }
