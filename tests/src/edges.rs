@@ -332,6 +332,28 @@ fn forwarded_secrets_never_reach_a_log_line_at_debug_level() {
 }
 
 #[test]
+fn a_debug_logging_worker_keeps_forwarded_secrets_out_of_its_log_file() {
+    require_docker();
+    let home = Home::new();
+    let secret = "w0rker-s3cret-value";
+    let id = create_task(&home, "test -n \"$MY_SECRET\" && echo got-it");
+    let out = home
+        .cmd()
+        .env("MY_SECRET", secret)
+        .env("BERTH_LOG", "debug")
+        .env("TERMINAL_DOCKER_FORWARD_ENV", "[\"MY_SECRET\"]")
+        .args(["kanban", "dispatch", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(wait_not_running(&home, &id, Duration::from_secs(120)), "done");
+    let log = worker_log(&home, &id);
+    assert!(log.contains("got-it"), "the command did not get the secret:\n{log}");
+    assert!(log.contains("MY_SECRET=***"), "the debug log lacks the masked exec request:\n{log}");
+    assert!(!log.contains(secret), "the secret reached the worker's log file:\n{log}");
+}
+
+#[test]
 fn a_worker_log_is_capped_while_the_run_goes_keeping_the_tail() {
     require_docker();
     let home = Home::new();
