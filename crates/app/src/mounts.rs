@@ -261,8 +261,15 @@ mod tests {
         let tmp = tempfile_dir();
         let p = protected(&tmp);
         let home = tmp.join("home").display().to_string();
-        for s in [format!("{home}/sandboxes/docker/p/t-0123/workspace"), "named-volume".to_owned(), "/opt/data".into()]
-        {
+        // A sibling whose name merely starts with the home's is not inside it.
+        let sibling = format!("{home}2");
+        std::fs::create_dir_all(&sibling).unwrap();
+        for s in [
+            format!("{home}/sandboxes/docker/p/t-0123/workspace"),
+            "named-volume".to_owned(),
+            "/opt/data".into(),
+            sibling,
+        ] {
             assert_eq!(p.violation(&s), None, "{s}");
         }
     }
