@@ -13,6 +13,8 @@ mod config;
 #[cfg(test)]
 mod docker;
 #[cfg(test)]
+mod edges;
+#[cfg(test)]
 mod fault;
 #[cfg(test)]
 mod gateway;

@@ -140,7 +140,12 @@ pub enum ConfigCmd {
     /// One setting's value and source.
     Get { key: String },
     /// Validate and write a setting into <home>/config.yaml.
-    Set { key: String, value: String },
+    Set {
+        key: String,
+        /// Negative numbers are values here (`config set k -5`), left for the table's rules to judge.
+        #[arg(allow_negative_numbers = true, allow_hyphen_values = true)]
+        value: String,
+    },
     /// Remove a setting from <home>/config.yaml.
     Unset { key: String },
     /// The `export` lines the gateway hands to workers.

@@ -55,6 +55,9 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             }
         }
         ConfigCmd::Set { key, value } => {
+            // The mount rules are checked before the file is touched, so a refused value never lands in it.
+            let parsed = config_bridge::validate(key, value).map_err(Failure::usage_of)?;
+            crate::mounts::check_setting(ctx, key, &parsed)?;
             let v = config_bridge::set_in_file(&ctx.config_path(), key, value).map_err(|e| match e {
                 config_bridge::ConfigError::Write { .. } | config_bridge::ConfigError::File { .. } => {
                     Failure::other(e.to_string())

@@ -34,6 +34,22 @@ impl Ctx {
         overrides: &[String],
         json: bool,
     ) -> Result<Self, Failure> {
+        Self::resolve(env, home, profile, overrides, json, true)
+    }
+
+    /// As [`Ctx::new`]; with `read_file` false the config file is not read at all: a worker takes every setting
+    /// from the environment its dispatcher resolved, never from a file written after that.
+    ///
+    /// # Errors
+    /// A usage failure for a bad `-c`, profile name or unreadable config file.
+    pub fn resolve(
+        env: EnvMap,
+        home: Option<PathBuf>,
+        profile: Option<String>,
+        overrides: &[String],
+        json: bool,
+        read_file: bool,
+    ) -> Result<Self, Failure> {
         let home = home
             .or_else(|| env.get("BERTH_HOME").filter(|h| !h.is_empty()).map(PathBuf::from))
             .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".berth")))
@@ -48,7 +64,7 @@ impl Ctx {
             .collect::<Result<_, _>>()
             .map_err(Failure::usage_of)?;
         let file_path = home.join("config.yaml");
-        let doc = config_bridge::load_file(&file_path).map_err(Failure::usage_of)?;
+        let doc = if read_file { config_bridge::load_file(&file_path).map_err(Failure::usage_of)? } else { None };
         let settings = config_bridge::resolve(&Inputs {
             home: &home,
             file: doc.as_ref().map(|d| (file_path.as_path(), d)),

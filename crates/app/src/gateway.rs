@@ -150,7 +150,8 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         return Ok(finish(ctx, &mut state, sig));
     }
     log_config(ctx, interval);
-    let period = Duration::from_secs_f64(interval);
+    // The table bounds the setting; the fallback only guards a value that slipped past it.
+    let period = Duration::try_from_secs_f64(interval).unwrap_or(Duration::from_secs(60));
     let mut next = Instant::now() + period.min(Duration::from_secs(5));
     let mut quarantined: BTreeMap<String, Instant> = BTreeMap::new();
     let mut stopping = JoinSet::new();

@@ -353,6 +353,9 @@ fn show_text(task: &Task, status: &str, events: &[kanban_store::Event], runs: &[
 }
 
 async fn tail(ctx: &Ctx, id: &str, interval: f64, no_follow: bool) -> Result<(), Failure> {
+    if !interval.is_finite() || interval <= 0.0 {
+        return Err(Failure::usage(format!("--interval must be a positive number of seconds, got {interval}")));
+    }
     let interval = Duration::from_secs_f64(interval.clamp(0.1, 60.0));
     let mut last = 0;
     loop {

@@ -6,8 +6,10 @@ pub mod context;
 pub mod error;
 pub mod gateway;
 pub mod kanban;
+pub mod mounts;
 pub mod output;
 pub mod process;
+pub mod redact;
 pub mod sandbox;
 pub mod worker;
 
@@ -56,7 +58,7 @@ fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
             tracing_subscriber::EnvFilter::try_new(&filter)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(redact::Stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = if with_time { builder.try_init() } else { builder.without_time().try_init() };
@@ -70,7 +72,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
-    let ctx = Ctx::new(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json)?;
+    // A worker never reads the config file: its dispatcher resolved every setting into its environment.
+    let read_file = !matches!(cli.command, Command::Worker(_));
+    let ctx = Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)?;
+    // Before anything can log a request carrying them (bollard logs exec bodies at debug level).
+    let forwarded = ctx.settings.list("terminal.docker_forward_env");
+    redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)));
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     match &cli.command {

@@ -81,6 +81,8 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         // The disk limit is unenforceable on most hosts; say so quietly.
         if w.contains("container_disk") { tracing::debug!("{w}") } else { tracing::warn!("{w}") }
     }
+    // Nothing of berth's own (home, other sandboxes) and no engine socket reaches a sandbox, whatever the settings.
+    crate::mounts::check_binds(ctx, &identity, &built.spec.binds)?;
     for dir in &built.host_dirs {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::other(format!("cannot create sandbox directory {dir}: {e}")))?;

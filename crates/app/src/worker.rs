@@ -29,6 +29,33 @@ pub struct Spawned {
     pub sandbox: String,
 }
 
+/// A task's worker log: `<home>/kanban/logs/<task>.log`.
+fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
+    ctx.home.join("kanban").join("logs").join(format!("{task}.log"))
+}
+
+/// Caps a log that is being written: past `max_bytes`, it keeps only its last half (the tail is what explains how a
+/// run ends), behind one line saying so. The writers hold it in append mode, so they go on at the new end.
+pub fn cap_log(log: &Path, max_bytes: u64) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let len = std::fs::metadata(log)?.len();
+    if max_bytes == 0 || len <= max_bytes {
+        return Ok(());
+    }
+    let keep = max_bytes / 2;
+    let mut f = OpenOptions::new().read(true).write(true).open(log)?;
+    f.seek(SeekFrom::Start(len - keep))?;
+    let mut tail = Vec::with_capacity(usize::try_from(keep).unwrap_or(0));
+    Read::by_ref(&mut f).take(keep).read_to_end(&mut tail)?;
+    // Start the kept part at a line boundary when there is one.
+    let start = tail.iter().position(|b| *b == b'\n').map_or(0, |i| i + 1);
+    f.set_len(0)?;
+    f.seek(SeekFrom::Start(0))?;
+    writeln!(f, "[berth] log over {max_bytes} bytes during the run: earlier output dropped, the last part follows")?;
+    f.write_all(&tail[start..])?;
+    Ok(())
+}
+
 /// Rotates `log` when it is larger than `max_bytes`, keeping `backups` old copies (`.1` newest).
 fn rotate(log: &Path, max_bytes: u64, backups: u32) {
     let Ok(meta) = std::fs::metadata(log) else { return };
@@ -42,6 +69,18 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
     let _ = std::fs::rename(log, name(1));
 }
 
+/// A worker's working directory: its task's own sandbox folder (`<sandbox_dir>/docker/…/workspace`), never the home,
+/// so `terminal.docker_mount_cwd_to_workspace` gives the sandbox only what it has anyway.
+fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
+    let dir = ctx.settings.string("terminal.sandbox_dir");
+    crate::mounts::check_sandbox_dir(&ctx.home, &dir)?;
+    let (t, p) =
+        (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
+    let path = PathBuf::from(SandboxIdentity::new(t, p).host_dir(&dir)).join("workspace");
+    std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
 ///
 /// The worker runs in its own process group with stdin closed and stdout/stderr appended to
@@ -51,9 +90,10 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 /// A one-line reason when the process cannot be started.
 pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<Spawned, String> {
     let assignee = task.assignee.clone().ok_or("the task has no assignee")?;
-    let logs = ctx.home.join("kanban").join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
-    let log = logs.join(format!("{}.log", task.id));
+    let log = log_path(ctx, &task.id);
+    if let Some(logs) = log.parent() {
+        std::fs::create_dir_all(logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
+    }
     rotate(
         &log,
         u64::try_from(ctx.settings.int("kanban.worker_log_rotate_bytes")).unwrap_or(2 * 1024 * 1024),
@@ -90,7 +130,7 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
     ] {
         cmd.env(k, v);
     }
-    cmd.current_dir(&ctx.home).stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.current_dir(workdir(ctx, &task.id, &assignee)?).stdin(Stdio::null()).stdout(out).stderr(err);
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.id), ProfileName::parse(&assignee)) {
         (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).persistent_name(),
@@ -107,9 +147,17 @@ pub async fn stop(pid: Option<i64>, start: Option<i64>) -> Option<process::StopO
     Some(process::stop(w, process::STOP_GRACE).await)
 }
 
-/// Appends exec output to our stdout/stderr (the worker's log) and keeps the last line for the result.
+/// Appends exec output to our stdout/stderr (the worker's log), keeps the last line for the result, and caps the
+/// log while the run goes (`kanban.worker_log_rotate_bytes`).
 struct LogSink {
     last_line: String,
+    log: Option<(PathBuf, u64)>,
+    since_check: u64,
+}
+
+impl LogSink {
+    /// Bytes written between two looks at the log's size.
+    const CHECK_EVERY: u64 = 64 * 1024;
 }
 
 impl OutputSink for LogSink {
@@ -119,6 +167,13 @@ impl OutputSink for LogSink {
             OutputStream::Stdout => std::io::stdout().lock().write_all(bytes),
             OutputStream::Stderr => std::io::stderr().lock().write_all(bytes),
         };
+        self.since_check += bytes.len() as u64;
+        if let Some((log, max)) = &self.log
+            && self.since_check >= Self::CHECK_EVERY.min(*max / 4).max(1)
+        {
+            self.since_check = 0;
+            let _ = cap_log(log, *max);
+        }
         if stream == OutputStream::Stdout
             && let Some(line) = String::from_utf8_lossy(bytes).lines().rev().find(|l| !l.trim().is_empty())
         {
@@ -156,7 +211,7 @@ fn heartbeat_thread(beat: Beat, stop: Arc<AtomicBool>) -> std::thread::JoinHandl
 }
 
 fn log_line(text: &str) {
-    eprintln!("[berth worker {}] {text}", SystemClock.now());
+    eprintln!("[berth worker {}] {}", SystemClock.now(), crate::redact::redact(text));
 }
 
 /// The marker put in the environment of a worker's command, so its processes can be found and stopped.
@@ -338,7 +393,14 @@ async fn run_in_sandbox(
         user: None,
         timeout,
     };
-    let mut sink = LogSink { last_line: String::new() };
+    // Only a dispatched worker's stdout is its log file; a worker started by hand writes to a terminal.
+    let log = log_path(ctx, &task.id);
+    let cap = u64::try_from(ctx.settings.int("kanban.worker_log_rotate_bytes")).unwrap_or(0);
+    let mut sink = LogSink {
+        last_line: String::new(),
+        log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)),
+        since_check: 0,
+    };
     let (acquired, outcome) = service::run(&rt, &req, &exec, &mut sink).await?;
     log_line(&format!("sandbox {} ({})", acquired.name, acquired.action.as_str()));
     if !req.persist_across_processes {

@@ -30,7 +30,7 @@ pub enum ConfigError {
     BadOverride(String),
     #[error("cannot read config file {path}: {message}")]
     File { path: PathBuf, message: String },
-    #[error("cannot write config file {path}")]
+    #[error("cannot write config file {path}: {source}")]
     Write {
         path: PathBuf,
         #[source]
@@ -148,21 +148,48 @@ fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
     doc.get(s.section())?.get(s.name())
 }
 
-/// Checks rules beyond the type (e.g. `kanban.failure_limit` ≥ 1).
+/// The largest duration setting berth accepts, in seconds (ten years): past it, time arithmetic would overflow.
+pub const MAX_SECONDS: i64 = 10 * 365 * 24 * 3600;
+
+/// The largest memory setting, in MB (1 PiB): past it the byte count would not fit the engine's field.
+const MAX_MEMORY_MB: i64 = 1 << 30;
+
+/// Checks rules beyond the type (e.g. `kanban.failure_limit` ≥ 1, durations ≤ [`MAX_SECONDS`]).
 fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
     match (s.key, v) {
+        (
+            "kanban.claim_ttl_seconds"
+            | "kanban.spawn_lease_seconds"
+            | "kanban.dispatch_stale_timeout_seconds"
+            | "terminal.lifetime_seconds"
+            | "terminal.timeout",
+            Value::Int(n),
+        ) if *n > MAX_SECONDS => Err(format!("{n} is above {MAX_SECONDS} (ten years)")),
+        ("kanban.dispatch_interval_seconds", Value::Float(f)) if *f > MAX_SECONDS as f64 => {
+            Err(format!("{f} is above {MAX_SECONDS} (ten years)"))
+        }
+        ("terminal.container_memory", Value::Int(n)) if *n > MAX_MEMORY_MB => {
+            Err(format!("{n} is above {MAX_MEMORY_MB}"))
+        }
+        ("terminal.container_cpu", Value::Float(f)) if *f > 1e6 => Err(format!("{f} is above 1000000")),
         (
             "kanban.failure_limit"
             | "kanban.claim_ttl_seconds"
             | "kanban.spawn_lease_seconds"
             | "kanban.worker_log_backup_count",
             Value::Int(n),
-        ) if *n < 1 => Err(format!("{n} is below 1")),
+        )
+            if *n < 1 =>
+        {
+            Err(format!("{n} is below 1"))
+        }
         ("kanban.dispatch_interval_seconds" | "terminal.container_cpu", Value::Float(f)) if *f < 0.0 => {
             Err(format!("{f} is negative"))
         }
         (
             "terminal.timeout"
+            | "terminal.lifetime_seconds"
+            | "kanban.dispatch_stale_timeout_seconds"
             | "terminal.container_memory"
             | "terminal.container_disk"
             | "kanban.worker_log_rotate_bytes",
@@ -395,16 +422,33 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
+/// Holds an exclusive lock on the config file's sibling `.config.yaml.lock` while a read-modify-write runs, so
+/// concurrent `config set`s of different keys all land (the config file itself is replaced by rename, so it cannot
+/// carry the lock).
+fn lock_for(path: &Path) -> Result<std::fs::File, ConfigError> {
+    let write_err = |source| ConfigError::Write { path: path.to_owned(), source };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(write_err)?;
+    let name = format!(".{}.lock", path.file_name().and_then(|n| n.to_str()).unwrap_or("config.yaml"));
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(name)).map_err(write_err)?;
+    file.lock().map_err(write_err)?;
+    Ok(file)
+}
+
+/// Writes `doc` to a unique temporary file next to `path` and renames it over `path`; the temporary is removed on
+/// any failure, so nothing is left behind.
 fn write_doc(path: &Path, doc: &Yaml) -> Result<(), ConfigError> {
+    use std::io::Write as _;
     let text = serde_yaml_ng::to_string(doc)
         .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })?;
     let write = || -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension("yaml.tmp");
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, path)
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new().prefix(".config.yaml.").suffix(".tmp").tempfile_in(dir)?;
+        tmp.write_all(text.as_bytes())?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
     };
     write().map_err(|source| ConfigError::Write { path: path.to_owned(), source })
 }
@@ -416,6 +460,7 @@ fn write_doc(path: &Path, doc: &Yaml) -> Result<(), ConfigError> {
 pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigError> {
     let value = validate(key, raw)?;
     let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let _lock = lock_for(path)?;
     let mut doc = load_file(path)?.unwrap_or(Yaml::Mapping(Default::default()));
     let Yaml::Mapping(root) = &mut doc else {
         return Err(ConfigError::File { path: path.to_owned(), message: "the top level is not a mapping".to_owned() });
@@ -437,6 +482,7 @@ pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigErr
 /// An unknown key, or an unreadable/unwritable file.
 pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
     let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let _lock = lock_for(path)?;
     let Some(mut doc) = load_file(path)? else { return Ok(false) };
     let removed = doc.get_mut(s.section()).and_then(Yaml::as_mapping_mut).and_then(|m| m.remove(s.name())).is_some();
     if removed {

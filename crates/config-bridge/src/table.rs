@@ -101,11 +101,12 @@ settings! {
     "terminal.container_memory", Int, "5120", "Memory limit per sandbox in MB; 0 means no limit.";
     "terminal.container_persistent", Bool, "true", "Bind-mount per-sandbox /root and /workspace directories under `terminal.sandbox_dir`; false uses tmpfs.";
     "terminal.cwd", Str, "/root", "Working directory of commands inside the sandbox.";
+    "terminal.docker_allow_host_mounts", Bool, "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args; berth's home and sandbox folders stay refused always.";
     "terminal.docker_env", Map, "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";
     "terminal.docker_extra_args", List, "[]", "Extra `docker run` flags, applied last (the Engine API subset: -e, -v, --cpus, --memory, --network, --cap-add, …).";
     "terminal.docker_forward_env", List, "[]", "Names of host variables passed to each command at exec time, never stored in the container.";
     "terminal.docker_image", Str, "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
-    "terminal.docker_mount_cwd_to_workspace", Bool, "false", "Bind-mount the caller's working directory at /workspace.";
+    "terminal.docker_mount_cwd_to_workspace", Bool, "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
     "terminal.docker_network", Bool, "true", "Give sandboxes network access; false runs them with --network=none.";
     "terminal.docker_orphan_reaper", Bool, "true", "Once per process, before the first sandbox creation, remove this profile's stale stopped sandboxes.";
     "terminal.docker_persist_across_processes", Bool, "true", "Keep sandboxes running across processes and reuse them; false makes one per process, removed at release.";
@@ -113,6 +114,6 @@ settings! {
     "terminal.docker_run_as_host_user", Bool, "false", "Run sandbox commands as the calling user's uid:gid.";
     "terminal.docker_volumes", List, "[]", "Extra mounts, each `host:container[:options]`.";
     "terminal.lifetime_seconds", Int, "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";
-    "terminal.sandbox_dir", Str, "{home}/sandboxes", "Where persistent sandbox directories live on the host.";
+    "terminal.sandbox_dir", Str, "{home}/sandboxes", "Where persistent sandbox directories live on the host; an absolute path that is not `/` and does not hold berth's home.";
     "terminal.timeout", Int, "180", "Seconds a command may run before it is killed (exit 124).";
 }

@@ -286,6 +286,49 @@ fn shell_quoting() {
 }
 
 #[test]
+fn durations_past_ten_years_are_refused_and_fall_back_from_the_environment() {
+    for (key, raw) in [
+        ("terminal.lifetime_seconds", "4611686018427387904"),
+        ("kanban.claim_ttl_seconds", "9223372036854775807"),
+        ("kanban.dispatch_interval_seconds", "1e20"),
+        ("terminal.timeout", "315360001"),
+    ] {
+        assert!(matches!(validate(key, raw), Err(ConfigError::InvalidValue { .. })), "{key}={raw}");
+        let var = env_var_for(key);
+        let r = resolve_with(None, &[(var.as_str(), raw)], &[]);
+        assert_eq!(r.entry(key).source, Source::Default, "{key}");
+        assert!(r.warnings.iter().any(|w| w.contains(key)), "{key}: {:?}", r.warnings);
+    }
+    assert!(validate("terminal.lifetime_seconds", &MAX_SECONDS.to_string()).is_ok());
+}
+
+#[test]
+fn concurrent_writers_of_different_keys_all_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    let keys = ["terminal.timeout", "terminal.lifetime_seconds", "kanban.failure_limit", "kanban.claim_ttl_seconds"];
+    std::thread::scope(|s| {
+        for (i, k) in keys.iter().enumerate() {
+            let path = &path;
+            s.spawn(move || {
+                for round in 0..20 {
+                    set_in_file(path, k, &(10 + i * 100 + round).to_string()).unwrap();
+                }
+            });
+        }
+    });
+    let doc = load_file(&path).unwrap().unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        let s = find(k).unwrap();
+        let v = doc.get(s.section()).and_then(|m| m.get(s.name())).and_then(serde_yaml_ng::Value::as_i64);
+        assert_eq!(v, Some((10 + i * 100 + 19) as i64), "{k}");
+    }
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
+}
+
+#[test]
 fn settings_doc_is_current() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/settings.md");
     let want = settings_doc();

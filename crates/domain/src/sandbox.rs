@@ -58,6 +58,19 @@ impl SandboxIdentity {
         format!("berth-{profile}-{task}-{}", &self.digest()[..12])
     }
 
+    /// The sandbox's own folder under `sandbox_dir` (its `/root` and `/workspace` live in `home/` and
+    /// `workspace/`). Names are the sanitized task label plus the identity digest, so hostile ids stay one path
+    /// component.
+    pub fn host_dir(&self, sandbox_dir: &str) -> String {
+        format!(
+            "{}/docker/{}/{}-{}",
+            sandbox_dir.trim_end_matches('/'),
+            self.profile_label(),
+            self.task_label(),
+            &self.digest()[..12]
+        )
+    }
+
     /// The name of a throw-away (opt-out mode) sandbox; `nonce` makes it unique.
     pub fn ephemeral_name(&self, nonce: &str) -> String {
         format!("{}-x{nonce}", self.persistent_name())
@@ -243,14 +256,7 @@ pub fn build_create_spec(
         cwd_mounted = true;
     }
     if settings.container_persistent {
-        // Directory names are the sanitized task label plus the identity digest, so hostile ids stay one path component.
-        let dir = format!(
-            "{}/docker/{}/{}-{}",
-            settings.sandbox_dir.trim_end_matches('/'),
-            identity.profile_label(),
-            identity.task_label(),
-            &identity.digest()[..12]
-        );
+        let dir = identity.host_dir(&settings.sandbox_dir);
         host_dirs.push(format!("{dir}/home"));
         binds.push(format!("{dir}/home:/root"));
         if !workspace_explicit && !cwd_mounted {
@@ -296,7 +302,7 @@ pub fn build_create_spec(
         pids_limit: Some(256),
         init: true,
         nano_cpus: (settings.cpu > 0.0).then(|| (settings.cpu * 1e9).round() as i64),
-        memory_bytes: (settings.memory_mb > 0).then(|| settings.memory_mb * 1024 * 1024),
+        memory_bytes: (settings.memory_mb > 0).then(|| settings.memory_mb.saturating_mul(1024 * 1024)),
         storage_size: None,
         network_mode: (!settings.network).then(|| "none".to_owned()),
         user: host_user,

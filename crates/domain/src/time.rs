@@ -32,7 +32,7 @@ impl Timestamp {
 
     /// Seconds elapsed from `earlier` to `self` (negative when `earlier` is later).
     pub fn secs_since(self, earlier: Timestamp) -> f64 {
-        (self.0 - earlier.0) as f64 / 1000.0
+        self.0.saturating_sub(earlier.0) as f64 / 1000.0
     }
 
     /// This timestamp moved forward by `d`.

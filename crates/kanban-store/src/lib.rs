@@ -30,6 +30,10 @@ pub enum StoreError {
         "{path} is not a readable board database ({message}); it was left untouched — move it aside to start a new board"
     )]
     Corrupt { path: PathBuf, message: String },
+    /// The file could not be opened for a reason of the disk, not of the file (full, read-only, permissions): the
+    /// board may be perfectly good, so nothing suggests moving it.
+    #[error("cannot open the board database {path}: {cause}; the file was left untouched (fix that and retry)")]
+    Unavailable { path: PathBuf, cause: String },
     /// A valid SQLite database that berth did not make; it was left untouched.
     #[error("{path} is a SQLite database but not a berth board (application id {app_id:#x}); it was left untouched")]
     Foreign { path: PathBuf, app_id: i64 },
@@ -238,6 +242,29 @@ fn is_corruption(e: &rusqlite::Error) -> bool {
     matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt))
 }
 
+/// What went wrong opening `path`, when it is not the file's content: SQLite's own "disk full", else the OS's answer
+/// to opening the file for writing (read-only file system, permission denied), else to creating a small file beside
+/// it (no space left). `None` when the disk looks fine, i.e. the file itself is the problem.
+fn disk_cause(path: &Path, e: &rusqlite::Error) -> Option<String> {
+    use std::io::Write as _;
+    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) {
+        return Some("the disk is full".to_owned());
+    }
+    // Opening for append writes nothing.
+    if let Err(os) = std::fs::OpenOptions::new().append(true).open(path) {
+        return Some(os.to_string());
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let probe = dir.join(format!(".kanban-probe-{}", std::process::id()));
+    let result = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|mut f| f.write_all(&[0; 64 * 1024]).and_then(|()| f.sync_all()));
+    let _ = std::fs::remove_file(&probe);
+    result.err().map(|os| os.to_string())
+}
+
 impl SqliteKanbanStore {
     /// Opens (creating when missing or empty) the board database at `path`, read-write.
     ///
@@ -289,24 +316,24 @@ impl SqliteKanbanStore {
 
     /// Checks, read-only, that `path` is a berth board database this version understands.
     fn verify(path: &Path) -> Result<()> {
-        let corrupt = |message: String| StoreError::Corrupt { path: path.to_owned(), message };
+        // Damage is only what SQLite calls damage; a full or read-only disk is named as such.
+        let corrupt = |e: rusqlite::Error| match disk_cause(path, &e) {
+            Some(cause) if !is_corruption(&e) => StoreError::Unavailable { path: path.to_owned(), cause },
+            _ => StoreError::Corrupt { path: path.to_owned(), message: e.to_string() },
+        };
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-                .map_err(|e| corrupt(e.to_string()))?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(|e| corrupt(e.to_string()))?;
-        let app_id: i64 =
-            conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(|e| corrupt(e.to_string()))?;
-        let version: i64 =
-            conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(|e| corrupt(e.to_string()))?;
-        let check: String =
-            conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(|e| corrupt(e.to_string()))?;
+                .map_err(corrupt)?;
+        conn.busy_timeout(Duration::from_secs(30)).map_err(corrupt)?;
+        let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(corrupt)?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(corrupt)?;
+        let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(corrupt)?;
         if check != "ok" {
-            return Err(corrupt(check));
+            return Err(StoreError::Corrupt { path: path.to_owned(), message: check });
         }
         if app_id != APPLICATION_ID {
-            let tables: i64 = conn
-                .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
-                .map_err(|e| corrupt(e.to_string()))?;
+            let tables: i64 =
+                conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0)).map_err(corrupt)?;
             if app_id != 0 || tables > 0 {
                 return Err(StoreError::Foreign { path: path.to_owned(), app_id });
             }
@@ -319,7 +346,9 @@ impl SqliteKanbanStore {
     }
 
     fn classify(&self, e: rusqlite::Error) -> StoreError {
-        if is_corruption(&e) {
+        if let Some(cause) = (!is_corruption(&e)).then(|| disk_cause(&self.path, &e)).flatten() {
+            StoreError::Unavailable { path: self.path.clone(), cause }
+        } else if is_corruption(&e) {
             StoreError::Corrupt { path: self.path.clone(), message: e.to_string() }
         } else {
             StoreError::Sqlite(e)

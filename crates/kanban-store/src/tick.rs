@@ -167,9 +167,16 @@ impl SqliteKanbanStore {
                 Housekeeping::ExtendClaim => {
                     tx.execute(
                         "UPDATE tasks SET claim_expires = ?2 WHERE id = ?1",
-                        params![id, now.as_millis() + ttl_ms],
+                        params![id, now.as_millis().saturating_add(ttl_ms)],
                     )?;
-                    event(&tx, id, None, "claim_extended", &json!({"expires": now.as_millis() + ttl_ms}), now)?;
+                    event(
+                        &tx,
+                        id,
+                        None,
+                        "claim_extended",
+                        &json!({"expires": now.as_millis().saturating_add(ttl_ms)}),
+                        now,
+                    )?;
                 }
                 Housekeeping::Crashed { pid, .. } => {
                     let err = format!("worker pid {pid} exited without completing the task");

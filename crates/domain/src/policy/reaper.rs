@@ -10,7 +10,8 @@ use crate::time::Timestamp;
 
 /// The reaper's age threshold from `terminal.lifetime_seconds`: `2 × max(60, lifetime)`, 300 when unset.
 pub fn reaper_max_age_secs(lifetime_seconds: Option<i64>) -> i64 {
-    2 * lifetime_seconds.unwrap_or(300).max(60)
+    // Saturating: a huge lifetime means "never", not a wrapped negative threshold that removes everything.
+    lifetime_seconds.unwrap_or(300).max(60).saturating_mul(2)
 }
 
 /// Which containers a sweep considers.

@@ -120,6 +120,8 @@ fn cleanup_matrix() {
 fn reaper_age_rule() {
     assert_eq!(reaper_max_age_secs(Some(300)), 600);
     assert_eq!(reaper_max_age_secs(Some(0)), 120);
+    // Huge lifetimes saturate to "never" instead of wrapping to a negative threshold that removes everything.
+    assert_eq!(reaper_max_age_secs(Some(4_611_686_018_427_387_904)), i64::MAX);
     assert_eq!(reaper_max_age_secs(None), 600);
     assert_eq!(reaper_max_age_secs(Some(-5)), 120);
     assert_eq!(reaper_max_age_secs(Some(1000)), 2000);

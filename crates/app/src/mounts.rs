@@ -1,0 +1,321 @@
+//! What a sandbox may mount from the host: never berth's home or other sandboxes' folders, and never the engine's
+//! socket or a folder holding it unless the operator opts in (`terminal.docker_allow_host_mounts`).
+//!
+//! A sandbox that could write `<home>/config.yaml` or `kanban.db` could give the next task the Docker socket (root on
+//! the host), so every host path that reaches a create call is checked here, canonicalized (symlinks, `..`, trailing
+//! slashes): a mount of a parent of a protected path exposes it too.
+
+use std::path::{Component, Path, PathBuf};
+
+use domain::sandbox::SandboxIdentity;
+
+use crate::context::Ctx;
+use crate::error::Failure;
+
+/// The setting that lets mounts of the engine socket (or a folder holding it) through.
+pub const ALLOW_KEY: &str = "terminal.docker_allow_host_mounts";
+
+/// The paths a sandbox must not reach, canonicalized once.
+#[derive(Clone, Debug)]
+pub struct Protected {
+    /// Berth's home and the sandboxes folder: refused always (their parents too).
+    roots: Vec<PathBuf>,
+    /// The engine sockets: refused unless `allow_sockets`.
+    sockets: Vec<PathBuf>,
+    allow_sockets: bool,
+    /// The sandbox's own folder (under `terminal.sandbox_dir`), which berth itself mounts.
+    own: Option<PathBuf>,
+}
+
+/// Resolves `p` like the engine will: symlinks of the part that exists, then `..` and `.` of the rest, lexically.
+pub fn canonical(p: &Path) -> PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&existing) {
+            let mut out = c;
+            for part in rest.iter().rev() {
+                match Path::new(part).components().next() {
+                    Some(Component::ParentDir) => {
+                        out.pop();
+                    }
+                    Some(Component::CurDir) | None => {}
+                    _ => out.push(part),
+                }
+            }
+            return out;
+        }
+        match (existing.file_name().map(ToOwned::to_owned), existing.parent().map(Path::to_path_buf)) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent;
+            }
+            // `..` as the last component, or nothing left: normalize lexically.
+            _ => return lexical(p),
+        }
+    }
+}
+
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The engine sockets this host may have: the usual Docker and Podman paths and `DOCKER_HOST`'s unix path.
+fn socket_paths(ctx: &Ctx) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> =
+        ["/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock"].iter().map(PathBuf::from).collect();
+    if let Some(rest) = ctx.env.get("DOCKER_HOST").and_then(|h| h.strip_prefix("unix://")) {
+        paths.push(PathBuf::from(rest));
+    }
+    if let Some(xdg) = ctx.env.get("XDG_RUNTIME_DIR").filter(|x| x.starts_with('/')) {
+        paths.push(Path::new(xdg).join("docker.sock"));
+        paths.push(Path::new(xdg).join("podman").join("podman.sock"));
+    }
+    paths.iter().map(|p| canonical(p)).collect()
+}
+
+impl Protected {
+    /// The protected paths of this invocation; `own` is the sandbox's own folder when a sandbox is being made.
+    pub fn new(ctx: &Ctx, own: Option<&SandboxIdentity>) -> Self {
+        let mut roots = vec![canonical(&ctx.home)];
+        let dir = ctx.settings.string("terminal.sandbox_dir");
+        if dir.starts_with('/') {
+            roots.push(canonical(Path::new(&dir)));
+        }
+        Self {
+            roots,
+            sockets: socket_paths(ctx),
+            allow_sockets: ctx.settings.bool(ALLOW_KEY),
+            own: own.filter(|_| dir.starts_with('/')).map(|i| canonical(Path::new(&i.host_dir(&dir)))),
+        }
+    }
+
+    /// Why mounting host path `source` is refused, if it is.
+    pub fn violation(&self, source: &str) -> Option<String> {
+        // Not an absolute path: a named volume, which holds nothing of the host's.
+        if !source.starts_with('/') {
+            return None;
+        }
+        let src = canonical(Path::new(source));
+        if self.own.as_ref().is_some_and(|own| src.starts_with(own)) {
+            return None;
+        }
+        for root in &self.roots {
+            if root.starts_with(&src) || src.starts_with(root) {
+                return Some(format!(
+                    "refusing to mount {source} into a sandbox: it exposes berth's own files ({}); nothing under \
+                     berth's home or the sandboxes folder is ever mounted",
+                    root.display()
+                ));
+            }
+        }
+        if !self.allow_sockets
+            && let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src))
+        {
+            return Some(format!(
+                "refusing to mount {source} into a sandbox: it exposes the container engine's socket ({}), which is \
+                 root on the host; set {ALLOW_KEY}=true to allow it",
+                sock.display()
+            ));
+        }
+        None
+    }
+}
+
+/// The host part of a `host:container[:opts]` bind.
+fn bind_source(bind: &str) -> &str {
+    bind.split_once(':').map_or(bind, |(h, _)| h)
+}
+
+/// The host paths named by `docker run`-style arguments (`-v`, `--volume`, `--mount source=`).
+pub fn extra_arg_sources(args: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
+            _ => match arg.strip_prefix("-v").filter(|r| !r.is_empty() && !arg.starts_with("--")) {
+                Some(r) => ("-v", Some(r.to_owned())),
+                None => (arg, None),
+            },
+        };
+        if matches!(flag, "-v" | "--volume" | "--mount") {
+            let value = inline.or_else(|| {
+                i += 1;
+                args.get(i).cloned()
+            });
+            if let Some(v) = value {
+                if flag == "--mount" {
+                    out.extend(v.split(',').filter_map(|kv| {
+                        let (k, val) = kv.split_once('=')?;
+                        matches!(k.trim(), "source" | "src").then(|| val.trim().to_owned())
+                    }));
+                } else {
+                    out.push(bind_source(&v).to_owned());
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Checks the sandboxes folder setting: an absolute path that is not `/` and does not hold berth's home.
+pub fn check_sandbox_dir(home: &Path, dir: &str) -> Result<(), String> {
+    if dir.trim().is_empty() || !dir.starts_with('/') {
+        return Err(format!(
+            "terminal.sandbox_dir must be an absolute path, got {dir:?} (an empty one would put sandbox folders at \
+             /docker on the host)"
+        ));
+    }
+    let c = canonical(Path::new(dir));
+    if c == Path::new("/") || canonical(home).starts_with(&c) {
+        return Err(format!("terminal.sandbox_dir {dir:?} holds berth's home; every sandbox would be given it"));
+    }
+    Ok(())
+}
+
+/// `config set`: refuses a value that would mount something protected (the file is not touched).
+///
+/// # Errors
+/// A usage failure naming the offending path.
+pub fn check_setting(ctx: &Ctx, key: &str, value: &config_bridge::Value) -> Result<(), Failure> {
+    let protected = Protected::new(ctx, None);
+    let sources: Vec<String> = match (key, value) {
+        ("terminal.docker_volumes", config_bridge::Value::List(l)) => {
+            l.iter().filter(|v| v.contains(':')).map(|v| bind_source(v).to_owned()).collect()
+        }
+        ("terminal.docker_extra_args", config_bridge::Value::List(l)) => extra_arg_sources(l),
+        ("terminal.sandbox_dir", config_bridge::Value::Str(s)) => {
+            return check_sandbox_dir(&ctx.home, s).map_err(Failure::usage);
+        }
+        _ => Vec::new(),
+    };
+    sources.iter().find_map(|s| protected.violation(s)).map_or(Ok(()), |why| Err(Failure::usage(why)))
+}
+
+/// Sandbox create: refuses a spec whose binds reach anything protected.
+///
+/// # Errors
+/// A usage failure naming the offending path.
+pub fn check_binds(ctx: &Ctx, identity: &SandboxIdentity, binds: &[String]) -> Result<(), Failure> {
+    check_sandbox_dir(&ctx.home, &ctx.settings.string("terminal.sandbox_dir")).map_err(Failure::usage)?;
+    let protected = Protected::new(ctx, Some(identity));
+    binds.iter().find_map(|b| protected.violation(bind_source(b))).map_or(Ok(()), |why| Err(Failure::usage(why)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn protected(dir: &Path) -> Protected {
+        let home = dir.join("home");
+        std::fs::create_dir_all(home.join("sandboxes/docker/p/t-0123/workspace")).unwrap();
+        std::fs::create_dir_all(dir.join("run")).unwrap();
+        std::fs::write(dir.join("run/docker.sock"), "").unwrap();
+        Protected {
+            roots: vec![canonical(&home), canonical(&home.join("sandboxes"))],
+            sockets: vec![canonical(&dir.join("run/docker.sock"))],
+            allow_sockets: false,
+            own: Some(canonical(&home.join("sandboxes/docker/p/t-0123"))),
+        }
+    }
+
+    #[test]
+    fn home_its_parents_and_its_files_are_refused_in_every_spelling() {
+        let tmp = tempfile_dir();
+        let p = protected(&tmp);
+        let home = tmp.join("home").display().to_string();
+        std::os::unix::fs::symlink(tmp.join("home"), tmp.join("link")).unwrap();
+        for s in [
+            home.clone(),
+            format!("{home}/"),
+            format!("{home}/config.yaml"),
+            format!("{home}/kanban.db"),
+            format!("{home}/./kanban/../"),
+            format!("{home}/sandboxes/docker/p/t-0123/../other"),
+            format!("{home}/sandboxes/docker/p/t-0123/workspace/../../t-9999"),
+            format!("{}/link/config.yaml", tmp.display()),
+            format!("{}/link", tmp.display()),
+            tmp.display().to_string(),
+            "/".to_owned(),
+            format!("{home}/missing/dir/.."),
+        ] {
+            assert!(p.violation(&s).is_some(), "{s} must be refused");
+        }
+    }
+
+    #[test]
+    fn own_folder_named_volumes_and_unrelated_paths_pass() {
+        let tmp = tempfile_dir();
+        let p = protected(&tmp);
+        let home = tmp.join("home").display().to_string();
+        // A sibling whose name merely starts with the home's is not inside it.
+        let sibling = format!("{home}2");
+        std::fs::create_dir_all(&sibling).unwrap();
+        for s in [
+            format!("{home}/sandboxes/docker/p/t-0123/workspace"),
+            "named-volume".to_owned(),
+            "/opt/data".into(),
+            sibling,
+        ] {
+            assert_eq!(p.violation(&s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn sockets_and_their_folders_need_the_opt_in() {
+        let tmp = tempfile_dir();
+        let mut p = protected(&tmp);
+        for s in [tmp.join("run/docker.sock"), tmp.join("run"), tmp.join("run/../run/")] {
+            assert!(p.violation(&s.display().to_string()).is_some(), "{}", s.display());
+        }
+        p.allow_sockets = true;
+        assert_eq!(p.violation(&tmp.join("run/docker.sock").display().to_string()), None);
+    }
+
+    #[test]
+    fn extra_args_name_their_mount_sources() {
+        let args: Vec<String> =
+            ["-v", "/a:/x", "--volume=/b:/y", "--mount", "type=bind,source=/c,target=/z", "-v/d:/w"]
+                .map(String::from)
+                .to_vec();
+        assert_eq!(extra_arg_sources(&args), ["/a", "/b", "/c", "/d"]);
+    }
+
+    #[test]
+    fn an_empty_or_root_sandbox_dir_is_refused() {
+        let tmp = tempfile_dir();
+        let home = tmp.join("home");
+        for d in ["", "  ", "relative/dir", "/", "/.."] {
+            assert!(check_sandbox_dir(&home, d).is_err(), "{d:?}");
+        }
+        assert!(check_sandbox_dir(&home, &tmp.display().to_string()).is_err());
+        assert!(check_sandbox_dir(&home, &home.join("sandboxes").display().to_string()).is_ok());
+    }
+
+    /// A temporary directory (canonical: /tmp may be a symlink) kept until the test ends.
+    struct Tmp(tempfile::TempDir);
+
+    impl std::ops::Deref for Tmp {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    fn tempfile_dir() -> Tmp {
+        Tmp(tempfile::tempdir_in(canonical(&std::env::temp_dir())).unwrap())
+    }
+}
