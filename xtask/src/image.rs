@@ -28,18 +28,88 @@ const RECIPE: &str = "2";
 const CONTENT_LABEL: &str = "berth.image.content";
 
 /// Programs the image must have: the build fails without them (berth's own tests and hermes rely on them).
-const REQUIRED: &[&str] = &[
-    "sh", "bash", "sleep", "cat", "echo", "kill", "ps", "grep", "env", "id", "timeout", "ls", "mkdir", "rm", "true",
-];
+const REQUIRED: &[&str] =
+    &["sh", "bash", "sleep", "cat", "echo", "kill", "ps", "grep", "env", "id", "timeout", "ls", "mkdir", "rm", "true"];
 
 /// Everyday tools an agent calls; copied when the host has them.
 const EVERYDAY: &[&str] = &[
-    "dash", "false", "touch", "head", "tail", "wc", "date", "uname", "printf", "pwd", "test", "[", "seq", "tr", "cut",
-    "sort", "uniq", "stat", "yes", "basename", "dirname", "chmod", "chown", "chgrp", "cp", "mv", "ln", "dd", "df",
-    "du", "expr", "install", "mktemp", "nproc", "readlink", "realpath", "rmdir", "tee", "comm", "paste", "join",
-    "fold", "nl", "od", "base64", "tac", "truncate", "sync", "printenv", "nohup", "md5sum", "sha1sum", "sha256sum",
-    "split", "whoami", "sed", "awk", "egrep", "fgrep", "find", "xargs", "tar", "gzip", "gunzip", "zcat", "diff",
-    "cmp", "patch", "which", "less", "hostname", "pgrep", "pkill", "free", "curl", "git", "python3",
+    "dash",
+    "false",
+    "touch",
+    "head",
+    "tail",
+    "wc",
+    "date",
+    "uname",
+    "printf",
+    "pwd",
+    "test",
+    "[",
+    "seq",
+    "tr",
+    "cut",
+    "sort",
+    "uniq",
+    "stat",
+    "yes",
+    "basename",
+    "dirname",
+    "chmod",
+    "chown",
+    "chgrp",
+    "cp",
+    "mv",
+    "ln",
+    "dd",
+    "df",
+    "du",
+    "expr",
+    "install",
+    "mktemp",
+    "nproc",
+    "readlink",
+    "realpath",
+    "rmdir",
+    "tee",
+    "comm",
+    "paste",
+    "join",
+    "fold",
+    "nl",
+    "od",
+    "base64",
+    "tac",
+    "truncate",
+    "sync",
+    "printenv",
+    "nohup",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "split",
+    "whoami",
+    "sed",
+    "awk",
+    "egrep",
+    "fgrep",
+    "find",
+    "xargs",
+    "tar",
+    "gzip",
+    "gunzip",
+    "zcat",
+    "diff",
+    "cmp",
+    "patch",
+    "which",
+    "less",
+    "hostname",
+    "pgrep",
+    "pkill",
+    "free",
+    "curl",
+    "git",
+    "python3",
 ];
 
 /// Where programs are looked up: the system directories only, not `PATH` (shims such as pyenv's are shell scripts
@@ -241,7 +311,8 @@ fn assemble(ctx: &Path, progress: &Progress) -> Result<(), String> {
     }
     // Debian's python3 finds its standard library next to the executable (`<prefix>/lib/python3.X`).
     if let Some(python) = find_program("python3") {
-        let stdlib = output(Command::new(&python).args(["-S", "-c", "import os; print(os.path.dirname(os.__file__))"]))?;
+        let stdlib =
+            output(Command::new(&python).args(["-S", "-c", "import os; print(os.path.dirname(os.__file__))"]))?;
         progress.step(&format!("[2/4] python standard library from {stdlib}"));
         fs.add_tree(Path::new(&stdlib))?;
     }

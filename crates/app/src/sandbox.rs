@@ -56,6 +56,13 @@ async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
     supported
 }
 
+/// Whether the engine can apply cgroup limits (cpu, memory, pids), asked once per process: hermes probes once per
+/// process too, and an engine without the controllers would otherwise fail every create.
+async fn cgroup_limits_available(rt: &DockerRuntime) -> bool {
+    static PROBED: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
+    *PROBED.get_or_init(|| async { rt.supports_cgroup_limits().await.unwrap_or(true) }).await
+}
+
 /// Builds the acquire request for `identity` from the settings; logs the spec's warnings.
 ///
 /// # Errors
@@ -69,6 +76,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
         storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
         owner: Some(crate::context::owner_label()),
+        cgroup_limits_unavailable: !cgroup_limits_available(rt).await,
     };
     let (mode, name) = if settings.persist_across_processes {
         (SandboxMode::Persist, identity.persistent_name())
@@ -76,7 +84,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         let nonce = format!("{:x}{:x}", std::process::id(), SystemClock.now().as_millis());
         (SandboxMode::Ephemeral, identity.ephemeral_name(&nonce))
     };
-    let built = build_create_spec(&identity, mode, name, &settings, &host);
+    let built = build_create_spec(&identity, mode, name, &settings, &host).map_err(Failure::usage_of)?;
     for w in &built.warnings {
         // The disk limit is unenforceable on most hosts; say so quietly.
         if w.contains("container_disk") { tracing::debug!("{w}") } else { tracing::warn!("{w}") }

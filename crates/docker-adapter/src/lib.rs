@@ -3,6 +3,7 @@
 //! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
 //! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
 
+mod extra;
 mod kill;
 
 use std::collections::{BTreeMap, HashMap};
@@ -112,6 +113,16 @@ impl DockerRuntime {
         Ok(info.driver.as_deref() == Some("overlay2") && xfs)
     }
 
+    /// Whether the engine can apply cgroup limits: `docker info` reports the memory, CPU-quota and pids
+    /// controllers (an unprivileged LXC or some rootless set-ups lack them, and every limited create would fail).
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`].
+    pub async fn supports_cgroup_limits(&self) -> Result<bool, RuntimeError> {
+        let info = self.docker.info().await.map_err(|e| self.map_err("info", "", e))?;
+        Ok(info.memory_limit != Some(false) && info.cpu_cfs_quota != Some(false) && info.pids_limit != Some(false))
+    }
+
     /// Whether an image exists locally.
     ///
     /// # Errors
@@ -177,6 +188,7 @@ impl ContainerRuntime for DockerRuntime {
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
                 state: state_of(c.state.map(|s| s.to_string())),
                 created: Timestamp::from_secs(c.created.unwrap_or(0)),
+                network_mode: c.host_config.and_then(|h| h.network_mode),
             })
             .collect())
     }
@@ -185,6 +197,7 @@ impl ContainerRuntime for DockerRuntime {
         let c = self.docker.inspect_container(id, None).await.map_err(|e| self.map_err("inspect", id, e))?;
         let state = c.state.unwrap_or_default();
         let config = c.config.unwrap_or_default();
+        let network_mode = c.host_config.and_then(|h| h.network_mode);
         Ok(ContainerDetails {
             summary: ContainerSummary {
                 id: c.id.unwrap_or_default(),
@@ -192,6 +205,7 @@ impl ContainerRuntime for DockerRuntime {
                 labels: config.labels.unwrap_or_default().into_iter().collect(),
                 state: state_of(state.status.map(|s| s.to_string())),
                 created: c.created.as_deref().and_then(Timestamp::parse_docker).unwrap_or(Timestamp::from_secs(0)),
+                network_mode,
             },
             finished_at_raw: state.finished_at.unwrap_or_default(),
             started_at_raw: state.started_at.unwrap_or_default(),
@@ -202,7 +216,7 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn create(&self, spec: &CreateSpec) -> Result<String, RuntimeError> {
-        let host_config = HostConfig {
+        let mut host_config = HostConfig {
             binds: Some(spec.binds.clone()),
             tmpfs: Some(to_hash(&spec.tmpfs)),
             cap_drop: Some(spec.cap_drop.clone()),
@@ -220,7 +234,8 @@ impl ContainerRuntime for DockerRuntime {
             shm_size: spec.shm_size,
             ..Default::default()
         };
-        let body = ContainerCreateBody {
+        extra::apply_host(&spec.extra, &mut host_config);
+        let mut body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             cmd: Some(spec.cmd.clone()),
             labels: Some(to_hash(&spec.labels)),
@@ -230,6 +245,7 @@ impl ContainerRuntime for DockerRuntime {
             host_config: Some(host_config),
             ..Default::default()
         };
+        extra::apply_config(&spec.extra, &mut body);
         let options = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };
         match self.docker.create_container(Some(options), body).await {
             Ok(created) => Ok(created.id),
