@@ -15,6 +15,10 @@ mod fault;
 #[cfg(test)]
 mod gateway;
 #[cfg(test)]
+mod hermes;
+#[cfg(test)]
 mod kanban;
+#[cfg(test)]
+mod parity;
 #[cfg(test)]
 mod tidy;

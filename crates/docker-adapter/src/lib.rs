@@ -248,7 +248,14 @@ impl ContainerRuntime for DockerRuntime {
         extra::apply_config(&spec.extra, &mut body);
         let options = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };
         match self.docker.create_container(Some(options), body).await {
-            Ok(created) => Ok(created.id),
+            Ok(created) => {
+                // The engine accepts some settings it cannot apply on this kernel and says so only here (e.g.
+                // "Weight discarded" for --blkio-weight); pass that on rather than dropping it silently.
+                for w in created.warnings.iter().filter(|w| !w.is_empty()) {
+                    tracing::warn!("engine: {w}");
+                }
+                Ok(created.id)
+            }
             Err(e) => Err(match self.map_err("create", &spec.name, e) {
                 RuntimeError::NameConflict(name) => {
                     // The engine reserves a name before the container is visible; wait until the winner's

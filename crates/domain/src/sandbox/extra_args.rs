@@ -494,8 +494,16 @@ fn apply_one(spec: &mut CreateSpec, flag: &str, v: String) -> Result<(), SpecErr
         "--memory-reservation" => x.memory_reservation = Some(bytes(flag, &v)?),
         "--memory-swappiness" => x.memory_swappiness = Some(int(flag, &v)?),
         "--cpu-shares" => x.cpu_shares = Some(int(flag, &v)?),
-        "--cpu-period" => x.cpu_period = Some(int(flag, &v)?),
-        "--cpu-quota" => x.cpu_quota = Some(int(flag, &v)?),
+        // The engine refuses NanoCpus together with a CFS period or quota; extra args override what came before
+        // (terminal.container_cpu), so the explicit CFS setting wins.
+        "--cpu-period" => {
+            x.cpu_period = Some(int(flag, &v)?);
+            spec.nano_cpus = None;
+        }
+        "--cpu-quota" => {
+            x.cpu_quota = Some(int(flag, &v)?);
+            spec.nano_cpus = None;
+        }
         "--cpuset-cpus" => x.cpuset_cpus = Some(v),
         "--cpuset-mems" => x.cpuset_mems = Some(v),
         "--blkio-weight" => {
