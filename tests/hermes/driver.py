@@ -5,6 +5,7 @@ Each call prints one JSON object on stdout. The profile is hermes's own: HERMES_
 
   driver.py exec <image> <task> <network:0|1> <command>   DockerEnvironment(...).execute(command)
   driver.py reap <max_age_seconds> <profile>              reap_orphan_containers(...)
+  driver.py default-config                                hermes writes its full default config.yaml
   driver.py version                                       the installed hermes-agent version
 """
 
@@ -39,6 +40,13 @@ def main() -> int:
         result = env.execute(command)
         print(json.dumps({"container_id": env._container_id, "output": result.get("output", ""),
                           "returncode": result.get("returncode")}))
+        return 0
+    if op == "default-config":
+        # hermes's own writer with its own defaults (strip_defaults=False keeps every default in the file).
+        from hermes_cli.config import DEFAULT_CONFIG, get_config_path, save_config
+
+        save_config(DEFAULT_CONFIG, strip_defaults=False)
+        print(json.dumps({"path": str(get_config_path())}))
         return 0
     if op == "reap":
         from tools.environments.docker import reap_orphan_containers
