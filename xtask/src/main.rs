@@ -50,7 +50,15 @@ fn ci() -> Result<(), String> {
     image::build(false)?;
     // The CLI tests run the real binary, so build it first.
     run(Command::new(&cargo).args(["build", "-p", "app", "--bin", "berth"]))?;
-    test_and_count(Command::new(&cargo).args(["test", "--workspace"]))
+    let mut test = Command::new(&cargo);
+    test.args(["test", "--workspace"]);
+    // The hermes interop suite finds hermes-agent's venv through this variable; `.ci/run` sets it, and a venv at
+    // the place `.ci/run` makes it counts too.
+    let venv_python = std::path::Path::new("/opt/berth-hermes-venv/bin/python");
+    if std::env::var_os("BERTH_HERMES_PYTHON").is_none() && venv_python.exists() {
+        test.env("BERTH_HERMES_PYTHON", venv_python);
+    }
+    test_and_count(&mut test)
 }
 
 /// Runs `cargo test`, echoing its output, and closes with one `N passed, N failed` line summing every test binary,
