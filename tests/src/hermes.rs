@@ -161,7 +161,7 @@ fn a_berth_sandbox_is_reused_by_hermes_and_found_by_the_current_upstream_filter(
         "--filter",
         "label=hermes-egress=off",
     ]));
-    assert_eq!(upstream, [bid.clone()]);
+    assert_eq!(upstream, std::slice::from_ref(&bid));
     // hermes 0.19 attaches and runs its commands with bash (the image carries it).
     let (hid, out) = hermes.exec("shared", "cat /root/b.txt; git --version >/dev/null && echo git-ok");
     assert!(bid.starts_with(&hid), "hermes used berth's container: {hid} vs {bid}");
