@@ -311,3 +311,44 @@ fn cwd_placeholders_run_in_root_and_a_relative_cwd_is_one_line() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "/root\n", "{err}");
     assert_eq!(err.lines().filter(|l| l.contains("terminal.cwd") && l.contains("relative path")).count(), 1, "{err}");
 }
+
+/// Removes every container carrying `hermes-profile=<label>` when dropped (shared-key sandboxes do not carry the
+/// test profile's label, so `Home` would not find them).
+struct RemoveByProfileLabel(String);
+
+impl Drop for RemoveByProfileLabel {
+    fn drop(&mut self) {
+        for id in ids(&docker(&["ps", "-aq", "--filter", &format!("label=hermes-profile={}", self.0)])) {
+            docker(&["rm", "-f", &id]);
+        }
+    }
+}
+
+#[test]
+fn profiles_with_one_shared_container_key_share_a_sandbox() {
+    require_docker();
+    let home = Home::new();
+    let key = format!("team/{}", home.profile);
+    let label = domain::sandbox::shared_profile_label(&key).as_str().to_owned();
+    let _cleanup = RemoveByProfileLabel(label.clone());
+    let other = format!("{}b", home.profile);
+    std::fs::create_dir_all(home.path().join("profiles").join(&other)).unwrap();
+    let run = |profile: &str, args: &[&str]| {
+        let out = home
+            .cmd()
+            .env("BERTH_PROFILE", profile)
+            .env("TERMINAL_DOCKER_SHARED_CONTAINER_KEY", &key)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(&home.profile, &["run", "--task", "t", "--", "sh", "-c", "echo shared > /root/s"]);
+    assert_eq!(run(&other, &["run", "--task", "t", "--", "cat", "/root/s"]), "shared\n");
+    let shared = ids(&docker(&["ps", "-aq", "--filter", &format!("label=hermes-profile={label}")]));
+    assert_eq!(shared.len(), 1, "one sandbox for both profiles");
+    // Its reaper scope and listing follow the shared label too.
+    let listed: serde_json::Value = serde_json::from_str(&run(&other, &["sandbox", "ls", "--json"])).unwrap();
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+}

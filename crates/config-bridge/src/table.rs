@@ -110,6 +110,7 @@ settings! {
     "terminal.docker_persist_across_processes", Bool, "true", "Keep sandboxes running across processes and reuse them; false makes one per process, removed at release.";
     "terminal.docker_recreate_on_config_change", Bool, "true", "Recreate a reused sandbox whose create spec (image, env, mounts, resources, args) changed.";
     "terminal.docker_run_as_host_user", Bool, "false", "Run sandbox commands as the calling user's uid:gid.";
+    "terminal.docker_shared_container_key", Str, "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";
     "terminal.docker_shm_size", Str, "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default); empty or 0 keeps Docker's 64m.";
     "terminal.docker_volumes", List, "[]", "Extra mounts, each `host:container[:options]`.";
     "terminal.lifetime_seconds", Int, "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";

@@ -70,16 +70,33 @@ pub fn parse_flag_bool(raw: &str) -> Option<bool> {
     }
 }
 
-/// What a sandbox is keyed by: the raw task id and the profile.
+/// What a sandbox is keyed by: the raw task id and the profile, or instead of the profile a shared container key
+/// (`terminal.docker_shared_container_key`, hermes 0.21) that lets trusted profiles share one sandbox.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SandboxIdentity {
     pub task: TaskId,
     pub profile: ProfileName,
+    /// The raw shared key, when set (never empty).
+    pub shared_key: Option<String>,
+}
+
+/// hermes 0.21's profile label for a shared container key: the sanitized key cut to 50 characters, `-`, and the
+/// first 12 hex digits of the raw key's sha256 (sanitizing is lossy, the digest keeps colliding keys apart).
+pub fn shared_profile_label(key: &str) -> LabelValue {
+    let head: String = LabelValue::sanitize(key).as_str().chars().take(50).collect();
+    LabelValue::sanitize(&format!("{head}-{}", &sha256::hex_digest(key.as_bytes())[..12]))
 }
 
 impl SandboxIdentity {
     pub fn new(task: TaskId, profile: ProfileName) -> Self {
-        Self { task, profile }
+        Self { task, profile, shared_key: None }
+    }
+
+    /// Keys the sandbox by `key` instead of the profile, as hermes 0.21 does; an empty key changes nothing.
+    #[must_use]
+    pub fn shared(mut self, key: &str) -> Self {
+        self.shared_key = (!key.is_empty()).then(|| key.to_owned());
+        self
     }
 
     /// The sanitized `hermes-task-id` label value.
@@ -87,15 +104,22 @@ impl SandboxIdentity {
         LabelValue::sanitize(self.task.as_str())
     }
 
-    /// The sanitized `hermes-profile` label value.
+    /// The `hermes-profile` label value: the sanitized profile, or the shared key's form.
     pub fn profile_label(&self) -> LabelValue {
-        LabelValue::sanitize(self.profile.as_str())
+        match &self.shared_key {
+            Some(key) => shared_profile_label(key),
+            None => LabelValue::sanitize(self.profile.as_str()),
+        }
     }
 
     /// A digest of the raw pair: distinct raw ids get distinct digests even when their labels collide.
     pub fn digest(&self) -> String {
-        let mut input = b"berth-identity-v1\0".to_vec();
-        input.extend_from_slice(self.profile.as_str().as_bytes());
+        let (tag, owner): (&[u8], &str) = match &self.shared_key {
+            Some(key) => (b"berth-identity-shared-v1\0", key),
+            None => (b"berth-identity-v1\0", self.profile.as_str()),
+        };
+        let mut input = tag.to_vec();
+        input.extend_from_slice(owner.as_bytes());
         input.push(0);
         input.extend_from_slice(self.task.as_str().as_bytes());
         sha256::hex_digest(&input)[..32].to_owned()

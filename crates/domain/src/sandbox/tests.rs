@@ -354,3 +354,18 @@ proptest::proptest! {
         proptest::prop_assert_ne!(ident(&a, "p").persistent_name(), ident(&b, "p").persistent_name());
     }
 }
+
+#[test]
+fn a_shared_container_key_replaces_the_profile_label_as_hermes_0_21_writes_it() {
+    // Expected values computed with hermes's own formula (`_container_identity`) in Python.
+    assert_eq!(shared_profile_label("team/alpha:1").as_str(), "team_alpha_1-fc4156ca636a");
+    assert_eq!(shared_profile_label(&"x".repeat(80)).as_str(), format!("{}-d929cdeea7e6", "x".repeat(50)));
+    let a = ident("t1", "alpha").shared("team/alpha:1");
+    let b = ident("t1", "beta").shared("team/alpha:1");
+    assert_eq!(a.upstream_labels()["hermes-profile"], "team_alpha_1-fc4156ca636a");
+    // Two profiles with one key share the identity (digest, name, labels); without a key they do not.
+    assert_eq!((a.digest(), a.persistent_name()), (b.digest(), b.persistent_name()));
+    assert_ne!(ident("t1", "alpha").digest(), ident("t1", "beta").digest());
+    assert_ne!(a.digest(), ident("t1", "alpha").digest());
+    assert_eq!(ident("t1", "alpha").shared(""), ident("t1", "alpha"));
+}
