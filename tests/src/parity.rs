@@ -352,3 +352,29 @@ fn profiles_with_one_shared_container_key_share_a_sandbox() {
     let listed: serde_json::Value = serde_json::from_str(&run(&other, &["sandbox", "ls", "--json"])).unwrap();
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
 }
+
+#[test]
+fn the_default_image_runs_what_hermes_runs() {
+    require_docker();
+    let home = Home::new();
+    // hermes runs every command as `bash -c` after a `bash -l` snapshot; agents use git and the everyday tools.
+    let script = "set -e; cd /tmp && git init -q r && cd r && echo x > f && git add f \
+        && git -c user.name=t -c user.email=t@e commit -qm first && git log --format=%s; \
+        echo a,b | awk -F, '{print $2}' | sed s/b/c/; find /usr/bin -name bash | head -1; \
+        tar --version | head -1 | cut -d' ' -f1-2; for p in sh sleep cat kill ps grep env id timeout; do \
+        command -v $p >/dev/null || echo missing $p; done";
+    let out = home.ok(&["run", "--task", "img", "--", "bash", "-l", "-c", script]);
+    assert_eq!(out, "first\nc\n/usr/bin/bash\ntar (GNU\n", "{out}");
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        let out = home.ok(&[
+            "run",
+            "--task",
+            "img",
+            "--",
+            "python3",
+            "-c",
+            "import json, sqlite3, ssl; print(json.dumps([1]))",
+        ]);
+        assert_eq!(out, "[1]\n");
+    }
+}

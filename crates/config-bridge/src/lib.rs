@@ -185,6 +185,11 @@ pub fn validate(key: &str, raw: &str) -> Result<Value, ConfigError> {
     let invalid = |why: String| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
     let v = parse_text(s.kind, raw).map_err(invalid)?;
     check_range(s, &v).map_err(invalid)?;
+    // Only for what the user just typed: a file or environment value with a bad flag is refused at run, where
+    // falling back to no extra args would silently start a sandbox without the GPUs or limits asked for.
+    if let (Value::List(args), "terminal.docker_extra_args") = (&v, key) {
+        domain::sandbox::check_extra_args(args).map_err(|e| invalid(e.to_string()))?;
+    }
     Ok(v)
 }
 

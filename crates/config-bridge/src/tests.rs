@@ -34,6 +34,7 @@ fn sample_for(s: &Setting) -> String {
         // Settings with a shape beyond their kind.
         ("terminal.cwd", _) => "/sample".to_owned(),
         ("terminal.docker_shm_size", _) => "2g".to_owned(),
+        ("terminal.docker_extra_args", _) => r#"["--add-host","b:c"]"#.to_owned(),
         // Booleans: the opposite of the default.
         (_, Kind::Bool) => if s.default == "true" { "false" } else { "true" }.to_owned(),
         _ => sample(s.kind).to_owned(),
@@ -48,6 +49,9 @@ fn cwd_accepts_hermes_placeholders_and_refuses_other_relative_paths() {
     let err = validate("terminal.cwd", "src/app").unwrap_err().to_string();
     assert!(err.contains("relative path") && err.contains("`.`"), "{err}");
     assert!(validate("terminal.docker_shm_size", "lots").is_err());
+    let err = validate("terminal.docker_extra_args", r#"["--rm"]"#).unwrap_err().to_string();
+    assert!(err.contains("--rm is not supported"), "{err}");
+    assert!(validate("terminal.docker_extra_args", r#"["--gpus","all","--ulimit","nofile=10"]"#).is_ok());
     assert!(validate("terminal.docker_shm_size", "").is_ok());
 }
 

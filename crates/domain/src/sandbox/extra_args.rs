@@ -376,6 +376,39 @@ pub fn parse_publish(v: &str) -> Result<PortPublish, SpecError> {
     Ok(PortPublish { host_ip: host_ip.into(), host_port: host_port.into(), container: format!("{port}/{proto}") })
 }
 
+/// Checks `docker_extra_args` on their own (for `config set`), with the same rules the spec builder applies.
+///
+/// # Errors
+/// As [`apply_extra_args`].
+pub fn check_extra_args(args: &[String]) -> Result<(), SpecError> {
+    let mut blank = CreateSpec {
+        name: String::new(),
+        image: String::new(),
+        labels: BTreeMap::new(),
+        cmd: Vec::new(),
+        workdir: String::new(),
+        env: Vec::new(),
+        binds: Vec::new(),
+        tmpfs: BTreeMap::new(),
+        cap_drop: Vec::new(),
+        cap_add: Vec::new(),
+        security_opt: Vec::new(),
+        pids_limit: None,
+        init: true,
+        nano_cpus: None,
+        memory_bytes: None,
+        storage_size: None,
+        network_mode: None,
+        user: None,
+        extra_hosts: Vec::new(),
+        dns: Vec::new(),
+        privileged: false,
+        shm_size: None,
+        extra: ExtraCreate::default(),
+    };
+    apply_extra_args(&mut blank, args)
+}
+
 /// Applies `docker run`-style extra arguments to the spec, last one winning, as upstream appends them last.
 ///
 /// # Errors
