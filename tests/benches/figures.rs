@@ -141,7 +141,8 @@ fn spec_for(home: &Path, task: &str, profile: &str) -> (SandboxIdentity, CreateS
     let mut st = settings(home).sandbox();
     st.disk_mb = 0;
     let built =
-        build_create_spec(&identity, SandboxMode::Persist, identity.persistent_name(), &st, &HostFacts::default());
+        build_create_spec(&identity, SandboxMode::Persist, identity.persistent_name(), &st, &HostFacts::default())
+            .expect("the default settings make a spec");
     for d in &built.host_dirs {
         std::fs::create_dir_all(d).unwrap();
     }

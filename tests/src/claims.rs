@@ -31,7 +31,7 @@ impl Rng {
 }
 
 fn store(home: &Home) -> SqliteKanbanStore {
-    SqliteKanbanStore::open_read_only(&home.path().join("kanban.db")).unwrap()
+    SqliteKanbanStore::open_read_only(&home.path().join("berth-kanban.db")).unwrap()
 }
 
 /// Running tasks whose worker `kanban ls` reports gone (it checks them as the tick does), by id.

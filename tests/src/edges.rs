@@ -59,7 +59,7 @@ fn attack(home: &str, name: &str) -> String {
         r#"
 for d in "$PWD" /workspace /root /h /q /l /x "/p/{name}" "/hostroot{home}"; do
   printf 'terminal:\n  docker_volumes: ["/var/run/docker.sock:/var/run/docker.sock"]\n' > "$d/config.yaml" 2>/dev/null
-  echo junk > "$d/kanban.db" 2>/dev/null
+  echo junk > "$d/berth-kanban.db" 2>/dev/null
   touch "$d/pwned" 2>/dev/null
 done
 for f in /db /c; do [ -f "$f" ] && echo junk > "$f" 2>/dev/null; done
@@ -89,7 +89,7 @@ fn a_task_cannot_change_settings_or_board_from_its_sandbox_under_any_mount_setti
         format!("{}:/l", link.display()),
         "/:/hostroot".to_owned(),
         "/var/run/docker.sock:/var/run/docker.sock".to_owned(),
-        format!("{hs}/kanban.db:/db"),
+        format!("{hs}/berth-kanban.db:/db"),
     ];
     let hostile_args = [format!("[\"-v\",\"{hs}:/x\"]"), format!("[\"--volume={hs}/config.yaml:/c\"]")];
     let mut ran = 0;
@@ -125,8 +125,8 @@ fn a_task_cannot_change_settings_or_board_from_its_sandbox_under_any_mount_setti
             ran += 1;
         }
         assert_eq!(std::fs::read(h.join("config.yaml")).unwrap(), config_before, "{what}: config.yaml changed");
-        let db = std::fs::read(h.join("kanban.db")).unwrap();
-        assert!(db.starts_with(b"SQLite format 3\0"), "{what}: kanban.db overwritten");
+        let db = std::fs::read(h.join("berth-kanban.db")).unwrap();
+        assert!(db.starts_with(b"SQLite format 3\0"), "{what}: berth-kanban.db overwritten");
         home.ok(&["kanban", "ls"]);
         for d in [h.clone(), h.join("kanban"), h.join("profiles")] {
             assert!(!d.join("pwned").exists(), "{what}: the task wrote into {}", d.display());
@@ -144,7 +144,7 @@ fn mounts_of_the_home_or_the_socket_are_refused_at_config_set_and_at_create() {
     let before = std::fs::read(&config).unwrap();
     for (key, value) in [
         ("terminal.docker_volumes", format!("[\"{h}:/h\"]")),
-        ("terminal.docker_volumes", format!("[\"{h}/kanban.db:/db:ro\"]")),
+        ("terminal.docker_volumes", format!("[\"{h}/berth-kanban.db:/db:ro\"]")),
         ("terminal.docker_volumes", "[\"/:/host\"]".to_owned()),
         ("terminal.docker_volumes", "[\"/var/run/docker.sock:/var/run/docker.sock\"]".to_owned()),
         ("terminal.docker_volumes", "[\"/run/:/r\"]".to_owned()),
@@ -400,12 +400,12 @@ fn a_healthy_board_on_a_full_or_read_only_disk_is_named_as_such() {
     let home = Home::new();
     home.ok(&["kanban", "create", "hello"]);
     // A WAL-mode board with committed pages still in its WAL (a process was killed holding it), as a gateway leaves.
-    let db = home.path().join("kanban.db");
+    let db = home.path().join("berth-kanban.db");
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
     conn.execute("UPDATE tasks SET priority = 7", []).unwrap();
     let saved = tempfile::tempdir().unwrap();
-    for f in ["kanban.db", "kanban.db-wal"] {
+    for f in ["berth-kanban.db", "berth-kanban.db-wal"] {
         std::fs::copy(home.path().join(f), saved.path().join(f)).unwrap();
     }
     drop(conn);
@@ -414,9 +414,9 @@ fn a_healthy_board_on_a_full_or_read_only_disk_is_named_as_such() {
         r#"
 B='{bin}'; M='{mnt}'; S='{saved}'
 mount -t tmpfs -o size=1m tmpfs "$M"
-mkdir "$M/home"; cp "$S/kanban.db" "$S/kanban.db-wal" "$M/home/"
+mkdir "$M/home"; cp "$S/berth-kanban.db" "$S/berth-kanban.db-wal" "$M/home/"
 export BERTH_HOME="$M/home" BERTH_PROFILE=default
-sum() {{ cat "$M/home/kanban.db" "$M/home/kanban.db-wal" | cksum; }}
+sum() {{ cat "$M/home/berth-kanban.db" "$M/home/berth-kanban.db-wal" | cksum; }}
 before=$(sum)
 mount -o remount,ro "$M"
 echo "== read-only"; "$B" kanban ls 2>&1 || true; "$B" kanban create x 2>&1 || true

@@ -206,7 +206,10 @@ fn hostile_profile_names_are_refused_with_one_line_or_work() {
     // Nothing escaped the profiles directory.
     for e in std::fs::read_dir(home.path()).unwrap().flatten() {
         let n = e.file_name().into_string().unwrap();
-        assert!(["profiles", "kanban.db", "kanban.db-wal", "kanban.db-shm"].contains(&n.as_str()), "unexpected {n}");
+        assert!(
+            ["profiles", "berth-kanban.db", "berth-kanban.db-wal", "berth-kanban.db-shm"].contains(&n.as_str()),
+            "unexpected {n}"
+        );
     }
 }
 
@@ -237,14 +240,14 @@ fn truncated_and_garbage_databases_are_left_byte_for_byte() {
             home.ok(&["kanban", "ls"]);
         }
     }
-    let db = home.path().join("kanban.db");
+    let db = home.path().join("berth-kanban.db");
     // Fold the WAL into the file (a clean close does), then cut the file.
     drop(rusqlite::Connection::open(&db).unwrap().pragma_update(None, "wal_checkpoint", "TRUNCATE"));
     let full = std::fs::read(&db).unwrap();
     assert!(full.len() > 64 * 1024, "{}", full.len());
     for (name, bytes) in [("truncated", full[..full.len() / 2].to_vec()), ("garbage", b"\x00\x01garbage".repeat(500))] {
         std::fs::write(&db, &bytes).unwrap();
-        let _ = std::fs::remove_file(home.path().join("kanban.db-wal"));
+        let _ = std::fs::remove_file(home.path().join("berth-kanban.db-wal"));
         for args in [
             &["kanban", "ls"][..],
             &["kanban", "create", "x"][..],
@@ -260,7 +263,7 @@ fn truncated_and_garbage_databases_are_left_byte_for_byte() {
         assert_eq!(std::fs::read(&db).unwrap(), bytes, "{name} changed");
         // Nothing was journaled beside it: no WAL for a file that is no database at all, an empty one at most for a
         // WAL-mode database a reader checked.
-        let wal = std::fs::read(home.path().join("kanban.db-wal")).ok();
+        let wal = std::fs::read(home.path().join("berth-kanban.db-wal")).ok();
         if name == "garbage" {
             assert!(wal.is_none(), "garbage: a journal was started beside it");
         } else {

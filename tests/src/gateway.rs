@@ -140,7 +140,7 @@ fn a_broken_board_is_quarantined_and_the_others_go_on() {
     home.json(&["kanban", "create", "bad", "--assignee", "alpha", "--board", "broken"]);
     {
         // Damage the broken board's row: an assignee that is a blob no reader can decode.
-        let conn = rusqlite::Connection::open(home.path().join("kanban.db")).unwrap();
+        let conn = rusqlite::Connection::open(home.path().join("berth-kanban.db")).unwrap();
         conn.execute("UPDATE tasks SET assignee = X'00ff' WHERE board = 'broken'", []).unwrap();
     }
     let gw = Gateway::start(&home, &["-c", "kanban.worker_command=sleep 30"]);

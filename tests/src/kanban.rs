@@ -142,13 +142,13 @@ fn dry_run_leaves_the_database_byte_identical() {
         create(&home, &["a", "--assignee", "alpha"]);
     }
     create(&home, &["u"]);
-    let db = home.path().join("kanban.db");
+    let db = home.path().join("berth-kanban.db");
     let digest = || {
         let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(home.path())
             .unwrap()
             .flatten()
             .filter(|e| {
-                e.file_name().to_string_lossy().starts_with("kanban.db")
+                e.file_name().to_string_lossy().starts_with("berth-kanban.db")
                     && !e.file_name().to_string_lossy().ends_with("-shm")
             })
             .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))

@@ -19,7 +19,11 @@ mod fault;
 #[cfg(test)]
 mod gateway;
 #[cfg(test)]
+mod hermes;
+#[cfg(test)]
 mod kanban;
+#[cfg(test)]
+mod parity;
 #[cfg(test)]
 mod signals;
 #[cfg(test)]

@@ -58,7 +58,7 @@ impl Drop for Stranger {
 }
 
 fn db(home: &Home) -> rusqlite::Connection {
-    rusqlite::Connection::open(home.path().join("kanban.db")).unwrap()
+    rusqlite::Connection::open(home.path().join("berth-kanban.db")).unwrap()
 }
 
 /// The worker pid recorded on a task.

@@ -3,22 +3,17 @@
 //!
 //! It depends on no product crate: it drives `docker` and `cargo` as processes.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// The image berth's tests, demo and default settings use.
-const IMAGE: &str = "berth-sandbox:latest";
+mod image;
 
-/// Host programs copied into the image, with their shared libraries.
-const PROGRAMS: &[&str] = &[
-    "sh", "dash", "sleep", "cat", "echo", "true", "false", "ls", "mkdir", "rm", "env", "kill", "id", "touch", "head",
-    "wc", "date", "uname", "printf", "grep", "pwd", "test", "seq", "tr", "cut", "sort", "ps", "stat", "timeout", "yes",
-];
+/// The test image, as `cargo xtask image` tags it by default.
+const IMAGE: &str = image::DEFAULT_TAG;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let res = match args.first().map(String::as_str) {
-        Some("image") => image(args.iter().any(|a| a == "--force")),
+        Some("image") => image::build(args.iter().any(|a| a == "--force")),
         Some("ci") => ci(),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
         _ => Err("usage: cargo xtask <image [--force] | ci | bench [--quick]>".to_owned()),
@@ -37,77 +32,10 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed with {status}")) }
 }
 
-fn which(program: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(program)).find(|p| p.is_file())
-}
-
-/// Shared libraries a binary needs, from `ldd`.
-fn libraries(bin: &Path) -> Vec<PathBuf> {
-    let Ok(out) = Command::new("ldd").arg(bin).output() else { return Vec::new() };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')).map(PathBuf::from))
-        .collect()
-}
-
-fn copy_into(root: &Path, file: &Path) -> Result<(), String> {
-    let real = std::fs::canonicalize(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let dest = root.join(file.strip_prefix("/").unwrap_or(file));
-    std::fs::create_dir_all(dest.parent().expect("absolute path has a parent")).map_err(|e| e.to_string())?;
-    if !dest.exists() {
-        std::fs::copy(&real, &dest).map_err(|e| format!("copy {}: {e}", real.display()))?;
-    }
-    Ok(())
-}
-
-/// Builds `berth-sandbox:latest` from host binaries (no registry needed); does nothing when it exists.
-fn image(force: bool) -> Result<(), String> {
-    let exists =
-        Command::new("docker").args(["image", "inspect", IMAGE]).output().map(|o| o.status.success()).unwrap_or(false);
-    if exists && !force {
-        eprintln!("xtask: image {IMAGE} already present");
-        return Ok(());
-    }
-    let ctx = std::env::temp_dir().join(format!("berth-image-{}", std::process::id()));
-    let root = ctx.join("rootfs");
-    let _ = std::fs::remove_dir_all(&ctx);
-    for dir in ["bin", "tmp", "root", "workspace", "etc", "var/tmp", "run", "home", "proc", "sys", "dev"] {
-        std::fs::create_dir_all(root.join(dir)).map_err(|e| e.to_string())?;
-    }
-    for program in PROGRAMS {
-        let Some(bin) = which(program) else {
-            eprintln!("xtask: {program} not found on the host; skipped");
-            continue;
-        };
-        let dest = root.join("bin").join(program);
-        std::fs::copy(std::fs::canonicalize(&bin).map_err(|e| e.to_string())?, &dest)
-            .map_err(|e| format!("copy {program}: {e}"))?;
-        for lib in libraries(&bin) {
-            copy_into(&root, &lib)?;
-        }
-    }
-    std::fs::write(
-        root.join("etc/passwd"),
-        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
-    )
-    .map_err(|e| e.to_string())?;
-    std::fs::write(root.join("etc/group"), "root:x:0:\nnogroup:x:65534:\n").map_err(|e| e.to_string())?;
-    std::fs::write(
-        ctx.join("Dockerfile"),
-        "FROM scratch\nCOPY rootfs/ /\nENV PATH=/bin\nLABEL org.opencontainers.image.title=berth-sandbox\nCMD [\"sleep\", \"infinity\"]\n",
-    )
-    .map_err(|e| e.to_string())?;
-    eprintln!("xtask: building {IMAGE} from host binaries");
-    let res = run(Command::new("docker").args(["build", "-q", "-t", IMAGE]).arg(&ctx));
-    let _ = std::fs::remove_dir_all(&ctx);
-    res
-}
-
 /// Builds the release binary and the image, then runs the figures benchmark (writes BENCHMARKS.md, benchmarks.json).
 fn bench(quick: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    image(false)?;
+    image::build(false)?;
     run(Command::new(&cargo).args(["build", "--release", "-p", "app", "--bin", "berth"]))?;
     let mut cmd = Command::new(&cargo);
     cmd.args(["bench", "-p", "tests", "--bench", "figures", "--"]);
@@ -122,23 +50,36 @@ fn ci() -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     run(Command::new(&cargo).args(["fmt", "--all", "--check"]))?;
     run(Command::new(&cargo).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    image(false)?;
+    image::build(false)?;
     let extra = extra_engines();
     for (name, endpoint) in &extra {
         sync_image(name, endpoint)?;
     }
     // The CLI tests run the real binary, so build it first.
     run(Command::new(&cargo).args(["build", "-p", "app", "--bin", "berth"]))?;
+    // The hermes interop suite finds hermes-agent's venv through this variable; `.ci/run` sets it, and a venv at
+    // the place `.ci/run` makes it counts too.
+    let venv_python = std::path::Path::new("/opt/berth-hermes-venv/bin/python");
+    let hermes = |cmd: &mut Command| {
+        if std::env::var_os("BERTH_HERMES_PYTHON").is_none() && venv_python.exists() {
+            cmd.env("BERTH_HERMES_PYTHON", venv_python);
+        }
+    };
     if extra.iter().all(|(name, _)| name != "podman") {
-        return test_and_count(&mut [Command::new(&cargo).args(["test", "--workspace"])]);
+        let mut test = Command::new(&cargo);
+        test.args(["test", "--workspace"]);
+        hermes(&mut test);
+        return test_and_count(&mut [&mut test]);
     }
     // The Podman half of the sandbox suite shares no state with the rest (its own engine, its own profiles), so it
     // runs beside it rather than after it.
     run(Command::new(&cargo).args(["test", "--workspace", "--no-run"]))?;
-    test_and_count(&mut [
-        Command::new(&cargo).args(["test", "--workspace", "--", "--skip", PODMAN_SUITE]),
-        Command::new(&cargo).args(["test", "-p", "tests", "--", PODMAN_SUITE]),
-    ])
+    let mut rest = Command::new(&cargo);
+    rest.args(["test", "--workspace", "--", "--skip", PODMAN_SUITE]);
+    hermes(&mut rest);
+    let mut podman = Command::new(&cargo);
+    podman.args(["test", "-p", "tests", "--", PODMAN_SUITE]);
+    test_and_count(&mut [&mut rest, &mut podman])
 }
 
 /// The tests that run the sandbox suite on Podman (`tests/src/docker.rs`).

@@ -42,6 +42,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
                     .map(|e| vec![e.setting.key.to_owned(), e.value.to_text(), e.source.describe()])
                     .collect();
                 output::table(&["KEY", "VALUE", "SOURCE"], &rows);
+                output::line(config_bridge::PRECEDENCE_NOTE);
             }
         }
         ConfigCmd::Get { key } => {

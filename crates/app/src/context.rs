@@ -80,7 +80,7 @@ impl Ctx {
 
     /// The board database.
     pub fn db_path(&self) -> PathBuf {
-        self.home.join("kanban.db")
+        kanban_store::board_path(&self.home)
     }
 
     pub fn config_path(&self) -> PathBuf {

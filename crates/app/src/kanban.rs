@@ -34,6 +34,15 @@ impl From<StoreError> for Failure {
 /// # Errors
 /// A failure naming the file when it is corrupt or foreign (left untouched).
 pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
+    match kanban_store::adopt_legacy_board(&ctx.home) {
+        Ok(Some(old)) => tracing::info!(
+            "moved berth's board {} to {} (hermes-agent keeps its own kanban.db)",
+            old.display(),
+            kanban_store::BOARD_FILE
+        ),
+        Ok(None) => {}
+        Err(e) => return Err(Failure::other(format!("cannot move berth's board out of kanban.db: {e}"))),
+    }
     Ok(SqliteKanbanStore::open(&ctx.db_path())?)
 }
 

@@ -36,7 +36,23 @@ pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
 /// A usage failure for an over-long task id.
 pub fn identity(ctx: &Ctx, task: &str) -> Result<SandboxIdentity, Failure> {
     let task = TaskId::parse(task).map_err(Failure::usage_of)?;
-    Ok(SandboxIdentity::new(task, ctx.profile.clone()))
+    Ok(SandboxIdentity::new(task, ctx.profile.clone()).shared(&shared_key(ctx)))
+}
+
+/// `terminal.docker_shared_container_key` (empty when unset).
+pub fn shared_key(ctx: &Ctx) -> String {
+    ctx.settings.string("terminal.docker_shared_container_key")
+}
+
+/// The `hermes-profile` label this process's sandboxes carry: the profile's, or the shared key's form. The reaper
+/// and `sandbox ls` scope by it.
+pub fn profile_label(ctx: &Ctx) -> String {
+    let key = shared_key(ctx);
+    if key.is_empty() {
+        domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned()
+    } else {
+        domain::sandbox::shared_profile_label(&key).as_str().to_owned()
+    }
 }
 
 /// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint.
@@ -56,6 +72,13 @@ async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
     supported
 }
 
+/// Whether the engine can apply cgroup limits (cpu, memory, pids), asked once per process: hermes probes once per
+/// process too, and an engine without the controllers would otherwise fail every create.
+async fn cgroup_limits_available(rt: &DockerRuntime) -> bool {
+    static PROBED: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
+    *PROBED.get_or_init(|| async { rt.supports_cgroup_limits().await.unwrap_or(true) }).await
+}
+
 /// Builds the acquire request for `identity` from the settings; logs the spec's warnings.
 ///
 /// # Errors
@@ -69,6 +92,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
         storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
         owner: Some(crate::context::owner_label()),
+        cgroup_limits_unavailable: !cgroup_limits_available(rt).await,
     };
     let (mode, name) = if settings.persist_across_processes {
         (SandboxMode::Persist, identity.persistent_name())
@@ -76,7 +100,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         let nonce = format!("{:x}{:x}", std::process::id(), SystemClock.now().as_millis());
         (SandboxMode::Ephemeral, identity.ephemeral_name(&nonce))
     };
-    let built = build_create_spec(&identity, mode, name, &settings, &host);
+    let built = build_create_spec(&identity, mode, name, &settings, &host).map_err(Failure::usage_of)?;
     for w in &built.warnings {
         // The disk limit is unenforceable on most hosts; say so quietly.
         if w.contains("container_disk") { tracing::debug!("{w}") } else { tracing::warn!("{w}") }
@@ -100,7 +124,7 @@ static REAPER: service::ReaperGate = service::ReaperGate::new();
 /// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
 pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     let scope = ReapScope {
-        profile_label: Some(domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned()),
+        profile_label: Some(profile_label(ctx)),
         max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
         host: Some(crate::context::hostname()),
     };
@@ -306,7 +330,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         }
         SandboxCmd::Ls { all_profiles } => {
             let rt = connect(ctx).await?;
-            let profile = domain::label::LabelValue::sanitize(ctx.profile.as_str());
+            let profile = profile_label(ctx);
             let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str())).await?;
             let details = service::join_all(listed.iter().map(|c| rt.inspect(&c.id))).await;
             let finished: Vec<Option<String>> =
@@ -347,7 +371,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let rt = connect(ctx).await?;
             let max_age_secs =
                 max_age.unwrap_or_else(|| reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))));
-            let profile = domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned();
+            let profile = profile_label(ctx);
             let host = Some(crate::context::hostname());
             let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
             output::progress(ctx.json, "sweeping stale sandboxes …");

@@ -133,7 +133,7 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
     cmd.current_dir(workdir(ctx, &task.id, &assignee)?).stdin(Stdio::null()).stdout(out).stderr(err);
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.id), ProfileName::parse(&assignee)) {
-        (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).persistent_name(),
+        (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx)).persistent_name(),
         _ => String::new(),
     };
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
@@ -222,7 +222,7 @@ fn run_marker(task: &str, run: Option<i64>) -> String {
 /// Removes a task's sandbox (any mode) when its task is finished with it; best effort, bounded.
 pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
     let (Ok(t), Ok(p)) = (TaskId::parse(task), ProfileName::parse(assignee)) else { return };
-    let identity = SandboxIdentity::new(t, p);
+    let identity = SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx));
     let work = async {
         let rt = sandbox::connect(ctx).await.ok()?;
         let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };

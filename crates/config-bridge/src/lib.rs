@@ -195,6 +195,12 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
             | "kanban.worker_log_rotate_bytes",
             Value::Int(n),
         ) if *n < 0 => Err(format!("{n} is negative")),
+        ("terminal.cwd", Value::Str(s)) => domain::sandbox::container_cwd(s).map(|_| ()).map_err(|e| e.to_string()),
+        ("terminal.docker_shm_size", Value::Str(s))
+            if !matches!(s.trim(), "" | "0") && domain::sandbox::parse_bytes(s).is_none() =>
+        {
+            Err("not a size such as 1g or 512m".to_owned())
+        }
         _ => Ok(()),
     }
 }
@@ -208,6 +214,11 @@ pub fn validate(key: &str, raw: &str) -> Result<Value, ConfigError> {
     let invalid = |why: String| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
     let v = parse_text(s.kind, raw).map_err(invalid)?;
     check_range(s, &v).map_err(invalid)?;
+    // Only for what the user just typed: a file or environment value with a bad flag is refused at run, where
+    // falling back to no extra args would silently start a sandbox without the GPUs or limits asked for.
+    if let (Value::List(args), "terminal.docker_extra_args") = (&v, key) {
+        domain::sandbox::check_extra_args(args).map_err(|e| invalid(e.to_string()))?;
+    }
     Ok(v)
 }
 
@@ -378,6 +389,7 @@ impl Resolved {
             network: self.bool("terminal.docker_network"),
             run_as_host_user: self.bool("terminal.docker_run_as_host_user"),
             mount_cwd_to_workspace: self.bool("terminal.docker_mount_cwd_to_workspace"),
+            shm_size: self.string("terminal.docker_shm_size"),
         }
     }
 
@@ -491,20 +503,27 @@ pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
     Ok(removed)
 }
 
+/// Berth's precedence and where hermes-agent differs, for `config ls` and the settings reference.
+pub const PRECEDENCE_NOTE: &str = "precedence: default < config file < environment < -c; hermes-agent differs: there \
+a `terminal:` key in config.yaml overrides its TERMINAL_* variable, here the environment wins over the file";
+
 /// Renders `docs/settings.md` from the table.
 pub fn settings_doc() -> String {
     let mut s = String::from(
         "# Settings\n\n<!-- Generated from crates/config-bridge/src/table.rs by `cargo test`; do not edit. -->\n\n\
          Precedence: default < config file (`<home>/config.yaml`) < environment < `berth -c key=value`.\n\
+         hermes-agent differs: there a `terminal:` key in `config.yaml` overrides its `TERMINAL_*` variable; in berth \
+         the environment wins over the file (`berth config ls` shows which source each value came from).\n\
          Booleans accept true/false/1/0/yes/no/on/off in any case.\n\
          Lists and maps are JSON in the environment and `-c` (`[\"a\",\"b\"]`, `{\"k\":\"v\"}`), native YAML in the file.\n\
          Invalid file or environment values warn and fall back to the default; an invalid cap means no cap.\n\n\
          | key | environment variable | type | default | meaning |\n|---|---|---|---|---|\n",
     );
+    let mut rows = String::new();
     for e in SETTINGS {
         let default = if e.default.is_empty() { "(unset)".to_owned() } else { format!("`{}`", e.default) };
         let _ = writeln!(
-            s,
+            rows,
             "| `{}` | `{}` | {} | {} | {} |",
             e.key,
             e.env_var(),
@@ -513,6 +532,20 @@ pub fn settings_doc() -> String {
             e.doc.replace('|', "\\|")
         );
     }
+    s.push_str(&rows);
+    s.push_str(
+        "\n## `terminal.docker_extra_args`\n\n\
+         Berth creates sandboxes through the Engine API, so each `docker run` flag is mapped onto the create call. \
+         Flags mapped (values as `docker run` takes them, `--flag value` or `--flag=value`):\n\n",
+    );
+    for flag in domain::sandbox::MAPPED_FLAGS {
+        let _ = writeln!(s, "- `{flag}`");
+    }
+    s.push_str(
+        "\nAny other flag is refused with one line naming it, and nothing is created: client-side flags (`--rm`, \
+         `-d`, `-i`, `-t`, `--env-file`, `--pull`, …) and flags that would break the sandbox (`--name`, \
+         `--entrypoint`). With `terminal.docker_network: false`, a `--network` other than `none` is refused too.\n",
+    );
     s
 }
 

@@ -100,10 +100,10 @@ settings! {
     "terminal.container_disk", Int, "51200", "Disk limit per sandbox in MB (needs overlay2 on XFS with pquota; otherwise ignored with a warning).";
     "terminal.container_memory", Int, "5120", "Memory limit per sandbox in MB; 0 means no limit.";
     "terminal.container_persistent", Bool, "true", "Bind-mount per-sandbox /root and /workspace directories under `terminal.sandbox_dir`; false uses tmpfs.";
-    "terminal.cwd", Str, "/root", "Working directory of commands inside the sandbox.";
+    "terminal.cwd", Str, "/root", "Working directory of commands inside the sandbox: an absolute path, or hermes's placeholders `.`, `auto`, `cwd`, `~` (all mean /root).";
     "terminal.docker_allow_host_mounts", Bool, "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args; berth's home and sandbox folders stay refused always.";
     "terminal.docker_env", Map, "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";
-    "terminal.docker_extra_args", List, "[]", "Extra `docker run` flags, applied last (the Engine API subset: -e, -v, --cpus, --memory, --network, --cap-add, …).";
+    "terminal.docker_extra_args", List, "[]", "Extra `docker run` flags, applied last and mapped onto the Engine API (list below); a flag with no API form is refused.";
     "terminal.docker_forward_env", List, "[]", "Names of host variables passed to each command at exec time, never stored in the container.";
     "terminal.docker_image", Str, "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
     "terminal.docker_mount_cwd_to_workspace", Bool, "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
@@ -112,6 +112,8 @@ settings! {
     "terminal.docker_persist_across_processes", Bool, "true", "Keep sandboxes running across processes and reuse them; false makes one per process, removed at release.";
     "terminal.docker_recreate_on_config_change", Bool, "true", "Recreate a reused sandbox whose create spec (image, env, mounts, resources, args) changed.";
     "terminal.docker_run_as_host_user", Bool, "false", "Run sandbox commands as the calling user's uid:gid.";
+    "terminal.docker_shared_container_key", Str, "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";
+    "terminal.docker_shm_size", Str, "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default); empty or 0 keeps Docker's 64m.";
     "terminal.docker_volumes", List, "[]", "Extra mounts, each `host:container[:options]`.";
     "terminal.lifetime_seconds", Int, "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";
     "terminal.sandbox_dir", Str, "{home}/sandboxes", "Where persistent sandbox directories live on the host; an absolute path that is not `/` and does not hold berth's home.";

@@ -30,11 +30,29 @@ fn sample(kind: Kind) -> &'static str {
 }
 
 fn sample_for(s: &Setting) -> String {
-    match s.kind {
+    match (s.key, s.kind) {
+        // Settings with a shape beyond their kind.
+        ("terminal.cwd", _) => "/sample".to_owned(),
+        ("terminal.docker_shm_size", _) => "2g".to_owned(),
+        ("terminal.docker_extra_args", _) => r#"["--add-host","b:c"]"#.to_owned(),
         // Booleans: the opposite of the default.
-        Kind::Bool => if s.default == "true" { "false" } else { "true" }.to_owned(),
+        (_, Kind::Bool) => if s.default == "true" { "false" } else { "true" }.to_owned(),
         _ => sample(s.kind).to_owned(),
     }
+}
+
+#[test]
+fn cwd_accepts_hermes_placeholders_and_refuses_other_relative_paths() {
+    for ok in [".", "auto", "cwd", "~", "/work", "~/src"] {
+        assert!(validate("terminal.cwd", ok).is_ok(), "{ok}");
+    }
+    let err = validate("terminal.cwd", "src/app").unwrap_err().to_string();
+    assert!(err.contains("relative path") && err.contains("`.`"), "{err}");
+    assert!(validate("terminal.docker_shm_size", "lots").is_err());
+    let err = validate("terminal.docker_extra_args", r#"["--rm"]"#).unwrap_err().to_string();
+    assert!(err.contains("--rm is not supported"), "{err}");
+    assert!(validate("terminal.docker_extra_args", r#"["--gpus","all","--ulimit","nofile=10"]"#).is_ok());
+    assert!(validate("terminal.docker_shm_size", "").is_ok());
 }
 
 #[test]

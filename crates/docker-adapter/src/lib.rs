@@ -3,6 +3,7 @@
 //! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
 //! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
 
+mod extra;
 mod kill;
 
 use std::collections::{BTreeMap, HashMap};
@@ -148,6 +149,16 @@ impl DockerRuntime {
         kill::kill_marked(self, container, marker).await
     }
 
+    /// Whether the engine can apply cgroup limits: `docker info` reports the memory, CPU-quota and pids
+    /// controllers (an unprivileged LXC or some rootless set-ups lack them, and every limited create would fail).
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`].
+    pub async fn supports_cgroup_limits(&self) -> Result<bool, RuntimeError> {
+        let info = self.docker.info().await.map_err(|e| self.map_err("info", "", e))?;
+        Ok(info.memory_limit != Some(false) && info.cpu_cfs_quota != Some(false) && info.pids_limit != Some(false))
+    }
+
     /// Whether an image exists locally.
     ///
     /// # Errors
@@ -277,6 +288,7 @@ impl ContainerRuntime for DockerRuntime {
                 labels: c.labels.unwrap_or_default().into_iter().collect(),
                 state: state_of(c.state.map(|s| s.to_string())),
                 created: Timestamp::from_secs(c.created.unwrap_or(0)),
+                network_mode: c.host_config.and_then(|h| h.network_mode),
             })
             .filter(|c| query.states.is_empty() || query.states.contains(&c.state))
             .collect())
@@ -286,6 +298,7 @@ impl ContainerRuntime for DockerRuntime {
         let c = self.docker.inspect_container(id, None).await.map_err(|e| self.map_err("inspect", id, e))?;
         let state = c.state.unwrap_or_default();
         let config = c.config.unwrap_or_default();
+        let network_mode = c.host_config.and_then(|h| h.network_mode);
         Ok(ContainerDetails {
             summary: ContainerSummary {
                 id: c.id.unwrap_or_default(),
@@ -293,6 +306,7 @@ impl ContainerRuntime for DockerRuntime {
                 labels: config.labels.unwrap_or_default().into_iter().collect(),
                 state: state_of(state.status.map(|s| s.to_string())),
                 created: c.created.as_deref().and_then(Timestamp::parse_docker).unwrap_or(Timestamp::from_secs(0)),
+                network_mode,
             },
             finished_at_raw: state.finished_at.unwrap_or_default(),
             started_at_raw: state.started_at.unwrap_or_default(),
@@ -303,7 +317,7 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn create(&self, spec: &CreateSpec) -> Result<String, RuntimeError> {
-        let host_config = HostConfig {
+        let mut host_config = HostConfig {
             binds: Some(spec.binds.clone()),
             tmpfs: Some(to_hash(&spec.tmpfs)),
             cap_drop: Some(spec.cap_drop.clone()),
@@ -321,7 +335,8 @@ impl ContainerRuntime for DockerRuntime {
             shm_size: spec.shm_size,
             ..Default::default()
         };
-        let body = ContainerCreateBody {
+        extra::apply_host(&spec.extra, &mut host_config);
+        let mut body = ContainerCreateBody {
             image: Some(spec.image.clone()),
             cmd: Some(spec.cmd.clone()),
             labels: Some(to_hash(&spec.labels)),
@@ -331,9 +346,17 @@ impl ContainerRuntime for DockerRuntime {
             host_config: Some(host_config),
             ..Default::default()
         };
+        extra::apply_config(&spec.extra, &mut body);
         let options = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };
         match self.docker.create_container(Some(options), body).await {
-            Ok(created) => Ok(created.id),
+            Ok(created) => {
+                // The engine accepts some settings it cannot apply on this kernel and says so only here (e.g.
+                // "Weight discarded" for --blkio-weight); pass that on rather than dropping it silently.
+                for w in created.warnings.iter().filter(|w| !w.is_empty()) {
+                    tracing::warn!("engine: {w}");
+                }
+                Ok(created.id)
+            }
             Err(e) => Err(match self.map_err("create", &spec.name, e) {
                 RuntimeError::Api { status: 404, message } => RuntimeError::Api {
                     status: 404,

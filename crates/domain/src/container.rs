@@ -73,6 +73,10 @@ pub struct ContainerSummary {
     pub labels: BTreeMap<String, String>,
     pub state: ContainerState,
     pub created: Timestamp,
+    /// `HostConfig.NetworkMode` (`none`, `bridge`, `default`, …) when the runtime reports it; reuse checks it
+    /// against `terminal.docker_network` so a networked container never serves an air-gapped request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_mode: Option<String>,
 }
 
 impl ContainerSummary {

@@ -8,6 +8,11 @@ pub const LABEL_AGENT: &str = "hermes-agent";
 pub const LABEL_TASK: &str = "hermes-task-id";
 /// Label carrying the sanitized profile name.
 pub const LABEL_PROFILE: &str = "hermes-profile";
+/// Label hermes-agent 0.21+ writes and filters reuse on: `off`, or a digest of its egress-proxy settings. Berth has
+/// no egress proxy, so it writes `off` and reuses only containers whose value is `off` or absent (older hermes).
+pub const LABEL_EGRESS: &str = "hermes-egress";
+/// The `hermes-egress` value of a container with no egress proxy.
+pub const EGRESS_OFF: &str = "off";
 /// Berth's own label: a digest of the raw (profile, task) pair, which disambiguates sanitizer collisions.
 pub const LABEL_IDENTITY: &str = "berth.identity";
 /// Berth's own label: a digest of the effective create spec, used to detect config drift.

@@ -7,20 +7,96 @@ use serde::Serialize;
 
 use crate::ids::{ProfileName, TaskId};
 use crate::label::{
-    LABEL_AGENT, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE, LABEL_TASK, LabelValue,
+    EGRESS_OFF, LABEL_AGENT, LABEL_EGRESS, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE,
+    LABEL_TASK, LabelValue,
 };
 use crate::sha256;
 
-/// What a sandbox is keyed by: the raw task id and the profile.
+mod extra_args;
+pub use extra_args::{
+    DeviceMapping, DeviceRequest, ExtraCreate, MAPPED_FLAGS, MountSpec, PortPublish, Ulimit, apply_extra_args,
+    check_extra_args, parse_device, parse_gpus, parse_mount, parse_publish, parse_ulimit,
+};
+
+/// Why the settings cannot become a create spec; the app reports it as a usage error and creates nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// A `docker_extra_args` flag the create call cannot carry (or that would break the sandbox).
+    #[error("docker_extra_args: {flag} is not supported: {why}")]
+    UnsupportedExtraArg { flag: String, why: String },
+    /// A `docker_extra_args` value that does not parse.
+    #[error("docker_extra_args: {flag} {value:?}: {why}")]
+    BadExtraArg { flag: String, value: String, why: String },
+    /// `docker_network: false` met a `--network` other than `none` in `docker_extra_args`: refused rather than
+    /// letting either one silently win (hermes 0.21 fails closed the same way).
+    #[error("terminal.docker_network is false but docker_extra_args asks for --network {mode}; remove one of them")]
+    NetworkConflict { mode: String },
+    /// `terminal.cwd` is relative and not one of hermes's placeholders.
+    #[error(
+        "terminal.cwd {0:?} is a relative path; use an absolute path inside the sandbox or one of `.`, `auto`, `cwd`, `~` (the container default, /root)"
+    )]
+    RelativeCwd(String),
+    /// `terminal.docker_shm_size` is not a size.
+    #[error("terminal.docker_shm_size {0:?} is not a size such as 1g or 512m (empty or 0 keeps Docker's 64m)")]
+    BadShmSize(String),
+}
+
+/// The container default working directory hermes uses for its placeholders.
+pub const CONTAINER_HOME: &str = "/root";
+
+/// Maps `terminal.cwd` the way hermes does: `.`, `auto`, `cwd`, `~` and empty mean the container default
+/// (`/root`); `~/x` is under it; an absolute path is kept.
+///
+/// # Errors
+/// [`SpecError::RelativeCwd`] for any other relative path (Docker would refuse it with an opaque 400).
+pub fn container_cwd(raw: &str) -> Result<String, SpecError> {
+    let t = raw.trim();
+    match t {
+        "" | "." | "auto" | "cwd" | "~" => Ok(CONTAINER_HOME.to_owned()),
+        _ if t.starts_with('/') => Ok(t.to_owned()),
+        _ => match t.strip_prefix("~/") {
+            Some(rest) => Ok(format!("{CONTAINER_HOME}/{rest}")),
+            None => Err(SpecError::RelativeCwd(raw.to_owned())),
+        },
+    }
+}
+
+/// Parses `--flag=<bool>` values as the docker CLI accepts them.
+pub fn parse_flag_bool(raw: &str) -> Option<bool> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "t" => Some(true),
+        "false" | "0" | "f" => Some(false),
+        _ => None,
+    }
+}
+
+/// What a sandbox is keyed by: the raw task id and the profile, or instead of the profile a shared container key
+/// (`terminal.docker_shared_container_key`, hermes 0.21) that lets trusted profiles share one sandbox.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SandboxIdentity {
     pub task: TaskId,
     pub profile: ProfileName,
+    /// The raw shared key, when set (never empty).
+    pub shared_key: Option<String>,
+}
+
+/// hermes 0.21's profile label for a shared container key: the sanitized key cut to 50 characters, `-`, and the
+/// first 12 hex digits of the raw key's sha256 (sanitizing is lossy, the digest keeps colliding keys apart).
+pub fn shared_profile_label(key: &str) -> LabelValue {
+    let head: String = LabelValue::sanitize(key).as_str().chars().take(50).collect();
+    LabelValue::sanitize(&format!("{head}-{}", &sha256::hex_digest(key.as_bytes())[..12]))
 }
 
 impl SandboxIdentity {
     pub fn new(task: TaskId, profile: ProfileName) -> Self {
-        Self { task, profile }
+        Self { task, profile, shared_key: None }
+    }
+
+    /// Keys the sandbox by `key` instead of the profile, as hermes 0.21 does; an empty key changes nothing.
+    #[must_use]
+    pub fn shared(mut self, key: &str) -> Self {
+        self.shared_key = (!key.is_empty()).then(|| key.to_owned());
+        self
     }
 
     /// The sanitized `hermes-task-id` label value.
@@ -28,15 +104,22 @@ impl SandboxIdentity {
         LabelValue::sanitize(self.task.as_str())
     }
 
-    /// The sanitized `hermes-profile` label value.
+    /// The `hermes-profile` label value: the sanitized profile, or the shared key's form.
     pub fn profile_label(&self) -> LabelValue {
-        LabelValue::sanitize(self.profile.as_str())
+        match &self.shared_key {
+            Some(key) => shared_profile_label(key),
+            None => LabelValue::sanitize(self.profile.as_str()),
+        }
     }
 
     /// A digest of the raw pair: distinct raw ids get distinct digests even when their labels collide.
     pub fn digest(&self) -> String {
-        let mut input = b"berth-identity-v1\0".to_vec();
-        input.extend_from_slice(self.profile.as_str().as_bytes());
+        let (tag, owner): (&[u8], &str) = match &self.shared_key {
+            Some(key) => (b"berth-identity-shared-v1\0", key),
+            None => (b"berth-identity-v1\0", self.profile.as_str()),
+        };
+        let mut input = tag.to_vec();
+        input.extend_from_slice(owner.as_bytes());
         input.push(0);
         input.extend_from_slice(self.task.as_str().as_bytes());
         sha256::hex_digest(&input)[..32].to_owned()
@@ -126,6 +209,8 @@ pub struct CreateSpec {
     pub dns: Vec<String>,
     pub privileged: bool,
     pub shm_size: Option<i64>,
+    /// The create-call fields only `docker_extra_args` sets (devices, GPUs, ulimits, mounts, sysctls, …).
+    pub extra: ExtraCreate,
 }
 
 impl CreateSpec {
@@ -150,6 +235,10 @@ impl CreateSpec {
         );
         let _ = writeln!(s, "net={:?} user={:?} privileged={}", self.network_mode, self.user, self.privileged);
         let _ = writeln!(s, "hosts={:?} dns={:?}", self.extra_hosts, self.dns);
+        // Only when used, so specs without these flags keep the fingerprint they had before the fields existed.
+        if self.extra != ExtraCreate::default() {
+            let _ = writeln!(s, "extra={:?}", self.extra);
+        }
         sha256::hex_digest(s.as_bytes())[..32].to_owned()
     }
 }
@@ -176,6 +265,8 @@ pub struct SandboxSettings {
     pub network: bool,
     pub run_as_host_user: bool,
     pub mount_cwd_to_workspace: bool,
+    /// `terminal.docker_shm_size`: `/dev/shm` size (`1g` by default, as hermes 0.21); empty or `0` keeps Docker's.
+    pub shm_size: String,
 }
 
 /// Facts about the host the spec depends on, gathered at the edge.
@@ -190,6 +281,9 @@ pub struct HostFacts {
     /// `<host>:<pid>:<start>` of this process; labels ephemeral containers so the reaper can tell when they are
     /// orphaned.
     pub owner: Option<String>,
+    /// The engine reported it cannot apply cgroup limits (cpu, memory, pids): they are dropped with a warning,
+    /// as hermes does after its once-per-process probe, instead of failing every create.
+    pub cgroup_limits_unavailable: bool,
 }
 
 /// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
@@ -209,13 +303,17 @@ pub fn is_valid_env_name(name: &str) -> bool {
 }
 
 /// Builds the effective create spec for `identity` from the settings, with upstream's hardening.
+///
+/// # Errors
+/// A [`SpecError`] for settings no container can honour (an unmappable extra flag, a network conflict, a
+/// relative working directory).
 pub fn build_create_spec(
     identity: &SandboxIdentity,
     mode: SandboxMode,
     name: String,
     settings: &SandboxSettings,
     host: &HostFacts,
-) -> BuiltSpec {
+) -> Result<BuiltSpec, SpecError> {
     let mut warnings = Vec::new();
     let mut host_dirs = Vec::new();
     let host_user = if settings.run_as_host_user {
@@ -283,6 +381,8 @@ pub fn build_create_spec(
     let mut labels = identity.upstream_labels();
     labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
     labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
+    // hermes 0.21 filters reuse on this label; berth never routes through an egress proxy.
+    labels.insert(LABEL_EGRESS.to_owned(), EGRESS_OFF.to_owned());
     if let (SandboxMode::Ephemeral, Some(owner)) = (mode, &host.owner) {
         labels.insert(LABEL_OWNER.to_owned(), owner.clone());
     }
@@ -292,7 +392,7 @@ pub fn build_create_spec(
         image: settings.image.clone(),
         labels,
         cmd: vec!["sleep".to_owned(), "infinity".to_owned()],
-        workdir: if settings.cwd == "~" { "/root".to_owned() } else { settings.cwd.clone() },
+        workdir: container_cwd(&settings.cwd)?,
         env,
         binds,
         tmpfs,
@@ -309,8 +409,22 @@ pub fn build_create_spec(
         extra_hosts: Vec::new(),
         dns: Vec::new(),
         privileged: false,
-        shm_size: None,
+        shm_size: match settings.shm_size.trim() {
+            "" | "0" => None,
+            raw => Some(parse_bytes(raw).ok_or_else(|| SpecError::BadShmSize(raw.to_owned()))?),
+        },
+        extra: ExtraCreate::default(),
     };
+    if host.cgroup_limits_unavailable && (spec.nano_cpus.is_some() || spec.memory_bytes.is_some()) {
+        warnings.push(
+            "the engine cannot apply cgroup limits here; sandboxes run without cpu, memory and pids limits".to_owned(),
+        );
+    }
+    if host.cgroup_limits_unavailable {
+        spec.nano_cpus = None;
+        spec.memory_bytes = None;
+        spec.pids_limit = None;
+    }
     if settings.disk_mb > 0 {
         if host.storage_opt_supported {
             spec.storage_size = Some(format!("{}m", settings.disk_mb));
@@ -321,85 +435,15 @@ pub fn build_create_spec(
             ));
         }
     }
-    warnings.extend(apply_extra_args(&mut spec, &settings.extra_args));
+    apply_extra_args(&mut spec, &settings.extra_args)?;
+    if !settings.network
+        && let Some(mode) = spec.network_mode.as_deref().filter(|m| *m != "none")
+    {
+        return Err(SpecError::NetworkConflict { mode: mode.to_owned() });
+    }
     let fingerprint = spec.fingerprint();
     spec.labels.insert(LABEL_FINGERPRINT.to_owned(), fingerprint);
-    BuiltSpec { spec, host_dirs, warnings }
-}
-
-/// Applies `docker run`-style extra arguments to the spec, last one winning, as upstream appends them last.
-///
-/// Berth talks to the Engine API, not the CLI, so it understands the flags that map onto the create call and warns
-/// about (and drops) the rest.
-pub fn apply_extra_args(spec: &mut CreateSpec, args: &[String]) -> Vec<String> {
-    let mut warnings = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => (arg, None),
-        };
-        let takes_value = !matches!(flag, "--privileged" | "--init" | "--no-init" | "--read-only");
-        let value = if takes_value {
-            match inline {
-                Some(v) => Some(v),
-                None => {
-                    i += 1;
-                    args.get(i).cloned()
-                }
-            }
-        } else {
-            None
-        };
-        i += 1;
-        if takes_value && value.is_none() {
-            warnings.push(format!("docker_extra_args: {flag} needs a value; ignored"));
-            continue;
-        }
-        let v = value.unwrap_or_default();
-        match flag {
-            "-e" | "--env" => spec.env.push(v),
-            "-v" | "--volume" => spec.binds.push(v),
-            "--tmpfs" => {
-                let (path, opts) = v.split_once(':').unwrap_or((&v, ""));
-                spec.tmpfs.insert(path.to_owned(), opts.to_owned());
-            }
-            "--cap-add" => spec.cap_add.push(v),
-            "--cap-drop" => spec.cap_drop.push(v),
-            "--security-opt" => spec.security_opt.push(v),
-            "--network" | "--net" => spec.network_mode = Some(v),
-            "-u" | "--user" => spec.user = Some(v),
-            "-w" | "--workdir" => spec.workdir = v,
-            "--add-host" => spec.extra_hosts.push(v),
-            "--dns" => spec.dns.push(v),
-            "--privileged" => spec.privileged = true,
-            "--init" => spec.init = true,
-            "--no-init" => spec.init = false,
-            "--pids-limit" => match v.parse() {
-                Ok(n) => spec.pids_limit = Some(n),
-                Err(_) => warnings.push(format!("docker_extra_args: --pids-limit {v:?} is not a number; ignored")),
-            },
-            "--cpus" => match v.parse::<f64>() {
-                Ok(c) if c >= 0.0 => spec.nano_cpus = Some((c * 1e9).round() as i64),
-                _ => warnings.push(format!("docker_extra_args: --cpus {v:?} is not a number; ignored")),
-            },
-            "-m" | "--memory" => match parse_bytes(&v) {
-                Some(b) => spec.memory_bytes = Some(b),
-                None => warnings.push(format!("docker_extra_args: --memory {v:?} is not a size; ignored")),
-            },
-            "--shm-size" => match parse_bytes(&v) {
-                Some(b) => spec.shm_size = Some(b),
-                None => warnings.push(format!("docker_extra_args: --shm-size {v:?} is not a size; ignored")),
-            },
-            "-l" | "--label" => {
-                let (k, val) = v.split_once('=').unwrap_or((&v, ""));
-                spec.labels.insert(k.to_owned(), val.to_owned());
-            }
-            _ => warnings.push(format!("docker_extra_args: {arg:?} is not supported over the Engine API; ignored")),
-        }
-    }
-    warnings
+    Ok(BuiltSpec { spec, host_dirs, warnings })
 }
 
 /// Parses a Docker size such as `512m`, `1g`, `1024` (bytes) or `64k`.

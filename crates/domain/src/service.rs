@@ -104,6 +104,7 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
         persist_across_processes: req.persist_across_processes,
         recreate_on_config_change: req.recreate_on_config_change,
         fingerprint,
+        air_gapped: req.spec.network_mode.as_deref() == Some("none"),
     };
     let mut notes = Vec::new();
     let mut recreated = false;
@@ -160,6 +161,12 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
                     }
                 }
             },
+            ReuseDecision::Replace { id, reason } => {
+                notes.push(reason);
+                remove_now(rt, &id).await?;
+                recreated = true;
+                continue;
+            }
             ReuseDecision::Recreate { id, old, new } => {
                 notes.push(format!(
                     "config changed (fingerprint {} -> {}); recreating {}",

@@ -140,6 +140,7 @@ impl FakeRuntime {
             labels: c.spec.labels.clone(),
             state: c.state.clone(),
             created: c.created,
+            network_mode: Some(c.spec.network_mode.clone().unwrap_or_else(|| "default".to_owned())),
         }
     }
 }
@@ -280,6 +281,7 @@ pub fn sandbox_settings() -> crate::sandbox::SandboxSettings {
         network: true,
         run_as_host_user: false,
         mount_cwd_to_workspace: false,
+        shm_size: "1g".into(),
     }
 }
 

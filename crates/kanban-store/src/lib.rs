@@ -265,6 +265,56 @@ fn disk_cause(path: &Path, e: &rusqlite::Error) -> Option<String> {
     result.err().map(|os| os.to_string())
 }
 
+/// The board file's name in berth's home. Not `kanban.db`: hermes-agent keeps its own board at
+/// `<HERMES_HOME>/kanban.db`, and when both share one home hermes would add its tables to berth's file.
+pub const BOARD_FILE: &str = "berth-kanban.db";
+
+/// The name berth's board had before [`BOARD_FILE`]; also hermes-agent's board file.
+pub const LEGACY_BOARD_FILE: &str = "kanban.db";
+
+/// Whether `path` is a berth board database (its SQLite `application_id` is berth's), checked read-only. A hermes
+/// board, any other database or an unreadable file is not.
+pub fn is_berth_board(path: &Path) -> bool {
+    let Ok(conn) =
+        Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+    else {
+        return false;
+    };
+    conn.pragma_query_value(None, "application_id", |r| r.get::<_, i64>(0)).is_ok_and(|id| id == APPLICATION_ID)
+}
+
+/// The board file of `home` to read: [`BOARD_FILE`], or a berth board still under the legacy name when the new
+/// file does not exist yet (read paths never rename anything).
+pub fn board_path(home: &Path) -> PathBuf {
+    let current = home.join(BOARD_FILE);
+    let legacy = home.join(LEGACY_BOARD_FILE);
+    if !current.exists() && legacy.exists() && is_berth_board(&legacy) { legacy } else { current }
+}
+
+/// Moves a berth board still named `kanban.db` to [`BOARD_FILE`] (with its `-wal` and `-shm` files), once, before
+/// a write. A `kanban.db` that is not berth's (hermes's own board) is never touched. Returns the old path when a
+/// board was moved.
+///
+/// # Errors
+/// The rename's IO error.
+pub fn adopt_legacy_board(home: &Path) -> std::io::Result<Option<PathBuf>> {
+    let current = home.join(BOARD_FILE);
+    let legacy = home.join(LEGACY_BOARD_FILE);
+    if current.exists() || !legacy.exists() || !is_berth_board(&legacy) {
+        return Ok(None);
+    }
+    // Side files first: a crash in between leaves the main file under the old name with its WAL moved, which the
+    // next run completes (the main file still names berth), rather than a new main file without its WAL.
+    for suffix in ["-wal", "-shm"] {
+        let side = home.join(format!("{LEGACY_BOARD_FILE}{suffix}"));
+        if side.exists() {
+            std::fs::rename(&side, home.join(format!("{BOARD_FILE}{suffix}")))?;
+        }
+    }
+    std::fs::rename(&legacy, &current)?;
+    Ok(Some(legacy))
+}
+
 impl SqliteKanbanStore {
     /// Opens (creating when missing or empty) the board database at `path`, read-write.
     ///

@@ -690,3 +690,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_berth_board_named_kanban_db_moves_to_berth_kanban_db_and_a_foreign_one_is_never_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path();
+    // berth's board under the old name: moved once, readable under the new one; read paths find it before that.
+    {
+        let mut s = SqliteKanbanStore::open(&home.join(LEGACY_BOARD_FILE)).unwrap();
+        s.create_board(&BoardSlug::parse("b1").unwrap(), Some("B1"), Timestamp::from_secs(1)).unwrap();
+    }
+    assert_eq!(board_path(home), home.join(LEGACY_BOARD_FILE));
+    assert_eq!(adopt_legacy_board(home).unwrap(), Some(home.join(LEGACY_BOARD_FILE)));
+    assert!(!home.join(LEGACY_BOARD_FILE).exists() && home.join(BOARD_FILE).exists());
+    assert_eq!(board_path(home), home.join(BOARD_FILE));
+    assert!(is_berth_board(&home.join(BOARD_FILE)));
+    assert_eq!(adopt_legacy_board(home).unwrap(), None);
+    // hermes's own kanban.db beside it (another application's tables): never moved, never opened for writing.
+    let foreign = home.join(LEGACY_BOARD_FILE);
+    rusqlite::Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE tasks(id TEXT);").unwrap();
+    let before = std::fs::read(&foreign).unwrap();
+    assert!(!is_berth_board(&foreign));
+    assert_eq!(adopt_legacy_board(home).unwrap(), None);
+    let other = tempfile::tempdir().unwrap();
+    std::fs::copy(&foreign, other.path().join(LEGACY_BOARD_FILE)).unwrap();
+    assert_eq!(adopt_legacy_board(other.path()).unwrap(), None);
+    assert_eq!(board_path(other.path()), other.path().join(BOARD_FILE));
+    assert_eq!(std::fs::read(&foreign).unwrap(), before);
+    assert_eq!(std::fs::read(other.path().join(LEGACY_BOARD_FILE)).unwrap(), before);
+}

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::container::{ContainerState, ContainerSummary};
-use crate::label::LABEL_MODE;
+use crate::label::{EGRESS_OFF, LABEL_EGRESS, LABEL_MODE};
 use crate::sandbox::SandboxIdentity;
 
 /// What acquire should do.
@@ -14,6 +14,9 @@ pub enum ReuseDecision {
     Attach { id: String },
     /// A stopped or created match: start it, then attach.
     Start { id: String, prior: ContainerState },
+    /// A match that breaks a security setting (a networked container when `docker_network: false` asks for an
+    /// air-gapped one, whoever made it): remove it and create anew. `reason` is one line for the user.
+    Replace { id: String, reason: String },
     /// A match whose spec fingerprint differs from the current one: remove it and create anew.
     Recreate { id: String, old: String, new: String },
     /// Nothing to reuse: create a container.
@@ -37,6 +40,8 @@ pub struct ReusePolicy {
     pub recreate_on_config_change: bool,
     /// The fingerprint of the spec acquire would create now.
     pub fingerprint: String,
+    /// `terminal.docker_network` is false: only a container whose network mode is `none` may be reused.
+    pub air_gapped: bool,
 }
 
 /// Whether `c` may serve `identity`: same upstream labels, and either berth's identity digest matches or the
@@ -47,6 +52,9 @@ pub fn is_candidate(identity: &SandboxIdentity, c: &ContainerSummary) -> bool {
         && c.profile_label() == Some(identity.profile_label().as_str())
         && c.identity().is_none_or(|d| d == identity.digest())
         && c.label(LABEL_MODE) != Some("ephemeral")
+        // hermes 0.21 keys reuse on its egress posture too; a container routed through its egress proxy is not
+        // berth's to take over (berth has no proxy and would drop the routing).
+        && c.label(LABEL_EGRESS).is_none_or(|e| e == EGRESS_OFF)
         && !matches!(c.state, ContainerState::Removing | ContainerState::Dead)
 }
 
@@ -59,6 +67,18 @@ pub fn select_reusable(identity: &SandboxIdentity, listed: &[ContainerSummary], 
     let Some(chosen) = candidates.iter().find(|c| c.state == ContainerState::Running).or(candidates.first()) else {
         return ReuseDecision::Create { reason: CreateReason::NoMatch };
     };
+    // The lockdown check comes before the fingerprint and holds with `recreate_on_config_change: false` too: a
+    // networked container must never serve an air-gapped request. An unknown mode fails closed.
+    if policy.air_gapped && chosen.network_mode.as_deref() != Some("none") {
+        let mode = chosen.network_mode.as_deref().unwrap_or("unknown");
+        return ReuseDecision::Replace {
+            id: chosen.id.clone(),
+            reason: format!(
+                "container {} is on network {mode:?} but terminal.docker_network is false; replacing it with an air-gapped one",
+                &chosen.id[..12.min(chosen.id.len())]
+            ),
+        };
+    }
     if policy.recreate_on_config_change
         && let Some(old) = chosen.fingerprint()
         && old != policy.fingerprint

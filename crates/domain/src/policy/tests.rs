@@ -22,11 +22,23 @@ fn container(id: &str, identity: &SandboxIdentity, state: ContainerState, extra:
         labels.insert((*k).into(), (*v).into());
     }
     labels.retain(|_, v| !v.is_empty());
-    ContainerSummary { id: id.into(), name: format!("n-{id}"), labels, state, created: Timestamp::from_secs(1000) }
+    ContainerSummary {
+        id: id.into(),
+        name: format!("n-{id}"),
+        labels,
+        state,
+        created: Timestamp::from_secs(1000),
+        network_mode: Some("bridge".into()),
+    }
 }
 
 fn policy() -> ReusePolicy {
-    ReusePolicy { persist_across_processes: true, recreate_on_config_change: true, fingerprint: "fp1".into() }
+    ReusePolicy {
+        persist_across_processes: true,
+        recreate_on_config_change: true,
+        fingerprint: "fp1".into(),
+        air_gapped: false,
+    }
 }
 
 #[test]
@@ -262,4 +274,50 @@ fn a_running_ephemeral_sandbox_whose_owner_died_is_an_orphan() {
 fn labels_map_is_only_upstream_keys_for_lookup() {
     let l: BTreeMap<String, String> = ident("abc").upstream_labels();
     assert_eq!(l.keys().map(String::as_str).collect::<Vec<_>>(), ["hermes-agent", "hermes-profile", "hermes-task-id"]);
+}
+
+#[test]
+fn air_gapped_reuse_replaces_any_networked_container_whoever_made_it() {
+    let me = ident("abc");
+    let mut locked = policy();
+    locked.air_gapped = true;
+    let on = |mode: Option<&str>, extra: &[(&str, &str)]| {
+        let mut c = container("cid-123456789abc", &me, ContainerState::Running, extra);
+        c.network_mode = mode.map(str::to_owned);
+        c
+    };
+    // A hermes-made container (no fingerprint) on the bridge: replaced, with the reason naming the mode.
+    let hermes_made = [("berth.identity", ""), ("berth.fingerprint", "")];
+    let d = select_reusable(&me, &[on(Some("bridge"), &hermes_made)], &locked);
+    let ReuseDecision::Replace { id, reason } = d else { panic!("expected Replace, got {d:?}") };
+    assert_eq!(id, "cid-123456789abc");
+    assert!(reason.contains("\"bridge\"") && reason.contains("docker_network is false"), "{reason}");
+    // Berth's own container with recreation disabled is still replaced; an unknown mode fails closed.
+    let mut no_recreate = locked.clone();
+    no_recreate.recreate_on_config_change = false;
+    assert!(matches!(
+        select_reusable(&me, &[on(Some("default"), &[("berth.fingerprint", "fp1")])], &no_recreate),
+        ReuseDecision::Replace { .. }
+    ));
+    assert!(matches!(select_reusable(&me, &[on(None, &[])], &locked), ReuseDecision::Replace { .. }));
+    // Already air-gapped: attached. Without lockdown a networked one is attached as before.
+    assert_eq!(
+        select_reusable(&me, &[on(Some("none"), &[])], &locked),
+        ReuseDecision::Attach { id: "cid-123456789abc".into() }
+    );
+    assert_eq!(
+        select_reusable(&me, &[on(Some("bridge"), &[])], &policy()),
+        ReuseDecision::Attach { id: "cid-123456789abc".into() }
+    );
+}
+
+#[test]
+fn egress_label_off_or_absent_is_reusable_a_proxied_one_is_not() {
+    let me = ident("abc");
+    let c = |egress: &str| container("e", &me, ContainerState::Running, &[("hermes-egress", egress)]);
+    assert_eq!(select_reusable(&me, &[c("off")], &policy()), ReuseDecision::Attach { id: "e".into() });
+    assert_eq!(
+        select_reusable(&me, &[c("0123456789abcdef01234567")], &policy()),
+        ReuseDecision::Create { reason: CreateReason::NoMatch }
+    );
 }

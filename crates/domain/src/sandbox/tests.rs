@@ -12,9 +12,13 @@ fn ident(task: &str, profile: &str) -> SandboxIdentity {
     SandboxIdentity::new(TaskId::parse(task).unwrap(), ProfileName::parse(profile).unwrap())
 }
 
-fn build(s: &SandboxSettings, host: &HostFacts) -> BuiltSpec {
+fn try_build(s: &SandboxSettings, host: &HostFacts) -> Result<BuiltSpec, SpecError> {
     let id = ident("my-task", "default");
     build_create_spec(&id, SandboxMode::Persist, id.persistent_name(), s, host)
+}
+
+fn build(s: &SandboxSettings, host: &HostFacts) -> BuiltSpec {
+    try_build(s, host).expect("valid settings")
 }
 
 #[test]
@@ -138,35 +142,158 @@ fn network_disk_and_resources() {
 }
 
 #[test]
-fn extra_args_override_and_unknowns_warn() {
+fn extra_args_override_and_unmappable_flags_are_errors() {
     let mut st = settings();
-    st.extra_args = [
-        "--cpus",
-        "2",
-        "--memory=1g",
-        "-e",
-        "A=1",
-        "--pids-limit",
-        "64",
-        "--shm-size",
-        "256m",
-        "--frobnicate",
-        "x",
-        "--cap-add",
-    ]
-    .map(String::from)
-    .to_vec();
+    st.extra_args = ["--cpus", "2", "--memory=1g", "-e", "A=1", "--pids-limit", "64", "--shm-size", "256m", "-eB=2"]
+        .map(String::from)
+        .to_vec();
     let b = build(&st, &HostFacts::default());
     assert_eq!(b.spec.nano_cpus, Some(2_000_000_000));
     assert_eq!(b.spec.memory_bytes, Some(1024 * 1024 * 1024));
-    assert!(b.spec.env.contains(&"A=1".to_owned()));
+    assert!(b.spec.env.contains(&"A=1".to_owned()) && b.spec.env.contains(&"B=2".to_owned()));
     assert_eq!(b.spec.pids_limit, Some(64));
     assert_eq!(b.spec.shm_size, Some(256 * 1024 * 1024));
-    assert!(b.warnings.iter().any(|w| w.contains("--frobnicate")));
-    assert!(b.warnings.iter().any(|w| w.contains("--cap-add needs a value")));
+    let err = |args: &[&str]| {
+        let mut st = settings();
+        st.extra_args = args.iter().map(|s| (*s).to_owned()).collect();
+        try_build(&st, &HostFacts::default()).expect_err("refused").to_string()
+    };
+    assert!(err(&["--frobnicate", "x"]).contains("--frobnicate"));
+    assert!(err(&["--cap-add"]).contains("needs a value"));
+    assert!(err(&["--rm"]).contains("--rm is not supported"));
+    assert!(err(&["-d"]).contains("--detach"));
+    assert!(err(&["--env-file", "x.env"]).contains("terminal.docker_env"));
+    assert!(err(&["--ulimit", "nofile"]).contains("key=value"));
+    assert!(err(&["--gpus", "bogus=1"]).contains("--gpus"));
+    assert!(err(&["--mount", "type=bind,target=/x"]).contains("needs a source"));
+    assert!(err(&["alpine"]).contains("not a flag"));
     assert_eq!(parse_bytes("1024"), Some(1024));
     assert_eq!(parse_bytes("64k"), Some(65536));
     assert_eq!(parse_bytes("x"), None);
+}
+
+#[test]
+fn extra_args_map_devices_gpus_ulimits_mounts_and_the_rest() {
+    let mut st = settings();
+    st.extra_args = [
+        "--gpus",
+        "all",
+        "--gpus",
+        "\"device=0,2\"",
+        "--device",
+        "/dev/null:/dev/xnull:r",
+        "--ulimit",
+        "nofile=1024:2048",
+        "--ulimit",
+        "nproc=512",
+        "--mount",
+        "type=bind,source=/srv/data,target=/data,readonly",
+        "--mount",
+        "type=tmpfs,target=/scratch,tmpfs-size=64m",
+        "--sysctl",
+        "net.ipv4.ip_forward=1",
+        "--read-only",
+        "-h",
+        "box",
+        "--restart=on-failure:3",
+        "-p",
+        "127.0.0.1:8080:80",
+        "--log-opt",
+        "max-size=1m",
+        "--oom-score-adj",
+        "100",
+    ]
+    .map(String::from)
+    .to_vec();
+    let x = build(&st, &HostFacts::default()).spec.extra;
+    assert_eq!(x.device_requests[0].count, -1);
+    assert_eq!(x.device_requests[1].device_ids, ["0", "2"]);
+    assert_eq!(x.device_requests[1].capabilities, [["gpu"]]);
+    assert_eq!(
+        x.devices[0],
+        DeviceMapping { host: "/dev/null".into(), container: "/dev/xnull".into(), permissions: "r".into() }
+    );
+    assert_eq!(x.ulimits[0], Ulimit { name: "nofile".into(), soft: 1024, hard: 2048 });
+    assert_eq!(x.ulimits[1], Ulimit { name: "nproc".into(), soft: 512, hard: 512 });
+    assert_eq!(x.mounts[0].source.as_deref(), Some("/srv/data"));
+    assert!(x.mounts[0].read_only && x.mounts[0].kind == "bind" && x.mounts[0].target == "/data");
+    assert_eq!(x.mounts[1].options["tmpfs-size"], "64m");
+    assert_eq!(x.sysctls["net.ipv4.ip_forward"], "1");
+    assert!(x.read_only);
+    assert_eq!(x.hostname.as_deref(), Some("box"));
+    assert_eq!(x.restart.as_deref(), Some("on-failure:3"));
+    assert_eq!(
+        x.publish[0],
+        PortPublish { host_ip: "127.0.0.1".into(), host_port: "8080".into(), container: "80/tcp".into() }
+    );
+    assert_eq!(x.log_opts["max-size"], "1m");
+    assert_eq!(x.oom_score_adj, Some(100));
+}
+
+#[test]
+fn extra_fields_change_the_fingerprint_only_when_used() {
+    let base = build(&settings(), &HostFacts::default()).spec;
+    let mut st = settings();
+    st.extra_args = vec!["--ulimit".into(), "nofile=10".into()];
+    assert_ne!(build(&st, &HostFacts::default()).spec.fingerprint(), base.fingerprint());
+    let mut plain = base.clone();
+    plain.extra = ExtraCreate::default();
+    assert_eq!(plain.fingerprint(), base.fingerprint());
+}
+
+#[test]
+fn network_off_with_a_network_in_extra_args_fails_closed() {
+    let mut st = settings();
+    st.network = false;
+    st.extra_args = vec!["--network=bridge".into()];
+    assert_eq!(
+        try_build(&st, &HostFacts::default()).unwrap_err(),
+        SpecError::NetworkConflict { mode: "bridge".into() }
+    );
+    st.extra_args = vec!["--net".into(), "host".into()];
+    assert!(matches!(try_build(&st, &HostFacts::default()), Err(SpecError::NetworkConflict { .. })));
+    st.extra_args = vec!["--network".into(), "none".into()];
+    assert_eq!(build(&st, &HostFacts::default()).spec.network_mode.as_deref(), Some("none"));
+}
+
+#[test]
+fn cwd_placeholders_mean_the_container_default_and_relative_paths_are_refused() {
+    for (raw, want) in [
+        (".", "/root"),
+        ("auto", "/root"),
+        ("cwd", "/root"),
+        ("~", "/root"),
+        ("", "/root"),
+        ("/w", "/w"),
+        ("~/p", "/root/p"),
+    ] {
+        let mut st = settings();
+        st.cwd = raw.into();
+        assert_eq!(build(&st, &HostFacts::default()).spec.workdir, want, "{raw:?}");
+    }
+    let mut st = settings();
+    st.cwd = "src/app".into();
+    assert_eq!(try_build(&st, &HostFacts::default()).unwrap_err(), SpecError::RelativeCwd("src/app".into()));
+}
+
+#[test]
+fn shm_size_defaults_to_1g_and_egress_label_is_off() {
+    let b = build(&settings(), &HostFacts::default());
+    assert_eq!(b.spec.shm_size, Some(1 << 30));
+    assert_eq!(b.spec.labels["hermes-egress"], "off");
+    let mut st = settings();
+    st.shm_size = "0".into();
+    assert_eq!(build(&st, &HostFacts::default()).spec.shm_size, None);
+    st.shm_size = "lots".into();
+    assert_eq!(try_build(&st, &HostFacts::default()).unwrap_err(), SpecError::BadShmSize("lots".into()));
+}
+
+#[test]
+fn no_cgroup_controllers_drops_resource_limits_with_a_warning() {
+    let host = HostFacts { cgroup_limits_unavailable: true, ..HostFacts::default() };
+    let b = build(&settings(), &host);
+    assert_eq!((b.spec.nano_cpus, b.spec.memory_bytes, b.spec.pids_limit), (None, None, None));
+    assert!(b.warnings.iter().any(|w| w.contains("cgroup")));
 }
 
 #[test]
@@ -226,4 +353,19 @@ proptest::proptest! {
         proptest::prop_assume!(a != b);
         proptest::prop_assert_ne!(ident(&a, "p").persistent_name(), ident(&b, "p").persistent_name());
     }
+}
+
+#[test]
+fn a_shared_container_key_replaces_the_profile_label_as_hermes_0_21_writes_it() {
+    // Expected values computed with hermes's own formula (`_container_identity`) in Python.
+    assert_eq!(shared_profile_label("team/alpha:1").as_str(), "team_alpha_1-fc4156ca636a");
+    assert_eq!(shared_profile_label(&"x".repeat(80)).as_str(), format!("{}-d929cdeea7e6", "x".repeat(50)));
+    let a = ident("t1", "alpha").shared("team/alpha:1");
+    let b = ident("t1", "beta").shared("team/alpha:1");
+    assert_eq!(a.upstream_labels()["hermes-profile"], "team_alpha_1-fc4156ca636a");
+    // Two profiles with one key share the identity (digest, name, labels); without a key they do not.
+    assert_eq!((a.digest(), a.persistent_name()), (b.digest(), b.persistent_name()));
+    assert_ne!(ident("t1", "alpha").digest(), ident("t1", "beta").digest());
+    assert_ne!(a.digest(), ident("t1", "alpha").digest());
+    assert_eq!(ident("t1", "alpha").shared(""), ident("t1", "alpha"));
 }

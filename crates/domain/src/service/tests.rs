@@ -38,7 +38,7 @@ fn request(task: &str, profile: &str, st: &SandboxSettings, nonce: u32) -> Acqui
     let built = build_create_spec(&identity, mode, name, st, &host);
     AcquireRequest {
         identity,
-        spec: built.spec,
+        spec: built.expect("valid settings").spec,
         persist_across_processes: st.persist_across_processes,
         recreate_on_config_change: st.recreate_on_config_change,
     }
