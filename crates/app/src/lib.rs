@@ -5,6 +5,7 @@ pub mod config_cmd;
 pub mod context;
 pub mod error;
 pub mod gateway;
+pub mod housekeeping;
 pub mod kanban;
 pub mod mounts;
 pub mod output;
