@@ -25,6 +25,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 #[derive(Clone, Debug)]
 pub struct Housekeeper {
     endpoint: String,
+    home: std::path::PathBuf,
     profile_label: String,
     idle: IdleSettings,
     reaper_enabled: bool,
@@ -64,6 +65,7 @@ impl Housekeeper {
         });
         Self {
             endpoint: ctx.docker_endpoint(),
+            home: ctx.home.clone(),
             scope: ReapScope {
                 profile_label: Some(profile_label.clone()),
                 max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
@@ -135,7 +137,12 @@ impl Housekeeper {
                 && now >= next_idle
             {
                 match tokio::time::timeout(PASS_BOUND, self.idle_pass(&runtime, &memory)).await {
-                    Ok(Ok(m)) => memory = m,
+                    Ok(Ok(m)) => {
+                        memory = m;
+                        // For `sandbox ls`'s idle column: what this loop has seen, while it is fresh.
+                        let pass_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
+                        crate::sandbox_cost::write_idle_since(&self.home, SystemClock.now(), pass_ms, &memory);
+                    }
                     Ok(Err(e)) => {
                         tracing::warn!("gateway cleanup: idle check failed: {e}");
                         memory.clear();

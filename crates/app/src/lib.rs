@@ -12,6 +12,7 @@ pub mod output;
 pub mod process;
 pub mod redact;
 pub mod sandbox;
+pub mod sandbox_cost;
 pub mod worker;
 
 use std::process::ExitCode;

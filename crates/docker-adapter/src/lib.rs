@@ -5,6 +5,9 @@
 
 mod extra;
 mod kill;
+mod usage;
+
+pub use usage::Usage;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
