@@ -161,3 +161,86 @@ fn the_gateway_reaps_stale_containers_created_after_it_started() {
     let log = gw.stop();
     assert_eq!(log.matches("removed stale sandbox").count(), 3, "{log}");
 }
+
+/// `docker inspect --size -f {{.SizeRw}}`.
+fn size_rw_of(home: &Home, id: &str) -> i64 {
+    let out = home.docker(&["inspect", "--size", "-f", "{{.SizeRw}}", id]);
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Parses `docker stats`' `4.059MiB` (and kB, MB, GiB …) into bytes.
+fn parse_docker_bytes(s: &str) -> f64 {
+    let s = s.trim();
+    let split = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n.parse().unwrap_or_else(|_| panic!("not a size: {s}"));
+    let k = match unit {
+        "B" => 1.0,
+        "kB" | "KB" => 1e3,
+        "KiB" => 1024.0,
+        "MB" => 1e6,
+        "MiB" => 1024.0 * 1024.0,
+        "GB" => 1e9,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        other => panic!("unit {other}"),
+    };
+    n * k
+}
+
+/// `sandbox ls --json --size` agrees with `docker stats --no-stream` (memory within 10% or 2 MiB, CPU within 5
+/// points: two samples a second apart are never the same sample) and with `docker inspect --size` (writable layer
+/// exactly, nothing writes to it in between); the host folder's size counts the file written into /root.
+#[test]
+fn sandbox_ls_figures_match_docker_stats_and_inspect_size() {
+    require_docker();
+    let home = Home::new();
+    let id = ensure(&home, "cost");
+    home.ok(&[
+        "run",
+        "--task",
+        "cost",
+        "--",
+        "sh",
+        "-c",
+        "head -c 3000000 /dev/zero > /root/home-file; head -c 2000000 /dev/zero > /layer-file",
+    ]);
+    let other = ensure(&home, "stopped");
+    assert!(home.docker(&["stop", "-t", "0", &other]).status.success());
+
+    let listed = home.json(&["sandbox", "ls", "--size"]);
+    let row = |id: &str| listed.as_array().unwrap().iter().find(|r| r["id"] == id).unwrap().clone();
+    let (mine, stopped) = (row(&id), row(&other));
+    let stats = String::from_utf8_lossy(
+        &home.docker(&["stats", "--no-stream", "--format", "{{.MemUsage}}|{{.CPUPerc}}", &id]).stdout,
+    )
+    .trim()
+    .to_owned();
+    let (mem, cpu) = stats.split_once('|').unwrap();
+    let docker_mem = parse_docker_bytes(mem.split('/').next().unwrap());
+    let ours = mine["memory_bytes"].as_f64().unwrap();
+    assert!((ours - docker_mem).abs() <= (docker_mem * 0.10).max(2.0 * 1024.0 * 1024.0), "{ours} vs {stats}");
+    let docker_limit = parse_docker_bytes(mem.split('/').nth(1).unwrap());
+    assert!((mine["memory_limit_bytes"].as_f64().unwrap() - docker_limit).abs() < 1024.0 * 1024.0, "{stats}");
+    let docker_cpu: f64 = cpu.trim_end_matches('%').parse().unwrap();
+    assert!((mine["cpu_percent"].as_f64().unwrap() - docker_cpu).abs() <= 5.0, "{mine} vs {stats}");
+    let size_rw = size_rw_of(&home, &id);
+    assert_eq!(mine["size_rw_bytes"].as_i64(), Some(size_rw));
+    assert!(size_rw >= 2_000_000, "the layer file is not in the writable layer: {size_rw}");
+    assert!(mine["host_dir_bytes"].as_u64().unwrap() >= 3_000_000, "{mine}");
+    assert_eq!(mine["busy"], false);
+    assert!(mine["age_secs"].as_i64().unwrap() >= 0);
+    // A stopped sandbox has no live figures, but its sizes.
+    assert_eq!(stopped["state"], "exited");
+    assert!(stopped["memory_bytes"].is_null() && stopped["cpu_percent"].is_null());
+    assert_eq!(stopped["size_rw_bytes"].as_i64(), Some(size_rw_of(&home, &other)));
+    // Without --size the slow figures are not computed at all.
+    let quick = home.json(&["sandbox", "ls"]);
+    assert!(quick[0].get("size_rw_bytes").is_none(), "{quick}");
+
+    let top = home.json(&["sandbox", "top", &id[..12]]);
+    let procs = top["processes"].as_array().unwrap();
+    assert!(!procs.is_empty() && procs.iter().all(|p| p["keep_alive"] == true), "{top}");
+    let bad = home.run(&["sandbox", "top", "no-such-sandbox"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).starts_with("berth: "), "{bad:?}");
+}
