@@ -129,7 +129,8 @@ fn idle_stop_is_off_by_default() {
 
 /// A gateway running over many reaper periods (1 s here) removes stale containers that appeared after it started,
 /// each once its own age passes the threshold (120 s, the shortest the policy allows), with one log line each; a
-/// running sandbox stays. Staleness is real age, so this test waits about two minutes.
+/// running sandbox stays, and the folders of the removed ones go. Staleness is real age, so this test waits about
+/// two minutes.
 #[test]
 fn the_gateway_reaps_stale_containers_created_after_it_started() {
     require_docker();
@@ -146,6 +147,18 @@ fn the_gateway_reaps_stale_containers_created_after_it_started() {
     args.extend_from_slice(&["berth-sandbox:latest", "sleep", "infinity"]);
     let created = ids(&home.docker(&args)).remove(0);
     let t_first = Instant::now();
+    let foreign = home.path().join("sandboxes").join("docker").join(&home.profile).join("not-berths");
+    std::fs::create_dir_all(&foreign).unwrap();
+    let live_dir = std::fs::read_dir(foreign.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("live-"))
+        .unwrap()
+        .path();
+    for dir in [&foreign, &live_dir] {
+        let old = std::process::Command::new("touch").args(["-d", "2 hours ago"]).arg(dir).status().unwrap();
+        assert!(old.success());
+    }
     // Ageing, not synchronisation: the second stale one must stop 15 s after the first to be removed later.
     std::thread::sleep(Duration::from_secs(15));
     let second = ensure(&home, "second");
@@ -158,8 +171,18 @@ fn the_gateway_reaps_stale_containers_created_after_it_started() {
     assert!(exists(&home, &second), "the younger one went with the older ones");
     wait_until("the second stale container to go", Duration::from_secs(30), || !exists(&home, &second));
     assert!(running(&home, &live));
+    // Host folders: a removed sandbox's folder goes in the same pass or the next; a live sandbox's stays, however old
+    // it looks, and so does a folder whose name berth does not make.
+    let folders = home.path().join("sandboxes").join("docker").join(&home.profile);
+    let named = |prefix: &str| {
+        std::fs::read_dir(&folders).unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with(prefix))
+    };
+    assert!(named("live-"));
+    wait_until("the stale sandboxes' folders to go", Duration::from_secs(10), || !named("first-") && !named("second-"));
+    assert!(named("live-") && named("not-berths"));
     let log = gw.stop();
     assert_eq!(log.matches("removed stale sandbox").count(), 3, "{log}");
+    assert_eq!(log.matches("removed sandbox folder").count(), 2, "{log}");
 }
 
 /// `docker inspect --size -f {{.SizeRw}}`.

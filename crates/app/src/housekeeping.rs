@@ -6,9 +6,11 @@
 //! gateway was down, so after a restart the count starts over (a sandbox is stopped at most one period late, never
 //! early). The engine's `ExecIDs` were no help either: they only list execs still known to the daemon.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use docker_adapter::DockerRuntime;
+use domain::policy::folders::{FolderSeen, gone_folders};
 use domain::policy::idle::{IdleMemory, IdleObservation, IdleSettings, IdleVerdict, plan_idle_stop};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::ports::{Clock, ContainerRuntime};
@@ -26,6 +28,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Housekeeper {
     endpoint: String,
     home: std::path::PathBuf,
+    /// `terminal.sandbox_dir`: this profile's folders live in `docker/<profile label>/` under it.
+    sandbox_dir: String,
     profile_label: String,
     idle: IdleSettings,
     reaper_enabled: bool,
@@ -66,6 +70,7 @@ impl Housekeeper {
         Self {
             endpoint: ctx.docker_endpoint(),
             home: ctx.home.clone(),
+            sandbox_dir: ctx.settings.string("terminal.sandbox_dir"),
             scope: ReapScope {
                 profile_label: Some(profile_label.clone()),
                 max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
@@ -232,6 +237,46 @@ impl Housekeeper {
             }
             Err(e) => tracing::warn!("gateway cleanup: orphan reaper failed: {e}"),
         }
+        if let Err(e) = self.folders_pass(rt).await {
+            tracing::warn!("gateway cleanup: folder sweep skipped: {e}");
+        }
+    }
+
+    /// Removes this profile's sandbox folders that no container (in any state) claims any more, once untouched for
+    /// the reaper's threshold; one line per folder.
+    async fn folders_pass(&self, rt: &dyn ContainerRuntime) -> Result<(), domain::ports::RuntimeError> {
+        let root = std::path::Path::new(self.sandbox_dir.trim_end_matches('/')).join("docker").join(&self.profile_label);
+        let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
+        let now = std::time::SystemTime::now();
+        let seen: Vec<FolderSeen> = entries
+            .flatten()
+            .filter_map(|e| {
+                // Only real folders: a symlink placed here is never followed, let alone removed through.
+                let meta = e.path().symlink_metadata().ok().filter(std::fs::Metadata::is_dir)?;
+                let age = now.duration_since(meta.modified().ok()?).unwrap_or_default();
+                Some(FolderSeen {
+                    name: e.file_name().to_str()?.to_owned(),
+                    age_secs: i64::try_from(age.as_secs()).unwrap_or(i64::MAX),
+                })
+            })
+            .collect();
+        if seen.is_empty() {
+            return Ok(());
+        }
+        // Listed after the folders were read: a sandbox created in between claims its folder in this listing.
+        let listed = service::list_managed(rt, Some(&self.profile_label)).await?;
+        let live: BTreeSet<String> = listed.iter().filter_map(|c| c.identity().map(str::to_owned)).collect();
+        for gone in gone_folders(&seen, &live, self.scope.max_age_secs) {
+            match std::fs::remove_dir_all(root.join(&gone.name)) {
+                Ok(()) => tracing::info!(
+                    "gateway cleanup: removed sandbox folder {} (its sandbox is gone; untouched {}s)",
+                    root.join(&gone.name).display(),
+                    gone.age_secs
+                ),
+                Err(e) => tracing::warn!("gateway cleanup: could not remove {}: {e}", root.join(&gone.name).display()),
+            }
+        }
+        Ok(())
     }
 }
 
