@@ -139,7 +139,8 @@ fn the_gateway_reaps_stale_containers_created_after_it_started() {
     let live = ensure(&home, "live");
     let first = ensure(&home, "first");
     assert!(home.docker(&["stop", "-t", "0", &first]).status.success());
-    let labels = ["hermes-agent=1".to_owned(), "hermes-task-id=left".to_owned(), format!("hermes-profile={}", home.profile)];
+    let labels =
+        ["hermes-agent=1".to_owned(), "hermes-task-id=left".to_owned(), format!("hermes-profile={}", home.profile)];
     let mut args = vec!["create"];
     for l in &labels {
         args.extend_from_slice(&["--label", l]);

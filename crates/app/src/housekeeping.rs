@@ -245,7 +245,8 @@ impl Housekeeper {
     /// Removes this profile's sandbox folders that no container (in any state) claims any more, once untouched for
     /// the reaper's threshold; one line per folder.
     async fn folders_pass(&self, rt: &dyn ContainerRuntime) -> Result<(), domain::ports::RuntimeError> {
-        let root = std::path::Path::new(self.sandbox_dir.trim_end_matches('/')).join("docker").join(&self.profile_label);
+        let root =
+            std::path::Path::new(self.sandbox_dir.trim_end_matches('/')).join("docker").join(&self.profile_label);
         let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
         let now = std::time::SystemTime::now();
         let seen: Vec<FolderSeen> = entries

@@ -79,12 +79,11 @@ fn dir_bytes(dir: &Path) -> Option<u64> {
 fn host_dir(ctx: &Ctx, c: &ContainerSummary) -> Option<PathBuf> {
     let digest = c.identity()?;
     let dir = ctx.settings.string("terminal.sandbox_dir");
-    Some(
-        Path::new(dir.trim_end_matches('/'))
-            .join("docker")
-            .join(c.profile_label()?)
-            .join(format!("{}-{}", c.task_label()?, digest.get(..12)?)),
-    )
+    Some(Path::new(dir.trim_end_matches('/')).join("docker").join(c.profile_label()?).join(format!(
+        "{}-{}",
+        c.task_label()?,
+        digest.get(..12)?
+    )))
 }
 
 fn human_bytes(n: Option<u64>) -> String {

@@ -221,7 +221,9 @@ mod tests {
         let mut busy = KEEP.to_vec();
         busy.push("sleep 30");
         let second = plan_idle_stop(Timestamp::from_secs(1_010), &[obs("a", Some(&busy))], &first.memory, &on(3));
-        assert!(matches!(second.decisions[0].verdict, IdleVerdict::Busy { ref processes } if processes == &["sleep 30"]));
+        assert!(
+            matches!(second.decisions[0].verdict, IdleVerdict::Busy { ref processes } if processes == &["sleep 30"])
+        );
         assert!(second.memory.is_empty());
         let third = plan_idle_stop(Timestamp::from_secs(1_011), &[obs("a", Some(KEEP))], &second.memory, &on(3));
         assert_eq!(third.decisions[0].verdict, IdleVerdict::IdleFor { idle_secs: 0, period_secs: 3 });
@@ -239,7 +241,10 @@ mod tests {
         let mut exited = obs("a", Some(KEEP));
         exited.state = ContainerState::Exited;
         assert_eq!(plan_idle_stop(now, &[exited], &long_ago, &on(3)).decisions[0].verdict, IdleVerdict::NotRunning);
-        assert_eq!(plan_idle_stop(now, &[obs("a", Some(KEEP))], &long_ago, &on(0)).decisions[0].verdict, IdleVerdict::Off);
+        assert_eq!(
+            plan_idle_stop(now, &[obs("a", Some(KEEP))], &long_ago, &on(0)).decisions[0].verdict,
+            IdleVerdict::Off
+        );
     }
 
     #[test]
