@@ -23,6 +23,8 @@ mod hermes;
 #[cfg(test)]
 mod kanban;
 #[cfg(test)]
+mod lifecycle;
+#[cfg(test)]
 mod parity;
 #[cfg(test)]
 mod signals;

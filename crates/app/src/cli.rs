@@ -90,6 +90,17 @@ pub enum SandboxCmd {
         /// Every profile's sandboxes.
         #[arg(long)]
         all_profiles: bool,
+        /// Also the size of each writable layer and host folder (slow on big ones).
+        #[arg(long)]
+        size: bool,
+    },
+    /// List the processes inside a sandbox (by container id, id prefix or name).
+    Top {
+        /// The sandbox's container id (at least 4 characters of it) or name.
+        id: String,
+        /// Look in every profile's sandboxes.
+        #[arg(long)]
+        all_profiles: bool,
     },
     /// Release a task's sandbox: persist mode keeps it running; opt-out mode (or --force) stops and removes it.
     Release {

@@ -144,6 +144,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         sig = &mut stop => return Ok(finish(ctx, &mut state, sig)),
     }
 
+    // Idle stop and the periodic reaper run in a task of their own beside the ticks (`housekeeping`).
+    let _cleanup = crate::housekeeping::Housekeeper::from_ctx(ctx).spawn();
+
     if !dispatching {
         tracing::info!("kanban dispatcher: disabled via config kanban.dispatch_in_gateway=false");
         let sig = stop.await;

@@ -5,12 +5,14 @@ pub mod config_cmd;
 pub mod context;
 pub mod error;
 pub mod gateway;
+pub mod housekeeping;
 pub mod kanban;
 pub mod mounts;
 pub mod output;
 pub mod process;
 pub mod redact;
 pub mod sandbox;
+pub mod sandbox_cost;
 pub mod worker;
 
 use std::process::ExitCode;

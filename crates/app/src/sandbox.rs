@@ -280,7 +280,7 @@ pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, ow
     }
 }
 
-fn summary_json(c: &ContainerSummary) -> serde_json::Value {
+pub fn summary_json(c: &ContainerSummary) -> serde_json::Value {
     json!({
         "id": c.id,
         "name": c.name,
@@ -328,43 +328,8 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             }
             Ok(0)
         }
-        SandboxCmd::Ls { all_profiles } => {
-            let rt = connect(ctx).await?;
-            let profile = profile_label(ctx);
-            let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str())).await?;
-            let details = service::join_all(listed.iter().map(|c| rt.inspect(&c.id))).await;
-            let finished: Vec<Option<String>> =
-                details.into_iter().map(|d| d.ok().and_then(|d| d.finished_at()).map(|t| t.to_rfc3339())).collect();
-            if ctx.json {
-                let rows: Vec<serde_json::Value> = listed
-                    .iter()
-                    .zip(&finished)
-                    .map(|(c, f)| {
-                        let mut v = summary_json(c);
-                        v["finished"] = json!(f);
-                        v
-                    })
-                    .collect();
-                output::json(&json!(rows));
-            } else {
-                let rows: Vec<Vec<String>> = listed
-                    .iter()
-                    .zip(&finished)
-                    .map(|(c, f)| {
-                        vec![
-                            c.name.clone(),
-                            c.task_label().unwrap_or("").to_owned(),
-                            c.profile_label().unwrap_or("").to_owned(),
-                            c.state.as_str().to_owned(),
-                            c.created.to_rfc3339(),
-                            f.clone().unwrap_or_else(|| "-".to_owned()),
-                        ]
-                    })
-                    .collect();
-                output::table(&["NAME", "TASK", "PROFILE", "STATE", "CREATED", "FINISHED"], &rows);
-            }
-            Ok(0)
-        }
+        SandboxCmd::Ls { all_profiles, size } => crate::sandbox_cost::ls(ctx, *all_profiles, *size).await,
+        SandboxCmd::Top { id, all_profiles } => crate::sandbox_cost::top(ctx, id, *all_profiles).await,
         SandboxCmd::Release { task, force } => release(ctx, &task.task, *force).await,
         SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {

@@ -162,6 +162,8 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
             | "kanban.spawn_lease_seconds"
             | "kanban.dispatch_stale_timeout_seconds"
             | "terminal.lifetime_seconds"
+            | "terminal.docker_idle_stop_seconds"
+            | "terminal.docker_reap_interval_seconds"
             | "terminal.timeout",
             Value::Int(n),
         ) if *n > MAX_SECONDS => Err(format!("{n} is above {MAX_SECONDS} (ten years)")),
@@ -185,6 +187,8 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
         (
             "terminal.timeout"
             | "terminal.lifetime_seconds"
+            | "terminal.docker_idle_stop_seconds"
+            | "terminal.docker_reap_interval_seconds"
             | "kanban.dispatch_stale_timeout_seconds"
             | "terminal.container_memory"
             | "terminal.container_disk"

@@ -105,11 +105,14 @@ settings! {
     "terminal.docker_env", Map, "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";
     "terminal.docker_extra_args", List, "[]", "Extra `docker run` flags, applied last and mapped onto the Engine API (list below); a flag with no API form is refused.";
     "terminal.docker_forward_env", List, "[]", "Names of host variables passed to each command at exec time, never stored in the container.";
+    "terminal.docker_idle_stop_seconds", Int, "0", "Stop (not remove) a running persistent sandbox after this many seconds with nothing inside but its keep-alive, as the gateway sees it; 0 is off (hermes parity). See the README's sandbox lifecycle.";
+    "terminal.docker_idle_stop_seconds_overrides", CapMap, "{}", "Per-profile idle-stop periods that replace `terminal.docker_idle_stop_seconds`, e.g. {\"alpha\": 900}.";
     "terminal.docker_image", Str, "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
     "terminal.docker_mount_cwd_to_workspace", Bool, "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
     "terminal.docker_network", Bool, "true", "Give sandboxes network access; false runs them with --network=none.";
     "terminal.docker_orphan_reaper", Bool, "true", "Once per process, before the first sandbox creation, remove this profile's stale stopped sandboxes.";
     "terminal.docker_persist_across_processes", Bool, "true", "Keep sandboxes running across processes and reuse them; false makes one per process, removed at release.";
+    "terminal.docker_reap_interval_seconds", Int, "0", "Seconds between the gateway's cleanup passes (orphan reaper, gone sandboxes' folders); 0 derives it: max(60, `terminal.lifetime_seconds`).";
     "terminal.docker_recreate_on_config_change", Bool, "true", "Recreate a reused sandbox whose create spec (image, env, mounts, resources, args) changed.";
     "terminal.docker_run_as_host_user", Bool, "false", "Run sandbox commands as the calling user's uid:gid.";
     "terminal.docker_shared_container_key", Str, "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";

@@ -5,6 +5,9 @@
 
 mod extra;
 mod kill;
+mod usage;
+
+pub use usage::Usage;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -16,7 +19,7 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions, StopContainerOptions,
 };
-use domain::container::{ContainerDetails, ContainerState, ContainerSummary};
+use domain::container::{ContainerDetails, ContainerProcess, ContainerState, ContainerSummary};
 use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, OutputStream, RuntimeError};
 use domain::sandbox::CreateSpec;
 use domain::time::Timestamp;
@@ -262,6 +265,24 @@ fn explain(message: &str) -> Option<String> {
     None
 }
 
+/// Maps `top`'s rows to processes by their column titles; without a command column every row counts with its whole
+/// text, so an unknown layout makes a sandbox look busy, never idle.
+fn top_rows(titles: Vec<String>, rows: Vec<Vec<String>>) -> Vec<ContainerProcess> {
+    let col = |names: &[&str]| titles.iter().position(|t| names.iter().any(|n| t.eq_ignore_ascii_case(n)));
+    let pid = col(&["PID"]);
+    let cmd = col(&["CMD", "COMMAND", "ARGS"]);
+    rows.into_iter()
+        .map(|row| ContainerProcess {
+            pid: pid.and_then(|i| row.get(i).cloned()).unwrap_or_default(),
+            command: match cmd {
+                // The command column is last and may have been split on spaces by some engines: join the rest.
+                Some(i) => row.get(i..).map(|r| r.join(" ")).unwrap_or_default(),
+                None => row.join(" "),
+            },
+        })
+        .collect()
+}
+
 fn state_of(raw: Option<String>) -> ContainerState {
     ContainerState::parse(raw.as_deref().unwrap_or(""))
 }
@@ -420,6 +441,16 @@ impl ContainerRuntime for DockerRuntime {
     async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError> {
         let options = RemoveContainerOptions { force, v: true, ..Default::default() };
         self.docker.remove_container(id, Some(options)).await.map_err(|e| self.map_err("remove", id, e))
+    }
+
+    async fn processes(&self, id: &str) -> Result<Vec<ContainerProcess>, RuntimeError> {
+        // The engine's default `ps` columns: Docker prints `PID … CMD`, Podman `PID … COMMAND`; both full args.
+        let call = self.docker.top_processes(id, None::<bollard::query_parameters::TopOptions>);
+        let top = match tokio::time::timeout(Duration::from_secs(CALL_TIMEOUT_SECS), call).await {
+            Ok(res) => res.map_err(|e| self.map_err("top", id, e))?,
+            Err(_) => return Err(RuntimeError::Timeout(format!("top {id}"))),
+        };
+        Ok(top_rows(top.titles.unwrap_or_default(), top.processes.unwrap_or_default()))
     }
 
     async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {

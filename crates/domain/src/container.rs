@@ -131,3 +131,12 @@ impl ContainerDetails {
         Timestamp::parse_docker(&self.finished_at_raw)
     }
 }
+
+/// One process inside a running container, as the engine's process list (`top`) reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ContainerProcess {
+    /// The host pid as the engine prints it (kept as text: berth never signals by it).
+    pub pid: String,
+    /// The command line (`CMD`/`COMMAND` column).
+    pub command: String,
+}

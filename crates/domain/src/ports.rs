@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use thiserror::Error;
 
-use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
+use crate::container::{ContainerDetails, ContainerProcess, ContainerState, ContainerSummary};
 use crate::ids::ProfileName;
 use crate::sandbox::CreateSpec;
 use crate::time::Timestamp;
@@ -142,6 +142,17 @@ pub trait ContainerRuntime: Send + Sync {
             Err(RuntimeError::NotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Lists the processes inside a running container (the engine's `top`), for idle detection and `sandbox top`.
+    ///
+    /// The default says the runtime cannot: a runtime that cannot see inside a container must never make it look
+    /// idle (an empty list would stop every sandbox).
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`]; [`RuntimeError::Api`] when it is not running or the runtime cannot list.
+    async fn processes(&self, id: &str) -> Result<Vec<ContainerProcess>, RuntimeError> {
+        Err(RuntimeError::Api { status: 501, message: format!("this runtime cannot list the processes of {id}") })
     }
 
     /// Runs a command in a running container, streaming its output to `sink`.

@@ -2,6 +2,8 @@
 
 pub mod cleanup;
 pub mod dispatch;
+pub mod folders;
+pub mod idle;
 pub mod reaper;
 pub mod reuse;
 

@@ -1,0 +1,240 @@
+//! What each sandbox costs: `berth sandbox ls` (state, age, idle time, memory and CPU, and with `--size` the writable
+//! layer and host folders) and `berth sandbox top ID` (the processes inside), from the engine's stats, inspect and
+//! process list through bollard.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use docker_adapter::DockerRuntime;
+use domain::container::ContainerSummary;
+use domain::policy::idle::is_keep_alive;
+use domain::ports::{Clock, ContainerRuntime};
+use domain::service;
+use domain::time::Timestamp;
+use serde_json::json;
+
+use crate::context::{Ctx, SystemClock};
+use crate::error::Failure;
+use crate::output;
+use crate::sandbox::{connect, profile_label};
+
+/// Where the gateway's cleanup loop leaves when it first saw each sandbox idle, for `sandbox ls`.
+pub fn idle_state_path(home: &Path) -> PathBuf {
+    home.join("cache").join("idle-since.json")
+}
+
+/// The gateway's idle observations, when it wrote them recently enough to still be true (three of its passes, or a
+/// minute); an absent or stale file means nobody is watching.
+fn read_idle_since(home: &Path, now: Timestamp) -> BTreeMap<String, Timestamp> {
+    let Ok(text) = std::fs::read_to_string(idle_state_path(home)) else { return BTreeMap::new() };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return BTreeMap::new() };
+    let written = v["written_at_ms"].as_i64().map(Timestamp::from_millis);
+    let fresh_for = v["pass_ms"].as_i64().unwrap_or(20_000).saturating_mul(3).max(60_000);
+    if written.is_none_or(|w| now.as_millis().saturating_sub(w.as_millis()) > fresh_for) {
+        return BTreeMap::new();
+    }
+    v["idle_since_ms"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(id, t)| Some((id.clone(), Timestamp::from_millis(t.as_i64()?)))).collect())
+        .unwrap_or_default()
+}
+
+/// Writes the gateway's idle observations (atomically: a reader never sees half a file).
+pub fn write_idle_since(home: &Path, now: Timestamp, pass_ms: i64, memory: &BTreeMap<String, Timestamp>) {
+    let path = idle_state_path(home);
+    let Some(dir) = path.parent() else { return };
+    let _ = std::fs::create_dir_all(dir);
+    let map: serde_json::Map<String, serde_json::Value> =
+        memory.iter().map(|(id, t)| (id.clone(), json!(t.as_millis()))).collect();
+    let body = json!({"written_at_ms": now.as_millis(), "pass_ms": pass_ms, "idle_since_ms": map});
+    let tmp = path.with_extension("json.tmp");
+    if std::fs::write(&tmp, body.to_string()).is_ok() {
+        let _ = std::fs::rename(tmp, path);
+    }
+}
+
+/// The bytes of every file under `dir` (symlinks counted as themselves, never followed); `None` when it is absent.
+fn dir_bytes(dir: &Path) -> Option<u64> {
+    let meta = std::fs::symlink_metadata(dir).ok()?;
+    if !meta.is_dir() {
+        return Some(meta.len());
+    }
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let Ok(m) = e.path().symlink_metadata() else { continue };
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                total = total.saturating_add(m.len());
+            }
+        }
+    }
+    Some(total)
+}
+
+/// A berth-made sandbox's host folder, from its labels (hermes-made ones keep theirs elsewhere: `None`).
+fn host_dir(ctx: &Ctx, c: &ContainerSummary) -> Option<PathBuf> {
+    let digest = c.identity()?;
+    let dir = ctx.settings.string("terminal.sandbox_dir");
+    Some(Path::new(dir.trim_end_matches('/')).join("docker").join(c.profile_label()?).join(format!(
+        "{}-{}",
+        c.task_label()?,
+        digest.get(..12)?
+    )))
+}
+
+fn human_bytes(n: Option<u64>) -> String {
+    let Some(n) = n else { return "-".to_owned() };
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut v, mut i) = (n as f64, 0);
+    while v >= 1024.0 && i + 1 < units.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 { format!("{n}B") } else { format!("{v:.1}{}", units[i]) }
+}
+
+fn human_secs(s: Option<i64>) -> String {
+    match s {
+        None => "-".to_owned(),
+        Some(s) if s < 120 => format!("{s}s"),
+        Some(s) if s < 7200 => format!("{}m", s / 60),
+        Some(s) if s < 172_800 => format!("{}h", s / 3600),
+        Some(s) => format!("{}d", s / 86_400),
+    }
+}
+
+/// `berth sandbox ls [--all-profiles] [--size]`.
+///
+/// # Errors
+/// An engine failure (exit 125).
+pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure> {
+    let rt = connect(ctx).await?;
+    let profile = profile_label(ctx);
+    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str())).await?;
+    let now = SystemClock.now();
+    let idle_since = read_idle_since(&ctx.home, now);
+    // Every engine call runs for all sandboxes at once: stats take about a second each, sizes longer.
+    let details = service::join_all(listed.iter().map(|c| rt.inspect(&c.id))).await;
+    let live = |c: &ContainerSummary| c.state == domain::container::ContainerState::Running;
+    let usages = service::join_all(listed.iter().map(|c| {
+        let rt = &rt;
+        async move { if live(c) { rt.usage(&c.id).await.ok() } else { None } }
+    }))
+    .await;
+    let procs = service::join_all(listed.iter().map(|c| {
+        let rt = &rt;
+        async move { if live(c) { rt.processes(&c.id).await.ok() } else { None } }
+    }))
+    .await;
+    let sizes: Vec<Option<i64>> = if size {
+        service::join_all(listed.iter().map(|c| rt.writable_size(&c.id)))
+            .await
+            .into_iter()
+            .map(|r| r.ok().flatten())
+            .collect()
+    } else {
+        vec![None; listed.len()]
+    };
+    let mut rows = Vec::new();
+    for (i, c) in listed.iter().enumerate() {
+        let finished = details[i].as_ref().ok().and_then(|d| d.finished_at());
+        let usage = usages[i].clone().unwrap_or_default();
+        let busy = procs[i].as_ref().map(|p| p.iter().any(|p| !is_keep_alive(&p.command)));
+        let idle_secs = idle_since.get(&c.id).map(|t| now.secs_since(*t).floor() as i64);
+        let host = if size { host_dir(ctx, c).and_then(|d| dir_bytes(&d)) } else { None };
+        let mut v = crate::sandbox::summary_json(c);
+        v["finished"] = json!(finished.map(|t| t.to_rfc3339()));
+        v["age_secs"] = json!(now.secs_since(c.created).floor() as i64);
+        v["busy"] = json!(busy);
+        v["idle_secs"] = json!(idle_secs);
+        v["memory_bytes"] = json!(usage.memory_bytes);
+        v["memory_limit_bytes"] = json!(usage.memory_limit_bytes);
+        v["cpu_percent"] = json!(usage.cpu_percent.map(|p| (p * 100.0).round() / 100.0));
+        v["pids"] = json!(usage.pids);
+        if size {
+            v["size_rw_bytes"] = json!(sizes[i]);
+            v["host_dir_bytes"] = json!(host);
+        }
+        rows.push((c, v, usage, busy, idle_secs, sizes[i], host));
+    }
+    if ctx.json {
+        output::json(&json!(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>()));
+        return Ok(0);
+    }
+    let mut headers = vec!["NAME", "TASK", "PROFILE", "STATE", "AGE", "IDLE", "MEM", "CPU"];
+    if size {
+        headers.extend_from_slice(&["WRITABLE", "HOST DIR"]);
+    }
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(c, v, usage, busy, idle, rw, host)| {
+            let idle = match (busy, idle) {
+                (Some(true), _) => "busy".to_owned(),
+                (_, Some(s)) => human_secs(Some(*s)),
+                _ => "-".to_owned(),
+            };
+            let mut row = vec![
+                c.name.clone(),
+                c.task_label().unwrap_or("").to_owned(),
+                c.profile_label().unwrap_or("").to_owned(),
+                c.state.as_str().to_owned(),
+                human_secs(v["age_secs"].as_i64()),
+                idle,
+                human_bytes(usage.memory_bytes),
+                usage.cpu_percent.map_or_else(|| "-".to_owned(), |p| format!("{p:.1}%")),
+            ];
+            if size {
+                row.push(human_bytes(rw.and_then(|n| u64::try_from(n).ok())));
+                row.push(human_bytes(*host));
+            }
+            row
+        })
+        .collect();
+    output::table(&headers, &table);
+    Ok(0)
+}
+
+/// `berth sandbox top ID`: the processes inside one of this profile's sandboxes (by id, id prefix or name).
+///
+/// # Errors
+/// A usage failure (2) when no sandbox of this profile matches; an engine failure (125).
+pub async fn top(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<u8, Failure> {
+    let rt: DockerRuntime = connect(ctx).await?;
+    let profile = profile_label(ctx);
+    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str())).await?;
+    let want = id.trim();
+    let found: Vec<&ContainerSummary> = listed
+        .iter()
+        .filter(|c| !want.is_empty() && (c.name == want || (want.len() >= 4 && c.id.starts_with(want))))
+        .collect();
+    let c = match found.as_slice() {
+        [one] => *one,
+        [] => return Err(Failure::usage(format!("no sandbox {want:?} in profile {}", ctx.profile))),
+        _ => return Err(Failure::usage(format!("{want:?} matches {} sandboxes; give more of the id", found.len()))),
+    };
+    if !c.state.is_live() {
+        return Err(Failure::usage(format!("sandbox {} is {}: no processes", c.name, c.state)));
+    }
+    let procs = rt.processes(&c.id).await?;
+    if ctx.json {
+        let rows: Vec<serde_json::Value> = procs
+            .iter()
+            .map(|p| json!({"pid": p.pid, "command": p.command, "keep_alive": is_keep_alive(&p.command)}))
+            .collect();
+        output::json(&json!({"id": c.id, "name": c.name, "processes": rows}));
+    } else {
+        let rows: Vec<Vec<String>> = procs
+            .iter()
+            .map(|p| {
+                let role = if is_keep_alive(&p.command) { "keep-alive" } else { "" };
+                vec![p.pid.clone(), role.to_owned(), p.command.clone()]
+            })
+            .collect();
+        output::table(&["PID", "ROLE", "COMMAND"], &rows);
+    }
+    Ok(0)
+}
