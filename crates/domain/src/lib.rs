@@ -3,6 +3,7 @@
 //! This crate does no IO, never reads the clock and knows nothing of Docker, SQLite or an async runtime.
 
 pub mod container;
+pub mod dispatcher;
 pub mod ids;
 pub mod kanban;
 pub mod label;

@@ -5,6 +5,7 @@
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
 //! A file that is not a berth board database is reported and never modified.
 
+mod port;
 mod schema;
 mod tick;
 
@@ -20,7 +21,7 @@ use serde_json::{Value as Json, json};
 use thiserror::Error;
 
 pub use schema::{APPLICATION_ID, MIGRATIONS};
-pub use tick::{Claimed, TickOutcome, TickRequest, gave_up};
+pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerRef};
 
 /// Errors of the board store.
 #[derive(Debug, Error)]
@@ -90,14 +91,6 @@ pub struct Task {
     pub parents: Vec<String>,
 }
 
-/// A task's worker as its row records it: the pid and the start fingerprint read when it was spawned. Whoever
-/// stops it verifies the start first, so a reused pid is never signalled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WorkerRef {
-    pub pid: i64,
-    pub start: Option<i64>,
-}
-
 /// The worker recorded on task `id`, if any.
 pub(crate) fn worker_of(conn: &Connection, id: &str) -> Result<Option<WorkerRef>> {
     let (pid, start): (Option<i64>, Option<i64>) =
@@ -153,17 +146,6 @@ pub struct RunEnd<'a> {
     pub outcome: &'a str,
     pub error: &'a str,
     pub exit_code: Option<i64>,
-}
-
-/// A worker a dispatcher started.
-#[derive(Clone, Copy, Debug)]
-pub struct SpawnRecord<'a> {
-    pub task: &'a str,
-    pub run_id: i64,
-    pub pid: u32,
-    /// The process's start fingerprint (against pid reuse).
-    pub start: Option<u64>,
-    pub log: &'a str,
 }
 
 /// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
