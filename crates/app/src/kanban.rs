@@ -3,16 +3,18 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use domain::dispatcher::{self, DispatchError, DispatchOptions, SpawnedWorker};
 use domain::ids::{BoardSlug, ProfileName};
-use domain::kanban::{FailureOutcome, TaskStatus, TickConfig};
+use domain::kanban::{TaskStatus, TickConfig};
 use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
-use domain::ports::Clock;
-use kanban_store::{NewTask, SpawnRecord, SqliteKanbanStore, StoreError, Task, TickRequest};
+use domain::ports::{Clock, ProfileResolver};
+use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task, TickRequest};
 use serde_json::{Value as Json, json};
 
 use crate::cli::{BoardCmd, KanbanCmd};
 use crate::context::{Ctx, ProcProbe, SystemClock};
 use crate::error::Failure;
+use crate::launcher::ProcessLauncher;
 use crate::output;
 use crate::process;
 use crate::worker;
@@ -398,19 +400,18 @@ pub struct DispatchArgs {
     pub detach_stops: bool,
 }
 
-/// What a dispatch did (or, dry, would do).
+/// What a dispatch did (or, dry, would do): the dispatcher's report and what the printer adds.
 #[derive(Clone, Debug, Default)]
 pub struct DispatchReport {
     pub board: String,
     pub dry_run: bool,
     pub plan: TickPlan,
-    /// Started workers: task, assignee, sandbox name, pid.
-    pub spawned: Vec<(String, String, String, Option<u32>)>,
+    pub spawned: Vec<SpawnedWorker>,
     pub spawn_failed: Vec<(String, String)>,
     pub auto_blocked: Vec<String>,
     pub default_assignee: Option<String>,
     /// For `--task`: why it was not dispatched, when it was not even considered.
-    pub not_considered: Option<(String, String)>,
+    pub not_considered: Option<(String, Decision)>,
     /// Workers still to stop (only with [`DispatchArgs::detach_stops`]).
     pub stops: Vec<process::Worker>,
 }
@@ -422,8 +423,8 @@ impl DispatchReport {
     }
 }
 
-/// The tick configuration from the settings and flags.
-pub fn tick_config(ctx: &Ctx, args: &DispatchArgs) -> TickConfig {
+/// The tick configuration from the settings, the flags and the profiles (read once, here at the edge).
+pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolver) -> TickConfig {
     let mut caps = ctx.settings.caps();
     if let Some(m) = args.max {
         caps.max_spawn = Some(m);
@@ -435,128 +436,61 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs) -> TickConfig {
     TickConfig {
         caps,
         default_assignee: ctx.settings.default_assignee(),
-        profiles: ctx.profiles().list().into_iter().collect::<BTreeSet<_>>(),
+        profiles: profiles.list().into_iter().collect::<BTreeSet<_>>(),
         failure_limit,
         stale_timeout_secs: ctx.settings.int("kanban.dispatch_stale_timeout_seconds"),
         only_task: args.task.clone(),
     }
 }
 
-/// Runs one tick on `board`: plan (read-only when dry), claim, spawn workers, stop reclaimed ones.
+/// Runs one tick on `board` through the domain's dispatcher: this only wires the store, the launcher, the clock and
+/// the probe, and reshapes the result for printing.
 ///
 /// # Errors
 /// Store failures, or a usage failure for an unknown board or task.
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
-    let cfg = tick_config(ctx, args);
+    let cfg = tick_config(ctx, args, &ctx.profiles());
     let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
-    let ttl = worker::claim_ttl(ctx);
     let spawn_lease =
         Duration::from_secs(u64::try_from(ctx.settings.int("kanban.spawn_lease_seconds")).unwrap_or(20).max(1));
+    let clock = SystemClock;
+    let req = TickRequest {
+        board,
+        cfg: &cfg,
+        now: clock.now(),
+        probe: &ProcProbe,
+        claimer: &claimer,
+        claim_ttl: worker::claim_ttl(ctx),
+        spawn_lease,
+    };
     let mut report = DispatchReport {
         board: board.as_str().to_owned(),
         dry_run: args.dry_run,
         default_assignee: cfg.default_assignee.clone(),
         ..DispatchReport::default()
     };
-    let probe = ProcProbe;
-    let now = SystemClock.now();
-    let req = TickRequest { board, cfg: &cfg, now, probe: &probe, claimer: &claimer, claim_ttl: ttl, spawn_lease };
-    if args.dry_run {
-        let Some(store) = open_read_only(ctx)? else {
-            if board.as_str() != "default" {
-                return Err(StoreError::NoBoard(board.as_str().to_owned()).into());
-            }
-            return Ok(report);
-        };
-        check_only_task(&store, board, args, &mut report)?;
-        report.plan = store.plan_tick(&req)?;
-        for d in report.plan.spawns() {
-            report.spawned.push((d.task_id.clone(), d.assignee.clone().unwrap_or_default(), String::new(), None));
+    let opts = DispatchOptions { dry_run: args.dry_run, detach_stops: args.detach_stops };
+    let mut store = if args.dry_run {
+        match open_read_only(ctx)? {
+            Some(store) => store,
+            None if board.as_str() == "default" => return Ok(report),
+            None => return Err(StoreError::NoBoard(board.as_str().to_owned()).into()),
         }
-        return Ok(report);
-    }
-    let mut store = open_store(ctx)?;
-    check_only_task(&store, board, args, &mut report)?;
-    let outcome = store.tick(&req)?;
-    report.plan = outcome.plan;
-    for (id, h) in &report.plan.housekeeping {
-        if kanban_store::gave_up(h) {
-            report.auto_blocked.push(id.clone());
-        }
-    }
-    report.stops =
-        outcome.stop_workers.iter().filter_map(|w| process::Worker::from_row(Some(w.pid), w.start)).collect();
-    if !args.detach_stops {
-        // Concurrently: one worker that ignores SIGTERM costs one grace period, not one per worker.
-        process::stop_all(std::mem::take(&mut report.stops)).await;
-    }
-    // Tasks the breaker just blocked are finished with their sandboxes.
-    for (id, h) in &report.plan.housekeeping {
-        if kanban_store::gave_up(h)
-            && let Ok(t) = store.task(id)
-            && let Some(assignee) = &t.assignee
-        {
-            worker::remove_task_sandbox(ctx, id, assignee).await;
-        }
-    }
-    // Start every worker, then record them all in one transaction.
-    let mut started = Vec::new();
-    for claimed in &outcome.claimed {
-        let task = &claimed.task;
-        match worker::spawn(ctx, board, task, claimed.run_id) {
-            Ok(spawned) => {
-                let start = spawned.start;
-                started.push((claimed, spawned, start));
-            }
-            Err(e) => {
-                tracing::warn!("cannot start a worker for {}: {e}", task.id);
-                let res = store.record_spawn_failure(&task.id, &e, cfg.failure_limit, SystemClock.now())?;
-                if matches!(res, FailureOutcome::GiveUp { .. }) {
-                    report.auto_blocked.push(task.id.clone());
-                }
-                report.spawn_failed.push((task.id.clone(), e));
-            }
-        }
-    }
-    let logs: Vec<String> = started.iter().map(|(_, s, _)| s.log.display().to_string()).collect();
-    let records: Vec<SpawnRecord<'_>> = started
-        .iter()
-        .zip(&logs)
-        .map(|((c, s, start), log)| SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: s.pid, start: *start, log })
-        .collect();
-    store.record_spawned(&records, spawn_lease, SystemClock.now())?;
-    for (c, s, _) in started {
-        report.spawned.push((c.task.id.clone(), c.task.assignee.clone().unwrap_or_default(), s.sandbox, Some(s.pid)));
-    }
+    } else {
+        open_store(ctx)?
+    };
+    let tick =
+        dispatcher::dispatch(&mut store, &ProcessLauncher { ctx }, &clock, &req, opts).await.map_err(|e| match e {
+            DispatchError::Store(e) => Failure::from(e),
+            wrong @ DispatchError::WrongBoard { .. } => Failure::usage(wrong.to_string()),
+        })?;
+    report.plan = tick.plan;
+    report.spawned = tick.spawned;
+    report.spawn_failed = tick.spawn_failed;
+    report.auto_blocked = tick.auto_blocked;
+    report.not_considered = tick.not_considered;
+    report.stops = tick.stops.iter().filter_map(|w| process::Worker::from_row(Some(w.pid), w.start)).collect();
     Ok(report)
-}
-
-/// For `--task ID`: the task must exist on this board; when it is not ready, say why.
-fn check_only_task(
-    store: &SqliteKanbanStore,
-    board: &BoardSlug,
-    args: &DispatchArgs,
-    report: &mut DispatchReport,
-) -> Result<(), Failure> {
-    store.board(board)?;
-    let Some(id) = &args.task else { return Ok(()) };
-    let t = store.task(id)?;
-    if t.board != board.as_str() {
-        return Err(Failure::usage(format!(
-            "task {id} is on board {:?}, not {:?} (pass --board {})",
-            t.board,
-            board.as_str(),
-            t.board
-        )));
-    }
-    if t.status != TaskStatus::Ready && t.status != TaskStatus::Todo && t.status != TaskStatus::Running {
-        report.not_considered = Some((id.clone(), format!("not_ready: the task is {}", t.status)));
-    } else if t.status == TaskStatus::Running {
-        report.not_considered = Some((id.clone(), "already_running".to_owned()));
-    } else if t.status == TaskStatus::Todo {
-        report.not_considered = Some((id.clone(), "waiting_on_parents".to_owned()));
-    }
-    Ok(())
 }
 
 fn ids_where(plan: &TickPlan, f: impl Fn(&Housekeeping) -> bool) -> Vec<String> {
@@ -569,14 +503,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
     let by = |code: &str| -> Vec<String> {
         p.decisions.iter().filter(|d| d.decision.code() == code).map(|d| d.task_id.clone()).collect()
     };
-    let mut auto_blocked = ids_where(p, |h| {
-        matches!(
-            h,
-            Housekeeping::Crashed { outcome: FailureOutcome::GiveUp { .. }, .. }
-                | Housekeeping::TimedOut { outcome: FailureOutcome::GiveUp { .. }, .. }
-                | Housekeeping::LeaseExpired { outcome: FailureOutcome::GiveUp { .. }, .. }
-        )
-    });
+    let mut auto_blocked = ids_where(p, Housekeeping::gave_up);
     for id in &r.auto_blocked {
         if !auto_blocked.contains(id) {
             auto_blocked.push(id.clone());
@@ -589,7 +516,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
         "stale": ids_where(p, |h| matches!(h, Housekeeping::Stale { .. })),
         "auto_blocked": auto_blocked,
         "promoted": p.promoted.len(),
-        "spawned": r.spawned.iter().map(|(t, a, ws, _)| json!({"task_id": t, "assignee": a, "workspace": ws})).collect::<Vec<_>>(),
+        "spawned": r.spawned.iter().map(|w| json!({"task_id": w.task_id, "assignee": w.assignee, "workspace": w.sandbox})).collect::<Vec<_>>(),
         "skipped_unassigned": by("skipped_unassigned"),
         "skipped_nonspawnable": by("skipped_nonspawnable"),
         "skipped_per_profile_capped": p.decisions.iter().filter_map(|d| match d.decision {
@@ -606,7 +533,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
         "deferred": p.decisions.iter().filter(|d| matches!(d.decision, Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. }))
             .map(|d| json!({"task_id": d.task_id, "reason": d.decision.code()})).collect::<Vec<_>>(),
         "spawn_failed": r.spawn_failed.iter().map(|(t, e)| json!({"task_id": t, "error": e})).collect::<Vec<_>>(),
-        "workers": r.spawned.iter().filter_map(|(t, _, _, pid)| pid.map(|p| json!({"task_id": t, "pid": p}))).collect::<Vec<_>>(),
+        "workers": r.spawned.iter().filter_map(|w| w.pid.map(|p| json!({"task_id": w.task_id, "pid": p}))).collect::<Vec<_>>(),
     });
     if let (Json::Object(m), Json::Object(e)) = (&mut v, extra) {
         m.extend(e);
@@ -617,7 +544,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
                 .map(|d| json!({"task_id": d.task_id, "code": d.decision.code(), "assignee": d.assignee, "detail": d.decision}))
                 .collect();
             if let Some((id, why)) = &r.not_considered {
-                reasons.push(json!({"task_id": id, "code": why.split(':').next().unwrap_or(why), "assignee": null, "detail": why}));
+                reasons.push(json!({"task_id": id, "code": why.code(), "assignee": null, "detail": why.reason()}));
             }
             m.insert("explain".into(), Json::Array(reasons));
         }
@@ -648,9 +575,14 @@ fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
     counted("Auto-blocked:", list("auto_blocked"));
     output::line(&format!("{:<14}{}", "Promoted:", v["promoted"]));
     output::line(&format!("{:<14}{}", "Spawned:", r.spawned.len()));
-    for (t, who, ws, _) in &r.spawned {
-        let ws = if ws.is_empty() { "-" } else { ws };
-        output::line(&format!("  - {t}  ->  {who}  @ {ws}{}", if r.dry_run { " (dry)" } else { "" }));
+    for w in &r.spawned {
+        let ws = if w.sandbox.is_empty() { "-" } else { &w.sandbox };
+        output::line(&format!(
+            "  - {}  ->  {}  @ {ws}{}",
+            w.task_id,
+            w.assignee,
+            if r.dry_run { " (dry)" } else { "" }
+        ));
     }
     let auto = list("auto_assigned_default");
     if !auto.is_empty() {

@@ -88,7 +88,11 @@ fn only_task<S: KanbanStore>(
     let Some(id) = id else { return Ok(None) };
     let t = store.task_brief(id)?;
     if t.board != board.as_str() {
-        return Err(DispatchError::WrongBoard { task: id.to_owned(), actual: t.board, board: board.as_str().to_owned() });
+        return Err(DispatchError::WrongBoard {
+            task: id.to_owned(),
+            actual: t.board,
+            board: board.as_str().to_owned(),
+        });
     }
     Ok(Decision::not_considered(t.status).map(|d| (id.to_owned(), d)))
 }
@@ -113,8 +117,10 @@ where
     L: WorkerLauncher + ?Sized,
 {
     store.check_board(req.board)?;
-    let mut report =
-        TickReport { not_considered: only_task(store, req.board, req.cfg.only_task.as_deref())?, ..TickReport::default() };
+    let mut report = TickReport {
+        not_considered: only_task(store, req.board, req.cfg.only_task.as_deref())?,
+        ..TickReport::default()
+    };
     if opts.dry_run {
         report.plan = plan(store, req)?;
         report.spawned = report

@@ -20,8 +20,8 @@ use serde::Serialize;
 use serde_json::{Value as Json, json};
 use thiserror::Error;
 
-pub use schema::{APPLICATION_ID, MIGRATIONS};
 pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerRef};
+pub use schema::{APPLICATION_ID, MIGRATIONS};
 
 /// Errors of the board store.
 #[derive(Debug, Error)]

@@ -34,7 +34,12 @@ impl KanbanStore for SqliteKanbanStore {
         self.apply_tick(req, plan)
     }
 
-    fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<(), StoreError> {
+    fn record_spawned(
+        &mut self,
+        spawned: &[SpawnRecord<'_>],
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
         SqliteKanbanStore::record_spawned(self, spawned, lease, now)
     }
 

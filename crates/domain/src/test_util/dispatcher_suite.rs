@@ -15,7 +15,15 @@ use crate::time::Timestamp;
 pub trait DispatchBoard: KanbanStore + Send {
     fn add_board(&mut self, slug: &str);
     /// A task on `board` (ready, or todo while `parents` are not done).
-    fn add_task(&mut self, board: &str, id: &str, assignee: Option<&str>, priority: i64, parents: &[&str], now: Timestamp);
+    fn add_task(
+        &mut self,
+        board: &str,
+        id: &str,
+        assignee: Option<&str>,
+        priority: i64,
+        parents: &[&str],
+        now: Timestamp,
+    );
     /// The worker confirms run `run` with its pid.
     fn confirm(&mut self, id: &str, run: i64, worker: WorkerRef, now: Timestamp);
     /// The worker completes the task.
@@ -82,7 +90,12 @@ impl<B: DispatchBoard> World<B> {
         for w in &report.spawned {
             let (c, pid) = launched.iter().rev().find(|(c, _)| c.task_id == w.task_id).expect("launched").clone();
             let now = self.now();
-            self.store.confirm(&c.task_id, c.run_id, WorkerRef { pid: i64::from(pid), start: Some(i64::from(pid)) }, now);
+            self.store.confirm(
+                &c.task_id,
+                c.run_id,
+                WorkerRef { pid: i64::from(pid), start: Some(i64::from(pid)) },
+                now,
+            );
         }
     }
 
@@ -101,7 +114,11 @@ pub fn caps_hold_across_ticks<B: DispatchBoard>(store: B) {
     let r = w.tick();
     assert_eq!(r.spawned.len(), 2, "{r:?}");
     assert_eq!(
-        r.plan.decisions.iter().filter(|d| matches!(d.decision, Decision::SkippedPerProfileCapped { cap: 2, .. })).count(),
+        r.plan
+            .decisions
+            .iter()
+            .filter(|d| matches!(d.decision, Decision::SkippedPerProfileCapped { cap: 2, .. }))
+            .count(),
         3
     );
     w.confirm_launched(&r);
@@ -164,7 +181,13 @@ pub fn lapsed_lease_stops_the_recorded_worker<B: DispatchBoard>(store: B) {
     w.launcher.fail_for("a");
     w.clock.advance(Duration::from_secs(60));
     let r = w.tick();
-    assert!(r.plan.housekeeping.iter().any(|(id, h)| id == "a" && matches!(h, crate::policy::dispatch::Housekeeping::LeaseExpired { .. })), "{r:?}");
+    assert!(
+        r.plan
+            .housekeeping
+            .iter()
+            .any(|(id, h)| id == "a" && matches!(h, crate::policy::dispatch::Housekeeping::LeaseExpired { .. })),
+        "{r:?}"
+    );
     assert_eq!(w.launcher.stopped(), vec![WorkerRef { pid: i64::from(pid), start: Some(i64::from(pid)) }]);
 }
 
@@ -196,7 +219,8 @@ pub fn dry_run_changes_nothing<B: DispatchBoard>(store: B) {
     w.store.add_task("default", "a", None, 0, &[], now);
     w.store.add_task("default", "b", Some("alpha"), 0, &[], now);
     let before = w.store.event_kinds("b");
-    let r = w.try_tick(DispatchOptions { dry_run: true, ..DispatchOptions::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let r =
+        w.try_tick(DispatchOptions { dry_run: true, ..DispatchOptions::default() }).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.spawned.len(), 1);
     assert_eq!(r.spawned[0].pid, None);
     assert_eq!(r.plan.decisions.iter().map(|d| d.decision.code()).collect::<Vec<_>>(), ["skipped_unassigned", "spawn"]);
@@ -220,7 +244,15 @@ impl DispatchBoard for crate::test_util::FakeKanbanStore {
         Self::add_board(self, slug);
     }
 
-    fn add_task(&mut self, board: &str, id: &str, assignee: Option<&str>, priority: i64, parents: &[&str], now: Timestamp) {
+    fn add_task(
+        &mut self,
+        board: &str,
+        id: &str,
+        assignee: Option<&str>,
+        priority: i64,
+        parents: &[&str],
+        now: Timestamp,
+    ) {
         Self::add_task(self, board, id, assignee, priority, parents, now);
     }
 

@@ -69,7 +69,12 @@ impl WorkerLauncher for FakeLauncher {
         s.launched.push((claimed.clone(), pid));
         drop(s);
         self.probe.set_alive(pid, true);
-        Ok(Launched { pid, start: Some(u64::from(pid)), log: String::new(), sandbox: format!("sandbox-{}", claimed.task_id) })
+        Ok(Launched {
+            pid,
+            start: Some(u64::from(pid)),
+            log: String::new(),
+            sandbox: format!("sandbox-{}", claimed.task_id),
+        })
     }
 
     async fn stop(&self, workers: Vec<WorkerRef>) {

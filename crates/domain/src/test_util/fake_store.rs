@@ -66,26 +66,37 @@ impl FakeKanbanStore {
     }
 
     /// Adds a task: `todo` when it has parents not done, else `ready`.
-    pub fn add_task(&mut self, board: &str, id: &str, assignee: Option<&str>, priority: i64, parents: &[&str], now: Timestamp) {
+    pub fn add_task(
+        &mut self,
+        board: &str,
+        id: &str,
+        assignee: Option<&str>,
+        priority: i64,
+        parents: &[&str],
+        now: Timestamp,
+    ) {
         let waiting = parents.iter().any(|p| self.tasks.get(*p).is_some_and(|t| !is_finished(t.status)));
-        self.tasks.insert(id.to_owned(), FakeTask {
-            id: id.to_owned(),
-            board: board.to_owned(),
-            assignee: assignee.map(str::to_owned),
-            status: if waiting { TaskStatus::Todo } else { TaskStatus::Ready },
-            priority,
-            created_at: now,
-            parents: parents.iter().map(|p| (*p).to_owned()).collect(),
-            claim_lock: None,
-            claim_expires: None,
-            worker: None,
-            confirmed_at: None,
-            last_heartbeat: None,
-            max_runtime_secs: None,
-            max_retries: None,
-            consecutive_failures: 0,
-            current_run: None,
-        });
+        self.tasks.insert(
+            id.to_owned(),
+            FakeTask {
+                id: id.to_owned(),
+                board: board.to_owned(),
+                assignee: assignee.map(str::to_owned),
+                status: if waiting { TaskStatus::Todo } else { TaskStatus::Ready },
+                priority,
+                created_at: now,
+                parents: parents.iter().map(|p| (*p).to_owned()).collect(),
+                claim_lock: None,
+                claim_expires: None,
+                worker: None,
+                confirmed_at: None,
+                last_heartbeat: None,
+                max_runtime_secs: None,
+                max_retries: None,
+                consecutive_failures: 0,
+                current_run: None,
+            },
+        );
         self.events.push((id.to_owned(), "created".to_owned()));
     }
 
@@ -110,10 +121,25 @@ impl FakeKanbanStore {
     ///
     /// # Errors
     /// [`FakeStoreError::Transition`] when the run is no longer the task's unconfirmed claim.
-    pub fn confirm_run(&mut self, id: &str, run: i64, worker: WorkerRef, ttl: Duration, now: Timestamp) -> Result<(), FakeStoreError> {
+    pub fn confirm_run(
+        &mut self,
+        id: &str,
+        run: i64,
+        worker: WorkerRef,
+        ttl: Duration,
+        now: Timestamp,
+    ) -> Result<(), FakeStoreError> {
         let t = self.tasks.get_mut(id).ok_or_else(|| FakeStoreError::NoTask(id.to_owned()))?;
-        if t.status != TaskStatus::Running || t.current_run != Some(run) || t.claim_lock.is_none() || t.confirmed_at.is_some() {
-            return Err(FakeStoreError::Transition { task: id.to_owned(), status: t.status, action: "confirm a run of" });
+        if t.status != TaskStatus::Running
+            || t.current_run != Some(run)
+            || t.claim_lock.is_none()
+            || t.confirmed_at.is_some()
+        {
+            return Err(FakeStoreError::Transition {
+                task: id.to_owned(),
+                status: t.status,
+                action: "confirm a run of",
+            });
         }
         t.worker = Some(worker);
         t.confirmed_at = Some(now);
@@ -197,7 +223,11 @@ impl KanbanStore for FakeKanbanStore {
     type Error = FakeStoreError;
 
     fn check_board(&self, board: &BoardSlug) -> Result<(), Self::Error> {
-        if self.boards.contains(board.as_str()) { Ok(()) } else { Err(FakeStoreError::NoBoard(board.as_str().to_owned())) }
+        if self.boards.contains(board.as_str()) {
+            Ok(())
+        } else {
+            Err(FakeStoreError::NoBoard(board.as_str().to_owned()))
+        }
     }
 
     fn task_brief(&self, id: &str) -> Result<TaskBrief, Self::Error> {
@@ -244,7 +274,11 @@ impl KanbanStore for FakeKanbanStore {
         Ok(snap)
     }
 
-    fn tick(&mut self, req: &TickRequest<'_>, plan: &dyn Fn(&BoardSnapshot) -> TickPlan) -> Result<TickOutcome, Self::Error> {
+    fn tick(
+        &mut self,
+        req: &TickRequest<'_>,
+        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+    ) -> Result<TickOutcome, Self::Error> {
         // Everything below happens under `&mut self`: the in-memory equivalent of one write transaction.
         let plan = plan(&self.snapshot(req)?);
         let now = req.now;
@@ -286,7 +320,9 @@ impl KanbanStore for FakeKanbanStore {
         }
         for d in &plan.decisions {
             if d.auto_assigned {
-                if let Some(t) = self.tasks.get_mut(&d.task_id).filter(|t| t.assignee.as_deref().is_none_or(|a| a.trim().is_empty())) {
+                if let Some(t) =
+                    self.tasks.get_mut(&d.task_id).filter(|t| t.assignee.as_deref().is_none_or(|a| a.trim().is_empty()))
+                {
                     t.assignee.clone_from(&d.assignee);
                 }
                 self.events.push((d.task_id.clone(), "assigned".to_owned()));
@@ -295,7 +331,9 @@ impl KanbanStore for FakeKanbanStore {
                 continue;
             }
             // Compare-and-swap, as the SQL does: a claim that lost a race writes nothing.
-            let Some(t) = self.tasks.get_mut(&d.task_id).filter(|t| t.status == TaskStatus::Ready && t.claim_lock.is_none()) else {
+            let Some(t) =
+                self.tasks.get_mut(&d.task_id).filter(|t| t.status == TaskStatus::Ready && t.claim_lock.is_none())
+            else {
                 continue;
             };
             self.next_run += 1;
@@ -313,12 +351,18 @@ impl KanbanStore for FakeKanbanStore {
         Ok(out)
     }
 
-    fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<(), Self::Error> {
+    fn record_spawned(
+        &mut self,
+        spawned: &[SpawnRecord<'_>],
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<(), Self::Error> {
         for s in spawned {
             if let Some(t) = self.tasks.get_mut(s.task).filter(|t| {
                 t.current_run == Some(s.run_id) && t.status == TaskStatus::Running && t.confirmed_at.is_none()
             }) {
-                t.worker = Some(WorkerRef { pid: i64::from(s.pid), start: s.start.and_then(|v| i64::try_from(v).ok()) });
+                t.worker =
+                    Some(WorkerRef { pid: i64::from(s.pid), start: s.start.and_then(|v| i64::try_from(v).ok()) });
                 t.claim_expires = t.claim_expires.max(Some(now.plus(lease)));
             }
             self.events.push((s.task.to_owned(), "spawned".to_owned()));
@@ -326,7 +370,13 @@ impl KanbanStore for FakeKanbanStore {
         Ok(())
     }
 
-    fn record_spawn_failure(&mut self, id: &str, _error: &str, failure_limit: u32, _now: Timestamp) -> Result<FailureOutcome, Self::Error> {
+    fn record_spawn_failure(
+        &mut self,
+        id: &str,
+        _error: &str,
+        failure_limit: u32,
+        _now: Timestamp,
+    ) -> Result<FailureOutcome, Self::Error> {
         if !self.tasks.contains_key(id) {
             return Err(FakeStoreError::NoTask(id.to_owned()));
         }
