@@ -38,6 +38,22 @@ impl TaskStatus {
     }
 }
 
+impl TaskStatus {
+    /// The one parser of a stored status: exact lowercase names, without allocating (a tick reads one per row).
+    pub fn from_db(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "ready" => Self::Ready,
+            "running" => Self::Running,
+            "todo" => Self::Todo,
+            "triage" => Self::Triage,
+            "blocked" => Self::Blocked,
+            "done" => Self::Done,
+            "archived" => Self::Archived,
+            _ => return None,
+        })
+    }
+}
+
 impl fmt::Display for TaskStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -47,7 +63,7 @@ impl fmt::Display for TaskStatus {
 impl FromStr for TaskStatus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s.trim().to_ascii_lowercase()).ok_or_else(|| {
+        Self::from_db(s).or_else(|| Self::from_db(&s.trim().to_ascii_lowercase())).ok_or_else(|| {
             format!("unknown status {s:?}; expected one of triage, todo, ready, running, blocked, done, archived")
         })
     }

@@ -13,6 +13,7 @@ pub mod sandbox;
 pub mod service;
 pub mod sha256;
 pub mod time;
+pub mod transitions;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;

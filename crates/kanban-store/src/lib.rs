@@ -15,6 +15,7 @@ use std::time::Duration;
 use domain::ids::BoardSlug;
 use domain::kanban::{FailureOutcome, TaskStatus, record_failure};
 use domain::time::Timestamp;
+use domain::transitions::{TaskCommand, Transition, transition};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params};
 use serde::Serialize;
 use serde_json::{Value as Json, json};
@@ -184,8 +185,26 @@ const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, p
     completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
     max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at";
 
-fn status_of(raw: &str) -> rusqlite::Result<TaskStatus> {
-    raw.parse().map_err(|e: String| rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into()))
+fn status_col(raw: &str) -> rusqlite::Result<TaskStatus> {
+    status_of(raw).map_err(|e| rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into()))
+}
+
+/// The one reading of a stored status (no allocation on the way).
+pub(crate) fn status_of(raw: &str) -> Result<TaskStatus> {
+    TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))
+}
+
+/// The columns that make a claim, cleared in one place whenever a task stops being anyone's (SQL `SET` items).
+macro_rules! clear_claim {
+    () => {
+        "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL"
+    };
+}
+pub(crate) use clear_claim;
+
+/// Looks `command` up in the domain's transition table for task `id` in `status`.
+fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> Result<&'static Transition> {
+    transition(command, status).map_err(|e| StoreError::Transition { task: id.to_owned(), status, action: e.action })
 }
 
 fn task_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
@@ -196,7 +215,7 @@ fn task_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         body: r.get(3)?,
         command: r.get(4)?,
         assignee: r.get(5)?,
-        status: status_of(&r.get::<_, String>(6)?)?,
+        status: status_col(&r.get::<_, String>(6)?)?,
         priority: r.get(7)?,
         created_by: r.get(8)?,
         created_at: r.get(9)?,
@@ -626,12 +645,10 @@ impl SqliteKanbanStore {
     pub fn assign(&mut self, id: &str, assignee: Option<&str>, now: Timestamp) -> Result<Task> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if matches!(status, TaskStatus::Running | TaskStatus::Done | TaskStatus::Archived) {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "reassign" });
-        }
+        let t = allowed(TaskCommand::Assign, id, status)?;
         let assignee = assignee.map(str::trim).filter(|a| !a.is_empty());
         tx.execute("UPDATE tasks SET assignee = ?2 WHERE id = ?1", params![id, assignee])?;
-        event(&tx, id, None, "assigned", &json!({"assignee": assignee, "source": "cli"}), now)?;
+        event(&tx, id, None, t.event, &json!({"assignee": assignee, "source": "cli"}), now)?;
         tx.commit()?;
         self.task(id)
     }
@@ -652,19 +669,17 @@ impl SqliteKanbanStore {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         check_run(&tx, id, run, status)?;
-        if !matches!(
-            status,
-            TaskStatus::Running | TaskStatus::Ready | TaskStatus::Blocked | TaskStatus::Todo | TaskStatus::Triage
-        ) {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "complete" });
-        }
-        let run = close_run(&tx, id, "completed", None, exit_code, now)?;
+        let t = allowed(TaskCommand::Complete, id, status)?;
+        let run = close_run(&tx, id, t.event, None, exit_code, now)?;
         tx.execute(
-            "UPDATE tasks SET status = 'done', result = ?2, completed_at = ?3, claim_lock = NULL, claim_expires = NULL, \
-             worker_pid = NULL, worker_start = NULL, consecutive_failures = 0 WHERE id = ?1",
+            concat!(
+                "UPDATE tasks SET status = 'done', result = ?2, completed_at = ?3, consecutive_failures = 0, ",
+                clear_claim!(),
+                " WHERE id = ?1"
+            ),
             params![id, result, now.as_millis()],
         )?;
-        event(&tx, id, run, "completed", &json!({"result": result, "exit_code": exit_code}), now)?;
+        event(&tx, id, run, t.event, &json!({"result": result, "exit_code": exit_code}), now)?;
         promote_children(&tx, id, now)?;
         tx.commit()?;
         self.task(id)
@@ -685,9 +700,7 @@ impl SqliteKanbanStore {
     ) -> Result<FailureOutcome> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if status != TaskStatus::Running {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "fail" });
-        }
+        allowed(TaskCommand::Fail, id, status)?;
         check_run(&tx, id, run, status)?;
         let res = record_task_failure(&tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
         tx.commit()?;
@@ -701,16 +714,11 @@ impl SqliteKanbanStore {
     pub fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if matches!(status, TaskStatus::Done | TaskStatus::Archived | TaskStatus::Blocked) {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "block" });
-        }
+        let t = allowed(TaskCommand::Block, id, status)?;
         let pid = worker_of(&tx, id)?;
-        let run = close_run(&tx, id, "blocked", reason, None, now)?;
-        tx.execute(
-            "UPDATE tasks SET status = 'blocked', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL WHERE id = ?1",
-            [id],
-        )?;
-        event(&tx, id, run, "blocked", &json!({"reason": reason}), now)?;
+        let run = close_run(&tx, id, t.event, reason, None, now)?;
+        tx.execute(concat!("UPDATE tasks SET status = 'blocked', ", clear_claim!(), " WHERE id = ?1"), [id])?;
+        event(&tx, id, run, t.event, &json!({"reason": reason}), now)?;
         tx.commit()?;
         Ok(pid)
     }
@@ -722,12 +730,10 @@ impl SqliteKanbanStore {
     pub fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if status != TaskStatus::Blocked {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "unblock" });
-        }
+        let t = allowed(TaskCommand::Unblock, id, status)?;
         let next = if parents_done(&tx, id)? { "ready" } else { "todo" };
         tx.execute("UPDATE tasks SET status = ?2, consecutive_failures = 0 WHERE id = ?1", params![id, next])?;
-        event(&tx, id, None, "unblocked", &json!({"status": next}), now)?;
+        event(&tx, id, None, t.event, &json!({"status": next}), now)?;
         tx.commit()?;
         self.task(id)
     }
@@ -739,16 +745,11 @@ impl SqliteKanbanStore {
     pub fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if status == TaskStatus::Archived {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "archive" });
-        }
+        let t = allowed(TaskCommand::Archive, id, status)?;
         let pid = worker_of(&tx, id)?;
-        let run = close_run(&tx, id, "archived", None, None, now)?;
-        tx.execute(
-            "UPDATE tasks SET status = 'archived', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL WHERE id = ?1",
-            [id],
-        )?;
-        event(&tx, id, run, "archived", &json!({"prev_status": status.as_str()}), now)?;
+        let run = close_run(&tx, id, t.event, None, None, now)?;
+        tx.execute(concat!("UPDATE tasks SET status = 'archived', ", clear_claim!(), " WHERE id = ?1"), [id])?;
+        event(&tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now)?;
         promote_children(&tx, id, now)?;
         tx.commit()?;
         Ok(pid)
@@ -761,18 +762,15 @@ impl SqliteKanbanStore {
     pub fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if status != TaskStatus::Running {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "reclaim" });
-        }
+        let t = allowed(TaskCommand::Reclaim, id, status)?;
         let pid = worker_of(&tx, id)?;
         let lock: Option<String> = tx.query_row("SELECT claim_lock FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
-        let run = close_run(&tx, id, "reclaimed", reason, None, now)?;
+        let run = close_run(&tx, id, t.event, reason, None, now)?;
         tx.execute(
-            "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL, \
-             consecutive_failures = 0 WHERE id = ?1",
+            concat!("UPDATE tasks SET status = 'ready', consecutive_failures = 0, ", clear_claim!(), " WHERE id = ?1"),
             [id],
         )?;
-        event(&tx, id, run, "reclaimed", &json!({"manual": true, "reason": reason, "prev_lock": lock}), now)?;
+        event(&tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now)?;
         tx.commit()?;
         Ok(pid)
     }
@@ -784,14 +782,12 @@ impl SqliteKanbanStore {
     pub fn heartbeat(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<()> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if status != TaskStatus::Running {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "heartbeat" });
-        }
+        let t = allowed(TaskCommand::Heartbeat, id, status)?;
         tx.execute("UPDATE tasks SET last_heartbeat_at = ?2 WHERE id = ?1", params![id, now.as_millis()])?;
         if let Some(note) = note {
             let run: Option<i64> =
                 tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
-            event(&tx, id, run, "heartbeat", &json!({"note": note}), now)?;
+            event(&tx, id, run, t.event, &json!({"note": note}), now)?;
         }
         tx.commit()?;
         Ok(())
@@ -913,8 +909,7 @@ fn check_run(tx: &Transaction<'_>, id: &str, run: Option<i64>, status: TaskStatu
 
 fn status_in(tx: &Transaction<'_>, id: &str) -> Result<TaskStatus> {
     let raw: Option<String> = tx.query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0)).optional()?;
-    let raw = raw.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
-    raw.parse().map_err(StoreError::Invalid)
+    status_of(&raw.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)
 }
 
 /// Appends an event.
@@ -1003,8 +998,11 @@ fn record_task_failure(
         FailureOutcome::GiveUp { failures, .. } => ("blocked", failures),
     };
     tx.execute(
-        "UPDATE tasks SET status = ?2, consecutive_failures = ?3, last_failure_error = ?4, claim_lock = NULL, claim_expires = NULL, \
-         worker_pid = NULL, worker_start = NULL WHERE id = ?1",
+        concat!(
+            "UPDATE tasks SET status = ?2, consecutive_failures = ?3, last_failure_error = ?4, ",
+            clear_claim!(),
+            " WHERE id = ?1"
+        ),
         params![id, status, n, error],
     )?;
     event(tx, id, run, outcome, &json!({"error": error, "exit_code": exit_code, "failures": n}), now)?;

@@ -11,20 +11,10 @@ use domain::time::Timestamp;
 use rusqlite::{Connection, params};
 use serde_json::json;
 
-use crate::{Result, SqliteKanbanStore, StoreError, close_run, event, record_task_failure, worker_of};
+use crate::{Result, SqliteKanbanStore, StoreError, close_run, event, record_task_failure, status_of, worker_of};
 
 fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(Timestamp::from_millis)
-}
-
-/// Parses a status without allocating (the scan reads one per row).
-fn status_of(raw: &str) -> Result<TaskStatus> {
-    Ok(match raw {
-        "ready" => TaskStatus::Ready,
-        "running" => TaskStatus::Running,
-        "todo" => TaskStatus::Todo,
-        other => other.parse().map_err(StoreError::Invalid)?,
-    })
 }
 
 /// Reads the board's open tasks and the running counts of the other boards.
@@ -183,11 +173,7 @@ impl SqliteKanbanStore {
                     let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
                     out.stop_workers.extend(worker_of(&tx, id)?);
                     let run = close_run(&tx, id, kind, None, None, now)?;
-                    tx.execute(
-                        "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL \
-                         WHERE id = ?1",
-                        [id],
-                    )?;
+                    tx.execute(concat!("UPDATE tasks SET status = 'ready', ", crate::clear_claim!(), " WHERE id = ?1"), [id])?;
                     event(&tx, id, run, kind, &json!({"pid": pid}), now)?;
                 }
             }
