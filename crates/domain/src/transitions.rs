@@ -153,7 +153,8 @@ pub struct TransitionRefused {
 /// # Errors
 /// [`TransitionRefused`] when the table has no such move.
 pub fn transition(command: TaskCommand, from: TaskStatus) -> Result<&'static Transition, TransitionRefused> {
-    let row = TRANSITIONS.iter().find(|t| t.command == command).unwrap_or_else(|| unreachable!("every command has a row"));
+    let row =
+        TRANSITIONS.iter().find(|t| t.command == command).unwrap_or_else(|| unreachable!("every command has a row"));
     if row.from.contains(&from) { Ok(row) } else { Err(TransitionRefused { status: from, action: row.action }) }
 }
 

@@ -173,7 +173,10 @@ impl SqliteKanbanStore {
                     let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
                     out.stop_workers.extend(worker_of(&tx, id)?);
                     let run = close_run(&tx, id, kind, None, None, now)?;
-                    tx.execute(concat!("UPDATE tasks SET status = 'ready', ", crate::clear_claim!(), " WHERE id = ?1"), [id])?;
+                    tx.execute(
+                        concat!("UPDATE tasks SET status = 'ready', ", crate::clear_claim!(), " WHERE id = ?1"),
+                        [id],
+                    )?;
                     event(&tx, id, run, kind, &json!({"pid": pid}), now)?;
                 }
             }
