@@ -11,6 +11,7 @@ use domain::time::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
+use domain::kanban::FailureOutcome;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 

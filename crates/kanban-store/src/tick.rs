@@ -11,7 +11,9 @@ use domain::time::Timestamp;
 use rusqlite::{Connection, params};
 use serde_json::json;
 
-use crate::{Result, SqliteKanbanStore, StoreError, close_run, event, record_task_failure, status_of, worker_of};
+use crate::rows::status_of;
+use crate::transitions::{close_run, event, record_task_failure, worker_of};
+use crate::{Result, SqliteKanbanStore, StoreError};
 
 fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(Timestamp::from_millis)
@@ -174,7 +176,11 @@ impl SqliteKanbanStore {
                     out.stop_workers.extend(worker_of(&tx, id)?);
                     let run = close_run(&tx, id, kind, None, None, now)?;
                     tx.execute(
-                        concat!("UPDATE tasks SET status = 'ready', ", crate::clear_claim!(), " WHERE id = ?1"),
+                        concat!(
+                            "UPDATE tasks SET status = 'ready', ",
+                            crate::transitions::clear_claim!(),
+                            " WHERE id = ?1"
+                        ),
                         [id],
                     )?;
                     event(&tx, id, run, kind, &json!({"pid": pid}), now)?;
