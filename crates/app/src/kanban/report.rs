@@ -131,8 +131,8 @@ fn ids_where(plan: &TickPlan, f: impl Fn(&Housekeeping) -> bool) -> Vec<String> 
 /// The report as JSON: the eleven upstream keys first, then berth's own.
 pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
     let p = &r.plan;
-    let by = |code: &str| -> Vec<String> {
-        p.decisions.iter().filter(|d| d.decision.code() == code).map(|d| d.task_id.clone()).collect()
+    let by = |want: &Decision| -> Vec<String> {
+        p.decisions.iter().filter(|d| d.decision == *want).map(|d| d.task_id.clone()).collect()
     };
     let mut auto_blocked = ids_where(p, Housekeeping::gave_up);
     for id in &r.auto_blocked {
@@ -148,8 +148,8 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
         "auto_blocked": auto_blocked,
         "promoted": p.promoted.len(),
         "spawned": r.spawned.iter().map(|w| json!({"task_id": w.task_id, "assignee": w.assignee, "workspace": w.sandbox})).collect::<Vec<_>>(),
-        "skipped_unassigned": by("skipped_unassigned"),
-        "skipped_nonspawnable": by("skipped_nonspawnable"),
+        "skipped_unassigned": by(&Decision::SkippedUnassigned),
+        "skipped_nonspawnable": by(&Decision::SkippedNonspawnable),
         "skipped_per_profile_capped": p.decisions.iter().filter_map(|d| match d.decision {
             Decision::SkippedPerProfileCapped { current, .. } => Some(json!({"task_id": d.task_id, "assignee": d.assignee, "current": current})),
             _ => None,
