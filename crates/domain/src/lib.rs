@@ -1,4 +1,5 @@
-//! Berth's pure core: value types, the ports, the reuse/cleanup/reaper/dispatch policies and the sandbox service.
+//! Berth's pure core: value types, the ports, the reuse/cleanup/reaper/dispatch policies, the task-status
+//! transition table, and the sandbox and dispatcher services.
 //!
 //! This crate does no IO, never reads the clock and knows nothing of Docker, SQLite or an async runtime.
 
