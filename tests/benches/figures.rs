@@ -409,7 +409,7 @@ fn bench_dispatch(dir: &Path) -> (Vec<Figure>, Json) {
         let mut dry = Vec::new();
         for _ in 0..reps {
             let start = Instant::now();
-            let plan = store.plan_tick(&req).unwrap();
+            let plan = domain::dispatcher::plan(&store, &req).unwrap();
             dry.push(ms(start.elapsed()));
             assert_eq!(plan.spawns().count(), 300);
         }
@@ -421,13 +421,13 @@ fn bench_dispatch(dir: &Path) -> (Vec<Figure>, Json) {
             std::fs::copy(&path, &copy).unwrap();
             let mut store = SqliteKanbanStore::open(&copy).unwrap();
             let start = Instant::now();
-            let out = store.tick(&req).unwrap();
+            let out = domain::dispatcher::apply(&mut store, &req).unwrap();
             let records: Vec<SpawnRecord<'_>> = out
                 .claimed
                 .iter()
                 .enumerate()
                 .map(|(i, c)| SpawnRecord {
-                    task: &c.task.id,
+                    task: &c.task_id,
                     run_id: c.run_id,
                     pid: 100_000 + i as u32,
                     start: None,

@@ -129,7 +129,14 @@ fn explain_and_exact_task_dispatch() {
     let v = home.json(&["kanban", "dispatch", "--dry-run", "--task", &blocked]);
     assert!(v["spawned"].as_array().unwrap().is_empty());
     assert_eq!(v["explain"][0]["code"], "not_ready");
+    // The reason's text is as before the dispatcher moved into `domain` (byte-compatible report).
+    assert_eq!(v["explain"][0]["detail"], "not_ready: the task is blocked");
     assert_eq!(home.run(&["kanban", "dispatch", "--task", "t_nope"]).status.code(), Some(2));
+    home.ok(&["kanban", "board", "create", "other"]);
+    let out = home.run(&["kanban", "dispatch", "--task", &b, "--board", "other"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("berth: task {b} is on board \"default\", not \"other\"")), "{err}");
     let text = home.ok(&["-c", "kanban.max_in_progress_per_profile=1", "kanban", "dispatch", "--dry-run", "--explain"]);
     assert!(text.contains("TASK") && text.contains("skipped_per_profile_capped"));
 }

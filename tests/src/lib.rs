@@ -5,6 +5,8 @@
 mod support;
 
 #[cfg(test)]
+mod board_port;
+#[cfg(test)]
 mod claims;
 #[cfg(test)]
 mod cli;

@@ -150,6 +150,10 @@ impl ProfileResolver for DirProfiles {
     fn exists(&self, name: &str) -> bool {
         name == "default" || (ProfileName::parse(name).is_ok() && self.dir(name).is_dir())
     }
+
+    fn list(&self) -> Vec<String> {
+        DirProfiles::list(self)
+    }
 }
 
 /// This host's name (claim locks and sandbox owner labels are host-scoped).

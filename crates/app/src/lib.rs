@@ -7,6 +7,7 @@ pub mod error;
 pub mod gateway;
 pub mod housekeeping;
 pub mod kanban;
+pub mod launcher;
 pub mod mounts;
 pub mod output;
 pub mod process;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use domain::ids::{BoardSlug, ProfileName, TaskId};
-use domain::kanban::{FailureOutcome, TaskStatus};
+use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
@@ -88,9 +88,9 @@ fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
 ///
 /// # Errors
 /// A one-line reason when the process cannot be started.
-pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<Spawned, String> {
+pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Claimed) -> Result<Spawned, String> {
     let assignee = task.assignee.clone().ok_or("the task has no assignee")?;
-    let log = log_path(ctx, &task.id);
+    let log = log_path(ctx, &task.task_id);
     if let Some(logs) = log.parent() {
         std::fs::create_dir_all(logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
     }
@@ -109,30 +109,30 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
     // itself with that command (same pid, same start time), so every worker confirms its own run.
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
     let mut cmd = Command::new(exe);
-    cmd.args(["worker", "run", &task.id, "--board", board.as_str()]);
+    cmd.args(["worker", "run", &task.task_id, "--board", board.as_str()]);
     for (k, v) in ctx.settings.worker_env() {
         cmd.env(k, v);
     }
     let db = ctx.db_path().display().to_string();
-    let run = run_id.to_string();
+    let run = task.run_id.to_string();
     for (k, v) in [
         ("BERTH_HOME", ctx.home.display().to_string()),
         ("BERTH_PROFILE", assignee.clone()),
-        ("BERTH_KANBAN_TASK", task.id.clone()),
+        ("BERTH_KANBAN_TASK", task.task_id.clone()),
         ("BERTH_KANBAN_BOARD", board.as_str().to_owned()),
         ("BERTH_KANBAN_DB", db.clone()),
         ("BERTH_KANBAN_RUN_ID", run),
         // The names hermes-agent workers read, so an external worker command works unchanged.
-        ("HERMES_KANBAN_TASK", task.id.clone()),
+        ("HERMES_KANBAN_TASK", task.task_id.clone()),
         ("HERMES_KANBAN_BOARD", board.as_str().to_owned()),
         ("HERMES_KANBAN_DB", db),
         ("HERMES_PROFILE", assignee.clone()),
     ] {
         cmd.env(k, v);
     }
-    cmd.current_dir(workdir(ctx, &task.id, &assignee)?).stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.current_dir(workdir(ctx, &task.task_id, &assignee)?).stdin(Stdio::null()).stdout(out).stderr(err);
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
-    let sandbox = match (TaskId::parse(&task.id), ProfileName::parse(&assignee)) {
+    let sandbox = match (TaskId::parse(&task.task_id), ProfileName::parse(&assignee)) {
         (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx)).persistent_name(),
         _ => String::new(),
     };

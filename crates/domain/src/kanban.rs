@@ -38,6 +38,22 @@ impl TaskStatus {
     }
 }
 
+impl TaskStatus {
+    /// The one parser of a stored status: exact lowercase names, without allocating (a tick reads one per row).
+    pub fn from_db(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "ready" => Self::Ready,
+            "running" => Self::Running,
+            "todo" => Self::Todo,
+            "triage" => Self::Triage,
+            "blocked" => Self::Blocked,
+            "done" => Self::Done,
+            "archived" => Self::Archived,
+            _ => return None,
+        })
+    }
+}
+
 impl fmt::Display for TaskStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -47,7 +63,7 @@ impl fmt::Display for TaskStatus {
 impl FromStr for TaskStatus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s.trim().to_ascii_lowercase()).ok_or_else(|| {
+        Self::from_db(s).or_else(|| Self::from_db(&s.trim().to_ascii_lowercase())).ok_or_else(|| {
             format!("unknown status {s:?}; expected one of triage, todo, ready, running, blocked, done, archived")
         })
     }
@@ -145,4 +161,70 @@ pub fn record_failure(consecutive_failures: u32, max_retries: Option<u32>, failu
     } else {
         FailureOutcome::Requeue { failures, limit }
     }
+}
+
+impl FailureOutcome {
+    /// The one "gave up" rule: the breaker tripped and the task is now `blocked`.
+    pub fn gave_up(self) -> bool {
+        matches!(self, Self::GiveUp { .. })
+    }
+}
+
+/// A task's worker as its row records it: the pid and the start fingerprint read when it was spawned. Whoever
+/// stops it verifies the start first, so a reused pid is never signalled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerRef {
+    pub pid: i64,
+    pub start: Option<i64>,
+}
+
+/// What one tick needs besides the store: the board, the knobs, `now` (read once at the edge) and the probe.
+#[derive(Clone, Copy)]
+pub struct TickRequest<'a> {
+    pub board: &'a crate::ids::BoardSlug,
+    pub cfg: &'a TickConfig,
+    pub now: Timestamp,
+    pub probe: &'a dyn crate::ports::ProcessProbe,
+    /// Written as `claim_lock` (`<host>:<pid>` of the dispatcher).
+    pub claimer: &'a str,
+    pub claim_ttl: std::time::Duration,
+    /// How long a new claim waits for its worker's confirmation (`kanban.spawn_lease_seconds`).
+    pub spawn_lease: std::time::Duration,
+}
+
+/// A task a tick claimed: the dispatcher must now start its worker for `run_id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claimed {
+    pub task_id: String,
+    pub assignee: Option<String>,
+    pub run_id: i64,
+}
+
+/// What a store's tick applied.
+#[derive(Clone, Debug, Default)]
+pub struct TickOutcome {
+    pub plan: crate::policy::dispatch::TickPlan,
+    pub claimed: Vec<Claimed>,
+    /// Workers housekeeping took the task from (reclaimed, timed out, stale, lease lapsed): to stop, verified.
+    pub stop_workers: Vec<WorkerRef>,
+}
+
+/// A worker a dispatcher started, as the store records it.
+#[derive(Clone, Copy, Debug)]
+pub struct SpawnRecord<'a> {
+    pub task: &'a str,
+    pub run_id: i64,
+    pub pid: u32,
+    /// The process's start fingerprint (against pid reuse).
+    pub start: Option<u64>,
+    pub log: &'a str,
+}
+
+/// The little of a task the dispatcher reads outside a tick (`--task`, releasing a blocked task's sandbox).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskBrief {
+    pub id: String,
+    pub board: String,
+    pub status: TaskStatus,
+    pub assignee: Option<String>,
 }

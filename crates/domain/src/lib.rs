@@ -1,8 +1,10 @@
-//! Berth's pure core: value types, the ports, the reuse/cleanup/reaper/dispatch policies and the sandbox service.
+//! Berth's pure core: value types, the ports, the reuse/cleanup/reaper/dispatch policies, the task-status
+//! transition table, and the sandbox and dispatcher services.
 //!
 //! This crate does no IO, never reads the clock and knows nothing of Docker, SQLite or an async runtime.
 
 pub mod container;
+pub mod dispatcher;
 pub mod ids;
 pub mod kanban;
 pub mod label;
@@ -12,6 +14,7 @@ pub mod sandbox;
 pub mod service;
 pub mod sha256;
 pub mod time;
+pub mod transitions;
 
 #[cfg(any(test, feature = "test-util"))]
 pub mod test_util;

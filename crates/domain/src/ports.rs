@@ -173,6 +173,8 @@ pub trait ProfileResolver: Send + Sync {
     fn active(&self) -> ProfileName;
     /// Whether `name` is a real profile (a directory under `<home>/profiles/`).
     fn exists(&self, name: &str) -> bool;
+    /// Every profile, sorted (the spawnable assignees a dispatch tick plans with).
+    fn list(&self) -> Vec<String>;
 }
 
 /// Looks at the host's process table: is a worker still the process we started?
@@ -182,4 +184,97 @@ pub trait ProcessProbe: Send + Sync {
 
     /// Whether `pid` is alive, not a zombie, and (when `fingerprint` is given) started at that time.
     fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool;
+}
+
+/// The board: where tasks, claims and runs live (SQLite today; PostgreSQL next).
+///
+/// Synchronous on purpose: a tick is one short, serialized transaction (SQLite's `BEGIN IMMEDIATE`, a PostgreSQL
+/// advisory lock) and nothing in it waits on the network but the store itself. An async store can implement it
+/// with `block_in_place`. The store never decides: it reads a snapshot, hands it to the domain's planner, and
+/// applies the returned plan inside the same transaction, so a dry run and a real tick plan identically.
+pub trait KanbanStore {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Fails when `board` does not exist.
+    ///
+    /// # Errors
+    /// The store's "no board" error, or a storage error.
+    fn check_board(&self, board: &crate::ids::BoardSlug) -> Result<(), Self::Error>;
+
+    /// The task's board, status and assignee.
+    ///
+    /// # Errors
+    /// The store's "no task" error, or a storage error.
+    fn task_brief(&self, id: &str) -> Result<crate::kanban::TaskBrief, Self::Error>;
+
+    /// Reads what a tick plans over, writing nothing (dry run).
+    ///
+    /// # Errors
+    /// A storage error or undecodable rows.
+    fn snapshot(&self, req: &crate::kanban::TickRequest<'_>) -> Result<crate::kanban::BoardSnapshot, Self::Error>;
+
+    /// One serialized unit: snapshot, `plan(snapshot)`, then housekeeping, promotion, default assignment and
+    /// compare-and-swap claims (each new claim a spawn lease of `req.spawn_lease`), each appending its event.
+    ///
+    /// # Errors
+    /// A storage error; nothing is applied then.
+    fn tick(
+        &mut self,
+        req: &crate::kanban::TickRequest<'_>,
+        plan: &dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan,
+    ) -> Result<crate::kanban::TickOutcome, Self::Error>;
+
+    /// Records started workers (pid, start, log) on runs still unconfirmed; the spawn lease restarts from `now`.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn record_spawned(
+        &mut self,
+        spawned: &[crate::kanban::SpawnRecord<'_>],
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<(), Self::Error>;
+
+    /// A worker that could not be started: the failure breaker (requeue, or block with `gave_up`).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn record_spawn_failure(
+        &mut self,
+        id: &str,
+        error: &str,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<crate::kanban::FailureOutcome, Self::Error>;
+}
+
+/// A worker could not be started; the one-line reason is recorded on the task.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{0}")]
+pub struct LaunchError(pub String);
+
+/// A started worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launched {
+    pub pid: u32,
+    pub start: Option<u64>,
+    pub log: String,
+    /// The sandbox the worker runs in (for the report's `workspace`).
+    pub sandbox: String,
+}
+
+/// Starts and stops the processes that run tasks (`berth worker run` on this host).
+#[async_trait]
+pub trait WorkerLauncher: Send + Sync {
+    /// Starts the worker for a claimed run; it confirms the run itself.
+    ///
+    /// # Errors
+    /// [`LaunchError`] when no process could be started.
+    fn launch(&self, board: &crate::ids::BoardSlug, claimed: &crate::kanban::Claimed) -> Result<Launched, LaunchError>;
+
+    /// Stops workers housekeeping took their task from, concurrently, each verified against its start.
+    async fn stop(&self, workers: Vec<crate::kanban::WorkerRef>);
+
+    /// Removes the sandbox of a task that is finished with it (blocked by the breaker).
+    async fn release_sandbox(&self, task_id: &str, assignee: &str);
 }

@@ -1,4 +1,13 @@
-//! Test doubles for the ports: an in-memory container runtime and a settable clock.
+//! Test doubles for the ports: an in-memory container runtime, board and launcher, a settable clock, and the
+//! dispatcher suite every board store runs.
+
+mod dispatcher_suite;
+mod fake_launcher;
+mod fake_store;
+
+pub use dispatcher_suite::*;
+pub use fake_launcher::FakeLauncher;
+pub use fake_store::{FakeKanbanStore, FakeStoreError, FakeTask};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;

@@ -11,6 +11,7 @@ use domain::time::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
+use domain::kanban::FailureOutcome;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
@@ -62,17 +63,17 @@ impl Fixture {
             claim_ttl: Duration::from_secs(900),
             spawn_lease: Duration::from_secs(20),
         };
-        let out = self.store.tick(&req).unwrap();
+        let out = domain::dispatcher::apply(&mut self.store, &req).unwrap();
         if spawn {
             for c in &out.claimed {
                 let pid = 10_000 + u32::try_from(c.run_id).unwrap();
                 self.probe.set_alive(pid, true);
                 let rec =
-                    SpawnRecord { task: &c.task.id, run_id: c.run_id, pid, start: Some(u64::from(pid)), log: "log" };
+                    SpawnRecord { task: &c.task_id, run_id: c.run_id, pid, start: Some(u64::from(pid)), log: "log" };
                 self.store.record_spawned(&[rec], Duration::from_secs(20), self.now).unwrap();
                 // The worker's first act.
                 let conf =
-                    Confirmation { task: &c.task.id, run_id: c.run_id, pid, start: Some(u64::from(pid)), host: "host" };
+                    Confirmation { task: &c.task_id, run_id: c.run_id, pid, start: Some(u64::from(pid)), host: "host" };
                 self.store.confirm_run(&conf, Duration::from_secs(900), self.now).unwrap();
             }
         }
@@ -94,7 +95,7 @@ impl Fixture {
             claim_ttl: Duration::from_secs(900),
             spawn_lease: Duration::from_secs(20),
         };
-        self.store.plan_tick(&req).unwrap()
+        domain::dispatcher::plan(&self.store, &req).unwrap()
     }
 
     fn status(&self, id: &str) -> TaskStatus {
@@ -105,7 +106,7 @@ impl Fixture {
 fn spawned_by(out: &TickOutcome) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for c in &out.claimed {
-        *m.entry(c.task.assignee.clone().unwrap_or_default()).or_default() += 1;
+        *m.entry(c.assignee.clone().unwrap_or_default()).or_default() += 1;
     }
     m
 }
@@ -139,7 +140,7 @@ fn default_assignee_is_persisted_with_one_assigned_event() {
     c.default_assignee = Some("default".into());
     let out = f.tick(&c);
     assert_eq!(out.claimed.len(), 1);
-    assert_eq!(out.claimed[0].task.assignee.as_deref(), Some("default"));
+    assert_eq!(out.claimed[0].assignee.as_deref(), Some("default"));
     assert_eq!(f.store.task(&id).unwrap().assignee.as_deref(), Some("default"));
     let assigned: Vec<_> = f.store.events(&id, 0).unwrap().into_iter().filter(|e| e.kind == "assigned").collect();
     assert_eq!(assigned.len(), 1);
@@ -167,7 +168,7 @@ fn an_assigned_task_keeps_its_assignee_over_the_default() {
     let mut c = cfg(None);
     c.default_assignee = Some("beta".into());
     let out = f.tick(&c);
-    assert_eq!(out.claimed[0].task.assignee.as_deref(), Some("default"));
+    assert_eq!(out.claimed[0].assignee.as_deref(), Some("default"));
     assert!(!out.plan.decisions[0].auto_assigned);
 }
 
@@ -189,11 +190,11 @@ fn seed_examples_with_per_profile_cap() {
     let again = f.tick(&cfg(Some(2)));
     assert!(again.claimed.is_empty());
     // One alpha finishes: the next tick picks exactly one deferred alpha.
-    let done = out.claimed.iter().find(|c| c.task.assignee.as_deref() == Some("alpha")).unwrap();
-    f.store.complete(&done.task.id, None, None, Some(0), f.now).unwrap();
+    let done = out.claimed.iter().find(|c| c.assignee.as_deref() == Some("alpha")).unwrap();
+    f.store.complete(&done.task_id, None, None, Some(0), f.now).unwrap();
     let next = f.tick(&cfg(Some(2)));
     assert_eq!(spawned_by(&next), BTreeMap::from([("alpha".into(), 1)]));
-    assert_ne!(next.claimed[0].task.id, done.task.id);
+    assert_ne!(next.claimed[0].task_id, done.task_id);
 }
 
 #[test]
@@ -236,10 +237,10 @@ fn two_ticks_with_completion_in_between() {
     }
     let first = f.tick(&cfg(Some(1)));
     assert_eq!((first.claimed.len(), capped_by(&first.plan)["alpha"]), (1, 2));
-    f.store.complete(&first.claimed[0].task.id, None, Some("ok"), Some(0), f.now).unwrap();
+    f.store.complete(&first.claimed[0].task_id, None, Some("ok"), Some(0), f.now).unwrap();
     let second = f.tick(&cfg(Some(1)));
     assert_eq!((second.claimed.len(), capped_by(&second.plan)["alpha"]), (1, 1));
-    assert_ne!(first.claimed[0].task.id, second.claimed[0].task.id);
+    assert_ne!(first.claimed[0].task_id, second.claimed[0].task_id);
 }
 
 #[test]
@@ -249,12 +250,12 @@ fn a_child_is_dispatched_once_its_parent_is_done() {
     let c = f.add_on(&board(), Some("beta"), std::slice::from_ref(&p));
     assert_eq!(f.status(&c), TaskStatus::Todo);
     let out = f.tick(&cfg(None));
-    assert_eq!(out.claimed.iter().map(|c| c.task.id.as_str()).collect::<Vec<_>>(), [p.as_str()]);
+    assert_eq!(out.claimed.iter().map(|c| c.task_id.as_str()).collect::<Vec<_>>(), [p.as_str()]);
     f.store.complete(&p, None, None, Some(0), f.now).unwrap();
     assert_eq!(f.status(&c), TaskStatus::Ready);
     let out = f.tick(&cfg(None));
-    assert_eq!(out.claimed[0].task.id, c);
-    assert_eq!(out.claimed[0].task.assignee.as_deref(), Some("beta"));
+    assert_eq!(out.claimed[0].task_id, c);
+    assert_eq!(out.claimed[0].assignee.as_deref(), Some("beta"));
     assert_eq!(f.status(&c), TaskStatus::Running);
 }
 
@@ -297,7 +298,7 @@ fn expired_claims_are_reclaimed_even_in_a_dry_run_report() {
 }
 
 fn confirmation(c: &Claimed, pid: u32) -> Confirmation<'_> {
-    Confirmation { task: &c.task.id, run_id: c.run_id, pid, start: Some(7), host: "host" }
+    Confirmation { task: &c.task_id, run_id: c.run_id, pid, start: Some(7), host: "host" }
 }
 
 #[test]
@@ -365,7 +366,7 @@ fn confirmation_is_a_compare_and_swap() {
     let c = &out.claimed[0];
     // The dispatcher recording its spawn late restarts the lease from the record (a long spawn loop does not eat
     // its workers' leases).
-    let rec = SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: 600, start: Some(1), log: "log" };
+    let rec = SpawnRecord { task: &c.task_id, run_id: c.run_id, pid: 600, start: Some(1), log: "log" };
     let recorded = f.now.plus(Duration::from_secs(15));
     f.store.record_spawned(&[rec], Duration::from_secs(20), recorded).unwrap();
     assert_eq!(f.store.task(&id).unwrap().claim_expires, Some(recorded.as_millis() + 20_000));
@@ -376,7 +377,7 @@ fn confirmation_is_a_compare_and_swap() {
     let twice = f.store.confirm_run(&confirmation(c, 601), Duration::from_secs(900), f.now);
     assert!(matches!(twice, Err(StoreError::Superseded { .. })));
     // The dispatcher's late record does not overwrite what the worker wrote.
-    let rec = SpawnRecord { task: &c.task.id, run_id: c.run_id, pid: 999, start: Some(1), log: "log" };
+    let rec = SpawnRecord { task: &c.task_id, run_id: c.run_id, pid: 999, start: Some(1), log: "log" };
     f.store.record_spawned(&[rec], Duration::from_secs(20), f.now).unwrap();
     let t = f.store.task(&id).unwrap();
     assert_eq!((t.worker_pid, t.worker_start, t.worker_host.as_deref()), (Some(600), Some(7), Some("host")));
@@ -430,7 +431,7 @@ fn crashed_workers_are_requeued_then_blocked() {
         )
         .unwrap();
     let out = f.tick_on(&board(), &cfg(None), false);
-    assert!(gave_up(&out.plan.housekeeping[0].1));
+    assert!(out.plan.housekeeping[0].1.gave_up());
     assert_eq!(f.status(&id), TaskStatus::Blocked);
     assert!(f.store.events(&id, 0).unwrap().iter().any(|e| e.kind == "gave_up"));
 }
@@ -612,7 +613,7 @@ fn dry_run_leaves_the_file_byte_identical() {
         claim_ttl: Duration::from_secs(900),
         spawn_lease: Duration::from_secs(20),
     };
-    let plan = s.plan_tick(&req).unwrap();
+    let plan = domain::dispatcher::plan(&s, &req).unwrap();
     assert_eq!(plan.spawns().count(), 2);
     drop(s);
     assert_eq!(snapshot(&path), before);
@@ -667,7 +668,7 @@ proptest! {
                         let had: i64 = before.values().sum();
                         prop_assert!(total <= i64::from(m).max(had));
                     }
-                    let claimed: BTreeSet<&str> = out.claimed.iter().map(|c| c.task.id.as_str()).collect();
+                    let claimed: BTreeSet<&str> = out.claimed.iter().map(|c| c.task_id.as_str()).collect();
                     prop_assert_eq!(claimed.len(), out.claimed.len(), "a task claimed twice in one tick");
                 }
                 Op::Complete(i) => if let Some(id) = ids.get(i) { let _ = f.store.complete(id, None, None, Some(0), f.now); },

@@ -2,60 +2,21 @@
 //! `BEGIN IMMEDIATE` transaction — housekeeping, promotion, default assignment and compare-and-swap claims.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, FailureOutcome, TaskRow, TaskStatus, TickConfig};
-use domain::policy::dispatch::{Decision, Housekeeping, TickPlan, plan_tick};
+use domain::kanban::{BoardSnapshot, Claimed, TaskRow, TaskStatus, TickOutcome, TickRequest};
+use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
 use domain::ports::ProcessProbe;
 use domain::time::Timestamp;
 use rusqlite::{Connection, params};
 use serde_json::json;
 
-use crate::{Result, SqliteKanbanStore, StoreError, Task, WorkerRef, close_run, event, record_task_failure, worker_of};
-
-/// What a tick needs besides the store.
-pub struct TickRequest<'a> {
-    pub board: &'a BoardSlug,
-    pub cfg: &'a TickConfig,
-    pub now: Timestamp,
-    pub probe: &'a dyn ProcessProbe,
-    /// Written as `claim_lock` (`<host>:<pid>` of the dispatcher).
-    pub claimer: &'a str,
-    pub claim_ttl: Duration,
-    /// How long a new claim waits for its worker's confirmation (`kanban.spawn_lease_seconds`).
-    pub spawn_lease: Duration,
-}
-
-/// A task this tick claimed: the dispatcher must now start its worker.
-#[derive(Clone, Debug)]
-pub struct Claimed {
-    pub task: Task,
-    pub run_id: i64,
-}
-
-/// The result of a tick.
-#[derive(Clone, Debug, Default)]
-pub struct TickOutcome {
-    pub plan: TickPlan,
-    pub claimed: Vec<Claimed>,
-    /// Workers housekeeping took the task from (reclaimed, timed out, stale): the caller stops them, verifying
-    /// each one's start first.
-    pub stop_workers: Vec<WorkerRef>,
-}
+use crate::rows::status_of;
+use crate::transitions::{close_run, event, record_task_failure, worker_of};
+use crate::{Result, SqliteKanbanStore, StoreError};
 
 fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(Timestamp::from_millis)
-}
-
-/// Parses a status without allocating (the scan reads one per row).
-fn status_of(raw: &str) -> Result<TaskStatus> {
-    Ok(match raw {
-        "ready" => TaskStatus::Ready,
-        "running" => TaskStatus::Running,
-        "todo" => TaskStatus::Todo,
-        other => other.parse().map_err(StoreError::Invalid)?,
-    })
 }
 
 /// Reads the board's open tasks and the running counts of the other boards.
@@ -137,29 +98,33 @@ fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> R
 }
 
 impl SqliteKanbanStore {
-    /// Plans a tick without writing anything (dry run): the same snapshot and plan a real tick would use.
+    /// Reads a tick's snapshot in one read transaction, writing nothing (dry run).
     ///
     /// # Errors
     /// [`StoreError::NoBoard`] or an SQLite error.
-    pub fn plan_tick(&self, req: &TickRequest<'_>) -> Result<TickPlan> {
+    pub(crate) fn read_snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
         self.board(req.board)?;
         let tx = self.conn.unchecked_transaction()?;
-        let snap = snapshot(&tx, req.board, req.probe)?;
-        Ok(plan_tick(req.now, &snap, req.cfg))
+        snapshot(&tx, req.board, req.probe)
     }
 
-    /// Runs a real tick: plans and applies it in one write transaction, then returns what to spawn and stop.
+    /// Runs a real tick in one `BEGIN IMMEDIATE` transaction: snapshot, the domain's `plan`, then its application;
+    /// returns what to spawn and stop.
     ///
     /// # Errors
     /// [`StoreError::NoBoard`], [`StoreError::Invalid`] for undecodable rows, or an SQLite error.
-    pub fn tick(&mut self, req: &TickRequest<'_>) -> Result<TickOutcome> {
+    pub(crate) fn apply_tick(
+        &mut self,
+        req: &TickRequest<'_>,
+        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+    ) -> Result<TickOutcome> {
         self.board(req.board)?;
         let now = req.now;
         let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
         let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
         let tx = self.write()?;
         let snap = snapshot(&tx, req.board, req.probe)?;
-        let plan = plan_tick(now, &snap, req.cfg);
+        let plan = plan(&snap);
         let mut out = TickOutcome::default();
 
         for (id, hk) in &plan.housekeeping {
@@ -211,8 +176,11 @@ impl SqliteKanbanStore {
                     out.stop_workers.extend(worker_of(&tx, id)?);
                     let run = close_run(&tx, id, kind, None, None, now)?;
                     tx.execute(
-                        "UPDATE tasks SET status = 'ready', claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL \
-                         WHERE id = ?1",
+                        concat!(
+                            "UPDATE tasks SET status = 'ready', ",
+                            crate::transitions::clear_claim!(),
+                            " WHERE id = ?1"
+                        ),
                         [id],
                     )?;
                     event(&tx, id, run, kind, &json!({"pid": pid}), now)?;
@@ -259,12 +227,9 @@ impl SqliteKanbanStore {
             )?
             .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()])?;
             let run_id = tx.last_insert_rowid();
-            let task = tx
-                .prepare_cached(&format!(
-                    "UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING {}",
-                    crate::TASK_COLUMNS
-                ))?
-                .query_row(params![d.task_id, run_id], crate::task_from_row)?;
+            let assignee: Option<String> = tx
+                .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee")?
+                .query_row(params![d.task_id, run_id], |r| r.get(0))?;
             event(
                 &tx,
                 &d.task_id,
@@ -273,20 +238,10 @@ impl SqliteKanbanStore {
                 &json!({"lock": req.claimer, "expires": expires, "run_id": run_id}),
                 now,
             )?;
-            out.claimed.push(Claimed { task, run_id });
+            out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id });
         }
         tx.commit()?;
         out.plan = plan;
         Ok(out)
     }
-}
-
-/// Whether a housekeeping action blocked the task (the failure breaker tripped).
-pub fn gave_up(h: &Housekeeping) -> bool {
-    matches!(
-        h,
-        Housekeeping::Crashed { outcome: FailureOutcome::GiveUp { .. }, .. }
-            | Housekeeping::TimedOut { outcome: FailureOutcome::GiveUp { .. }, .. }
-            | Housekeeping::LeaseExpired { outcome: FailureOutcome::GiveUp { .. }, .. }
-    )
 }

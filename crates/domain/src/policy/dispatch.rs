@@ -47,6 +47,12 @@ pub enum Decision {
     DeferredMaxInProgress { running: u32, cap: u32 },
     /// `--max` / `kanban.max_spawn` spawns already planned this tick.
     DeferredMaxSpawn { cap: u32 },
+    /// `--task ID` names a task that is not ready (blocked, done, …): not considered.
+    NotReady { status: TaskStatus },
+    /// `--task ID` names a task that already runs: not considered.
+    AlreadyRunning,
+    /// `--task ID` names a `todo` task whose parents are not all done: not considered.
+    WaitingOnParents,
 }
 
 impl Decision {
@@ -59,6 +65,39 @@ impl Decision {
             Self::SkippedPerProfileCapped { .. } => "skipped_per_profile_capped",
             Self::DeferredMaxInProgress { .. } => "deferred_max_in_progress",
             Self::DeferredMaxSpawn { .. } => "deferred_max_spawn",
+            Self::NotReady { .. } => "not_ready",
+            Self::AlreadyRunning => "already_running",
+            Self::WaitingOnParents => "waiting_on_parents",
+        }
+    }
+
+    /// Why `--task ID` was not even considered, or `None` when the tick plans it: from the task's status.
+    pub fn not_considered(status: TaskStatus) -> Option<Self> {
+        match status {
+            TaskStatus::Ready => None,
+            TaskStatus::Running => Some(Self::AlreadyRunning),
+            TaskStatus::Todo => Some(Self::WaitingOnParents),
+            status => Some(Self::NotReady { status }),
+        }
+    }
+
+    /// The reason as one line of text: the code, then what it is about when that says more.
+    pub fn reason(&self) -> String {
+        match self {
+            Self::NotReady { status } => format!("not_ready: the task is {status}"),
+            other => other.code().to_owned(),
+        }
+    }
+}
+
+impl Housekeeping {
+    /// Whether this action tripped the failure breaker (the task is now `blocked`, with `gave_up`).
+    pub fn gave_up(&self) -> bool {
+        match self {
+            Self::Crashed { outcome, .. } | Self::TimedOut { outcome, .. } | Self::LeaseExpired { outcome, .. } => {
+                outcome.gave_up()
+            }
+            Self::ExtendClaim | Self::Reclaim { .. } | Self::Stale { .. } => false,
         }
     }
 }

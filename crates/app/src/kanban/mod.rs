@@ -1,0 +1,272 @@
+//! `berth kanban …`: the board commands (parse → call the store or the dispatcher → print). The dispatch tick and
+//! its report are in `report.rs`, listings, `show` and `tail` in `show.rs`.
+
+mod report;
+mod show;
+
+pub use report::{DispatchArgs, DispatchReport, dispatch, report_json, tick_config};
+
+use domain::ids::{BoardSlug, ProfileName};
+use domain::kanban::TaskStatus;
+use domain::ports::Clock;
+use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task};
+use serde_json::{Value as Json, json};
+
+use self::report::print_dispatch;
+use self::show::{listed, show_text, tail};
+use crate::cli::{BoardCmd, KanbanCmd};
+use crate::context::{Ctx, SystemClock};
+use crate::error::Failure;
+use crate::output;
+use crate::worker;
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NoTask(_) | StoreError::NoBoard(_) | StoreError::Transition { .. } | StoreError::Invalid(_) => {
+                Failure::usage_of(e)
+            }
+            StoreError::Sqlite(inner) => Failure::other(format!("board database error: {inner}")),
+            other => Failure::other(other.to_string()),
+        }
+    }
+}
+
+/// Opens the board database for writing (created when missing).
+///
+/// # Errors
+/// A failure naming the file when it is corrupt or foreign (left untouched).
+pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
+    match kanban_store::adopt_legacy_board(&ctx.home) {
+        Ok(Some(old)) => tracing::info!(
+            "moved berth's board {} to {} (hermes-agent keeps its own kanban.db)",
+            old.display(),
+            kanban_store::BOARD_FILE
+        ),
+        Ok(None) => {}
+        Err(e) => return Err(Failure::other(format!("cannot move berth's board out of kanban.db: {e}"))),
+    }
+    Ok(SqliteKanbanStore::open(&ctx.db_path())?)
+}
+
+/// Opens the board database read-only; `None` when it does not exist yet.
+fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
+    let path = ctx.db_path();
+    if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
+        return Ok(None);
+    }
+    Ok(Some(SqliteKanbanStore::open_read_only(&path)?))
+}
+
+fn slug(raw: &str) -> Result<BoardSlug, Failure> {
+    BoardSlug::parse(raw).map_err(Failure::usage_of)
+}
+
+/// A fresh task id: `t_` and 12 hex digits (48 random bits: collisions stay negligible on large boards).
+fn new_task_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));
+    h.write_u32(std::process::id());
+    format!("t_{:012x}", h.finish() & 0xffff_ffff_ffff)
+}
+
+fn ms(t: Option<i64>) -> String {
+    t.map(|m| domain::time::Timestamp::from_millis(m).to_rfc3339()).unwrap_or_else(|| "-".to_owned())
+}
+
+fn task_json(t: &Task) -> Json {
+    serde_json::to_value(t).unwrap_or(Json::Null)
+}
+
+/// `berth kanban …`.
+///
+/// # Errors
+/// Usage failures (2) for bad input, others (1) for store failures.
+pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
+    let now = SystemClock.now();
+    match cmd {
+        KanbanCmd::Board(BoardCmd::Create { slug: raw, name }) => {
+            let s = slug(raw)?;
+            let (board, created) = open_store(ctx)?.create_board(&s, name.as_deref(), now)?;
+            if ctx.json {
+                output::json(&json!({"board": board, "created": created}));
+            } else {
+                output::line(&format!("{} board {}", if created { "created" } else { "kept existing" }, board.slug));
+            }
+        }
+        KanbanCmd::Board(BoardCmd::Ls) => {
+            let store = open_store(ctx)?;
+            let boards = store.boards()?;
+            if ctx.json {
+                output::json(&json!(boards));
+            } else {
+                let rows: Vec<Vec<String>> =
+                    boards.iter().map(|b| vec![b.slug.clone(), b.name.clone(), ms(Some(b.created_at))]).collect();
+                output::table(&["SLUG", "NAME", "CREATED"], &rows);
+            }
+        }
+        KanbanCmd::Create {
+            title,
+            assignee,
+            body,
+            command,
+            parents,
+            priority,
+            triage,
+            max_runtime,
+            max_retries,
+            board,
+        } => {
+            let b = slug(&board.board)?;
+            if let Some(a) = assignee.as_deref().filter(|a| !a.trim().is_empty()) {
+                // Unknown assignees are allowed (control-plane lanes); a malformed one is not.
+                ProfileName::parse(a.trim()).map_err(Failure::usage_of)?;
+            }
+            if max_runtime.is_some_and(|m| m < 1) || max_retries.is_some_and(|m| m < 1) {
+                return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
+            }
+            let new = NewTask {
+                title: title.clone(),
+                body: body.clone(),
+                command: command.clone(),
+                assignee: assignee.clone(),
+                parents: parents.clone(),
+                priority: *priority,
+                triage: *triage,
+                max_runtime_seconds: *max_runtime,
+                max_retries: *max_retries,
+                created_by: Some(ctx.profile.as_str().to_owned()),
+            };
+            let task = open_store(ctx)?.create_task(&b, &new_task_id(), &new, now)?;
+            if ctx.json {
+                output::json(&task_json(&task));
+            } else {
+                output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
+            }
+        }
+        KanbanCmd::Ls { status, assignee, board } => {
+            let b = slug(&board.board)?;
+            let status = status.as_deref().map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
+            let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
+                Some(store) => {
+                    store.board(&b)?;
+                    let tasks = store.tasks(&b, status, assignee.as_deref())?;
+                    tasks.iter().map(|t| listed(&store, t, now)).collect()
+                }
+                None if b.as_str() == "default" => Vec::new(),
+                None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
+            };
+            if ctx.json {
+                output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
+            } else {
+                let rows: Vec<Vec<String>> = shown
+                    .into_iter()
+                    .map(|(_, t, status)| {
+                        vec![
+                            t.id.clone(),
+                            status,
+                            t.assignee.clone().unwrap_or_else(|| "-".into()),
+                            t.priority.to_string(),
+                            t.title.clone(),
+                        ]
+                    })
+                    .collect();
+                output::table(&["ID", "STATUS", "ASSIGNEE", "PRIORITY", "TITLE"], &rows);
+            }
+        }
+        KanbanCmd::Show { id } => {
+            let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
+            let (shown, task, status) = listed(&store, &store.task(id)?, now);
+            let events = store.events(id, 0)?;
+            let runs = store.runs(id)?;
+            if ctx.json {
+                output::json(&json!({"task": shown, "events": events, "runs": runs}));
+            } else {
+                show_text(&task, &status, &events, &runs);
+            }
+        }
+        KanbanCmd::Assign { id, profile } => {
+            if let Some(p) = profile {
+                ProfileName::parse(p).map_err(Failure::usage_of)?;
+            }
+            let t = open_store(ctx)?.assign(id, profile.as_deref(), now)?;
+            done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
+        }
+        KanbanCmd::Complete { id, result } => {
+            let mut store = open_store(ctx)?;
+            let before = store.task(id)?;
+            let t = store.complete(id, None, result.as_deref(), None, now)?;
+            // A worker command completing its own task is its caller: the verified stop leaves it alone.
+            worker::stop(before.worker_pid, before.worker_start).await;
+            release_finished(ctx, &store, &t).await?;
+            done(ctx, &t, &format!("completed {}", t.id));
+        }
+        KanbanCmd::Block { id, reason } => {
+            let mut store = open_store(ctx)?;
+            let w = store.block(id, reason.as_deref(), now)?;
+            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            done(ctx, &store.task(id)?, &format!("blocked {id}"));
+        }
+        KanbanCmd::Unblock { id } => {
+            let t = open_store(ctx)?.unblock(id, now)?;
+            done(ctx, &t, &format!("unblocked {} ({})", t.id, t.status));
+        }
+        KanbanCmd::Archive { id } => {
+            let mut store = open_store(ctx)?;
+            let w = store.archive(id, now)?;
+            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            let t = store.task(id)?;
+            release_finished(ctx, &store, &t).await?;
+            done(ctx, &t, &format!("archived {id}"));
+        }
+        KanbanCmd::Reclaim { id, reason } => {
+            let mut store = open_store(ctx)?;
+            let w = store.reclaim(id, reason.as_deref(), now)?;
+            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            done(ctx, &store.task(id)?, &format!("reclaimed {id}"));
+        }
+        KanbanCmd::Heartbeat { id, note } => {
+            let mut store = open_store(ctx)?;
+            store.heartbeat(id, note.as_deref(), now)?;
+            done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
+        }
+        KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
+        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board } => {
+            let b = slug(&board.board)?;
+            let report = dispatch(
+                ctx,
+                &b,
+                &DispatchArgs {
+                    dry_run: *dry_run,
+                    max: *max,
+                    failure_limit: *failure_limit,
+                    task: task.clone(),
+                    detach_stops: false,
+                },
+            )
+            .await?;
+            print_dispatch(ctx, &report, *explain);
+        }
+    }
+    Ok(0)
+}
+
+/// A task finished by hand (completed or archived) no longer needs its sandbox; one that never ran has none, so the
+/// engine is only asked when the task has runs.
+async fn release_finished(ctx: &Ctx, store: &SqliteKanbanStore, t: &Task) -> Result<(), Failure> {
+    if let Some(assignee) = &t.assignee
+        && !store.runs(&t.id)?.is_empty()
+    {
+        worker::remove_task_sandbox(ctx, &t.id, assignee).await;
+    }
+    Ok(())
+}
+
+fn done(ctx: &Ctx, t: &Task, text: &str) {
+    if ctx.json {
+        output::json(&task_json(t));
+    } else {
+        output::line(text);
+    }
+}

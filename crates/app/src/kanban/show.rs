@@ -1,0 +1,130 @@
+//! `kanban ls|show|tail`: how a task and its worker are judged and shown, and the event tail.
+
+use std::time::Duration;
+
+use domain::kanban::TaskStatus;
+use kanban_store::{SqliteKanbanStore, Task};
+use serde_json::{Value as Json, json};
+
+use super::{ms, open_read_only, task_json};
+use crate::context::{Ctx, ProcProbe};
+use crate::error::Failure;
+use crate::output;
+
+/// Whether a running task's worker is alive, judged as the dispatch tick judges it (read-only): a claim no worker
+/// confirmed is gone once its spawn lease is over; otherwise the recorded pid must be alive with its recorded start
+/// fingerprint. `None` when the task is not running, or while an unconfirmed claim waits inside its lease.
+fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
+    if t.status != TaskStatus::Running {
+        return None;
+    }
+    let lease_over = t.confirmed_at.is_none() && t.claim_expires.is_none_or(|e| e < now.as_millis());
+    if lease_over {
+        return Some(false);
+    }
+    let pid = t.worker_pid.and_then(|p| u32::try_from(p).ok())?;
+    Some(domain::ports::ProcessProbe::is_alive(&ProcProbe, pid, t.worker_start.and_then(|s| u64::try_from(s).ok())))
+}
+
+/// A task for listings: its JSON with `worker_alive`, and its status as text (`running (worker gone)` when the
+/// tick would not count it as running, `running (starting)` before its worker confirmed).
+///
+/// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
+/// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
+pub(super) fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+    let mut t = t.clone();
+    let mut alive = worker_alive(&t, now);
+    if alive == Some(false)
+        && let Ok(fresh) = store.task(&t.id)
+    {
+        alive = worker_alive(&fresh, now);
+        t = fresh;
+    }
+    let mut v = task_json(&t);
+    if let Json::Object(m) = &mut v {
+        m.insert("worker_alive".into(), json!(alive));
+    }
+    let status = match (t.status, alive) {
+        (TaskStatus::Running, Some(false)) => "running (worker gone)".to_owned(),
+        (TaskStatus::Running, None) => "running (starting)".to_owned(),
+        (s, _) => s.to_string(),
+    };
+    (v, t, status)
+}
+
+pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event], runs: &[kanban_store::Run]) {
+    output::line(&format!("{}  {}", task.id, task.title));
+    output::line(&format!("  board:     {}", task.board));
+    output::line(&format!("  status:    {status}"));
+    if task.status == TaskStatus::Running {
+        let pid = task.worker_pid.map(|p| format!("pid {p}")).unwrap_or_else(|| "no pid yet".to_owned());
+        let how = match task.confirmed_at {
+            Some(at) => format!("confirmed {}", ms(Some(at))),
+            None => format!("unconfirmed, spawn lease until {}", ms(task.claim_expires)),
+        };
+        output::line(&format!("  worker:    {pid} ({how})"));
+    }
+    output::line(&format!("  assignee:  {}", task.assignee.as_deref().unwrap_or("-")));
+    output::line(&format!("  priority:  {}", task.priority));
+    if let Some(c) = &task.command {
+        output::line(&format!("  command:   {c}"));
+    }
+    if !task.parents.is_empty() {
+        output::line(&format!("  parents:   {}", task.parents.join(", ")));
+    }
+    output::line(&format!("  created:   {}", ms(Some(task.created_at))));
+    output::line(&format!("  failures:  {}", task.consecutive_failures));
+    if let Some(r) = &task.result {
+        output::line(&format!("  result:    {r}"));
+    }
+    if let Some(e) = &task.last_failure_error {
+        output::line(&format!("  last error: {e}"));
+    }
+    output::line("");
+    output::line("Events:");
+    for e in events {
+        output::line(&format!("  {}  {:<16} {}", ms(Some(e.created_at)), e.kind, e.payload));
+    }
+    output::line("");
+    output::line("Runs:");
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.to_string(),
+                r.assignee.clone().unwrap_or_default(),
+                r.worker_pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
+                ms(Some(r.started_at)),
+                ms(r.ended_at),
+                r.outcome.clone().unwrap_or_else(|| "running".into()),
+                r.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    output::table(&["RUN", "ASSIGNEE", "PID", "STARTED", "ENDED", "OUTCOME", "EXIT"], &rows);
+}
+
+pub(super) async fn tail(ctx: &Ctx, id: &str, interval: f64, no_follow: bool) -> Result<(), Failure> {
+    if !interval.is_finite() || interval <= 0.0 {
+        return Err(Failure::usage(format!("--interval must be a positive number of seconds, got {interval}")));
+    }
+    let interval = Duration::from_secs_f64(interval.clamp(0.1, 60.0));
+    let mut last = 0;
+    loop {
+        let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
+        let task = store.task(id)?;
+        for e in store.events(id, last)? {
+            last = e.id;
+            if ctx.json {
+                output::line(&serde_json::to_string(&e).unwrap_or_default());
+            } else {
+                output::line(&format!("{}  {:<16} {}", ms(Some(e.created_at)), e.kind, e.payload));
+            }
+        }
+        if no_follow || matches!(task.status, TaskStatus::Done | TaskStatus::Archived | TaskStatus::Blocked) {
+            return Ok(());
+        }
+        drop(store);
+        tokio::time::sleep(interval).await;
+    }
+}

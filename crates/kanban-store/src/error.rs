@@ -1,0 +1,41 @@
+//! The store's errors: what went wrong with the file, the board, a task or a transition.
+
+use std::path::PathBuf;
+
+use domain::kanban::TaskStatus;
+use thiserror::Error;
+
+/// Errors of the board store.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    /// The file is damaged or not a database at all; it was left untouched.
+    #[error(
+        "{path} is not a readable board database ({message}); it was left untouched — move it aside to start a new board"
+    )]
+    Corrupt { path: PathBuf, message: String },
+    /// The file could not be opened for a reason of the disk, not of the file (full, read-only, permissions): the
+    /// board may be perfectly good, so nothing suggests moving it.
+    #[error("cannot open the board database {path}: {cause}; the file was left untouched (fix that and retry)")]
+    Unavailable { path: PathBuf, cause: String },
+    /// A valid SQLite database that berth did not make; it was left untouched.
+    #[error("{path} is a SQLite database but not a berth board (application id {app_id:#x}); it was left untouched")]
+    Foreign { path: PathBuf, app_id: i64 },
+    /// A newer berth made this database.
+    #[error("{path} has schema version {found}, newer than this berth understands ({known})")]
+    TooNew { path: PathBuf, found: i64, known: i64 },
+    #[error("no task {0}")]
+    NoTask(String),
+    #[error("no board {0:?} (create it with `berth kanban board create {0}`)")]
+    NoBoard(String),
+    #[error("task {task} is {status}; cannot {action} it")]
+    Transition { task: String, status: TaskStatus, action: &'static str },
+    /// A worker's confirmation lost: its run was superseded, or its spawn lease expired first.
+    #[error("run {run} of task {task} is no longer claimed (superseded, or its spawn lease expired); nothing was run")]
+    Superseded { task: String, run: i64 },
+    #[error("invalid task data: {0}")]
+    Invalid(String),
+    #[error("board database error")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,209 @@
+//! Reads and creations: boards, tasks (with their links), events and runs.
+
+use domain::ids::BoardSlug;
+use domain::kanban::TaskStatus;
+use domain::time::Timestamp;
+use rusqlite::{OptionalExtension, params};
+use serde_json::{Value as Json, json};
+
+use crate::rows::{TASK_COLUMNS, task_from_row};
+use crate::transitions::event;
+use crate::{Board, Event, NewTask, Result, Run, SqliteKanbanStore, StoreError, Task};
+
+impl SqliteKanbanStore {
+    /// Creates a board (an existing one is returned as it is).
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn create_board(&mut self, slug: &BoardSlug, name: Option<&str>, now: Timestamp) -> Result<(Board, bool)> {
+        let tx = self.write()?;
+        let n = tx.execute(
+            "INSERT OR IGNORE INTO boards (slug, name, created_at) VALUES (?1, ?2, ?3)",
+            params![slug.as_str(), name.unwrap_or(slug.as_str()), now.as_millis()],
+        )?;
+        tx.commit()?;
+        Ok((self.board(slug)?, n == 1))
+    }
+
+    /// One board.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`].
+    pub fn board(&self, slug: &BoardSlug) -> Result<Board> {
+        self.conn
+            .query_row(
+                "SELECT slug, name, created_at FROM boards WHERE slug = ?1 AND archived = 0",
+                [slug.as_str()],
+                |r| Ok(Board { slug: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? }),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NoBoard(slug.as_str().to_owned()))
+    }
+
+    /// Every board, `default` first.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn boards(&self) -> Result<Vec<Board>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT slug, name, created_at FROM boards WHERE archived = 0 ORDER BY slug != 'default', slug")?;
+        let rows = stmt.query_map([], |r| Ok(Board { slug: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? }))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    // ----- tasks -----
+
+    /// Creates a task: `ready` without unfinished parents, `todo` with them, `triage` when asked.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`], [`StoreError::NoTask`] for a missing parent, or an SQLite error.
+    pub fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task> {
+        if new.title.trim().is_empty() {
+            return Err(StoreError::Invalid("a task needs a non-empty title".into()));
+        }
+        self.board(board)?;
+        let tx = self.write()?;
+        let mut pending_parents = 0;
+        for p in &new.parents {
+            let status: Option<String> =
+                tx.query_row("SELECT status FROM tasks WHERE id = ?1", [p], |r| r.get(0)).optional()?;
+            match status {
+                None => return Err(StoreError::NoTask(p.clone())),
+                Some(s) if s != "done" && s != "archived" => pending_parents += 1,
+                Some(_) => {}
+            }
+        }
+        let status = if new.triage {
+            TaskStatus::Triage
+        } else if pending_parents > 0 {
+            TaskStatus::Todo
+        } else {
+            TaskStatus::Ready
+        };
+        let assignee = new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty());
+        tx.execute(
+            "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, created_at, \
+             max_runtime_seconds, max_retries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                id,
+                board.as_str(),
+                new.title,
+                new.body,
+                new.command,
+                assignee,
+                status.as_str(),
+                new.priority,
+                new.created_by,
+                now.as_millis(),
+                new.max_runtime_seconds,
+                new.max_retries
+            ],
+        )?;
+        for p in &new.parents {
+            tx.execute("INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)", params![p, id])?;
+        }
+        event(
+            &tx,
+            id,
+            None,
+            "created",
+            &json!({"assignee": assignee, "status": status.as_str(), "parents": new.parents, "board": board.as_str()}),
+            now,
+        )?;
+        tx.commit()?;
+        self.task(id)
+    }
+
+    /// One task with its parents.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`].
+    pub fn task(&self, id: &str) -> Result<Task> {
+        let mut t = self
+            .conn
+            .query_row(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"), [id], task_from_row)
+            .optional()?
+            .ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
+        let mut stmt = self.conn.prepare("SELECT parent_id FROM task_links WHERE child_id = ?1 ORDER BY parent_id")?;
+        t.parents = stmt.query_map([id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        Ok(t)
+    }
+
+    /// Tasks of a board, optionally filtered, by priority then age.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn tasks(&self, board: &BoardSlug, status: Option<TaskStatus>, assignee: Option<&str>) -> Result<Vec<Task>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE board = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR assignee = ?3) \
+             ORDER BY priority DESC, created_at, id"
+        ))?;
+        let rows = stmt.query_map(params![board.as_str(), status.map(TaskStatus::as_str), assignee], task_from_row)?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// A task's events, oldest first, after event id `after`.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn events(&self, task: &str, after: i64) -> Result<Vec<Event>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, task_id, run_id, kind, payload, created_at FROM task_events WHERE task_id = ?1 AND id > ?2 ORDER BY id",
+        )?;
+        let rows = stmt.query_map(params![task, after], |r| {
+            let payload: Option<String> = r.get(4)?;
+            Ok(Event {
+                id: r.get(0)?,
+                task_id: r.get(1)?,
+                run_id: r.get(2)?,
+                kind: r.get(3)?,
+                payload: payload.and_then(|p| serde_json::from_str(&p).ok()).unwrap_or(Json::Null),
+                created_at: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// A task's runs, oldest first.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn runs(&self, task: &str) -> Result<Vec<Run>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, task_id, status, assignee, claim_lock, worker_pid, started_at, ended_at, outcome, error, exit_code, \
+             worker_start, worker_host, confirmed_at FROM task_runs WHERE task_id = ?1 ORDER BY id",
+        )?;
+        let rows = stmt.query_map([task], |r| {
+            Ok(Run {
+                id: r.get(0)?,
+                task_id: r.get(1)?,
+                status: r.get(2)?,
+                assignee: r.get(3)?,
+                claim_lock: r.get(4)?,
+                worker_pid: r.get(5)?,
+                started_at: r.get(6)?,
+                ended_at: r.get(7)?,
+                outcome: r.get(8)?,
+                error: r.get(9)?,
+                exit_code: r.get(10)?,
+                worker_start: r.get(11)?,
+                worker_host: r.get(12)?,
+                confirmed_at: r.get(13)?,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+
+    /// Running tasks per assignee on this host (all boards).
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn running_by_assignee(&self) -> Result<Vec<(String, i64)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT assignee, COUNT(*) FROM tasks WHERE status = 'running' AND assignee IS NOT NULL GROUP BY assignee ORDER BY assignee",
+        )?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

@@ -1,0 +1,417 @@
+//! Task state changes: each command is looked up in the domain's transition table, applied in one write
+//! transaction with its event; the claim protocol's writes (confirm, heartbeat, spawn records) and the breaker.
+
+use std::time::Duration;
+
+use domain::kanban::{FailureOutcome, SpawnRecord, TaskStatus, WorkerRef, record_failure};
+use domain::time::Timestamp;
+use domain::transitions::{TaskCommand, Transition, transition};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde_json::{Value as Json, json};
+
+use crate::rows::status_of;
+use crate::{Confirmation, Result, RunEnd, SqliteKanbanStore, StoreError, Task};
+
+/// The columns that make a claim, cleared in one place whenever a task stops being anyone's (SQL `SET` items).
+macro_rules! clear_claim {
+    () => {
+        "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL"
+    };
+}
+pub(crate) use clear_claim;
+
+/// Looks `command` up in the domain's transition table for task `id` in `status`.
+fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> Result<&'static Transition> {
+    transition(command, status).map_err(|e| StoreError::Transition { task: id.to_owned(), status, action: e.action })
+}
+
+/// The worker recorded on task `id`, if any.
+pub(crate) fn worker_of(conn: &Connection, id: &str) -> Result<Option<WorkerRef>> {
+    let (pid, start): (Option<i64>, Option<i64>) =
+        conn.query_row("SELECT worker_pid, worker_start FROM tasks WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    Ok(pid.map(|pid| WorkerRef { pid, start }))
+}
+
+impl SqliteKanbanStore {
+    /// Sets or clears a task's assignee.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`]; [`StoreError::Transition`] for a running, done or archived task.
+    pub fn assign(&mut self, id: &str, assignee: Option<&str>, now: Timestamp) -> Result<Task> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        let t = allowed(TaskCommand::Assign, id, status)?;
+        let assignee = assignee.map(str::trim).filter(|a| !a.is_empty());
+        tx.execute("UPDATE tasks SET assignee = ?2 WHERE id = ?1", params![id, assignee])?;
+        event(&tx, id, None, t.event, &json!({"assignee": assignee, "source": "cli"}), now)?;
+        tx.commit()?;
+        self.task(id)
+    }
+
+    /// Marks a task done (from running, ready or blocked), closes its run, and promotes children whose parents are
+    /// all done. With `run`, only while the task is still on that run. Returns the task.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    pub fn complete(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        result: Option<&str>,
+        exit_code: Option<i64>,
+        now: Timestamp,
+    ) -> Result<Task> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        check_run(&tx, id, run, status)?;
+        let t = allowed(TaskCommand::Complete, id, status)?;
+        let run = close_run(&tx, id, t.event, None, exit_code, now)?;
+        tx.execute(
+            concat!(
+                "UPDATE tasks SET status = 'done', result = ?2, completed_at = ?3, consecutive_failures = 0, ",
+                clear_claim!(),
+                " WHERE id = ?1"
+            ),
+            params![id, result, now.as_millis()],
+        )?;
+        event(&tx, id, run, t.event, &json!({"result": result, "exit_code": exit_code}), now)?;
+        promote_children(&tx, id, now)?;
+        tx.commit()?;
+        self.task(id)
+    }
+
+    /// A worker's failure: counts toward the failure limit; requeued below it, blocked (`gave_up`) at it.
+    /// With `run`, only while the task is still on that run.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] when the task is no longer running.
+    pub fn fail(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        end: &RunEnd<'_>,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        allowed(TaskCommand::Fail, id, status)?;
+        check_run(&tx, id, run, status)?;
+        let res = record_task_failure(&tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
+        tx.commit()?;
+        Ok(res)
+    }
+
+    /// Blocks a task (clears any claim); returns the worker to stop, if one ran.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] from done or archived.
+    pub fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        let t = allowed(TaskCommand::Block, id, status)?;
+        let pid = worker_of(&tx, id)?;
+        let run = close_run(&tx, id, t.event, reason, None, now)?;
+        tx.execute(concat!("UPDATE tasks SET status = 'blocked', ", clear_claim!(), " WHERE id = ?1"), [id])?;
+        event(&tx, id, run, t.event, &json!({"reason": reason}), now)?;
+        tx.commit()?;
+        Ok(pid)
+    }
+
+    /// Unblocks a task back to `ready` (or `todo` while parents are unfinished), resetting its failure count.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless blocked.
+    pub fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        let t = allowed(TaskCommand::Unblock, id, status)?;
+        let next = if parents_done(&tx, id)? { "ready" } else { "todo" };
+        tx.execute("UPDATE tasks SET status = ?2, consecutive_failures = 0 WHERE id = ?1", params![id, next])?;
+        event(&tx, id, None, t.event, &json!({"status": next}), now)?;
+        tx.commit()?;
+        self.task(id)
+    }
+
+    /// Archives a task; returns the worker to stop, if one ran.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] when already archived.
+    pub fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        let t = allowed(TaskCommand::Archive, id, status)?;
+        let pid = worker_of(&tx, id)?;
+        let run = close_run(&tx, id, t.event, None, None, now)?;
+        tx.execute(concat!("UPDATE tasks SET status = 'archived', ", clear_claim!(), " WHERE id = ?1"), [id])?;
+        event(&tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now)?;
+        promote_children(&tx, id, now)?;
+        tx.commit()?;
+        Ok(pid)
+    }
+
+    /// Manually reclaims a running task back to `ready`, resetting its failure count; returns the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless running.
+    pub fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        let t = allowed(TaskCommand::Reclaim, id, status)?;
+        let pid = worker_of(&tx, id)?;
+        let lock: Option<String> = tx.query_row("SELECT claim_lock FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+        let run = close_run(&tx, id, t.event, reason, None, now)?;
+        tx.execute(
+            concat!("UPDATE tasks SET status = 'ready', consecutive_failures = 0, ", clear_claim!(), " WHERE id = ?1"),
+            [id],
+        )?;
+        event(&tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now)?;
+        tx.commit()?;
+        Ok(pid)
+    }
+
+    /// Records a heartbeat (with an event when there is a note).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless running.
+    pub fn heartbeat(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<()> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        let t = allowed(TaskCommand::Heartbeat, id, status)?;
+        tx.execute("UPDATE tasks SET last_heartbeat_at = ?2 WHERE id = ?1", params![id, now.as_millis()])?;
+        if let Some(note) = note {
+            let run: Option<i64> =
+                tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+            event(&tx, id, run, t.event, &json!({"note": note}), now)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// A worker's first act: confirms its own run in one compare-and-swap on (task, run, still claimed, not yet
+    /// confirmed), recording its pid, start fingerprint and host; the claim then lasts `claim_ttl` and its
+    /// heartbeats extend it. Returns the task.
+    ///
+    /// The spawn lease is enforced by the tick, which ends an expired run in its own write transaction; the two
+    /// serialize, so a confirmation either lands first (the tick then sees a confirmed run) or finds the run ended.
+    /// Re-checking the lease here would only refuse a worker that no tick has given up on yet.
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] when the swap fails (the run was reclaimed, requeued or replaced, for example
+    /// because its lease expired, or another process confirmed it): the worker must run nothing.
+    /// [`StoreError::NoTask`] or an SQLite error.
+    pub fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task> {
+        let tx = self.write()?;
+        status_in(&tx, c.task)?;
+        let start = c.start.and_then(|v| i64::try_from(v).ok());
+        let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
+        let n = tx.execute(
+            "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, worker_host = ?5, confirmed_at = ?6, started_at = ?6, \
+             last_heartbeat_at = ?6, claim_expires = ?7 \
+             WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND claim_lock IS NOT NULL \
+             AND confirmed_at IS NULL",
+            params![c.task, c.run_id, c.pid, start, c.host, now.as_millis(), expires],
+        )?;
+        if n != 1 {
+            return Err(StoreError::Superseded { task: c.task.to_owned(), run: c.run_id });
+        }
+        tx.execute(
+            "UPDATE task_runs SET worker_pid = ?2, worker_start = ?3, worker_host = ?4, confirmed_at = ?5, claim_expires = ?6 \
+             WHERE id = ?1",
+            params![c.run_id, c.pid, start, c.host, now.as_millis(), expires],
+        )?;
+        event(
+            &tx,
+            c.task,
+            Some(c.run_id),
+            "confirmed",
+            &json!({"pid": c.pid, "start": start, "host": c.host, "expires": expires}),
+            now,
+        )?;
+        tx.commit()?;
+        self.task(c.task)
+    }
+
+    /// A confirmed worker's heartbeat: records it and extends the claim by `claim_ttl`, while the task is still on
+    /// `run`. Returns whether it still is (a worker whose run ended should stop beating).
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool> {
+        let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
+        let n = self.conn.execute(
+            "UPDATE tasks SET last_heartbeat_at = ?3, claim_expires = max(coalesce(claim_expires, 0), ?4) \
+             WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NOT NULL",
+            params![id, run, now.as_millis(), expires],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Records the workers a dispatcher started for claimed tasks, all in one transaction.
+    ///
+    /// This is informational (`kanban show` and stops can find the process before it confirms): the worker's own
+    /// confirmation is what counts, so a run it already confirmed is left as the worker wrote it. An unconfirmed
+    /// run's spawn lease restarts here (`lease` from `now`), so a long spawn loop does not eat its workers' leases.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
+        let expires = now.as_millis().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        let tx = self.write()?;
+        for s in spawned {
+            let start = s.start.and_then(|v| i64::try_from(v).ok());
+            tx.prepare_cached(
+                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5) \
+                 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NULL",
+            )?
+            .execute(params![s.task, s.run_id, s.pid, start, expires])?;
+            tx.prepare_cached("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?
+                .execute(params![s.run_id, s.pid])?;
+            event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Records a failed spawn: back to `ready` below the failure limit, `blocked` with `gave_up` at it.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn record_spawn_failure(
+        &mut self,
+        id: &str,
+        error: &str,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome> {
+        let tx = self.write()?;
+        let res = record_task_failure(&tx, id, "spawn_failed", error, None, failure_limit, now)?;
+        tx.commit()?;
+        Ok(res)
+    }
+}
+
+/// With `run` given, the task must still be on that run (a worker whose run was reclaimed writes nothing).
+pub(crate) fn check_run(tx: &Transaction<'_>, id: &str, run: Option<i64>, status: TaskStatus) -> Result<()> {
+    let Some(run) = run else { return Ok(()) };
+    let current: Option<i64> = tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
+    if current == Some(run) {
+        Ok(())
+    } else {
+        Err(StoreError::Transition { task: id.to_owned(), status, action: "finish a superseded run of" })
+    }
+}
+
+pub(crate) fn status_in(tx: &Transaction<'_>, id: &str) -> Result<TaskStatus> {
+    let raw: Option<String> = tx.query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+    status_of(&raw.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)
+}
+
+/// Appends an event.
+pub(crate) fn event(
+    tx: &Transaction<'_>,
+    task: &str,
+    run: Option<i64>,
+    kind: &str,
+    payload: &Json,
+    now: Timestamp,
+) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![task, run, kind, payload.to_string(), now.as_millis()])
+    .map(drop)
+}
+
+/// Closes the task's current run with `outcome`; returns the run id.
+pub(crate) fn close_run(
+    tx: &Transaction<'_>,
+    task: &str,
+    outcome: &str,
+    error: Option<&str>,
+    exit_code: Option<i64>,
+    now: Timestamp,
+) -> rusqlite::Result<Option<i64>> {
+    let run: Option<i64> = tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [task], |r| r.get(0))?;
+    if let Some(run) = run {
+        tx.execute(
+            "UPDATE task_runs SET status = 'ended', ended_at = ?2, outcome = ?3, error = ?4, exit_code = ?5 WHERE id = ?1 AND ended_at IS NULL",
+            params![run, now.as_millis(), outcome, error, exit_code],
+        )?;
+        tx.execute("UPDATE tasks SET current_run_id = NULL WHERE id = ?1", [task])?;
+    }
+    Ok(run)
+}
+
+pub(crate) fn parents_done(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<bool> {
+    tx.query_row(
+        "SELECT NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
+         WHERE l.child_id = ?1 AND p.status NOT IN ('done', 'archived'))",
+        [id],
+        |r| r.get(0),
+    )
+}
+
+/// Promotes `todo` children of `parent` whose parents are now all done.
+pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestamp) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare(
+        "SELECT t.id FROM task_links l JOIN tasks t ON t.id = l.child_id WHERE l.parent_id = ?1 AND t.status = 'todo'",
+    )?;
+    let children: Vec<String> = stmt.query_map([parent], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    drop(stmt);
+    for c in children {
+        if parents_done(tx, &c)? {
+            tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [&c])?;
+            event(tx, &c, None, "promoted", &json!({"parent": parent}), now)?;
+        }
+    }
+    Ok(())
+}
+
+/// The failure breaker on a task: requeue below the limit, block with `gave_up` at it.
+pub(crate) fn record_task_failure(
+    tx: &Transaction<'_>,
+    id: &str,
+    outcome: &str,
+    error: &str,
+    exit_code: Option<i64>,
+    failure_limit: u32,
+    now: Timestamp,
+) -> Result<FailureOutcome> {
+    let (failures, max_retries): (i64, Option<i64>) =
+        tx.query_row("SELECT consecutive_failures, max_retries FROM tasks WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let res = record_failure(
+        u32::try_from(failures).unwrap_or(0),
+        max_retries.and_then(|m| u32::try_from(m).ok()),
+        failure_limit,
+    );
+    let run = close_run(tx, id, outcome, Some(error), exit_code, now)?;
+    let (status, n) = match res {
+        FailureOutcome::Requeue { failures, .. } => ("ready", failures),
+        FailureOutcome::GiveUp { failures, .. } => ("blocked", failures),
+    };
+    tx.execute(
+        concat!(
+            "UPDATE tasks SET status = ?2, consecutive_failures = ?3, last_failure_error = ?4, ",
+            clear_claim!(),
+            " WHERE id = ?1"
+        ),
+        params![id, status, n, error],
+    )?;
+    event(tx, id, run, outcome, &json!({"error": error, "exit_code": exit_code, "failures": n}), now)?;
+    if let FailureOutcome::GiveUp { failures, limit } = res {
+        event(
+            tx,
+            id,
+            run,
+            "gave_up",
+            &json!({"failures": failures, "effective_limit": limit, "error": error, "trigger_outcome": outcome}),
+            now,
+        )?;
+    }
+    Ok(res)
+}
