@@ -117,8 +117,15 @@ pub enum SandboxCmd {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    #[command(flatten)]
-    pub task: TaskArg,
+    /// Task id of the sandbox (default: `default`).
+    #[arg(long, value_name = "ID", default_value = "default")]
+    pub task: String,
+    /// Forward standard input to the command (the default when stdin is not a terminal); closed at end of input.
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Allocate a TTY for the command (implies -i): raw mode here, window-size changes forwarded.
+    #[arg(short = 't', long)]
+    pub tty: bool,
     /// Kill the command after this many seconds (exit 124); default terminal.timeout; 0 means none.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,

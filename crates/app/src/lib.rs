@@ -10,6 +10,7 @@ pub mod mounts;
 pub mod output;
 pub mod process;
 pub mod redact;
+pub mod run_io;
 pub mod sandbox;
 pub mod worker;
 

@@ -196,7 +196,7 @@ fn exec_env(ctx: &Ctx, extra: &[String]) -> Result<Vec<String>, Failure> {
 /// A failure before the command ran (exit 125, or 2 for bad input).
 pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     ctx.require_profile()?;
-    let identity = identity(ctx, &args.task.task)?;
+    let identity = identity(ctx, &args.task)?;
     let env = exec_env(ctx, &args.env)?;
     let rt = connect(ctx).await?;
     let req = request(ctx, &rt, identity).await?;
@@ -214,8 +214,22 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let mut exec = exec;
     exec.env.push(marker.clone());
     let mut sink = StdSink;
+    // Input (and a TTY) are wired only when asked for or piped; the terminal is restored when `io` drops.
+    let io = crate::run_io::attach(args.interactive, args.tty)?;
+    let exec_run = async {
+        match io {
+            None => service::run(&rt, &req, &exec, &mut sink).await,
+            Some(mut io) => {
+                // Input cannot be replayed, so an exec with input is not retried the way `service::run` retries.
+                let acquired = service::acquire(&rt, &req).await?;
+                let outcome = rt.exec_io(&acquired.id, &exec, &mut sink, io.take()).await;
+                drop(io);
+                Ok((acquired, outcome?))
+            }
+        }
+    };
     let result = tokio::select! {
-        r = service::run(&rt, &req, &exec, &mut sink) => r,
+        r = exec_run => r,
         code = interrupted() => {
             // Stop the command inside, and in opt-out mode remove the container this process made.
             let owner = (!req.persist_across_processes).then(crate::context::owner_label);

@@ -1,0 +1,150 @@
+//! The operator's cockpit (issue 13), through the real binary: input piped into a sandbox, an interactive `-t`
+//! session driven through a pseudo-terminal.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::{Engine, Home};
+use rustix::termios::{LocalModes, Winsize, tcgetattr, tcsetwinsize};
+
+/// Waits for `child` to exit within `limit`; kills it and fails otherwise.
+fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("berth did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn piped_stdin_reaches_the_command_and_its_end_closes_it() {
+    let home = Home::on(&Engine::docker());
+    // Large enough to take several chunks; `wc -c` only prints once its input is closed.
+    let input: Vec<u8> = (0..200_000u32).map(|i| b'a' + u8::try_from(i % 26).unwrap()).collect();
+    let mut child = home
+        .cmd()
+        .args(["run", "--task", "pipe", "--timeout", "60", "--", "wc", "-c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&input).unwrap();
+        // Dropping stdin is the end of input.
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "200000", "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Bytes come back unchanged, and the exit code is the command's.
+    let mut child = home
+        .cmd()
+        .args(["run", "--task", "pipe", "--timeout", "60", "--", "sh", "-c", "cat; exit 5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    child.stdin.take().unwrap().write_all(b"one\ntwo\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(out.stdout, b"one\ntwo\n");
+}
+
+/// A pseudo-terminal pair: the master end the test types into and reads from, the slave end berth gets.
+fn pty(rows: u16, cols: u16) -> (File, File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = File::options().read(true).write(true).open(name.to_str().unwrap()).expect("open the pty's slave");
+    tcsetwinsize(&slave, Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 }).expect("winsize");
+    (File::from(master), slave)
+}
+
+/// Collects everything the master end reads, on a thread, until the slave side is closed.
+fn collect(mut master: File) -> Arc<Mutex<Vec<u8>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    seen
+}
+
+/// Waits until the terminal output holds `needle`; false at the deadline.
+fn saw(seen: &Arc<Mutex<Vec<u8>>>, needle: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if String::from_utf8_lossy(&seen.lock().unwrap()).contains(needle) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn an_interactive_tty_session_is_raw_follows_resizes_and_keeps_the_exit_code() {
+    let home = Home::on(&Engine::docker());
+    home.ok(&["sandbox", "ensure", "--task", "tty"]);
+    let (master, slave) = pty(30, 100);
+    let mut typing = master.try_clone().unwrap();
+    let seen = collect(master);
+    // Prints the TTY's size, then again after every line, until a `q` line (exit 3).
+    let script = "import os, sys\n\
+                  size = lambda: print(*os.get_terminal_size()[::-1], flush=True)\n\
+                  size()\n\
+                  while (line := sys.stdin.readline().strip()) != 'q':\n    size()\n\
+                  sys.exit(3)\n";
+    let mut child = home
+        .cmd()
+        .args(["run", "--task", "tty", "-it", "--", "python3", "-c", script])
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave.try_clone().unwrap()))
+        .spawn()
+        .expect("berth runs");
+    // The command's TTY starts with our size.
+    assert!(saw(&seen, "30 100", Duration::from_secs(60)), "{}", String::from_utf8_lossy(&seen.lock().unwrap()));
+    // Our terminal is raw while the command runs: keys go to the command as typed.
+    let modes = tcgetattr(&slave).unwrap().local_modes;
+    assert!(!modes.contains(LocalModes::ICANON) && !modes.contains(LocalModes::ECHO), "not raw: {modes:?}");
+
+    // A window-size change reaches the command's TTY.
+    tcsetwinsize(&slave, Winsize { ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 }).unwrap();
+    crate::support::signal(child.id(), rustix::process::Signal::WINCH);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut resized = false;
+    while !resized && Instant::now() < deadline {
+        // Each line makes the command print its size again; the resize may land after the first one.
+        typing.write_all(b"again\r").unwrap();
+        resized = saw(&seen, "40 120", Duration::from_secs(1));
+    }
+    assert!(resized, "{}", String::from_utf8_lossy(&seen.lock().unwrap()));
+
+    typing.write_all(b"q\r").unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&seen.lock().unwrap()));
+    // The terminal is as it was before.
+    let modes = tcgetattr(&slave).unwrap().local_modes;
+    assert!(modes.contains(LocalModes::ICANON) && modes.contains(LocalModes::ECHO), "not restored: {modes:?}");
+}
