@@ -148,3 +148,61 @@ fn an_interactive_tty_session_is_raw_follows_resizes_and_keeps_the_exit_code() {
     let modes = tcgetattr(&slave).unwrap().local_modes;
     assert!(modes.contains(LocalModes::ICANON) && modes.contains(LocalModes::ECHO), "not restored: {modes:?}");
 }
+
+fn create_task(home: &Home, args: &[&str]) -> String {
+    let mut all = vec!["kanban", "create"];
+    all.extend_from_slice(args);
+    home.json(&all)["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
+    crate::support::require_docker();
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let _cleanup = crate::kanban::ProfileContainers::new(&["alpha"], home.path());
+    let id = create_task(&home, &["talk", "--assignee", "alpha", "--command", "echo line-one; sleep 2; echo line-two"]);
+    // Before any run: no log yet, said plainly.
+    assert!(home.ok(&["kanban", "show", &id]).contains("(nothing yet)"));
+    let v = home.json(&["kanban", "dispatch"]);
+    assert_eq!(v["spawned"].as_array().unwrap().len(), 1, "{v}");
+
+    // `-f` prints as the worker writes and returns once the run is over (not before: the task is done then).
+    let mut follow =
+        home.cmd().args(["kanban", "logs", &id, "-f"]).stdout(Stdio::piped()).spawn().expect("berth runs");
+    let status = wait_within(&mut follow, Duration::from_secs(90));
+    let mut followed = String::new();
+    follow.stdout.take().unwrap().read_to_string(&mut followed).unwrap();
+    assert!(status.success());
+    assert!(followed.contains("line-one\n") && followed.contains("line-two\n"), "{followed}");
+    assert!(followed.trim_end().ends_with("completed"), "the worker's last line is there: {followed}");
+    let show = home.json(&["kanban", "show", &id]);
+    assert_eq!(show["task"]["status"], "done", "{show}");
+
+    // `kanban show` gives the log's path and its last lines.
+    let path = show["log"]["path"].as_str().unwrap().to_owned();
+    assert!(std::path::Path::new(&path).is_file(), "{show}");
+    let last: Vec<&str> = show["log"]["last_lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(last.contains(&"line-two"), "{last:?}");
+    let text = home.ok(&["kanban", "show", &id]);
+    assert!(text.contains(&format!("Log: {path}")) && text.contains("  line-two"), "{text}");
+
+    // --tail and --run select; the whole log is what -f printed.
+    assert_eq!(home.ok(&["kanban", "logs", &id]), followed);
+    let tail = home.ok(&["kanban", "logs", &id, "--tail", "2"]);
+    assert_eq!(tail.lines().count(), 2, "{tail}");
+    assert!(followed.ends_with(&tail));
+    let run = show["runs"][0]["id"].as_i64().unwrap().to_string();
+    let part = home.ok(&["kanban", "logs", &id, "--run", &run]);
+    assert!(part.starts_with("[berth worker") && part.contains(&format!("confirmed run {run} of {id}")), "{part}");
+    let json = home.json(&["kanban", "logs", &id, "--tail", "1"]);
+    assert_eq!(json["lines"].as_array().unwrap().len(), 1, "{json}");
+
+    // Bad input: one line, exit 2.
+    for args in [&["kanban", "logs", &id, "--run", "999999"][..], &["kanban", "logs", "t_nope"][..]] {
+        let out = home.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("berth: ") && err.lines().count() == 1, "{err}");
+    }
+}

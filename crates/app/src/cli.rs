@@ -222,8 +222,22 @@ pub enum KanbanCmd {
         #[command(flatten)]
         board: BoardArg,
     },
-    /// A task with its events and runs.
+    /// A task with its events and runs, its log file and the log's last lines.
     Show { id: String },
+    /// What a task's worker wrote (stdout and stderr of every run, in one file).
+    Logs {
+        /// Task id (on any board).
+        id: String,
+        /// Keep printing as the log grows, like `tail -f`; ends when the run ends.
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// Only what run N wrote (run ids as `kanban show` lists them).
+        #[arg(long, value_name = "N")]
+        run: Option<i64>,
+    },
     /// Set (or with no profile, clear) a task's assignee.
     Assign { id: String, profile: Option<String> },
     /// Mark a task done.

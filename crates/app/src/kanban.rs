@@ -121,6 +121,9 @@ fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> 
 ///
 /// # Errors
 /// Usage failures (2) for bad input, others (1) for store failures.
+/// How many of the log's last lines `kanban show` prints.
+const SHOW_LOG_LINES: usize = 10;
+
 pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
     let now = SystemClock.now();
     match cmd {
@@ -218,11 +221,18 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let (shown, task, status) = listed(&store, &store.task(id)?, now);
             let events = store.events(id, 0)?;
             let runs = store.runs(id)?;
+            let log = crate::kanban_logs::log_path(ctx, id).display().to_string();
+            let last = crate::kanban_logs::last_lines(ctx, id, SHOW_LOG_LINES);
             if ctx.json {
-                output::json(&json!({"task": shown, "events": events, "runs": runs}));
+                let log = json!({"path": log, "last_lines": last});
+                output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log}));
             } else {
                 show_text(&task, &status, &events, &runs);
+                crate::kanban_logs::show_text(&log, &last);
             }
+        }
+        KanbanCmd::Logs { id, follow, tail, run } => {
+            return crate::kanban_logs::logs(ctx, id, *follow, *tail, *run).await;
         }
         KanbanCmd::Assign { id, profile } => {
             if let Some(p) = profile {

@@ -6,6 +6,7 @@ pub mod context;
 pub mod error;
 pub mod gateway;
 pub mod kanban;
+pub mod kanban_logs;
 pub mod mounts;
 pub mod output;
 pub mod process;
