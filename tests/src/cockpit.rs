@@ -206,3 +206,65 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
         assert!(err.starts_with("berth: ") && err.lines().count() == 1, "{err}");
     }
 }
+
+/// A config in hermes-agent's style: mostly comments, its own sections, quoting and blank lines as a person wrote
+/// them.
+const HERMES_STYLE: &str = "\
+# Hermes Agent configuration (example)
+# Copy to ~/.hermes/config.yaml and edit.
+
+model:
+  default: \"anthropic/claude-opus-4\"   # the model every session starts with
+  provider: auto
+
+# ── Terminal ────────────────────────────────────────────────
+terminal:
+  # Where commands run: local, docker, ssh, modal
+  backend: docker
+  timeout: 180        # seconds per command
+  docker_image: 'berth-sandbox:latest'
+  docker_volumes:
+    - /srv/data:/data:ro   # read-only reference data
+  # docker_forward_env: [GITHUB_TOKEN]
+
+display:
+  compact: false
+# trailing remark
+";
+
+#[test]
+fn config_set_and_unset_change_only_their_key() {
+    let home = Home::new();
+    let path = home.path().join("config.yaml");
+    std::fs::write(&path, HERMES_STYLE).unwrap();
+    let file = || std::fs::read_to_string(&path).unwrap();
+
+    // An existing key: that value's bytes change, nothing else.
+    home.ok(&["config", "set", "terminal.timeout", "30"]);
+    let step1 = HERMES_STYLE.replace("timeout: 180  ", "timeout: 30  ");
+    assert_eq!(file(), step1);
+    assert_eq!(home.json(&["config", "get", "terminal.timeout"])["value"], 30);
+
+    // A new key in an existing section: one line added, every other line as it was.
+    home.ok(&["config", "set", "terminal.lifetime_seconds", "600"]);
+    let now = file();
+    let added: Vec<&str> = now.lines().filter(|l| !step1.lines().any(|o| o == *l)).collect();
+    assert_eq!(added, ["  lifetime_seconds: 600"], "{now}");
+    assert_eq!(now.lines().filter(|l| *l != "  lifetime_seconds: 600").collect::<Vec<_>>().join("\n") + "\n", step1);
+
+    // Unset puts the file back byte for byte.
+    home.ok(&["config", "unset", "terminal.lifetime_seconds"]);
+    assert_eq!(file(), step1);
+
+    // A section the file does not have is added at the end; the rest is untouched.
+    home.ok(&["config", "set", "kanban.failure_limit", "3"]);
+    let now = file();
+    assert!(now.starts_with(&step1), "{now}");
+    assert_eq!(&now[step1.len()..], "kanban:\n  failure_limit: 3\n");
+
+    // A string that needs quoting is quoted, and reads back as written.
+    home.ok(&["config", "set", "terminal.docker_image", "my image: v2"]);
+    assert_eq!(home.json(&["config", "get", "terminal.docker_image"])["value"], "my image: v2");
+    assert!(file().contains("# Copy to ~/.hermes/config.yaml and edit.\n"));
+    assert!(file().contains("    - /srv/data:/data:ro   # read-only reference data\n"));
+}
