@@ -268,3 +268,19 @@ fn config_set_and_unset_change_only_their_key() {
     assert!(file().contains("# Copy to ~/.hermes/config.yaml and edit.\n"));
     assert!(file().contains("    - /srv/data:/data:ro   # read-only reference data\n"));
 }
+
+#[test]
+fn help_says_what_berth_is_for_and_completions_are_generated() {
+    let home = Home::new();
+    let help = home.ok(&["--help"]);
+    assert!(help.starts_with("Long-lived, leak-free Docker sandboxes"), "{help}");
+    assert!(!help.contains("wiring the other crates"), "{help}");
+    let ls = home.ok(&["kanban", "ls", "--help"]);
+    assert!(ls.contains("triage, todo, ready, running, blocked, done or archived"), "{ls}");
+    for (shell, marker) in [("bash", "complete -F _berth"), ("zsh", "#compdef berth"), ("fish", "complete -c berth")] {
+        let script = home.ok(&["completions", shell]);
+        assert!(script.contains(marker) && script.contains("kanban"), "{shell}: {}", &script[..script.len().min(200)]);
+    }
+    let out = home.run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+}

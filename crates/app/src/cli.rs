@@ -4,9 +4,19 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Long-lived, leak-free Docker sandboxes for agent workers, and a task board dispatched onto them.
+/// Long-lived, leak-free Docker sandboxes for coding-agent workers, and a task board dispatched onto them.
+///
+/// Each task gets its own container, reused across processes and removed when the task is done; the board hands
+/// tasks to workers under per-profile caps, and the gateway keeps dispatching it.
 #[derive(Debug, Parser)]
-#[command(name = "berth", version, about, propagate_version = true)]
+#[command(
+    name = "berth",
+    version,
+    propagate_version = true,
+    after_help = "Start here:\n  berth run --task demo -- sh -c 'echo hi > /tmp/x'   run a command in the task's sandbox\n  \
+                  berth kanban create 'job' --assignee alpha --command 'make test'\n  \
+                  berth kanban dispatch && berth kanban logs -f ID\n\nMore: berth help COMMAND, and README.md."
+)]
 pub struct Cli {
     /// Berth's home directory (default: $BERTH_HOME, else ~/.berth).
     #[arg(long, global = true, value_name = "DIR")]
@@ -54,6 +64,14 @@ pub enum Command {
     /// The long-running service that dispatches the boards.
     #[command(subcommand)]
     Gateway(GatewayCmd),
+    /// Print a shell completion script (bash, zsh, fish, …).
+    ///
+    /// For example: `berth completions bash > ~/.local/share/bash-completion/completions/berth`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,11 +85,17 @@ pub enum GatewayCmd {
 #[derive(Debug, Subcommand)]
 pub enum ProfileCmd {
     /// Create a profile.
-    Create { name: String },
+    Create {
+        /// Profile name (letters, digits, `-`, `_`).
+        name: String,
+    },
     /// List profiles.
     Ls,
     /// Remove a profile (its running sandboxes are not touched; `default` cannot be removed).
-    Rm { name: String },
+    Rm {
+        /// Profile name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -145,16 +169,24 @@ pub enum ConfigCmd {
     /// Every setting with its value and where it came from.
     Ls,
     /// One setting's value and source.
-    Get { key: String },
+    Get {
+        /// Setting key, e.g. `terminal.timeout` (`berth config ls` lists them all).
+        key: String,
+    },
     /// Validate and write a setting into <home>/config.yaml.
     Set {
+        /// Setting key, e.g. `terminal.timeout`.
         key: String,
-        /// Negative numbers are values here (`config set k -5`), left for the table's rules to judge.
+        /// The new value, checked by the setting's type and rules.
+        // Negative numbers are values here (`config set k -5`), left for the table's rules to judge.
         #[arg(allow_negative_numbers = true, allow_hyphen_values = true)]
         value: String,
     },
     /// Remove a setting from <home>/config.yaml.
-    Unset { key: String },
+    Unset {
+        /// Setting key.
+        key: String,
+    },
     /// The `export` lines the gateway hands to workers.
     Env,
 }
@@ -170,6 +202,7 @@ pub struct BoardArg {
 pub enum BoardCmd {
     /// Create a board (an existing one is kept).
     Create {
+        /// Board slug (lowercase letters, digits, `-`).
         slug: String,
         /// Display name.
         #[arg(long)]
@@ -186,10 +219,12 @@ pub enum KanbanCmd {
     Board(BoardCmd),
     /// Put a task on a board.
     Create {
+        /// One line saying what the task is.
         title: String,
         /// Profile that works on it.
         #[arg(long)]
         assignee: Option<String>,
+        /// Longer description, for the worker.
         #[arg(long)]
         body: Option<String>,
         /// Shell command the built-in worker runs in the task's sandbox.
@@ -215,15 +250,20 @@ pub enum KanbanCmd {
     },
     /// List tasks.
     Ls {
-        #[arg(long)]
+        /// Only tasks in this status: triage, todo, ready, running, blocked, done or archived.
+        #[arg(long, value_name = "STATUS")]
         status: Option<String>,
-        #[arg(long)]
+        /// Only tasks assigned to this profile.
+        #[arg(long, value_name = "PROFILE")]
         assignee: Option<String>,
         #[command(flatten)]
         board: BoardArg,
     },
     /// A task with its events and runs, its log file and the log's last lines.
-    Show { id: String },
+    Show {
+        /// Task id (on any board).
+        id: String,
+    },
     /// What a task's worker wrote (stdout and stderr of every run, in one file).
     Logs {
         /// Task id (on any board).
@@ -239,37 +279,57 @@ pub enum KanbanCmd {
         run: Option<i64>,
     },
     /// Set (or with no profile, clear) a task's assignee.
-    Assign { id: String, profile: Option<String> },
+    Assign {
+        /// Task id (on any board).
+        id: String,
+        /// Profile to assign; none clears the assignee.
+        profile: Option<String>,
+    },
     /// Mark a task done.
     Complete {
+        /// Task id (on any board).
         id: String,
+        /// What came of it (shown by `kanban show`).
         #[arg(long)]
         result: Option<String>,
     },
     /// Block a task (its worker, if any, is stopped).
     Block {
+        /// Task id (on any board).
         id: String,
+        /// Why, recorded with the block event.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Unblock a task.
-    Unblock { id: String },
+    Unblock {
+        /// Task id (on any board).
+        id: String,
+    },
     /// Archive a task (its worker, if any, is stopped).
-    Archive { id: String },
+    Archive {
+        /// Task id (on any board).
+        id: String,
+    },
     /// Take a running task back to ready (its worker is stopped).
     Reclaim {
+        /// Task id (on any board).
         id: String,
+        /// Why, recorded with the reclaim event.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Record a heartbeat for a running task.
     Heartbeat {
+        /// Task id (on any board).
         id: String,
+        /// A short progress note, recorded with the heartbeat.
         #[arg(long)]
         note: Option<String>,
     },
     /// Print a task's events, following new ones until it is done, blocked or archived.
     Tail {
+        /// Task id (on any board).
         id: String,
         /// Seconds between polls.
         #[arg(long, default_value_t = 1.0)]
@@ -304,6 +364,7 @@ pub enum KanbanCmd {
 pub enum WorkerCmd {
     /// Run a claimed task's command in its sandbox, heartbeating, then complete or fail it.
     Run {
+        /// Task id of the claimed task.
         task: String,
         #[command(flatten)]
         board: BoardArg,

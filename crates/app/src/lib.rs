@@ -15,6 +15,9 @@ pub mod run_io;
 pub mod sandbox;
 pub mod worker;
 
+#[cfg(test)]
+mod help_tests;
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -74,6 +77,15 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
+    // Completions need no home, settings or engine: they describe the command line itself.
+    if let Command::Completions { shell } = &cli.command {
+        use clap::CommandFactory;
+        // Into a buffer first: the generator panics on a write error, and `… | head` closes the pipe early.
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut Cli::command(), "berth", &mut script);
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
+        return Ok(0);
+    }
     // A worker never reads the config file: its dispatcher resolved every setting into its environment.
     let read_file = !matches!(cli.command, Command::Worker(_));
     let ctx = Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)?;
@@ -91,5 +103,6 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task)),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
+        Command::Completions { .. } => Ok(0),
     }
 }
