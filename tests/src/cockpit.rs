@@ -284,3 +284,20 @@ fn help_says_what_berth_is_for_and_completions_are_generated() {
     let out = home.run(&["completions", "tcsh"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_missing_program_exits_127_and_a_non_executable_one_126_with_one_line() {
+    let home = Home::on(&Engine::docker());
+    for (program, code, words) in [("/no/such/program", 127, "command not found"), ("/etc/passwd", 126, "not executable")]
+    {
+        let out = home.run(&["run", "--task", "codes", "--", program]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{program}: {err}");
+        assert!(out.stdout.is_empty(), "{program}: {}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(&format!("berth: {program}: ")) && err.contains(words), "{err}");
+    }
+    // A command that exits 127 itself keeps its own words and code.
+    let out = home.run(&["run", "--task", "codes", "--", "sh", "-c", "echo mine; exit 127"]);
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()), (Some(127), "mine\n"));
+}

@@ -4,6 +4,7 @@ pub mod cli;
 pub mod config_cmd;
 pub mod context;
 pub mod error;
+pub mod exec_errors;
 pub mod gateway;
 pub mod kanban;
 pub mod kanban_logs;

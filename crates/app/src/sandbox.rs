@@ -213,7 +213,8 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let marker = format!("BERTH_RUN={}", crate::context::owner_label());
     let mut exec = exec;
     exec.env.push(marker.clone());
-    let mut sink = StdSink;
+    let mut std_sink = StdSink;
+    let mut sink = crate::exec_errors::StartFailureSink::new(&mut std_sink);
     // Input (and a TTY) are wired only when asked for or piped; the terminal is restored when `io` drops.
     let io = crate::run_io::attach(args.interactive, args.tty)?;
     let exec_run = async {
@@ -254,7 +255,10 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
     }
     match result?.1 {
-        ExecOutcome::Exited(code) => Ok(u8::try_from(code).unwrap_or(1)),
+        ExecOutcome::Exited(code) => {
+            let code = sink.finish(code, args.argv.first().map_or("", String::as_str));
+            Ok(u8::try_from(code).unwrap_or(1))
+        }
         ExecOutcome::TimedOut => {
             eprintln!("berth: command timed out after {timeout}s and was killed");
             Ok(124)
