@@ -301,3 +301,13 @@ fn a_missing_program_exits_127_and_a_non_executable_one_126_with_one_line() {
     let out = home.run(&["run", "--task", "codes", "--", "sh", "-c", "echo mine; exit 127"]);
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()), (Some(127), "mine\n"));
 }
+
+#[test]
+fn warnings_start_with_berth_like_errors() {
+    let home = Home::new();
+    let out = home.cmd().env("TERMINAL_TIMEOUT", "abc").args(["config", "get", "terminal.timeout"]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("berth: warning: invalid env TERMINAL_TIMEOUT value \"abc\""), "{err}");
+}

@@ -8,6 +8,7 @@ pub mod exec_errors;
 pub mod gateway;
 pub mod kanban;
 pub mod kanban_logs;
+pub mod log_format;
 pub mod mounts;
 pub mod output;
 pub mod process;
@@ -67,7 +68,7 @@ fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
         .with_writer(redact::Stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = if with_time { builder.try_init() } else { builder.without_time().try_init() };
+    let _ = if with_time { builder.try_init() } else { builder.event_format(log_format::Plain).try_init() };
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
