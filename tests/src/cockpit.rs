@@ -311,3 +311,40 @@ fn warnings_start_with_berth_like_errors() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("berth: warning: invalid env TERMINAL_TIMEOUT value \"abc\""), "{err}");
 }
+
+#[test]
+fn all_boards_for_ls_and_dispatch_and_show_finds_a_task_on_any_board() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["kanban", "board", "create", "second"]);
+    let a = create_task(&home, &["on default", "--assignee", "alpha", "--command", "true"]);
+    let b = create_task(&home, &["on second", "--assignee", "alpha", "--command", "true", "--board", "second"]);
+
+    // One board by default; every board with --all-boards.
+    let one: Vec<String> =
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(one, [a.clone()]);
+    let all = home.json(&["kanban", "ls", "--all-boards"]);
+    let ids: Vec<&str> = all.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&a.as_str()) && ids.contains(&b.as_str()) && ids.len() == 2, "{all}");
+    let text = home.ok(&["kanban", "ls", "--all-boards"]);
+    assert!(text.starts_with("ID") && text.lines().next().unwrap().contains("BOARD"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with(&b) && l.contains("second")), "{text}");
+
+    // A dry tick of every board plans each board's task.
+    let v = home.json(&["kanban", "dispatch", "--all-boards", "--dry-run"]);
+    let boards: Vec<&str> = v.as_array().unwrap().iter().map(|r| r["board"].as_str().unwrap()).collect();
+    assert_eq!(boards, ["default", "second"], "{v}");
+    for r in v.as_array().unwrap() {
+        assert_eq!(r["report"]["spawned"].as_array().unwrap().len(), 1, "{v}");
+    }
+    let text = home.ok(&["kanban", "dispatch", "--all-boards", "--dry-run"]);
+    assert!(text.contains("Board default:") && text.contains("Board second:"), "{text}");
+
+    // show and logs find the task on the other board without --board.
+    assert_eq!(home.json(&["kanban", "show", &b])["task"]["board"], "second");
+    assert!(home.run(&["kanban", "logs", &b]).status.success());
+    // --all-boards with one board named is a mistake: one line, exit 2.
+    let out = home.run(&["kanban", "ls", "--all-boards", "--board", "second"]);
+    assert_eq!(out.status.code(), Some(2));
+}

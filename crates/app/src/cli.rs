@@ -256,6 +256,9 @@ pub enum KanbanCmd {
         /// Only tasks assigned to this profile.
         #[arg(long, value_name = "PROFILE")]
         assignee: Option<String>,
+        /// Every board's tasks (with a BOARD column), instead of one board's.
+        #[arg(long, conflicts_with = "board")]
+        all_boards: bool,
         #[command(flatten)]
         board: BoardArg,
     },
@@ -355,6 +358,9 @@ pub enum KanbanCmd {
         /// Dispatch exactly this task, or say why not.
         #[arg(long, value_name = "ID")]
         task: Option<String>,
+        /// One tick on every board, as the gateway does (caps hold across boards).
+        #[arg(long, conflicts_with_all = ["board", "task"])]
+        all_boards: bool,
         #[command(flatten)]
         board: BoardArg,
     },

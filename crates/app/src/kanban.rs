@@ -47,7 +47,7 @@ pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
 }
 
 /// Opens the board database read-only; `None` when it does not exist yet.
-fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
+pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
     let path = ctx.db_path();
     if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
         return Ok(None);
@@ -96,7 +96,7 @@ fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
 ///
 /// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
 /// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
-fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+pub(crate) fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
     let mut t = t.clone();
     let mut alive = worker_alive(&t, now);
     if alive == Some(false)
@@ -186,7 +186,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
             }
         }
-        KanbanCmd::Ls { status, assignee, board } => {
+        KanbanCmd::Ls { all_boards: true, status, assignee, .. } => {
+            crate::kanban_boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
+        }
+        KanbanCmd::Ls { status, assignee, board, .. } => {
             let b = slug(&board.board)?;
             let status = status.as_deref().map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
             let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
@@ -280,7 +283,17 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
         }
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
-        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board } => {
+        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
+            let args = DispatchArgs {
+                dry_run: *dry_run,
+                max: *max,
+                failure_limit: *failure_limit,
+                task: None,
+                detach_stops: false,
+            };
+            crate::kanban_boards::dispatch_all(ctx, &args, *explain).await?;
+        }
+        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board, .. } => {
             let b = slug(&board.board)?;
             let report = dispatch(
                 ctx,
@@ -635,7 +648,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
     v
 }
 
-fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
+pub(crate) fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
     if ctx.json {
         output::json(&report_json(r, explain));
         return;
