@@ -348,3 +348,61 @@ fn all_boards_for_ls_and_dispatch_and_show_finds_a_task_on_any_board() {
     let out = home.run(&["kanban", "ls", "--all-boards", "--board", "second"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn edit_and_rm_fix_a_task_and_are_audited_and_a_typo_assignee_is_refused() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let id = create_task(&home, &["first title", "--assignee", "alpha", "--command", "true"]);
+
+    // A typo in assign or edit is caught there, with a way out; the task is untouched.
+    for args in [&["kanban", "assign", &id, "alpah"][..], &["kanban", "edit", &id, "--assignee", "alpah"][..]] {
+        let out = home.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("berth: no profile \"alpah\"") && err.contains("--allow-unknown-assignee"), "{err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["assignee"], "alpha");
+    home.ok(&["kanban", "assign", &id, "later", "--allow-unknown-assignee"]);
+
+    // edit changes what it is given and records each change as from/to.
+    let t = home.json(&[
+        "kanban", "edit", &id, "--title", "better title", "--command", "echo hi", "--priority", "-3", "--assignee",
+        "alpha", "--max-runtime", "60",
+    ]);
+    assert_eq!(
+        (&t["title"], &t["command"], &t["priority"], &t["assignee"], &t["max_runtime_seconds"]),
+        (&"better title".into(), &"echo hi".into(), &(-3).into(), &"alpha".into(), &60.into()),
+        "{t}"
+    );
+    let show = home.json(&["kanban", "show", &id]);
+    let edited: Vec<&serde_json::Value> =
+        show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "edited").collect();
+    assert_eq!(edited.len(), 1, "{show}");
+    let payload: serde_json::Value = match &edited[0]["payload"] {
+        serde_json::Value::String(s) => serde_json::from_str(s).unwrap(),
+        v => v.clone(),
+    };
+    assert_eq!(payload["title"], serde_json::json!({"from": "first title", "to": "better title"}), "{payload}");
+    assert_eq!(payload["assignee"]["from"], "later");
+    assert!(payload.get("body").is_none(), "unchanged fields are not listed: {payload}");
+    // Nothing to change, or an empty title: refused.
+    assert_eq!(home.run(&["kanban", "edit", &id]).status.code(), Some(2));
+    assert_eq!(home.run(&["kanban", "edit", &id, "--title", " "]).status.code(), Some(2));
+
+    // rm takes it off the board; the event log keeps the removal.
+    home.ok(&["kanban", "rm", &id]);
+    assert_eq!(home.run(&["kanban", "show", &id]).status.code(), Some(2));
+    assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty());
+    let db = rusqlite::Connection::open(home.path().join("berth-kanban.db")).unwrap();
+    let kinds: Vec<String> = db
+        .prepare("SELECT kind FROM task_events WHERE task_id = ?1 ORDER BY id")
+        .unwrap()
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(kinds.last().map(String::as_str), Some("removed"), "{kinds:?}");
+    assert_eq!(home.run(&["kanban", "rm", &id]).status.code(), Some(2));
+}

@@ -287,6 +287,40 @@ pub enum KanbanCmd {
         id: String,
         /// Profile to assign; none clears the assignee.
         profile: Option<String>,
+        /// Accept a profile that does not exist (yet): its tasks wait until it is created.
+        #[arg(long)]
+        allow_unknown_assignee: bool,
+    },
+    /// Change a task's title, body, command, priority, assignee or max runtime (recorded as an `edited` event).
+    Edit {
+        /// Task id (on any board).
+        id: String,
+        /// New title.
+        #[arg(long)]
+        title: Option<String>,
+        /// New body (empty clears it).
+        #[arg(long)]
+        body: Option<String>,
+        /// New command for the built-in worker (empty clears it).
+        #[arg(long)]
+        command: Option<String>,
+        /// New priority (higher runs first).
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i64>,
+        /// New assignee profile (empty clears it).
+        #[arg(long, value_name = "PROFILE")]
+        assignee: Option<String>,
+        /// Accept an assignee profile that does not exist (yet).
+        #[arg(long)]
+        allow_unknown_assignee: bool,
+        /// New max runtime in seconds.
+        #[arg(long, value_name = "SECONDS")]
+        max_runtime: Option<i64>,
+    },
+    /// Remove a task from its board: its worker is stopped and its sandbox removed (a `removed` event stays).
+    Rm {
+        /// Task id (on any board).
+        id: String,
     },
     /// Mark a task done.
     Complete {

@@ -237,9 +237,11 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Logs { id, follow, tail, run } => {
             return crate::kanban_logs::logs(ctx, id, *follow, *tail, *run).await;
         }
-        KanbanCmd::Assign { id, profile } => {
+        KanbanCmd::Edit { .. } | KanbanCmd::Rm { .. } => return crate::kanban_edit::command(ctx, cmd, now).await,
+        KanbanCmd::Assign { id, profile, allow_unknown_assignee } => {
             if let Some(p) = profile {
                 ProfileName::parse(p).map_err(Failure::usage_of)?;
+                crate::kanban_edit::check_assignee(ctx, p, *allow_unknown_assignee)?;
             }
             let t = open_store(ctx)?.assign(id, profile.as_deref(), now)?;
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));

@@ -8,6 +8,7 @@ pub mod exec_errors;
 pub mod gateway;
 pub mod kanban;
 pub mod kanban_boards;
+pub mod kanban_edit;
 pub mod kanban_logs;
 pub mod log_format;
 pub mod mounts;

@@ -5,6 +5,7 @@
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
 //! A file that is not a berth board database is reported and never modified.
 
+mod edit;
 mod schema;
 mod tick;
 
@@ -18,6 +19,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, Transactio
 use serde::Serialize;
 use serde_json::{Value as Json, json};
 use thiserror::Error;
+
+pub use edit::TaskEdit;
 
 pub use schema::{APPLICATION_ID, MIGRATIONS};
 pub use tick::{Claimed, TickOutcome, TickRequest, gave_up};
