@@ -406,3 +406,20 @@ fn edit_and_rm_fix_a_task_and_are_audited_and_a_typo_assignee_is_refused() {
     assert_eq!(kinds.last().map(String::as_str), Some("removed"), "{kinds:?}");
     assert_eq!(home.run(&["kanban", "rm", &id]).status.code(), Some(2));
 }
+
+#[test]
+fn explain_names_the_assignee_of_deferred_tasks() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    create_task(&home, &["first", "--assignee", "alpha", "--command", "true", "--priority", "1"]);
+    let waiting = create_task(&home, &["second", "--assignee", "alpha", "--command", "true"]);
+    let c = ["-c", "kanban.max_in_progress=1"];
+    let v = home.json(&[c[0], c[1], "kanban", "dispatch", "--dry-run", "--explain"]);
+    let row = v["explain"].as_array().unwrap().iter().find(|e| e["task_id"] == waiting.as_str()).unwrap().clone();
+    assert_eq!((&row["code"], &row["assignee"]), (&"deferred_max_in_progress".into(), &"alpha".into()), "{v}");
+    assert_eq!(v["deferred"][0]["assignee"], "alpha", "{v}");
+    let text = home.ok(&[c[0], c[1], "kanban", "dispatch", "--dry-run", "--explain"]);
+    assert!(text.contains(&format!("Deferred (deferred_max_in_progress): {waiting} (alpha)")), "{text}");
+    let line = text.lines().find(|l| l.starts_with(&waiting)).unwrap();
+    assert!(line.ends_with("alpha"), "{text}");
+}
