@@ -423,3 +423,42 @@ fn explain_names_the_assignee_of_deferred_tasks() {
     let line = text.lines().find(|l| l.starts_with(&waiting)).unwrap();
     assert!(line.ends_with("alpha"), "{text}");
 }
+
+#[test]
+fn gateway_status_text_shows_what_json_has() {
+    let home = Home::new();
+    home.ok(&["kanban", "board", "create", "default"]);
+    let mut gateway = home
+        .cmd()
+        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("berth runs");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let v = loop {
+        let v = home.json(&["gateway", "status"]);
+        if v["ticks"].as_u64().unwrap_or(0) >= 1 {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "no tick: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = home.ok(&["gateway", "status"]);
+    for want in [
+        format!("running:      yes (pid {})", v["pid"]),
+        format!("started at:   {}", v["started_at"].as_str().unwrap()),
+        format!("interval:     {} s", v["interval_seconds"]),
+        "dispatching:  yes".to_owned(),
+        "  board default: ".to_owned(),
+    ] {
+        assert!(text.contains(&want), "{want:?} missing from:\n{text}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("last tick:    ") && l.contains("(spawned ")), "{text}");
+    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
+    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    let v = home.json(&["gateway", "status"]);
+    let text = home.ok(&["gateway", "status"]);
+    assert!(text.contains("running:      no"), "{text}");
+    assert!(text.contains(&format!("stopped at:   {}", v["stopped_at"].as_str().unwrap())), "{text}");
+}

@@ -6,6 +6,7 @@ pub mod context;
 pub mod error;
 pub mod exec_errors;
 pub mod gateway;
+pub mod gateway_status;
 pub mod kanban;
 pub mod kanban_boards;
 pub mod kanban_edit;
