@@ -294,7 +294,7 @@ fn task_lifecycle_commands_and_bad_input() {
     assert_eq!(status(&home, &child), "todo");
     home.ok(&["kanban", "complete", &parent, "--result", "ok"]);
     assert_eq!(status(&home, &child), "ready");
-    home.ok(&["kanban", "assign", &child, "beta"]);
+    home.ok(&["kanban", "assign", &child, "beta", "--allow-unknown-assignee"]);
     home.ok(&["kanban", "block", &child, "--reason", "wait"]);
     home.ok(&["kanban", "unblock", &child]);
     home.ok(&["kanban", "archive", &child]);

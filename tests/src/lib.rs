@@ -11,6 +11,8 @@ mod claims;
 #[cfg(test)]
 mod cli;
 #[cfg(test)]
+mod cockpit;
+#[cfg(test)]
 mod config;
 #[cfg(test)]
 mod docker;

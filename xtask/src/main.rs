@@ -1,10 +1,11 @@
-//! Automation: `cargo xtask image` builds the local sandbox image; `cargo xtask ci` runs the CI steps;
+//! Automation: `cargo xtask demo` runs the main job end to end in a temporary home; `cargo xtask image` builds the local sandbox image; `cargo xtask ci` runs the CI steps;
 //! `cargo xtask bench` measures the PRODUCT §9 figures.
 //!
 //! It depends on no product crate: it drives `docker` and `cargo` as processes.
 
 use std::process::{Command, ExitCode};
 
+mod demo;
 mod image;
 
 /// The test image, as `cargo xtask image` tags it by default.
@@ -15,8 +16,9 @@ fn main() -> ExitCode {
     let res = match args.first().map(String::as_str) {
         Some("image") => image::build(args.iter().any(|a| a == "--force")),
         Some("ci") => ci(),
+        Some("demo") => demo::run(args.iter().any(|a| a == "--keep")),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
-        _ => Err("usage: cargo xtask <image [--force] | ci | bench [--quick]>".to_owned()),
+        _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci | bench [--quick]>".to_owned()),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

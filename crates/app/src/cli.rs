@@ -4,9 +4,19 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Long-lived, leak-free Docker sandboxes for agent workers, and a task board dispatched onto them.
+/// Long-lived, leak-free Docker sandboxes for coding-agent workers, and a task board dispatched onto them.
+///
+/// Each task gets its own container, reused across processes and removed when the task is done; the board hands
+/// tasks to workers under per-profile caps, and the gateway keeps dispatching it.
 #[derive(Debug, Parser)]
-#[command(name = "berth", version, about, propagate_version = true)]
+#[command(
+    name = "berth",
+    version,
+    propagate_version = true,
+    after_help = "Start here:\n  berth run --task demo -- sh -c 'echo hi > /tmp/x'   run a command in the task's sandbox\n  \
+                  berth kanban create 'job' --assignee alpha --command 'make test'\n  \
+                  berth kanban dispatch && berth kanban logs -f ID\n\nMore: berth help COMMAND, and README.md."
+)]
 pub struct Cli {
     /// Berth's home directory (default: $BERTH_HOME, else ~/.berth).
     #[arg(long, global = true, value_name = "DIR")]
@@ -54,6 +64,14 @@ pub enum Command {
     /// The long-running service that dispatches the boards.
     #[command(subcommand)]
     Gateway(GatewayCmd),
+    /// Print a shell completion script (bash, zsh, fish, …).
+    ///
+    /// For example: `berth completions bash > ~/.local/share/bash-completion/completions/berth`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -67,11 +85,17 @@ pub enum GatewayCmd {
 #[derive(Debug, Subcommand)]
 pub enum ProfileCmd {
     /// Create a profile.
-    Create { name: String },
+    Create {
+        /// Profile name (letters, digits, `-`, `_`).
+        name: String,
+    },
     /// List profiles.
     Ls,
     /// Remove a profile (its running sandboxes are not touched; `default` cannot be removed).
-    Rm { name: String },
+    Rm {
+        /// Profile name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -128,8 +152,15 @@ pub enum SandboxCmd {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    #[command(flatten)]
-    pub task: TaskArg,
+    /// Task id of the sandbox (default: `default`).
+    #[arg(long, value_name = "ID", default_value = "default")]
+    pub task: String,
+    /// Forward standard input to the command (the default when stdin is not a terminal); closed at end of input.
+    #[arg(short = 'i', long)]
+    pub interactive: bool,
+    /// Allocate a TTY for the command (implies -i): raw mode here, window-size changes forwarded.
+    #[arg(short = 't', long)]
+    pub tty: bool,
     /// Kill the command after this many seconds (exit 124); default terminal.timeout; 0 means none.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
@@ -149,16 +180,24 @@ pub enum ConfigCmd {
     /// Every setting with its value and where it came from.
     Ls,
     /// One setting's value and source.
-    Get { key: String },
+    Get {
+        /// Setting key, e.g. `terminal.timeout` (`berth config ls` lists them all).
+        key: String,
+    },
     /// Validate and write a setting into <home>/config.yaml.
     Set {
+        /// Setting key, e.g. `terminal.timeout`.
         key: String,
-        /// Negative numbers are values here (`config set k -5`), left for the table's rules to judge.
+        /// The new value, checked by the setting's type and rules.
+        // Negative numbers are values here (`config set k -5`), left for the table's rules to judge.
         #[arg(allow_negative_numbers = true, allow_hyphen_values = true)]
         value: String,
     },
     /// Remove a setting from <home>/config.yaml.
-    Unset { key: String },
+    Unset {
+        /// Setting key.
+        key: String,
+    },
     /// The `export` lines the gateway hands to workers.
     Env,
 }
@@ -174,6 +213,7 @@ pub struct BoardArg {
 pub enum BoardCmd {
     /// Create a board (an existing one is kept).
     Create {
+        /// Board slug (lowercase letters, digits, `-`).
         slug: String,
         /// Display name.
         #[arg(long)]
@@ -190,10 +230,12 @@ pub enum KanbanCmd {
     Board(BoardCmd),
     /// Put a task on a board.
     Create {
+        /// One line saying what the task is.
         title: String,
         /// Profile that works on it.
         #[arg(long)]
         assignee: Option<String>,
+        /// Longer description, for the worker.
         #[arg(long)]
         body: Option<String>,
         /// Shell command the built-in worker runs in the task's sandbox.
@@ -219,47 +261,123 @@ pub enum KanbanCmd {
     },
     /// List tasks.
     Ls {
-        #[arg(long)]
+        /// Only tasks in this status: triage, todo, ready, running, blocked, done or archived.
+        #[arg(long, value_name = "STATUS")]
         status: Option<String>,
-        #[arg(long)]
+        /// Only tasks assigned to this profile.
+        #[arg(long, value_name = "PROFILE")]
         assignee: Option<String>,
+        /// Every board's tasks (with a BOARD column), instead of one board's.
+        #[arg(long, conflicts_with = "board")]
+        all_boards: bool,
         #[command(flatten)]
         board: BoardArg,
     },
-    /// A task with its events and runs.
-    Show { id: String },
+    /// A task with its events and runs, its log file and the log's last lines.
+    Show {
+        /// Task id (on any board).
+        id: String,
+    },
+    /// What a task's worker wrote (stdout and stderr of every run, in one file).
+    Logs {
+        /// Task id (on any board).
+        id: String,
+        /// Keep printing as the log grows, like `tail -f`; ends when the run ends.
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// Only what run N wrote (run ids as `kanban show` lists them).
+        #[arg(long, value_name = "N")]
+        run: Option<i64>,
+    },
     /// Set (or with no profile, clear) a task's assignee.
-    Assign { id: String, profile: Option<String> },
+    Assign {
+        /// Task id (on any board).
+        id: String,
+        /// Profile to assign; none clears the assignee.
+        profile: Option<String>,
+        /// Accept a profile that does not exist (yet): its tasks wait until it is created.
+        #[arg(long)]
+        allow_unknown_assignee: bool,
+    },
+    /// Change a task's title, body, command, priority, assignee or max runtime (recorded as an `edited` event).
+    Edit {
+        /// Task id (on any board).
+        id: String,
+        /// New title.
+        #[arg(long)]
+        title: Option<String>,
+        /// New body (empty clears it).
+        #[arg(long)]
+        body: Option<String>,
+        /// New command for the built-in worker (empty clears it).
+        #[arg(long)]
+        command: Option<String>,
+        /// New priority (higher runs first).
+        #[arg(long, allow_negative_numbers = true)]
+        priority: Option<i64>,
+        /// New assignee profile (empty clears it).
+        #[arg(long, value_name = "PROFILE")]
+        assignee: Option<String>,
+        /// Accept an assignee profile that does not exist (yet).
+        #[arg(long)]
+        allow_unknown_assignee: bool,
+        /// New max runtime in seconds.
+        #[arg(long, value_name = "SECONDS")]
+        max_runtime: Option<i64>,
+    },
+    /// Remove a task from its board: its worker is stopped and its sandbox removed (a `removed` event stays).
+    Rm {
+        /// Task id (on any board).
+        id: String,
+    },
     /// Mark a task done.
     Complete {
+        /// Task id (on any board).
         id: String,
+        /// What came of it (shown by `kanban show`).
         #[arg(long)]
         result: Option<String>,
     },
     /// Block a task (its worker, if any, is stopped).
     Block {
+        /// Task id (on any board).
         id: String,
+        /// Why, recorded with the block event.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Unblock a task.
-    Unblock { id: String },
+    Unblock {
+        /// Task id (on any board).
+        id: String,
+    },
     /// Archive a task (its worker, if any, is stopped).
-    Archive { id: String },
+    Archive {
+        /// Task id (on any board).
+        id: String,
+    },
     /// Take a running task back to ready (its worker is stopped).
     Reclaim {
+        /// Task id (on any board).
         id: String,
+        /// Why, recorded with the reclaim event.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Record a heartbeat for a running task.
     Heartbeat {
+        /// Task id (on any board).
         id: String,
+        /// A short progress note, recorded with the heartbeat.
         #[arg(long)]
         note: Option<String>,
     },
     /// Print a task's events, following new ones until it is done, blocked or archived.
     Tail {
+        /// Task id (on any board).
         id: String,
         /// Seconds between polls.
         #[arg(long, default_value_t = 1.0)]
@@ -285,6 +403,9 @@ pub enum KanbanCmd {
         /// Dispatch exactly this task, or say why not.
         #[arg(long, value_name = "ID")]
         task: Option<String>,
+        /// One tick on every board, as the gateway does (caps hold across boards).
+        #[arg(long, conflicts_with_all = ["board", "task"])]
+        all_boards: bool,
         #[command(flatten)]
         board: BoardArg,
     },
@@ -294,6 +415,7 @@ pub enum KanbanCmd {
 pub enum WorkerCmd {
     /// Run a claimed task's command in its sandbox, heartbeating, then complete or fail it.
     Run {
+        /// Task id of the claimed task.
         task: String,
         #[command(flatten)]
         board: BoardArg,

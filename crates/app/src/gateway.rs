@@ -296,18 +296,8 @@ pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
     });
     if ctx.json {
         output::json(&v);
-    } else if running {
-        output::line(&format!(
-            "running (pid {}) since {}, {} ticks",
-            v["pid"],
-            v["started_at"].as_str().unwrap_or("?"),
-            v["ticks"]
-        ));
-        if let Some(at) = v["last_tick"]["at"].as_str() {
-            output::line(&format!("last tick {at}: spawned {}", v["last_tick"]["spawned"]));
-        }
     } else {
-        output::line("not running");
+        crate::gateway_status::print_text(&v);
     }
     Ok(0)
 }

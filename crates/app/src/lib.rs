@@ -4,17 +4,27 @@ pub mod cli;
 pub mod config_cmd;
 pub mod context;
 pub mod error;
+pub mod exec_errors;
 pub mod gateway;
+pub mod gateway_status;
 pub mod housekeeping;
 pub mod kanban;
+pub mod kanban_boards;
+pub mod kanban_edit;
+pub mod kanban_logs;
 pub mod launcher;
+pub mod log_format;
 pub mod mounts;
 pub mod output;
 pub mod process;
 pub mod redact;
+pub mod run_io;
 pub mod sandbox;
 pub mod sandbox_cost;
 pub mod worker;
+
+#[cfg(test)]
+mod help_tests;
 
 use std::process::ExitCode;
 
@@ -64,7 +74,7 @@ fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
         .with_writer(redact::Stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = if with_time { builder.try_init() } else { builder.without_time().try_init() };
+    let _ = if with_time { builder.try_init() } else { builder.event_format(log_format::Plain).try_init() };
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -75,6 +85,15 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
+    // Completions need no home, settings or engine: they describe the command line itself.
+    if let Command::Completions { shell } = &cli.command {
+        use clap::CommandFactory;
+        // Into a buffer first: the generator panics on a write error, and `… | head` closes the pipe early.
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut Cli::command(), "berth", &mut script);
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
+        return Ok(0);
+    }
     // A worker never reads the config file: its dispatcher resolved every setting into its environment.
     let read_file = !matches!(cli.command, Command::Worker(_));
     let ctx = Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)?;
@@ -92,5 +111,6 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task)),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
+        Command::Completions { .. } => Ok(0),
     }
 }

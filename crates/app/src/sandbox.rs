@@ -196,7 +196,7 @@ fn exec_env(ctx: &Ctx, extra: &[String]) -> Result<Vec<String>, Failure> {
 /// A failure before the command ran (exit 125, or 2 for bad input).
 pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     ctx.require_profile()?;
-    let identity = identity(ctx, &args.task.task)?;
+    let identity = identity(ctx, &args.task)?;
     let env = exec_env(ctx, &args.env)?;
     let rt = connect(ctx).await?;
     let req = request(ctx, &rt, identity).await?;
@@ -213,9 +213,24 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let marker = format!("BERTH_RUN={}", crate::context::owner_label());
     let mut exec = exec;
     exec.env.push(marker.clone());
-    let mut sink = StdSink;
+    let mut std_sink = StdSink;
+    let mut sink = crate::exec_errors::StartFailureSink::new(&mut std_sink);
+    // Input (and a TTY) are wired only when asked for or piped; the terminal is restored when `io` drops.
+    let io = crate::run_io::attach(args.interactive, args.tty)?;
+    let exec_run = async {
+        match io {
+            None => service::run(&rt, &req, &exec, &mut sink).await,
+            Some(mut io) => {
+                // Input cannot be replayed, so an exec with input is not retried the way `service::run` retries.
+                let acquired = service::acquire(&rt, &req).await?;
+                let outcome = rt.exec_io(&acquired.id, &exec, &mut sink, io.take()).await;
+                drop(io);
+                Ok((acquired, outcome?))
+            }
+        }
+    };
     let result = tokio::select! {
-        r = service::run(&rt, &req, &exec, &mut sink) => r,
+        r = exec_run => r,
         code = interrupted() => {
             // Stop the command inside, and in opt-out mode remove the container this process made.
             let owner = (!req.persist_across_processes).then(crate::context::owner_label);
@@ -240,7 +255,10 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
     }
     match result?.1 {
-        ExecOutcome::Exited(code) => Ok(u8::try_from(code).unwrap_or(1)),
+        ExecOutcome::Exited(code) => {
+            let code = sink.finish(code, args.argv.first().map_or("", String::as_str));
+            Ok(u8::try_from(code).unwrap_or(1))
+        }
         ExecOutcome::TimedOut => {
             eprintln!("berth: command timed out after {timeout}s and was killed");
             Ok(124)

@@ -30,7 +30,7 @@ pub struct Spawned {
 }
 
 /// A task's worker log: `<home>/kanban/logs/<task>.log`.
-fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
+pub fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
     ctx.home.join("kanban").join("logs").join(format!("{task}.log"))
 }
 

@@ -4,6 +4,7 @@
 //! `-c key=value`, the environment handed to workers, the generated `docs/settings.md`, and the list of variables
 //! hermetic tests clear. This is the only crate that reads those variables.
 
+mod edit;
 pub mod table;
 pub mod value;
 
@@ -448,12 +449,28 @@ fn lock_for(path: &Path) -> Result<std::fs::File, ConfigError> {
     Ok(file)
 }
 
-/// Writes `doc` to a unique temporary file next to `path` and renames it over `path`; the temporary is removed on
+/// Writes `doc` into `path`: the file as it was with only `section.name` changed (set to `value`, or removed) when
+/// the in-place editor can do that, else the whole document serialized anew.
+fn write_edit(path: &Path, doc: &Yaml, section: &str, name: &str, value: Option<&Yaml>) -> Result<(), ConfigError> {
+    let original = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(ConfigError::File { path: path.to_owned(), message: e.to_string() }),
+    };
+    match edit::edited(&original, section, name, value, doc) {
+        Some(text) => write_text(path, &text),
+        None => {
+            let text = serde_yaml_ng::to_string(doc)
+                .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })?;
+            write_text(path, &text)
+        }
+    }
+}
+
+/// Writes `text` to a unique temporary file next to `path` and renames it over `path`; the temporary is removed on
 /// any failure, so nothing is left behind.
-fn write_doc(path: &Path, doc: &Yaml) -> Result<(), ConfigError> {
+fn write_text(path: &Path, text: &str) -> Result<(), ConfigError> {
     use std::io::Write as _;
-    let text = serde_yaml_ng::to_string(doc)
-        .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })?;
     let write = || -> std::io::Result<()> {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut tmp = tempfile::Builder::new().prefix(".config.yaml.").suffix(".tmp").tempfile_in(dir)?;
@@ -484,7 +501,7 @@ pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigErr
     if let Yaml::Mapping(m) = section {
         m.insert(Yaml::String(s.name().to_owned()), value.to_yaml());
     }
-    write_doc(path, &doc)?;
+    write_edit(path, &doc, s.section(), s.name(), Some(&value.to_yaml()))?;
     Ok(value)
 }
 
@@ -498,7 +515,7 @@ pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
     let Some(mut doc) = load_file(path)? else { return Ok(false) };
     let removed = doc.get_mut(s.section()).and_then(Yaml::as_mapping_mut).and_then(|m| m.remove(s.name())).is_some();
     if removed {
-        write_doc(path, &doc)?;
+        write_edit(path, &doc, s.section(), s.name(), None)?;
     }
     Ok(removed)
 }

@@ -3,27 +3,28 @@
 //! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
 //! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
 
+mod exec_io;
 mod extra;
 mod kill;
 mod usage;
 
 pub use usage::Usage;
 
+pub use exec_io::ExecIo;
+
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bollard::Docker;
-use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions, StopContainerOptions,
 };
 use domain::container::{ContainerDetails, ContainerProcess, ContainerState, ContainerSummary};
-use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, OutputStream, RuntimeError};
+use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
 use domain::sandbox::CreateSpec;
 use domain::time::Timestamp;
-use futures_util::StreamExt;
 
 /// The socket berth talks to when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
@@ -454,69 +455,7 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
-        // A timed exec is marked, so a timeout can find its processes inside the container (see `kill`).
-        let marker = spec.timeout.map(|_| kill::new_marker());
-        let mut env = spec.env.clone();
-        env.extend(marker.clone());
-        let options = CreateExecOptions {
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            cmd: Some(spec.argv.clone()),
-            env: (!env.is_empty()).then_some(env),
-            working_dir: spec.workdir.clone(),
-            user: spec.user.clone(),
-            ..Default::default()
-        };
-        let exec = self.docker.create_exec(id, options).await.map_err(|e| self.map_err("exec", id, e))?;
-        let started = self
-            .docker
-            .start_exec(&exec.id, Some(StartExecOptions { detach: false, tty: false, output_capacity: None }))
-            .await
-            .map_err(|e| self.map_err("exec", id, e))?;
-        let StartExecResults::Attached { mut output, .. } = started else {
-            return Err(RuntimeError::Api { status: 0, message: "exec started detached".into() });
-        };
-        let pump = async {
-            while let Some(chunk) = output.next().await {
-                match chunk {
-                    Ok(bollard::container::LogOutput::StdOut { message }) => sink.write(OutputStream::Stdout, &message),
-                    Ok(bollard::container::LogOutput::StdErr { message }) => sink.write(OutputStream::Stderr, &message),
-                    Ok(_) => {}
-                    Err(e) => return Err(self.map_err("exec", id, e)),
-                }
-            }
-            Ok(())
-        };
-        let timed_out = match spec.timeout {
-            Some(limit) => match tokio::time::timeout(limit, pump).await {
-                Ok(res) => {
-                    res?;
-                    false
-                }
-                Err(_) => true,
-            },
-            None => {
-                pump.await?;
-                false
-            }
-        };
-        if timed_out {
-            if let Some(marker) = &marker
-                && let Err(e) = kill::kill_marked(self, id, marker).await
-            {
-                tracing::warn!("killing the timed-out command in {id}: {e}");
-            }
-            return Ok(ExecOutcome::TimedOut);
-        }
-        // The stream closes when the process exits; the exit code may lag a moment behind.
-        for _ in 0..50 {
-            let info = self.docker.inspect_exec(&exec.id).await.map_err(|e| self.map_err("exec", id, e))?;
-            if info.running != Some(true) {
-                return Ok(ExecOutcome::Exited(info.exit_code.unwrap_or(-1)));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        Err(RuntimeError::Timeout(format!("exit code of exec in {id}")))
+        self.exec_io(id, spec, sink, ExecIo::default()).await
     }
 }
 

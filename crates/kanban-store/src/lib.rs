@@ -8,6 +8,7 @@
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
 //! A file that is not a berth board database is reported and never modified.
 
+mod edit;
 mod error;
 mod open;
 mod port;
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 use rusqlite::Connection;
 
 pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerRef};
+pub use edit::TaskEdit;
 pub use error::{Result, StoreError};
 pub use open::{BOARD_FILE, LEGACY_BOARD_FILE, adopt_legacy_board, board_path, is_berth_board};
 pub use rows::{Board, Confirmation, Event, NewTask, Run, RunEnd, Task};

@@ -12,8 +12,9 @@ use domain::ports::Clock;
 use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task};
 use serde_json::{Value as Json, json};
 
-use self::report::print_dispatch;
-use self::show::{listed, show_text, tail};
+pub(crate) use self::report::print_dispatch;
+pub(crate) use self::show::listed;
+use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
 use crate::context::{Ctx, SystemClock};
 use crate::error::Failure;
@@ -50,7 +51,7 @@ pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
 }
 
 /// Opens the board database read-only; `None` when it does not exist yet.
-fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
+pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
     let path = ctx.db_path();
     if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
         return Ok(None);
@@ -83,6 +84,9 @@ fn task_json(t: &Task) -> Json {
 ///
 /// # Errors
 /// Usage failures (2) for bad input, others (1) for store failures.
+/// How many of the log's last lines `kanban show` prints.
+const SHOW_LOG_LINES: usize = 10;
+
 pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
     let now = SystemClock.now();
     match cmd {
@@ -145,7 +149,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
             }
         }
-        KanbanCmd::Ls { status, assignee, board } => {
+        KanbanCmd::Ls { all_boards: true, status, assignee, .. } => {
+            crate::kanban_boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
+        }
+        KanbanCmd::Ls { status, assignee, board, .. } => {
             let b = slug(&board.board)?;
             let status = status.as_deref().map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
             let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
@@ -180,15 +187,24 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let (shown, task, status) = listed(&store, &store.task(id)?, now);
             let events = store.events(id, 0)?;
             let runs = store.runs(id)?;
+            let log = crate::kanban_logs::log_path(ctx, id).display().to_string();
+            let last = crate::kanban_logs::last_lines(ctx, id, SHOW_LOG_LINES);
             if ctx.json {
-                output::json(&json!({"task": shown, "events": events, "runs": runs}));
+                let log = json!({"path": log, "last_lines": last});
+                output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log}));
             } else {
                 show_text(&task, &status, &events, &runs);
+                crate::kanban_logs::show_text(&log, &last);
             }
         }
-        KanbanCmd::Assign { id, profile } => {
+        KanbanCmd::Logs { id, follow, tail, run } => {
+            return crate::kanban_logs::logs(ctx, id, *follow, *tail, *run).await;
+        }
+        KanbanCmd::Edit { .. } | KanbanCmd::Rm { .. } => return crate::kanban_edit::command(ctx, cmd, now).await,
+        KanbanCmd::Assign { id, profile, allow_unknown_assignee } => {
             if let Some(p) = profile {
                 ProfileName::parse(p).map_err(Failure::usage_of)?;
+                crate::kanban_edit::check_assignee(ctx, p, *allow_unknown_assignee)?;
             }
             let t = open_store(ctx)?.assign(id, profile.as_deref(), now)?;
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
@@ -232,7 +248,17 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
         }
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
-        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board } => {
+        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
+            let args = DispatchArgs {
+                dry_run: *dry_run,
+                max: *max,
+                failure_limit: *failure_limit,
+                task: None,
+                detach_stops: false,
+            };
+            crate::kanban_boards::dispatch_all(ctx, &args, *explain).await?;
+        }
+        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board, .. } => {
             let b = slug(&board.board)?;
             let report = dispatch(
                 ctx,

@@ -162,7 +162,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
         "claim_extended": ids_where(p, |h| matches!(h, Housekeeping::ExtendClaim)),
         "lease_expired": ids_where(p, |h| matches!(h, Housekeeping::LeaseExpired { .. })),
         "deferred": p.decisions.iter().filter(|d| matches!(d.decision, Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. }))
-            .map(|d| json!({"task_id": d.task_id, "reason": d.decision.code()})).collect::<Vec<_>>(),
+            .map(|d| json!({"task_id": d.task_id, "assignee": d.assignee, "reason": d.decision.code()})).collect::<Vec<_>>(),
         "spawn_failed": r.spawn_failed.iter().map(|(t, e)| json!({"task_id": t, "error": e})).collect::<Vec<_>>(),
         "workers": r.spawned.iter().filter_map(|w| w.pid.map(|p| json!({"task_id": w.task_id, "pid": p}))).collect::<Vec<_>>(),
     });
@@ -183,7 +183,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
     v
 }
 
-pub(super) fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
+pub(crate) fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
     if ctx.json {
         output::json(&report_json(r, explain));
         return;
@@ -241,9 +241,10 @@ pub(super) fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
     }
     for d in v["deferred"].as_array().into_iter().flatten() {
         output::line(&format!(
-            "Deferred ({}): {}",
+            "Deferred ({}): {} ({})",
             d["reason"].as_str().unwrap_or(""),
-            d["task_id"].as_str().unwrap_or("")
+            d["task_id"].as_str().unwrap_or(""),
+            d["assignee"].as_str().unwrap_or("unassigned")
         ));
     }
     for f in &r.spawn_failed {

@@ -239,8 +239,10 @@ pub fn plan_tick(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig) -> 
         if cfg.only_task.as_deref().is_some_and(|only| only != t.id) {
             continue;
         }
+        // A deferred task still names its assignee, so `--explain` says whose task waits.
+        let named = t.assignee.clone().filter(|a| !a.trim().is_empty());
         let mut d =
-            TaskDecision { task_id: t.id.clone(), assignee: None, auto_assigned: false, decision: Decision::Spawn };
+            TaskDecision { task_id: t.id.clone(), assignee: named, auto_assigned: false, decision: Decision::Spawn };
         if let Some(cap) = caps.max_in_progress.filter(|cap| total_running >= *cap) {
             d.decision = Decision::DeferredMaxInProgress { running: total_running, cap };
             plan.decisions.push(d);

@@ -1,0 +1,80 @@
+//! `--all-boards` for `kanban ls` and `kanban dispatch`: every board of the home at once, as the gateway ticks them.
+//! (Task ids are unique across boards, so `kanban show`/`logs` already find a task on any board.)
+
+use domain::kanban::TaskStatus;
+use domain::time::Timestamp;
+use serde_json::json;
+
+use crate::context::Ctx;
+use crate::error::Failure;
+use crate::kanban::{DispatchArgs, dispatch, listed, open_read_only, print_dispatch, report_json};
+use crate::output;
+
+/// The slugs of every board (just `default` when there is no board file yet).
+fn board_slugs(ctx: &Ctx) -> Result<Vec<domain::ids::BoardSlug>, Failure> {
+    let Some(store) = open_read_only(ctx)? else {
+        return Ok(vec![domain::ids::BoardSlug::parse("default").map_err(Failure::usage_of)?]);
+    };
+    store.boards()?.into_iter().map(|b| domain::ids::BoardSlug::parse(&b.slug).map_err(Failure::usage_of)).collect()
+}
+
+/// `kanban ls --all-boards`.
+///
+/// # Errors
+/// A bad `--status`, or an unreadable board file.
+pub fn ls_all(ctx: &Ctx, status: Option<&str>, assignee: Option<&str>, now: Timestamp) -> Result<(), Failure> {
+    let status = status.map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
+    let mut shown = Vec::new();
+    if let Some(store) = open_read_only(ctx)? {
+        for b in board_slugs(ctx)? {
+            for t in store.tasks(&b, status, assignee)? {
+                shown.push(listed(&store, &t, now));
+            }
+        }
+    }
+    if ctx.json {
+        output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = shown
+        .into_iter()
+        .map(|(_, t, status)| {
+            vec![
+                t.id.clone(),
+                t.board.clone(),
+                status,
+                t.assignee.clone().unwrap_or_else(|| "-".into()),
+                t.priority.to_string(),
+                t.title.clone(),
+            ]
+        })
+        .collect();
+    output::table(&["ID", "BOARD", "STATUS", "ASSIGNEE", "PRIORITY", "TITLE"], &rows);
+    Ok(())
+}
+
+/// `kanban dispatch --all-boards`: one tick per board, in slug order; JSON is one `{board, report}` per board.
+///
+/// # Errors
+/// The first board whose tick fails (the boards before it were dispatched).
+pub async fn dispatch_all(ctx: &Ctx, args: &DispatchArgs, explain: bool) -> Result<(), Failure> {
+    let mut reports = Vec::new();
+    for b in board_slugs(ctx)? {
+        let report = dispatch(ctx, &b, args).await?;
+        reports.push((b, report));
+    }
+    if ctx.json {
+        let all: Vec<_> =
+            reports.iter().map(|(b, r)| json!({"board": b.as_str(), "report": report_json(r, explain)})).collect();
+        output::json(&json!(all));
+        return Ok(());
+    }
+    for (i, (b, r)) in reports.iter().enumerate() {
+        if i > 0 {
+            output::line("");
+        }
+        output::line(&format!("Board {b}:"));
+        print_dispatch(ctx, r, explain);
+    }
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! `kanban edit` and `kanban rm`, and the assignee check that catches a typo where it is made (`assign`, `edit`):
+//! a task assigned to a profile that does not exist would otherwise wait forever as "non-spawnable".
+
+use domain::ids::ProfileName;
+use domain::ports::ProfileResolver;
+use domain::time::Timestamp;
+use kanban_store::TaskEdit;
+
+use crate::cli::KanbanCmd;
+use crate::context::Ctx;
+use crate::error::Failure;
+use crate::{kanban, output, worker};
+
+/// Refuses an assignee that is not a profile of this home, unless `allow` (profiles made later).
+///
+/// # Errors
+/// A usage failure naming the profile and the way out.
+pub fn check_assignee(ctx: &Ctx, assignee: &str, allow: bool) -> Result<(), Failure> {
+    let name = assignee.trim();
+    if allow || name.is_empty() || ctx.profiles().exists(name) {
+        return Ok(());
+    }
+    Err(Failure::usage(format!(
+        "no profile {name:?}: its tasks would never run; create it (`berth profile create {name}`) or pass \
+         --allow-unknown-assignee"
+    )))
+}
+
+/// `kanban edit` / `kanban rm`.
+///
+/// # Errors
+/// Bad input (exit 2) or a store failure.
+pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, Failure> {
+    match cmd {
+        KanbanCmd::Edit { id, title, body, command, priority, assignee, allow_unknown_assignee, max_runtime } => {
+            if let Some(a) = assignee.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+                ProfileName::parse(a).map_err(Failure::usage_of)?;
+                check_assignee(ctx, a, *allow_unknown_assignee)?;
+            }
+            if max_runtime.is_some_and(|m| m < 1) {
+                return Err(Failure::usage("--max-runtime must be at least 1"));
+            }
+            let edit = TaskEdit {
+                title: title.clone(),
+                body: body.clone(),
+                command: command.clone(),
+                priority: *priority,
+                assignee: assignee.clone(),
+                max_runtime_seconds: *max_runtime,
+            };
+            if title.is_none()
+                && body.is_none()
+                && command.is_none()
+                && priority.is_none()
+                && assignee.is_none()
+                && max_runtime.is_none()
+            {
+                return Err(Failure::usage(
+                    "nothing to change: give --title, --body, --command, --priority, --assignee or --max-runtime",
+                ));
+            }
+            let t = kanban::open_store(ctx)?.edit(id, &edit, now)?;
+            if ctx.json {
+                output::json(&serde_json::to_value(&t).unwrap_or_default());
+            } else {
+                output::line(&format!("edited {}", t.id));
+            }
+        }
+        KanbanCmd::Rm { id } => {
+            let mut store = kanban::open_store(ctx)?;
+            let had_runs = !store.runs(id)?.is_empty();
+            let (t, w) = store.remove(id, now)?;
+            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            if let Some(assignee) = t.assignee.as_deref().filter(|_| had_runs) {
+                worker::remove_task_sandbox(ctx, &t.id, assignee).await;
+            }
+            if ctx.json {
+                output::json(&serde_json::json!({"removed": t.id, "board": t.board}));
+            } else {
+                output::line(&format!("removed {}", t.id));
+            }
+        }
+        _ => {}
+    }
+    Ok(0)
+}

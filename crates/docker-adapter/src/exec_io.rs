@@ -1,0 +1,141 @@
+//! Exec with the caller's standard input and an optional TTY: what `berth run -i`/`-t` needs beyond the port's
+//! output-only [`ContainerRuntime::exec`](domain::ports::ContainerRuntime::exec), which is this with no input.
+
+use std::time::Duration;
+
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
+use domain::ports::{ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc::Receiver;
+
+use crate::{DockerRuntime, kill};
+
+/// What an exec is attached to besides its output.
+#[derive(Debug, Default)]
+pub struct ExecIo {
+    /// Allocate a TTY inside the container (output then arrives as one stream, as on a terminal).
+    pub tty: bool,
+    /// Chunks of standard input; the channel closing is end of input, which closes the command's stdin.
+    /// `None`: the command gets no stdin at all.
+    pub stdin: Option<Receiver<Vec<u8>>>,
+    /// Terminal sizes as (rows, columns), applied to the TTY as they arrive (the first one right after start).
+    pub resize: Option<Receiver<(u16, u16)>>,
+}
+
+impl DockerRuntime {
+    /// Runs a command in a running container with `io` attached, streaming its output to `sink`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`] when the container is gone; [`RuntimeError::Api`] when it is not running.
+    pub async fn exec_io(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        sink: &mut dyn OutputSink,
+        io: ExecIo,
+    ) -> Result<ExecOutcome, RuntimeError> {
+        let ExecIo { tty, mut stdin, mut resize } = io;
+        // A timed exec is marked, so a timeout can find its processes inside the container (see `kill`).
+        let marker = spec.timeout.map(|_| kill::new_marker());
+        let mut env = spec.env.clone();
+        env.extend(marker.clone());
+        let options = CreateExecOptions {
+            attach_stdin: Some(stdin.is_some()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(tty),
+            cmd: Some(spec.argv.clone()),
+            env: (!env.is_empty()).then_some(env),
+            working_dir: spec.workdir.clone(),
+            user: spec.user.clone(),
+            ..Default::default()
+        };
+        let exec = self.docker.create_exec(id, options).await.map_err(|e| self.map_err("exec", id, e))?;
+        let started = self
+            .docker
+            .start_exec(&exec.id, Some(StartExecOptions { detach: false, tty, output_capacity: None }))
+            .await
+            .map_err(|e| self.map_err("exec", id, e))?;
+        let StartExecResults::Attached { mut output, mut input } = started else {
+            return Err(RuntimeError::Api { status: 0, message: "exec started detached".into() });
+        };
+        let pump = async {
+            loop {
+                tokio::select! {
+                    chunk = output.next() => match chunk {
+                        Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                            sink.write(OutputStream::Stdout, &message);
+                        }
+                        Some(Ok(LogOutput::StdErr { message })) => sink.write(OutputStream::Stderr, &message),
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => return Err(self.map_err("exec", id, e)),
+                        // The stream ends when the process exits, whether or not its input was finished.
+                        None => return Ok(()),
+                    },
+                    data = recv(&mut stdin) => match data {
+                        Some(bytes) => {
+                            // A command that stopped reading (or exited) closes its side; the output tells the rest.
+                            if input.write_all(&bytes).await.and(input.flush().await).is_err() {
+                                stdin = None;
+                            }
+                        }
+                        None => {
+                            // End of input: half-close, so the command sees EOF and its output still arrives.
+                            let _ = input.shutdown().await;
+                            stdin = None;
+                        }
+                    },
+                    size = recv(&mut resize) => match size {
+                        Some((height, width)) => {
+                            let options = ResizeExecOptions { height, width };
+                            if let Err(e) = self.docker.resize_exec(&exec.id, options).await {
+                                tracing::debug!("resizing the exec's TTY: {e}");
+                            }
+                        }
+                        None => resize = None,
+                    },
+                }
+            }
+        };
+        let timed_out = match spec.timeout {
+            Some(limit) => match tokio::time::timeout(limit, pump).await {
+                Ok(res) => {
+                    res?;
+                    false
+                }
+                Err(_) => true,
+            },
+            None => {
+                pump.await?;
+                false
+            }
+        };
+        if timed_out {
+            if let Some(marker) = &marker
+                && let Err(e) = kill::kill_marked(self, id, marker).await
+            {
+                tracing::warn!("killing the timed-out command in {id}: {e}");
+            }
+            return Ok(ExecOutcome::TimedOut);
+        }
+        // The stream closes when the process exits; the exit code may lag a moment behind.
+        for _ in 0..50 {
+            let info = self.docker.inspect_exec(&exec.id).await.map_err(|e| self.map_err("exec", id, e))?;
+            if info.running != Some(true) {
+                return Ok(ExecOutcome::Exited(info.exit_code.unwrap_or(-1)));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Err(RuntimeError::Timeout(format!("exit code of exec in {id}")))
+    }
+}
+
+/// The next item of an optional channel; never resolves when there is none (or it has been dropped).
+async fn recv<T>(rx: &mut Option<Receiver<T>>) -> Option<T> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,109 @@
+//! Fixing a task after the fact: `kanban edit` changes its fields, `kanban rm` takes it off the board. Both are
+//! recorded in the append-only event log (`edited` with each field's old and new value, `removed` with what the
+//! task was), which outlives the task row.
+
+use domain::kanban::TaskStatus;
+use domain::time::Timestamp;
+use rusqlite::{OptionalExtension, params};
+use serde_json::{Map, Value as Json, json};
+
+use crate::transitions::{close_run, event, status_in, worker_of};
+use crate::{Result, SqliteKanbanStore, StoreError, Task, WorkerRef};
+
+/// The fields `kanban edit` may change; `None` leaves a field as it is. For `assignee`, an empty string clears it.
+#[derive(Clone, Debug, Default)]
+pub struct TaskEdit {
+    pub title: Option<String>,
+    pub body: Option<String>,
+    pub command: Option<String>,
+    pub priority: Option<i64>,
+    pub assignee: Option<String>,
+    pub max_runtime_seconds: Option<i64>,
+}
+
+impl SqliteKanbanStore {
+    /// Changes the given fields of a task and records one `edited` event naming each change; returns the task.
+    /// A running task keeps its command and assignee (its worker already runs them); an archived task is final.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`]; [`StoreError::Transition`] as above; [`StoreError::Invalid`] for an empty title.
+    pub fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task> {
+        if edit.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(StoreError::Invalid("a task's title cannot be empty".to_owned()));
+        }
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        if status == TaskStatus::Archived {
+            return Err(StoreError::Transition { task: id.to_owned(), status, action: "edit" });
+        }
+        if status == TaskStatus::Running && (edit.command.is_some() || edit.assignee.is_some()) {
+            return Err(StoreError::Transition {
+                task: id.to_owned(),
+                status,
+                action: "change the command or assignee of",
+            });
+        }
+        let before: (String, Option<String>, Option<String>, i64, Option<String>, Option<i64>) = tx.query_row(
+            "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM tasks WHERE id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+        )?;
+        let text = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+        let after = (
+            edit.title.clone().unwrap_or_else(|| before.0.clone()),
+            if edit.body.is_some() { text(&edit.body) } else { before.1.clone() },
+            if edit.command.is_some() { text(&edit.command) } else { before.2.clone() },
+            edit.priority.unwrap_or(before.3),
+            if edit.assignee.is_some() { text(&edit.assignee) } else { before.4.clone() },
+            edit.max_runtime_seconds.or(before.5),
+        );
+        let mut changes = Map::new();
+        let mut note = |name: &str, from: Json, to: Json| {
+            if from != to {
+                changes.insert(name.to_owned(), json!({"from": from, "to": to}));
+            }
+        };
+        note("title", json!(before.0), json!(after.0));
+        note("body", json!(before.1), json!(after.1));
+        note("command", json!(before.2), json!(after.2));
+        note("priority", json!(before.3), json!(after.3));
+        note("assignee", json!(before.4), json!(after.4));
+        note("max_runtime_seconds", json!(before.5), json!(after.5));
+        if !changes.is_empty() {
+            tx.execute(
+                "UPDATE tasks SET title = ?2, body = ?3, command = ?4, priority = ?5, assignee = ?6, \
+                 max_runtime_seconds = ?7 WHERE id = ?1",
+                params![id, after.0, after.1, after.2, after.3, after.4, after.5],
+            )?;
+            event(&tx, id, None, "edited", &Json::Object(changes), now)?;
+        }
+        tx.commit()?;
+        self.task(id)
+    }
+
+    /// Takes a task off its board: closes its run, records a `removed` event (the log keeps it), and deletes the task
+    /// with its links and runs. Returns the task as it was and the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`].
+    pub fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
+        let task = self.task(id)?;
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        let worker = worker_of(&tx, id)?;
+        let run = close_run(&tx, id, "removed", None, None, now)?;
+        let children: Option<String> = tx
+            .query_row("SELECT group_concat(child_id, ',') FROM task_links WHERE parent_id = ?1", [id], |r| r.get(0))
+            .optional()?
+            .flatten();
+        let payload = json!({
+            "prev_status": status.as_str(), "title": task.title, "board": task.board, "children": children,
+        });
+        event(&tx, id, run, "removed", &payload, now)?;
+        tx.execute("DELETE FROM task_links WHERE parent_id = ?1 OR child_id = ?1", [id])?;
+        tx.execute("DELETE FROM task_runs WHERE task_id = ?1", [id])?;
+        tx.execute("DELETE FROM tasks WHERE id = ?1", [id])?;
+        tx.commit()?;
+        Ok((task, worker))
+    }
+}

@@ -1,0 +1,475 @@
+//! The operator's cockpit (issue 13), through the real binary: input piped into a sandbox, an interactive `-t`
+//! session driven through a pseudo-terminal.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::support::{Engine, Home};
+use rustix::termios::{LocalModes, Winsize, tcgetattr, tcsetwinsize};
+
+/// Waits for `child` to exit within `limit`; kills it and fails otherwise.
+fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("berth did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn piped_stdin_reaches_the_command_and_its_end_closes_it() {
+    let home = Home::on(&Engine::docker());
+    // Large enough to take several chunks; `wc -c` only prints once its input is closed.
+    let input: Vec<u8> = (0..200_000u32).map(|i| b'a' + u8::try_from(i % 26).unwrap()).collect();
+    let mut child = home
+        .cmd()
+        .args(["run", "--task", "pipe", "--timeout", "60", "--", "wc", "-c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(&input).unwrap();
+        // Dropping stdin is the end of input.
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "200000", "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Bytes come back unchanged, and the exit code is the command's.
+    let mut child = home
+        .cmd()
+        .args(["run", "--task", "pipe", "--timeout", "60", "--", "sh", "-c", "cat; exit 5"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    child.stdin.take().unwrap().write_all(b"one\ntwo\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    assert_eq!(out.stdout, b"one\ntwo\n");
+}
+
+/// A pseudo-terminal pair: the master end the test types into and reads from, the slave end berth gets.
+fn pty(rows: u16, cols: u16) -> (File, File) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+    grantpt(&master).expect("grantpt");
+    unlockpt(&master).expect("unlockpt");
+    let name = ptsname(&master, Vec::new()).expect("ptsname");
+    let slave = File::options().read(true).write(true).open(name.to_str().unwrap()).expect("open the pty's slave");
+    tcsetwinsize(&slave, Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 }).expect("winsize");
+    (File::from(master), slave)
+}
+
+/// Collects everything the master end reads, on a thread, until the slave side is closed.
+fn collect(mut master: File) -> Arc<Mutex<Vec<u8>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    seen
+}
+
+/// Waits until the terminal output holds `needle`; false at the deadline.
+fn saw(seen: &Arc<Mutex<Vec<u8>>>, needle: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if String::from_utf8_lossy(&seen.lock().unwrap()).contains(needle) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn an_interactive_tty_session_is_raw_follows_resizes_and_keeps_the_exit_code() {
+    let home = Home::on(&Engine::docker());
+    home.ok(&["sandbox", "ensure", "--task", "tty"]);
+    let (master, slave) = pty(30, 100);
+    let mut typing = master.try_clone().unwrap();
+    let seen = collect(master);
+    // Prints the TTY's size, then again after every line, until a `q` line (exit 3).
+    let script = "import os, sys\n\
+                  size = lambda: print(*os.get_terminal_size()[::-1], flush=True)\n\
+                  size()\n\
+                  while (line := sys.stdin.readline().strip()) != 'q':\n    size()\n\
+                  sys.exit(3)\n";
+    let mut child = home
+        .cmd()
+        .args(["run", "--task", "tty", "-it", "--", "python3", "-c", script])
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave.try_clone().unwrap()))
+        .spawn()
+        .expect("berth runs");
+    // The command's TTY starts with our size.
+    assert!(saw(&seen, "30 100", Duration::from_secs(60)), "{}", String::from_utf8_lossy(&seen.lock().unwrap()));
+    // Our terminal is raw while the command runs: keys go to the command as typed.
+    let modes = tcgetattr(&slave).unwrap().local_modes;
+    assert!(!modes.contains(LocalModes::ICANON) && !modes.contains(LocalModes::ECHO), "not raw: {modes:?}");
+
+    // A window-size change reaches the command's TTY.
+    tcsetwinsize(&slave, Winsize { ws_row: 40, ws_col: 120, ws_xpixel: 0, ws_ypixel: 0 }).unwrap();
+    crate::support::signal(child.id(), rustix::process::Signal::WINCH);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut resized = false;
+    while !resized && Instant::now() < deadline {
+        // Each line makes the command print its size again; the resize may land after the first one.
+        typing.write_all(b"again\r").unwrap();
+        resized = saw(&seen, "40 120", Duration::from_secs(1));
+    }
+    assert!(resized, "{}", String::from_utf8_lossy(&seen.lock().unwrap()));
+
+    typing.write_all(b"q\r").unwrap();
+    let status = wait_within(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(3), "{}", String::from_utf8_lossy(&seen.lock().unwrap()));
+    // The terminal is as it was before.
+    let modes = tcgetattr(&slave).unwrap().local_modes;
+    assert!(modes.contains(LocalModes::ICANON) && modes.contains(LocalModes::ECHO), "not restored: {modes:?}");
+}
+
+fn create_task(home: &Home, args: &[&str]) -> String {
+    let mut all = vec!["kanban", "create"];
+    all.extend_from_slice(args);
+    home.json(&all)["id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
+    crate::support::require_docker();
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let _cleanup = crate::kanban::ProfileContainers::new(&["alpha"], home.path());
+    let id = create_task(&home, &["talk", "--assignee", "alpha", "--command", "echo line-one; sleep 2; echo line-two"]);
+    // Before any run: no log yet, said plainly.
+    assert!(home.ok(&["kanban", "show", &id]).contains("(nothing yet)"));
+    let v = home.json(&["kanban", "dispatch"]);
+    assert_eq!(v["spawned"].as_array().unwrap().len(), 1, "{v}");
+
+    // `-f` prints as the worker writes and returns once the run is over (not before: the task is done then).
+    let mut follow = home.cmd().args(["kanban", "logs", &id, "-f"]).stdout(Stdio::piped()).spawn().expect("berth runs");
+    let status = wait_within(&mut follow, Duration::from_secs(90));
+    let mut followed = String::new();
+    follow.stdout.take().unwrap().read_to_string(&mut followed).unwrap();
+    assert!(status.success());
+    assert!(followed.contains("line-one\n") && followed.contains("line-two\n"), "{followed}");
+    assert!(followed.trim_end().ends_with("completed"), "the worker's last line is there: {followed}");
+    let show = home.json(&["kanban", "show", &id]);
+    assert_eq!(show["task"]["status"], "done", "{show}");
+
+    // `kanban show` gives the log's path and its last lines.
+    let path = show["log"]["path"].as_str().unwrap().to_owned();
+    assert!(std::path::Path::new(&path).is_file(), "{show}");
+    let last: Vec<&str> = show["log"]["last_lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert!(last.contains(&"line-two"), "{last:?}");
+    let text = home.ok(&["kanban", "show", &id]);
+    assert!(text.contains(&format!("Log: {path}")) && text.contains("  line-two"), "{text}");
+
+    // --tail and --run select; the whole log is what -f printed.
+    assert_eq!(home.ok(&["kanban", "logs", &id]), followed);
+    let tail = home.ok(&["kanban", "logs", &id, "--tail", "2"]);
+    assert_eq!(tail.lines().count(), 2, "{tail}");
+    assert!(followed.ends_with(&tail));
+    let run = show["runs"][0]["id"].as_i64().unwrap().to_string();
+    let part = home.ok(&["kanban", "logs", &id, "--run", &run]);
+    assert!(part.starts_with("[berth worker") && part.contains(&format!("confirmed run {run} of {id}")), "{part}");
+    let json = home.json(&["kanban", "logs", &id, "--tail", "1"]);
+    assert_eq!(json["lines"].as_array().unwrap().len(), 1, "{json}");
+
+    // Bad input: one line, exit 2.
+    for args in [&["kanban", "logs", &id, "--run", "999999"][..], &["kanban", "logs", "t_nope"][..]] {
+        let out = home.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("berth: ") && err.lines().count() == 1, "{err}");
+    }
+}
+
+/// A config in hermes-agent's style: mostly comments, its own sections, quoting and blank lines as a person wrote
+/// them.
+const HERMES_STYLE: &str = "\
+# Hermes Agent configuration (example)
+# Copy to ~/.hermes/config.yaml and edit.
+
+model:
+  default: \"anthropic/claude-opus-4\"   # the model every session starts with
+  provider: auto
+
+# ── Terminal ────────────────────────────────────────────────
+terminal:
+  # Where commands run: local, docker, ssh, modal
+  backend: docker
+  timeout: 180        # seconds per command
+  docker_image: 'berth-sandbox:latest'
+  docker_volumes:
+    - /srv/data:/data:ro   # read-only reference data
+  # docker_forward_env: [GITHUB_TOKEN]
+
+display:
+  compact: false
+# trailing remark
+";
+
+#[test]
+fn config_set_and_unset_change_only_their_key() {
+    let home = Home::new();
+    let path = home.path().join("config.yaml");
+    std::fs::write(&path, HERMES_STYLE).unwrap();
+    let file = || std::fs::read_to_string(&path).unwrap();
+
+    // An existing key: that value's bytes change, nothing else.
+    home.ok(&["config", "set", "terminal.timeout", "30"]);
+    let step1 = HERMES_STYLE.replace("timeout: 180  ", "timeout: 30  ");
+    assert_eq!(file(), step1);
+    assert_eq!(home.json(&["config", "get", "terminal.timeout"])["value"], 30);
+
+    // A new key in an existing section: one line added, every other line as it was.
+    home.ok(&["config", "set", "terminal.lifetime_seconds", "600"]);
+    let now = file();
+    let added: Vec<&str> = now.lines().filter(|l| !step1.lines().any(|o| o == *l)).collect();
+    assert_eq!(added, ["  lifetime_seconds: 600"], "{now}");
+    assert_eq!(now.lines().filter(|l| *l != "  lifetime_seconds: 600").collect::<Vec<_>>().join("\n") + "\n", step1);
+
+    // Unset puts the file back byte for byte.
+    home.ok(&["config", "unset", "terminal.lifetime_seconds"]);
+    assert_eq!(file(), step1);
+
+    // A section the file does not have is added at the end; the rest is untouched.
+    home.ok(&["config", "set", "kanban.failure_limit", "3"]);
+    let now = file();
+    assert!(now.starts_with(&step1), "{now}");
+    assert_eq!(&now[step1.len()..], "kanban:\n  failure_limit: 3\n");
+
+    // A string that needs quoting is quoted, and reads back as written.
+    home.ok(&["config", "set", "terminal.docker_image", "my image: v2"]);
+    assert_eq!(home.json(&["config", "get", "terminal.docker_image"])["value"], "my image: v2");
+    assert!(file().contains("# Copy to ~/.hermes/config.yaml and edit.\n"));
+    assert!(file().contains("    - /srv/data:/data:ro   # read-only reference data\n"));
+}
+
+#[test]
+fn help_says_what_berth_is_for_and_completions_are_generated() {
+    let home = Home::new();
+    let help = home.ok(&["--help"]);
+    assert!(help.starts_with("Long-lived, leak-free Docker sandboxes"), "{help}");
+    assert!(!help.contains("wiring the other crates"), "{help}");
+    let ls = home.ok(&["kanban", "ls", "--help"]);
+    assert!(ls.contains("triage, todo, ready, running, blocked, done or archived"), "{ls}");
+    for (shell, marker) in [("bash", "complete -F _berth"), ("zsh", "#compdef berth"), ("fish", "complete -c berth")] {
+        let script = home.ok(&["completions", shell]);
+        assert!(script.contains(marker) && script.contains("kanban"), "{shell}: {}", &script[..script.len().min(200)]);
+    }
+    let out = home.run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_missing_program_exits_127_and_a_non_executable_one_126_with_one_line() {
+    let home = Home::on(&Engine::docker());
+    for (program, code, words) in
+        [("/no/such/program", 127, "command not found"), ("/etc/passwd", 126, "not executable")]
+    {
+        let out = home.run(&["run", "--task", "codes", "--", program]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{program}: {err}");
+        assert!(out.stdout.is_empty(), "{program}: {}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with(&format!("berth: {program}: ")) && err.contains(words), "{err}");
+    }
+    // A command that exits 127 itself keeps its own words and code.
+    let out = home.run(&["run", "--task", "codes", "--", "sh", "-c", "echo mine; exit 127"]);
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()), (Some(127), "mine\n"));
+}
+
+#[test]
+fn warnings_start_with_berth_like_errors() {
+    let home = Home::new();
+    let out = home.cmd().env("TERMINAL_TIMEOUT", "abc").args(["config", "get", "terminal.timeout"]).output().unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("berth: warning: invalid env TERMINAL_TIMEOUT value \"abc\""), "{err}");
+}
+
+#[test]
+fn all_boards_for_ls_and_dispatch_and_show_finds_a_task_on_any_board() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["kanban", "board", "create", "second"]);
+    let a = create_task(&home, &["on default", "--assignee", "alpha", "--command", "true"]);
+    let b = create_task(&home, &["on second", "--assignee", "alpha", "--command", "true", "--board", "second"]);
+
+    // One board by default; every board with --all-boards.
+    let one: Vec<String> =
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(one, [a.clone()]);
+    let all = home.json(&["kanban", "ls", "--all-boards"]);
+    let ids: Vec<&str> = all.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&a.as_str()) && ids.contains(&b.as_str()) && ids.len() == 2, "{all}");
+    let text = home.ok(&["kanban", "ls", "--all-boards"]);
+    assert!(text.starts_with("ID") && text.lines().next().unwrap().contains("BOARD"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with(&b) && l.contains("second")), "{text}");
+
+    // A dry tick of every board plans each board's task.
+    let v = home.json(&["kanban", "dispatch", "--all-boards", "--dry-run"]);
+    let boards: Vec<&str> = v.as_array().unwrap().iter().map(|r| r["board"].as_str().unwrap()).collect();
+    assert_eq!(boards, ["default", "second"], "{v}");
+    for r in v.as_array().unwrap() {
+        assert_eq!(r["report"]["spawned"].as_array().unwrap().len(), 1, "{v}");
+    }
+    let text = home.ok(&["kanban", "dispatch", "--all-boards", "--dry-run"]);
+    assert!(text.contains("Board default:") && text.contains("Board second:"), "{text}");
+
+    // show and logs find the task on the other board without --board.
+    assert_eq!(home.json(&["kanban", "show", &b])["task"]["board"], "second");
+    assert!(home.run(&["kanban", "logs", &b]).status.success());
+    // --all-boards with one board named is a mistake: one line, exit 2.
+    let out = home.run(&["kanban", "ls", "--all-boards", "--board", "second"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn edit_and_rm_fix_a_task_and_are_audited_and_a_typo_assignee_is_refused() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let id = create_task(&home, &["first title", "--assignee", "alpha", "--command", "true"]);
+
+    // A typo in assign or edit is caught there, with a way out; the task is untouched.
+    for args in [&["kanban", "assign", &id, "alpah"][..], &["kanban", "edit", &id, "--assignee", "alpah"][..]] {
+        let out = home.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("berth: no profile \"alpah\"") && err.contains("--allow-unknown-assignee"), "{err}");
+        assert_eq!(err.lines().count(), 1);
+    }
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["assignee"], "alpha");
+    home.ok(&["kanban", "assign", &id, "later", "--allow-unknown-assignee"]);
+
+    // edit changes what it is given and records each change as from/to.
+    let t = home.json(&[
+        "kanban",
+        "edit",
+        &id,
+        "--title",
+        "better title",
+        "--command",
+        "echo hi",
+        "--priority",
+        "-3",
+        "--assignee",
+        "alpha",
+        "--max-runtime",
+        "60",
+    ]);
+    assert_eq!(
+        (&t["title"], &t["command"], &t["priority"], &t["assignee"], &t["max_runtime_seconds"]),
+        (&"better title".into(), &"echo hi".into(), &(-3).into(), &"alpha".into(), &60.into()),
+        "{t}"
+    );
+    let show = home.json(&["kanban", "show", &id]);
+    let edited: Vec<&serde_json::Value> =
+        show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "edited").collect();
+    assert_eq!(edited.len(), 1, "{show}");
+    let payload: serde_json::Value = match &edited[0]["payload"] {
+        serde_json::Value::String(s) => serde_json::from_str(s).unwrap(),
+        v => v.clone(),
+    };
+    assert_eq!(payload["title"], serde_json::json!({"from": "first title", "to": "better title"}), "{payload}");
+    assert_eq!(payload["assignee"]["from"], "later");
+    assert!(payload.get("body").is_none(), "unchanged fields are not listed: {payload}");
+    // Nothing to change, or an empty title: refused.
+    assert_eq!(home.run(&["kanban", "edit", &id]).status.code(), Some(2));
+    assert_eq!(home.run(&["kanban", "edit", &id, "--title", " "]).status.code(), Some(2));
+
+    // rm takes it off the board; the event log keeps the removal.
+    home.ok(&["kanban", "rm", &id]);
+    assert_eq!(home.run(&["kanban", "show", &id]).status.code(), Some(2));
+    assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty());
+    let db = rusqlite::Connection::open(home.path().join("berth-kanban.db")).unwrap();
+    let kinds: Vec<String> = db
+        .prepare("SELECT kind FROM task_events WHERE task_id = ?1 ORDER BY id")
+        .unwrap()
+        .query_map([&id], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(kinds.last().map(String::as_str), Some("removed"), "{kinds:?}");
+    assert_eq!(home.run(&["kanban", "rm", &id]).status.code(), Some(2));
+}
+
+#[test]
+fn explain_names_the_assignee_of_deferred_tasks() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    create_task(&home, &["first", "--assignee", "alpha", "--command", "true", "--priority", "1"]);
+    let waiting = create_task(&home, &["second", "--assignee", "alpha", "--command", "true"]);
+    let c = ["-c", "kanban.max_in_progress=1"];
+    let v = home.json(&[c[0], c[1], "kanban", "dispatch", "--dry-run", "--explain"]);
+    let row = v["explain"].as_array().unwrap().iter().find(|e| e["task_id"] == waiting.as_str()).unwrap().clone();
+    assert_eq!((&row["code"], &row["assignee"]), (&"deferred_max_in_progress".into(), &"alpha".into()), "{v}");
+    assert_eq!(v["deferred"][0]["assignee"], "alpha", "{v}");
+    let text = home.ok(&[c[0], c[1], "kanban", "dispatch", "--dry-run", "--explain"]);
+    assert!(text.contains(&format!("Deferred (deferred_max_in_progress): {waiting} (alpha)")), "{text}");
+    let line = text.lines().find(|l| l.starts_with(&waiting)).unwrap();
+    assert!(line.ends_with("alpha"), "{text}");
+}
+
+#[test]
+fn gateway_status_text_shows_what_json_has() {
+    let home = Home::new();
+    home.ok(&["kanban", "board", "create", "default"]);
+    let mut gateway = home
+        .cmd()
+        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("berth runs");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let v = loop {
+        let v = home.json(&["gateway", "status"]);
+        if v["ticks"].as_u64().unwrap_or(0) >= 1 {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "no tick: {v}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = home.ok(&["gateway", "status"]);
+    for want in [
+        format!("running:      yes (pid {})", v["pid"]),
+        format!("started at:   {}", v["started_at"].as_str().unwrap()),
+        format!("interval:     {} s", v["interval_seconds"]),
+        "dispatching:  yes".to_owned(),
+        "  board default: ".to_owned(),
+    ] {
+        assert!(text.contains(&want), "{want:?} missing from:\n{text}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("last tick:    ") && l.contains("(spawned ")), "{text}");
+    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
+    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    let v = home.json(&["gateway", "status"]);
+    let text = home.ok(&["gateway", "status"]);
+    assert!(text.contains("running:      no"), "{text}");
+    assert!(text.contains(&format!("stopped at:   {}", v["stopped_at"].as_str().unwrap())), "{text}");
+}
