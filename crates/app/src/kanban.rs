@@ -428,16 +428,13 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs) -> TickConfig {
     if let Some(m) = args.max {
         caps.max_spawn = Some(m);
     }
-    let failure_limit = args
-        .failure_limit
-        .filter(|n| *n >= 1)
-        .unwrap_or_else(|| u32::try_from(ctx.settings.int("kanban.failure_limit")).unwrap_or(2));
+    let failure_limit = args.failure_limit.filter(|n| *n >= 1).unwrap_or(ctx.settings.kanban.failure_limit.get());
     TickConfig {
         caps,
         default_assignee: ctx.settings.default_assignee(),
         profiles: ctx.profiles().list().into_iter().collect::<BTreeSet<_>>(),
         failure_limit,
-        stale_timeout_secs: ctx.settings.int("kanban.dispatch_stale_timeout_seconds"),
+        stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
     }
 }
@@ -450,8 +447,7 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
     let cfg = tick_config(ctx, args);
     let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
     let ttl = worker::claim_ttl(ctx);
-    let spawn_lease =
-        Duration::from_secs(u64::try_from(ctx.settings.int("kanban.spawn_lease_seconds")).unwrap_or(20).max(1));
+    let spawn_lease = ctx.settings.kanban.spawn_lease_seconds.duration();
     let mut report = DispatchReport {
         board: board.as_str().to_owned(),
         dry_run: args.dry_run,

@@ -41,7 +41,7 @@ pub fn identity(ctx: &Ctx, task: &str) -> Result<SandboxIdentity, Failure> {
 
 /// `terminal.docker_shared_container_key` (empty when unset).
 pub fn shared_key(ctx: &Ctx) -> String {
-    ctx.settings.string("terminal.docker_shared_container_key")
+    ctx.settings.terminal.docker_shared_container_key.clone()
 }
 
 /// The `hermes-profile` label this process's sandboxes carry: the profile's, or the shared key's form. The reaper
@@ -125,10 +125,10 @@ static REAPER: service::ReaperGate = service::ReaperGate::new();
 pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     let scope = ReapScope {
         profile_label: Some(profile_label(ctx)),
-        max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
+        max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
         host: Some(crate::context::hostname()),
     };
-    let enabled = ctx.settings.bool("terminal.docker_orphan_reaper");
+    let enabled = ctx.settings.terminal.docker_orphan_reaper;
     let swept = REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await;
     match &swept {
         Some(Ok(r)) if !r.removed.is_empty() => {
@@ -168,7 +168,7 @@ impl OutputSink for StdSink {
 /// Forwarded host variables (`terminal.docker_forward_env`) as `KEY=VALUE` pairs for one exec.
 pub fn forwarded_env(ctx: &Ctx) -> Vec<String> {
     let mut env = Vec::new();
-    for name in ctx.settings.list("terminal.docker_forward_env") {
+    for name in &ctx.settings.terminal.docker_forward_env {
         if !is_valid_env_name(&name) {
             tracing::warn!("skipping docker_forward_env entry {name:?}: not a valid variable name");
         } else if let Some(v) = ctx.env.get(&name) {
@@ -201,7 +201,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let rt = connect(ctx).await?;
     let req = request(ctx, &rt, identity).await?;
     maybe_reap(ctx, &rt).await;
-    let timeout = args.timeout.unwrap_or(ctx.settings.sandbox().timeout_seconds);
+    let timeout = args.timeout.unwrap_or(ctx.settings.terminal.timeout.get());
     let exec = ExecSpec {
         argv: args.argv.clone(),
         env,
@@ -369,8 +369,9 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
             let rt = connect(ctx).await?;
-            let max_age_secs =
-                max_age.unwrap_or_else(|| reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))));
+            let max_age_secs = max_age.unwrap_or_else(|| {
+                reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed()))
+            });
             let profile = profile_label(ctx);
             let host = Some(crate::context::hostname());
             let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
@@ -385,7 +386,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
 async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
     let identity = identity(ctx, task)?;
     let rt = connect(ctx).await?;
-    let persist = ctx.settings.bool("terminal.docker_persist_across_processes");
+    let persist = ctx.settings.terminal.docker_persist_across_processes;
     let targets = identity_containers(&rt, &identity).await?;
     let mut results = Vec::new();
     for c in &targets {

@@ -72,7 +72,7 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 /// A worker's working directory: its task's own sandbox folder (`<sandbox_dir>/docker/…/workspace`), never the home,
 /// so `terminal.docker_mount_cwd_to_workspace` gives the sandbox only what it has anyway.
 fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
-    let dir = ctx.settings.string("terminal.sandbox_dir");
+    let dir = ctx.settings.terminal.sandbox_dir.clone();
     crate::mounts::check_sandbox_dir(&ctx.home, &dir)?;
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
@@ -94,11 +94,7 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
     if let Some(logs) = log.parent() {
         std::fs::create_dir_all(logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
     }
-    rotate(
-        &log,
-        u64::try_from(ctx.settings.int("kanban.worker_log_rotate_bytes")).unwrap_or(2 * 1024 * 1024),
-        u32::try_from(ctx.settings.int("kanban.worker_log_backup_count")).unwrap_or(1),
-    );
+    rotate(&log, ctx.settings.kanban.worker_log_rotate_bytes, ctx.settings.kanban.worker_log_backup_count.get());
     let out = OpenOptions::new()
         .create(true)
         .append(true)
@@ -110,7 +106,7 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Task, run_id: i64) -> Result<S
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.args(["worker", "run", &task.id, "--board", board.as_str()]);
-    for (k, v) in ctx.settings.worker_env() {
+    for (k, v) in ctx.resolved.worker_env() {
         cmd.env(k, v);
     }
     let db = ctx.db_path().display().to_string();
@@ -262,13 +258,13 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     let claim_ttl = claim_ttl(ctx);
     let task = confirm(&mut store, task_id, run, claim_ttl)?;
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-    let template = ctx.settings.string("kanban.worker_command");
+    let template = ctx.settings.kanban.worker_command.clone();
     if !template.trim().is_empty() {
         drop(store);
         return Err(exec_worker_command(ctx, &task, &template));
     }
     let run_id = Some(run);
-    let failure_limit = u32::try_from(ctx.settings.int("kanban.failure_limit")).unwrap_or(2);
+    let failure_limit = ctx.settings.kanban.failure_limit.get();
     let fail = |store: &mut SqliteKanbanStore,
                 outcome: &str,
                 error: &str,
@@ -349,7 +345,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
 
 /// `kanban.claim_ttl_seconds`: how long a confirmed claim lasts between heartbeats.
 pub fn claim_ttl(ctx: &Ctx) -> Duration {
-    Duration::from_secs(u64::try_from(ctx.settings.int("kanban.claim_ttl_seconds")).unwrap_or(900).max(1))
+    ctx.settings.kanban.claim_ttl_seconds.duration()
 }
 
 /// Confirms this process as the worker of `run`.
@@ -395,7 +391,7 @@ async fn run_in_sandbox(
     };
     // Only a dispatched worker's stdout is its log file; a worker started by hand writes to a terminal.
     let log = log_path(ctx, &task.id);
-    let cap = u64::try_from(ctx.settings.int("kanban.worker_log_rotate_bytes")).unwrap_or(0);
+    let cap = ctx.settings.kanban.worker_log_rotate_bytes;
     let mut sink = LogSink {
         last_line: String::new(),
         log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)),
