@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::cli::{ConfigCmd, ProfileCmd};
 use crate::context::Ctx;
-use crate::error::Failure;
+use crate::error::{Exit, Failure};
 use crate::output;
 
 fn entry_json(e: &Entry) -> serde_json::Value {
@@ -99,7 +99,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(0)
+    Ok(Exit::OK)
 }
 
 /// `berth profile …`.
@@ -149,5 +149,5 @@ pub fn profile(ctx: &Ctx, cmd: &ProfileCmd) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(0)
+    Ok(Exit::OK)
 }

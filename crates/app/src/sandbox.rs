@@ -6,7 +6,7 @@ use std::time::Duration;
 use docker_adapter::DockerRuntime;
 use domain::container::ContainerSummary;
 use domain::ids::TaskId;
-use domain::policy::cleanup::CleanupPlan;
+use domain::policy::cleanup::{CleanupPlan, ReleaseMode};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::policy::reuse::is_candidate;
 use domain::ports::{Clock, ContainerRuntime, ExecOutcome, ExecSpec, OutputSink, OutputStream};
@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::cli::{RunArgs, SandboxCmd};
 use crate::context::{Ctx, ProcProbe, SystemClock};
-use crate::error::Failure;
+use crate::error::{Exit, Failure};
 use crate::output;
 
 /// How long a process waits for teardowns it started before it exits.
@@ -229,7 +229,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
         tracing::debug!("ran in {} ({})", acquired.name, acquired.action.as_str());
         if !req.persist_across_processes {
-            let teardown = service::release(&rt, Some(&acquired.id), false, false);
+            let teardown = service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut);
             if tokio::time::timeout(TEARDOWN_WAIT, teardown).await.is_err() {
                 tracing::warn!(
                     "teardown of {} did not finish within {}s; the reaper will remove it",
@@ -240,10 +240,10 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
     }
     match result?.1 {
-        ExecOutcome::Exited(code) => Ok(u8::try_from(code).unwrap_or(1)),
+        ExecOutcome::Exited(code) => Ok(u8::try_from(code).unwrap_or(Exit::FAILURE)),
         ExecOutcome::TimedOut => {
             eprintln!("berth: command timed out after {timeout}s and was killed");
-            Ok(124)
+            Ok(Exit::TIMEOUT)
         }
     }
 }
@@ -255,8 +255,8 @@ async fn interrupted() -> u8 {
         return std::future::pending().await;
     };
     tokio::select! {
-        _ = int.recv() => 130,
-        _ = term.recv() => 143,
+        _ = int.recv() => Exit::INTERRUPTED,
+        _ = term.recv() => Exit::TERMINATED,
     }
 }
 
@@ -270,7 +270,7 @@ pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, ow
             // Inside the container's own pid namespace, by the exact marker entry (never by host pid).
             let _ = rt.kill_marked(&c.id, marker).await;
             if owner.is_some() && c.label(domain::label::LABEL_OWNER) == owner {
-                let _ = service::release(&rt, Some(&c.id), false, true).await;
+                let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
             }
         }
         Some(())
@@ -326,7 +326,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             } else {
                 output::line(&format!("{} {} ({})", got.action.as_str(), got.name, &got.id[..12.min(got.id.len())]));
             }
-            Ok(0)
+            Ok(Exit::OK)
         }
         SandboxCmd::Ls { all_profiles } => {
             let rt = connect(ctx).await?;
@@ -363,7 +363,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
                     .collect();
                 output::table(&["NAME", "TASK", "PROFILE", "STATE", "CREATED", "FINISHED"], &rows);
             }
-            Ok(0)
+            Ok(Exit::OK)
         }
         SandboxCmd::Release { task, force } => release(ctx, &task.task, *force).await,
         SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
@@ -392,7 +392,7 @@ async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
     for c in &targets {
         // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
         let ephemeral = c.label(domain::label::LABEL_MODE) == Some("ephemeral");
-        let plan = service::release(&rt, Some(&c.id), persist && !ephemeral, force).await?;
+        let plan = service::release(&rt, Some(&c.id), ReleaseMode::new(persist && !ephemeral, force)).await?;
         results.push((c, plan));
     }
     if ctx.json {
@@ -413,7 +413,7 @@ async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(0)
+    Ok(Exit::OK)
 }
 
 fn print_reap(ctx: &Ctx, report: &ReapReport) {

@@ -12,11 +12,12 @@ use domain::ids::{BoardSlug, ProfileName, TaskId};
 use domain::kanban::{FailureOutcome, TaskStatus};
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
+use domain::policy::cleanup::ReleaseMode;
 use domain::service;
 use kanban_store::{Confirmation, RunEnd, SqliteKanbanStore, Task};
 
 use crate::context::{Ctx, SystemClock};
-use crate::error::Failure;
+use crate::error::{Exit, Failure};
 use crate::{process, sandbox};
 
 /// A started worker.
@@ -224,7 +225,7 @@ pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
         let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
         let listed = domain::ports::ContainerRuntime::list(&rt, &query).await.ok()?;
         for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
-            let _ = service::release(&rt, Some(&c.id), true, true).await;
+            let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
         }
         Some(())
     };
@@ -281,7 +282,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     };
     let Some(command) = task.command.clone().filter(|c| !c.trim().is_empty()) else {
         fail(&mut store, "failed", "the task has no command for the built-in worker", None)?;
-        return Ok(1);
+        return Ok(Exit::FAILURE);
     };
     log_line(&format!("task {task_id} ({}) as {}: {command}", task.title, ctx.profile));
 
@@ -302,7 +303,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
         if let Ok(identity) = sandbox::identity(ctx, task_id) {
             sandbox::stop_marked(ctx, &identity, &marker, None).await;
         }
-        return Ok(143);
+        return Ok(Exit::TERMINATED);
     };
 
     // A finished task (done, or failed at its limit) no longer needs its sandbox; a requeued one keeps it for the
@@ -401,7 +402,7 @@ async fn run_in_sandbox(
     log_line(&format!("sandbox {} ({})", acquired.name, acquired.action.as_str()));
     if !req.persist_across_processes {
         let _ =
-            tokio::time::timeout(sandbox::TEARDOWN_WAIT, service::release(&rt, Some(&acquired.id), false, false)).await;
+            tokio::time::timeout(sandbox::TEARDOWN_WAIT, service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut)).await;
     }
     Ok((outcome, sink.last_line, acquired.name))
 }

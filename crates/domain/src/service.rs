@@ -13,7 +13,7 @@ use thiserror::Error;
 
 use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
 use crate::label::{LABEL_AGENT, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE};
-use crate::policy::cleanup::{CleanupPlan, plan_cleanup};
+use crate::policy::cleanup::{CleanupPlan, ReleaseMode, plan_cleanup};
 use crate::policy::reaper::{
     Orphan, ReapPlan, ReapReason, ReapScope, SpareReason, Spared, find_orphans, judge_orphan, parse_owner,
 };
@@ -292,10 +292,9 @@ pub async fn run(
 pub async fn release(
     rt: &dyn ContainerRuntime,
     id: Option<&str>,
-    persist_across_processes: bool,
-    force: bool,
+    mode: ReleaseMode,
 ) -> Result<CleanupPlan, RuntimeError> {
-    let plan = plan_cleanup(id, persist_across_processes, force);
+    let plan = plan_cleanup(id, mode);
     if let CleanupPlan::StopRemove { id, .. } = &plan {
         remove_now(rt, id).await?;
     }

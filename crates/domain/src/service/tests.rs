@@ -118,7 +118,7 @@ fn opt_out_always_creates_and_release_removes() {
     let b = block_on(acquire(&rt, &request("abc", "default", &st, 2))).unwrap();
     assert_ne!(a.id, b.id);
     assert!(!rt.calls().iter().any(|c| c == "list"), "opt-out never looks up");
-    block_on(release(&rt, Some(&a.id), false, false)).unwrap();
+    block_on(release(&rt, Some(&a.id), ReleaseMode::OptOut)).unwrap();
     assert_eq!(rt.containers().len(), 1);
 }
 
@@ -127,13 +127,13 @@ fn persist_release_keeps_and_force_removes() {
     let rt = FakeRuntime::new(T0);
     let req = request("abc", "default", &settings(true), 0);
     let a = block_on(acquire(&rt, &req)).unwrap();
-    let plan = block_on(release(&rt, Some(&a.id), true, false)).unwrap();
+    let plan = block_on(release(&rt, Some(&a.id), ReleaseMode::Keep)).unwrap();
     assert_eq!(plan, CleanupPlan::Keep { id: a.id.clone() });
     assert_eq!(rt.containers()[0].state, ContainerState::Running);
-    block_on(release(&rt, Some(&a.id), true, true)).unwrap();
+    block_on(release(&rt, Some(&a.id), ReleaseMode::Force)).unwrap();
     assert!(rt.containers().is_empty());
     // Releasing again (already gone) is fine.
-    block_on(release(&rt, Some(&a.id), true, true)).unwrap();
+    block_on(release(&rt, Some(&a.id), ReleaseMode::Force)).unwrap();
 }
 
 #[test]
@@ -273,7 +273,7 @@ proptest! {
                 }
                 Op::Release { handle, force } => {
                     if let Some(Some((_, persist, id))) = handles.get(handle).cloned() {
-                        block_on(release(&rt, Some(&id), persist, force)).unwrap();
+                        block_on(release(&rt, Some(&id), ReleaseMode::new(persist, force))).unwrap();
                         if !persist || force {
                             prop_assert!(!rt.containers().iter().any(|c| c.id == id), "released container remains");
                             if !persist { released_ephemeral.push(id); }
