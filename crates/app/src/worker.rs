@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use domain::ids::{BoardSlug, ProfileName, TaskId};
 use domain::kanban::{FailureOutcome, TaskStatus};
+use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
-use domain::policy::cleanup::ReleaseMode;
 use domain::service;
 use kanban_store::{Confirmation, RunEnd, SqliteKanbanStore, Task};
 
@@ -363,10 +363,16 @@ fn confirm(store: &mut SqliteKanbanStore, task: &str, run: i64, claim_ttl: Durat
 fn exec_worker_command(ctx: &Ctx, task: &Task, template: &str) -> Failure {
     use std::os::unix::process::CommandExt;
     let assignee = task.assignee.clone().unwrap_or_else(|| ctx.profile.as_str().to_owned());
-    let rendered =
-        template.replace("{task_id}", &task.id).replace("{assignee}", &assignee).replace("{board}", &task.board);
+    let rendered = render_worker_command(template, &task.id, &assignee, &task.board);
     let err = Command::new("sh").args(["-c", &rendered]).exec();
     Failure::other(format!("cannot start kanban.worker_command: {err}"))
+}
+
+/// Substitutes `{task_id}`, `{assignee}` and `{board}` into the template, each quoted as one shell word, so a value
+/// is never read as shell syntax.
+fn render_worker_command(template: &str, task_id: &str, assignee: &str, board: &str) -> String {
+    use config_bridge::shell_quote as q;
+    template.replace("{task_id}", &q(task_id)).replace("{assignee}", &q(assignee)).replace("{board}", &q(board))
 }
 
 async fn run_in_sandbox(
@@ -401,8 +407,26 @@ async fn run_in_sandbox(
     let (acquired, outcome) = service::run(&rt, &req, &exec, &mut sink).await?;
     log_line(&format!("sandbox {} ({})", acquired.name, acquired.action.as_str()));
     if !req.persist_across_processes {
-        let _ =
-            tokio::time::timeout(sandbox::TEARDOWN_WAIT, service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut)).await;
+        let _ = tokio::time::timeout(
+            sandbox::TEARDOWN_WAIT,
+            service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut),
+        )
+        .await;
     }
     Ok((outcome, sink.last_line, acquired.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_worker_command;
+
+    #[test]
+    fn substituted_values_stay_one_shell_word() {
+        let rendered = render_worker_command("run {task_id} --as {assignee} --on {board}", "t 1;id", "a$(x)", "b'c");
+        assert_eq!(
+            shlex::split(&rendered).unwrap(),
+            ["run", "t 1;id", "--as", "a$(x)", "--on", "b'c"].map(String::from).to_vec()
+        );
+        assert_eq!(render_worker_command("w {task_id}", "plain", "", ""), "w plain");
+    }
 }

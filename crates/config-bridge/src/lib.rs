@@ -347,13 +347,11 @@ pub fn hermetic_vars() -> Vec<String> {
     vars
 }
 
-/// Quotes a value for a POSIX shell (`config env`).
+/// Quotes a value as one word for a POSIX shell (`config env`, values substituted into `kanban.worker_command`).
+/// A NUL byte cannot be passed to a shell at all, so it is dropped rather than failing the whole line.
 pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:=,@%+".contains(c)) {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
+    let s = s.replace('\0', "");
+    shlex::try_quote(&s).map_or_else(|_| String::new(), std::borrow::Cow::into_owned)
 }
 
 /// Holds an exclusive lock on the config file's sibling `.config.yaml.lock` while a read-modify-write runs, so

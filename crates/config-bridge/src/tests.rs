@@ -296,11 +296,12 @@ fn upstream_bridge_pins_hold_on_the_derived_surfaces() {
 }
 
 #[test]
-fn shell_quoting() {
+fn shell_quoting_gives_one_word_that_splits_back_to_the_value() {
     assert_eq!(shell_quote("abc"), "abc");
-    assert_eq!(shell_quote(""), "''");
-    assert_eq!(shell_quote(r#"["a"]"#), r#"'["a"]'"#);
-    assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    for raw in ["", r#"["a"]"#, "it's", "a b; rm -rf /", "$(id) `id` $HOME", "x\ny\"z\""] {
+        let quoted = shell_quote(raw);
+        assert_eq!(shlex::split(&quoted), Some(vec![raw.to_owned()]), "{raw:?} quoted as {quoted}");
+    }
 }
 
 #[test]

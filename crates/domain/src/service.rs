@@ -4,9 +4,6 @@
 //! adapter, and tests drive it over [`crate::test_util::FakeRuntime`] with a trivial executor.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use serde::Serialize;
 use thiserror::Error;
@@ -104,6 +101,7 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
         persist_across_processes: req.persist_across_processes,
         recreate_on_config_change: req.recreate_on_config_change,
         fingerprint,
+        legacy_fingerprint: Some(req.spec.legacy_fingerprint()),
         air_gapped: req.spec.network_mode.as_deref() == Some("none"),
     };
     let mut notes = Vec::new();
@@ -469,28 +467,8 @@ impl ReaperGate {
     }
 }
 
-/// Polls futures concurrently and returns their outputs in order; needs no runtime.
-pub async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    type Slot<F> = (Pin<Box<F>>, Option<<F as Future>::Output>);
-    let mut slots: Vec<Slot<F>> = futures.into_iter().map(|f| (Box::pin(f), None)).collect();
-    std::future::poll_fn(move |cx: &mut Context<'_>| {
-        let mut pending = false;
-        for (fut, out) in slots.iter_mut() {
-            if out.is_none() {
-                match fut.as_mut().poll(cx) {
-                    Poll::Ready(v) => *out = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(slots.iter_mut().map(|(_, o)| o.take().expect("every slot is ready")).collect())
-        }
-    })
-    .await
-}
+/// Polls futures concurrently and returns their outputs in order; needs no runtime (re-exported for `app`).
+pub use futures_util::future::join_all;
 
 #[cfg(test)]
 mod tests;

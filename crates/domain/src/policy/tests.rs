@@ -37,6 +37,7 @@ fn policy() -> ReusePolicy {
         persist_across_processes: true,
         recreate_on_config_change: true,
         fingerprint: "fp1".into(),
+        legacy_fingerprint: Some("legacy1".into()),
         air_gapped: false,
     }
 }
@@ -86,6 +87,9 @@ fn reuse_table() {
     let mut no_recreate = policy();
     no_recreate.recreate_on_config_change = false;
     check(vec![drifted], no_recreate, ReuseDecision::Attach { id: "old".into() });
+    // A container labelled by an older berth with the same spec's legacy fingerprint has not drifted.
+    let legacy = container("legacy", &me, ContainerState::Running, &[("berth.fingerprint", "legacy1")]);
+    check(vec![legacy], policy(), ReuseDecision::Attach { id: "legacy".into() });
     // A hermes-made container (no identity, no fingerprint) is accepted as it is.
     let hermes = container("h", &me, ContainerState::Running, &[("berth.identity", ""), ("berth.fingerprint", "")]);
     check(vec![hermes], policy(), ReuseDecision::Attach { id: "h".into() });

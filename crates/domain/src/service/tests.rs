@@ -216,12 +216,6 @@ fn reaper_sweeps_old_exited_created_and_spares_the_rest() {
     assert_eq!(report.removed.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), [other.as_str()]);
 }
 
-#[test]
-fn join_all_keeps_order() {
-    let out = block_on(join_all((0..5).map(|i| async move { i * 2 })));
-    assert_eq!(out, [0, 2, 4, 6, 8]);
-}
-
 /// Operations of the state-machine test.
 #[derive(Clone, Debug)]
 enum Op {
@@ -469,4 +463,23 @@ fn the_reaper_needs_no_status_filter_from_the_engine() {
     want.sort();
     assert_eq!(removed, want);
     assert_eq!(rt.inner.containers().into_iter().map(|c| c.id).collect::<Vec<_>>(), [live]);
+}
+
+#[test]
+fn a_container_labelled_with_the_legacy_fingerprint_is_reused_without_recreate() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    // A sandbox an older berth made: the same spec, its fingerprint label in the v1 encoding.
+    let mut old = req.spec.clone();
+    old.labels.insert(crate::label::LABEL_FINGERPRINT.to_owned(), req.spec.legacy_fingerprint());
+    let id = rt.insert(old, ContainerState::Running, T0, "");
+    let got = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!((got.action, &got.id), (AcquireAction::Attached, &id));
+    assert!(!rt.calls().iter().any(|c| c == "create" || c == "remove"), "{:?}", rt.calls());
+    // A label that is neither encoding of this spec is drift.
+    let rt = FakeRuntime::new(T0);
+    let mut drifted = req.spec.clone();
+    drifted.labels.insert(crate::label::LABEL_FINGERPRINT.to_owned(), "0123456789abcdef0123456789abcdef".to_owned());
+    rt.insert(drifted, ContainerState::Running, T0, "");
+    assert_eq!(block_on(acquire(&rt, &req)).unwrap().action, AcquireAction::Recreated);
 }
