@@ -422,7 +422,12 @@ impl ContainerRuntime for DockerRuntime {
         self.docker.remove_container(id, Some(options)).await.map_err(|e| self.map_err("remove", id, e))
     }
 
-    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+    async fn exec<'s>(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        sink: &'s mut (dyn OutputSink + 's),
+    ) -> Result<ExecOutcome, RuntimeError> {
         // A timed exec is marked, so a timeout can find its processes inside the container (see `kill`).
         let marker = spec.timeout.map(|_| kill::new_marker());
         let mut env = spec.env.clone();

@@ -87,6 +87,10 @@ pub enum ExecOutcome {
 }
 
 /// A container engine (Docker Engine API, Podman's compatible socket, or a fake).
+///
+/// In tests, mockall's `MockContainerRuntime` asserts interactions the fake cannot express (which calls happen,
+/// how often, with which arguments).
+#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync {
     /// Lists containers, including stopped ones.
@@ -148,7 +152,12 @@ pub trait ContainerRuntime: Send + Sync {
     ///
     /// # Errors
     /// [`RuntimeError::NotFound`] when the container is gone; [`RuntimeError::Api`] when it is not running.
-    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError>;
+    async fn exec<'s>(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        sink: &'s mut (dyn OutputSink + 's),
+    ) -> Result<ExecOutcome, RuntimeError>;
 }
 
 /// The wall clock, read once per pass at the edge.
