@@ -1,4 +1,6 @@
 //! The ports: what berth needs from a container runtime, a clock, the profile directory and the process table.
+// mockall's expansion of `exec` repeats its `&'s mut (dyn OutputSink + 's)` where the parentheses are redundant.
+#![cfg_attr(test, expect(unused_parens, reason = "in MockContainerRuntime's generated code"))]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -90,6 +92,9 @@ pub enum ExecOutcome {
 ///
 /// In tests, mockall's `MockContainerRuntime` asserts interactions the fake cannot express (which calls happen,
 /// how often, with which arguments).
+///
+/// `exec` names the sink's lifetime (`'s`) because mockall cannot mock an async-trait method taking an elided
+/// `&mut dyn` argument.
 #[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync {
