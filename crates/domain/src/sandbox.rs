@@ -216,8 +216,9 @@ pub struct CreateSpec {
 /// The version tag of [`CreateSpec::fingerprint`]'s encoding; a label without it was written by the v1 encoding.
 pub const FINGERPRINT_VERSION: &str = "v2";
 
-/// The fields a fingerprint covers (all but the name and labels), in a fixed order, serialized as JSON: an encoding
-/// that depends on this declaration, not on how the compiler happens to print `Debug`.
+/// The fields a fingerprint covers (all but the name and labels), in a fixed order, serialized with postcard (a
+/// documented, stable wire format): an encoding that depends on this declaration, not on how the compiler happens
+/// to print `Debug`.
 #[derive(Serialize)]
 struct Fingerprinted<'a> {
     image: &'a str,
@@ -252,7 +253,7 @@ fn is_default_extra(e: &&ExtraCreate) -> bool {
 
 impl CreateSpec {
     /// A stable digest of the effective spec (everything but name and labels): `v2-` and 32 hex digits of the
-    /// SHA-256 of its canonical JSON encoding.
+    /// SHA-256 of its canonical (postcard) encoding.
     pub fn fingerprint(&self) -> String {
         let mut env: Vec<&str> = self.env.iter().map(String::as_str).collect();
         env.sort_unstable();
@@ -281,8 +282,8 @@ impl CreateSpec {
         };
         // Serializing borrowed strings, numbers and maps of strings cannot fail; an empty encoding would still
         // give a fixed digest rather than a panic.
-        let json = serde_json::to_vec(&canonical).unwrap_or_default();
-        format!("{FINGERPRINT_VERSION}-{}", &sha256::hex_digest(&json)[..32])
+        let bytes = postcard::to_allocvec(&canonical).unwrap_or_default();
+        format!("{FINGERPRINT_VERSION}-{}", &sha256::hex_digest(&bytes)[..32])
     }
 
     /// The fingerprint berth wrote before the versioned encoding (from `Debug` text). Containers carrying it are
