@@ -4,44 +4,66 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::{Home, require_docker};
 
-/// A running gateway, killed on drop if a test fails before stopping it.
-struct Gateway(Option<Child>);
+/// A running gateway, killed on drop if a test fails before stopping it; its stderr is collected as it comes, so
+/// a test can wait for a line instead of sleeping.
+struct Gateway {
+    child: Option<Child>,
+    stderr: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
 
 impl Gateway {
     fn start(home: &Home, extra: &[&str]) -> Self {
         let mut args = vec!["-c", "kanban.dispatch_interval_seconds=1"];
         args.extend_from_slice(extra);
         args.extend_from_slice(&["gateway", "run"]);
-        let child = home.cmd().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = home.cmd().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = Arc::clone(&stderr);
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
         // Wait until it holds the lock and has written its state.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false) {
-            assert!(Instant::now() < deadline, "gateway did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self(Some(child))
+        wait_for("the gateway to start", Duration::from_secs(10), || {
+            home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false)
+        });
+        Self { child: Some(child), stderr, reader: Some(reader) }
+    }
+
+    /// What the gateway wrote to stderr so far.
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// Sends SIGTERM and returns (exit code, time to exit, stderr).
     fn stop(mut self) -> (Option<i32>, Duration, String) {
-        let mut child = self.0.take().unwrap();
+        let mut child = self.child.take().unwrap();
         let start = Instant::now();
         crate::support::signal(child.id(), rustix::process::Signal::TERM);
         let status = child.wait().unwrap();
         let took = start.elapsed();
-        let mut err = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        (status.code(), took, err)
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        (status.code(), took, self.stderr())
     }
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
+        if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -54,6 +76,11 @@ fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The ticks the running gateway has done, from `gateway status`.
+fn ticks(home: &Home) -> u64 {
+    home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0)
 }
 
 fn statuses(home: &Home) -> Vec<String> {
@@ -72,7 +99,7 @@ fn kill_workers(home: &Home) {
 fn idle_gateway_exits_cleanly_on_sigterm() {
     let home = Home::new();
     let gw = Gateway::start(&home, &[]);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for("a first tick", Duration::from_secs(10), || ticks(&home) >= 1);
     let (code, took, _) = gw.stop();
     assert_eq!(code, Some(0));
     assert!(took < Duration::from_secs(2), "took {took:?}");
@@ -125,8 +152,11 @@ fn dispatch_in_gateway_false_leaves_the_board_alone() {
     home.ok(&["profile", "create", "alpha"]);
     home.json(&["kanban", "create", "t", "--assignee", "alpha"]);
     let gw = Gateway::start(&home, &["-c", "kanban.dispatch_in_gateway=false", "-c", "kanban.worker_command=sleep 30"]);
-    std::thread::sleep(Duration::from_millis(2500));
+    // The gateway logs this line where it takes the idle branch, which has no dispatch in it: from here on the
+    // board cannot change, however long one waits.
+    wait_for("the idle line", Duration::from_secs(10), || gw.stderr().contains("dispatch_in_gateway=false"));
     assert_eq!(statuses(&home), ["ready"]);
+    assert_eq!(ticks(&home), 0, "an idle gateway never ticks");
     let (code, _, err) = gw.stop();
     assert_eq!(code, Some(0));
     assert!(err.contains("dispatch_in_gateway=false"), "{err}");

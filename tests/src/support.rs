@@ -247,3 +247,13 @@ pub fn signal_group(pid: i64, sig: rustix::process::Signal) {
         let _ = rustix::process::kill_process_group(p, sig);
     }
 }
+
+/// Polls `done` until it holds, failing the test with `what` after `timeout`: the way tests wait for something
+/// another process does (never a fixed sleep).
+pub fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100)); // polling interval, not synchronization
+    }
+}

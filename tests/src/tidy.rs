@@ -89,6 +89,31 @@ fn only_config_bridge_names_setting_variables() {
 }
 
 #[test]
+fn no_setting_is_looked_up_by_its_key_string_outside_config_bridge() {
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask", "tests/src", "tests/benches"] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    let lookups: Vec<String> = ["bool", "int", "float", "string", "list", "map", "cap", "value"]
+        .iter()
+        .flat_map(|m| [format!(".{m}(\"terminal."), format!(".{m}(\"kanban.")])
+        .chain(["settings.bool(", "settings.int(", "settings.string("].map(String::from))
+        .collect();
+    let offenders: Vec<_> = files
+        .iter()
+        .filter(|f| !f.starts_with(workspace().join("crates/config-bridge")) && !f.ends_with("tidy.rs"))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            lookups.iter().any(|l| text.contains(l.as_str()))
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "settings looked up by key (use the typed `settings.<section>.<key>`): {offenders:?}"
+    );
+}
+
+#[test]
 fn no_ignored_or_should_panic_tests() {
     let mut files = Vec::new();
     for dir in ["crates", "tests"] {

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::cli::{ConfigCmd, ProfileCmd};
 use crate::context::Ctx;
-use crate::error::Failure;
+use crate::error::{Exit, Failure};
 use crate::output;
 
 fn entry_json(e: &Entry) -> serde_json::Value {
@@ -33,7 +33,7 @@ fn entry_json(e: &Entry) -> serde_json::Value {
 pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
     match cmd {
         ConfigCmd::Ls => {
-            let entries = ctx.settings.entries();
+            let entries = ctx.resolved.entries();
             if ctx.json {
                 output::json(&json!(entries.iter().map(entry_json).collect::<Vec<_>>()));
             } else {
@@ -48,7 +48,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
         ConfigCmd::Get { key } => {
             config_bridge::find(key)
                 .ok_or_else(|| Failure::usage(format!("unknown setting {key:?} (see `berth config ls`)")))?;
-            let e = ctx.settings.entry(key);
+            let e = ctx.resolved.entry(key);
             if ctx.json {
                 output::json(&entry_json(e));
             } else {
@@ -89,7 +89,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             }
         }
         ConfigCmd::Env => {
-            let env = ctx.settings.worker_env();
+            let env = ctx.resolved.worker_env();
             if ctx.json {
                 output::json(&json!(env.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()));
             } else {
@@ -99,7 +99,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(0)
+    Ok(Exit::OK)
 }
 
 /// `berth profile …`.
@@ -149,5 +149,5 @@ pub fn profile(ctx: &Ctx, cmd: &ProfileCmd) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(0)
+    Ok(Exit::OK)
 }

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use config_bridge::{EnvMap, Inputs, Resolved};
+use config_bridge::{EnvMap, Inputs, Resolved, Settings};
 use domain::ids::ProfileName;
 use domain::ports::{Clock, ProcessProbe, ProfileResolver};
 
@@ -18,7 +18,10 @@ pub struct Ctx {
     pub home: PathBuf,
     pub profile: ProfileName,
     pub env: EnvMap,
-    pub settings: Resolved,
+    /// The typed settings code reads (`ctx.settings.terminal.timeout`).
+    pub settings: Settings,
+    /// The same settings as table entries with their sources (`config ls|get|env`, the worker environment).
+    pub resolved: Resolved,
     pub json: bool,
 }
 
@@ -65,17 +68,18 @@ impl Ctx {
             .map_err(Failure::usage_of)?;
         let file_path = home.join("config.yaml");
         let doc = if read_file { config_bridge::load_file(&file_path).map_err(Failure::usage_of)? } else { None };
-        let settings = config_bridge::resolve(&Inputs {
+        let resolved = config_bridge::resolve(&Inputs {
             home: &home,
             file: doc.as_ref().map(|d| (file_path.as_path(), d)),
             env: &env,
             overrides: &overrides,
         })
         .map_err(Failure::usage_of)?;
-        for w in &settings.warnings {
+        for w in &resolved.warnings {
             tracing::warn!("{w}");
         }
-        Ok(Self { home, profile, env, settings, json })
+        let settings = resolved.settings.clone();
+        Ok(Self { home, profile, env, settings, resolved, json })
     }
 
     /// The board database.

@@ -1,6 +1,46 @@
-//! Failures and their exit codes: 2 usage or invalid input, 125 berth failed before the command ran, 1 otherwise.
+//! Failures and their exit codes: the one named table of codes ([`Exit`], [`EXIT_CODES`]) and the mapping of
+//! library errors onto it.
 
 use std::fmt;
+
+/// Every exit code berth gives, named once (the way cargo-nextest writes its conventions down). `berth run` and the
+/// built-in worker otherwise pass the command's own code through.
+#[derive(Debug)]
+pub struct Exit;
+
+impl Exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// A failure after the command ran, or of a command that runs none.
+    pub const FAILURE: u8 = 1;
+    /// Bad usage or invalid input; nothing was changed.
+    pub const USAGE: u8 = 2;
+    /// The command ran past its timeout and was killed with everything it started.
+    pub const TIMEOUT: u8 = 124;
+    /// Berth or the container engine failed before the command ran.
+    pub const ENGINE: u8 = 125;
+    /// The command exists but cannot be executed (passed through from the sandbox).
+    pub const NOT_EXECUTABLE: u8 = 126;
+    /// The command was not found (passed through from the sandbox).
+    pub const NOT_FOUND: u8 = 127;
+    /// Interrupted by SIGINT (128 + 2).
+    pub const INTERRUPTED: u8 = 130;
+    /// Stopped by SIGTERM (128 + 15).
+    pub const TERMINATED: u8 = 143;
+}
+
+/// The table of [`Exit`] codes with their meaning, for the docs and their test.
+pub const EXIT_CODES: &[(u8, &str)] = &[
+    (Exit::OK, "success"),
+    (Exit::FAILURE, "failure"),
+    (Exit::USAGE, "usage or invalid input; nothing changed"),
+    (Exit::TIMEOUT, "the command timed out and was killed"),
+    (Exit::ENGINE, "berth or the engine failed before the command ran"),
+    (Exit::NOT_EXECUTABLE, "the command cannot be executed"),
+    (Exit::NOT_FOUND, "the command was not found"),
+    (Exit::INTERRUPTED, "interrupted (SIGINT)"),
+    (Exit::TERMINATED, "terminated (SIGTERM)"),
+];
 
 /// A failure with the exit code it maps to and one actionable line.
 #[derive(Debug)]
@@ -12,7 +52,7 @@ pub struct Failure {
 impl Failure {
     /// Bad usage or invalid input (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
-        Self { code: 2, message: message.into() }
+        Self { code: Exit::USAGE, message: message.into() }
     }
 
     pub fn usage_of(e: impl fmt::Display) -> Self {
@@ -21,12 +61,12 @@ impl Failure {
 
     /// The container engine failed (exit 125).
     pub fn engine(message: impl Into<String>) -> Self {
-        Self { code: 125, message: message.into() }
+        Self { code: Exit::ENGINE, message: message.into() }
     }
 
     /// Anything else (exit 1).
     pub fn other(message: impl Into<String>) -> Self {
-        Self { code: 1, message: message.into() }
+        Self { code: Exit::FAILURE, message: message.into() }
     }
 }
 
@@ -55,6 +95,20 @@ impl From<domain::service::SandboxError> for Failure {
                 Self::engine(format!("container {name} was created but would not start: {source}"))
             }
             other => Self::engine(other.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EXIT_CODES;
+
+    #[test]
+    fn every_exit_code_is_documented_in_the_readme() {
+        let readme = include_str!("../../../README.md");
+        let section = readme.split("## Exit codes").nth(1).expect("README has an `## Exit codes` section");
+        for (code, meaning) in EXIT_CODES {
+            assert!(section.contains(&format!("| {code} | {meaning} |")), "README lacks exit code {code}");
         }
     }
 }

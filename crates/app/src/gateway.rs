@@ -117,14 +117,14 @@ async fn shutdown_signal() -> &'static str {
 pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let _lock = take_lock(&ctx.home)?;
     let started = SystemClock.now();
-    let raw_interval = ctx.settings.float("kanban.dispatch_interval_seconds");
+    let raw_interval = ctx.settings.kanban.dispatch_interval_seconds.get();
     let interval = if raw_interval < 1.0 {
         tracing::warn!("kanban.dispatch_interval_seconds={raw_interval} is below the floor; using 1s");
         1.0
     } else {
         raw_interval
     };
-    let dispatching = ctx.settings.bool("kanban.dispatch_in_gateway");
+    let dispatching = ctx.settings.kanban.dispatch_in_gateway;
     let mut state = json!({"pid": std::process::id(), "started_at": started.to_rfc3339(), "home": ctx.home.display().to_string(),
         "interval_seconds": interval, "dispatching": dispatching, "ticks": 0, "last_tick": null});
     write_state(&ctx.home, &state);

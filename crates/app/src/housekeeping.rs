@@ -43,18 +43,18 @@ pub struct Housekeeper {
 /// `terminal.docker_reap_interval_seconds`, or, at 0, `max(60, terminal.lifetime_seconds)`: the reaper's threshold is
 /// twice that, so a stale container waits at most half a threshold more.
 pub fn reap_interval(ctx: &Ctx) -> Duration {
-    let set = ctx.settings.int("terminal.docker_reap_interval_seconds");
-    let secs = if set > 0 { set } else { ctx.settings.int("terminal.lifetime_seconds").max(60) };
-    Duration::from_secs(u64::try_from(secs).unwrap_or(60))
+    let set = ctx.settings.terminal.docker_reap_interval_seconds.get();
+    let secs = if set > 0 { set } else { ctx.settings.terminal.lifetime_seconds.get().max(60) };
+    Duration::from_secs(secs)
 }
 
 /// The idle-stop settings of this context.
 pub fn idle_settings(ctx: &Ctx) -> IdleSettings {
-    let overrides = match ctx.settings.value("terminal.docker_idle_stop_seconds_overrides") {
-        config_bridge::Value::CapMap(m) => m.clone(),
-        _ => Default::default(),
-    };
-    IdleSettings { default_secs: ctx.settings.int("terminal.docker_idle_stop_seconds"), overrides }
+    let t = &ctx.settings.terminal;
+    IdleSettings {
+        default_secs: t.docker_idle_stop_seconds.get().cast_signed(),
+        overrides: t.docker_idle_stop_seconds_overrides.clone(),
+    }
 }
 
 impl Housekeeper {
@@ -70,15 +70,15 @@ impl Housekeeper {
         Self {
             endpoint: ctx.docker_endpoint(),
             home: ctx.home.clone(),
-            sandbox_dir: ctx.settings.string("terminal.sandbox_dir"),
+            sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
             scope: ReapScope {
                 profile_label: Some(profile_label.clone()),
-                max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
+                max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
                 host: Some(crate::context::hostname()),
             },
             profile_label,
             idle,
-            reaper_enabled: ctx.settings.bool("terminal.docker_orphan_reaper"),
+            reaper_enabled: ctx.settings.terminal.docker_orphan_reaper,
             reap_every: reap_interval(ctx),
             idle_every,
         }

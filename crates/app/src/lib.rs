@@ -98,7 +98,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     let read_file = !matches!(cli.command, Command::Worker(_));
     let ctx = Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)?;
     // Before anything can log a request carrying them (bollard logs exec bodies at debug level).
-    let forwarded = ctx.settings.list("terminal.docker_forward_env");
+    let forwarded = &ctx.settings.terminal.docker_forward_env;
     redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)));
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;

@@ -88,14 +88,14 @@ impl Protected {
     /// The protected paths of this invocation; `own` is the sandbox's own folder when a sandbox is being made.
     pub fn new(ctx: &Ctx, own: Option<&SandboxIdentity>) -> Self {
         let mut roots = vec![canonical(&ctx.home)];
-        let dir = ctx.settings.string("terminal.sandbox_dir");
+        let dir = ctx.settings.terminal.sandbox_dir.clone();
         if dir.starts_with('/') {
             roots.push(canonical(Path::new(&dir)));
         }
         Self {
             roots,
             sockets: socket_paths(ctx),
-            allow_sockets: ctx.settings.bool(ALLOW_KEY),
+            allow_sockets: ctx.settings.terminal.docker_allow_host_mounts,
             own: own.filter(|_| dir.starts_with('/')).map(|i| canonical(Path::new(&i.host_dir(&dir)))),
         }
     }
@@ -210,7 +210,7 @@ pub fn check_setting(ctx: &Ctx, key: &str, value: &config_bridge::Value) -> Resu
 /// # Errors
 /// A usage failure naming the offending path.
 pub fn check_binds(ctx: &Ctx, identity: &SandboxIdentity, binds: &[String]) -> Result<(), Failure> {
-    check_sandbox_dir(&ctx.home, &ctx.settings.string("terminal.sandbox_dir")).map_err(Failure::usage)?;
+    check_sandbox_dir(&ctx.home, &ctx.settings.terminal.sandbox_dir).map_err(Failure::usage)?;
     let protected = Protected::new(ctx, Some(identity));
     binds.iter().find_map(|b| protected.violation(bind_source(b))).map_or(Ok(()), |why| Err(Failure::usage(why)))
 }

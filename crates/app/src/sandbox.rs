@@ -6,7 +6,7 @@ use std::time::Duration;
 use docker_adapter::DockerRuntime;
 use domain::container::ContainerSummary;
 use domain::ids::TaskId;
-use domain::policy::cleanup::CleanupPlan;
+use domain::policy::cleanup::{CleanupPlan, ReleaseMode};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::policy::reuse::is_candidate;
 use domain::ports::{Clock, ContainerRuntime, ExecOutcome, ExecSpec, OutputSink, OutputStream};
@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::cli::{RunArgs, SandboxCmd};
 use crate::context::{Ctx, ProcProbe, SystemClock};
-use crate::error::Failure;
+use crate::error::{Exit, Failure};
 use crate::output;
 
 /// How long a process waits for teardowns it started before it exits.
@@ -41,7 +41,7 @@ pub fn identity(ctx: &Ctx, task: &str) -> Result<SandboxIdentity, Failure> {
 
 /// `terminal.docker_shared_container_key` (empty when unset).
 pub fn shared_key(ctx: &Ctx) -> String {
-    ctx.settings.string("terminal.docker_shared_container_key")
+    ctx.settings.terminal.docker_shared_container_key.clone()
 }
 
 /// The `hermes-profile` label this process's sandboxes carry: the profile's, or the shared key's form. The reaper
@@ -125,10 +125,10 @@ static REAPER: service::ReaperGate = service::ReaperGate::new();
 pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     let scope = ReapScope {
         profile_label: Some(profile_label(ctx)),
-        max_age_secs: reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))),
+        max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
         host: Some(crate::context::hostname()),
     };
-    let enabled = ctx.settings.bool("terminal.docker_orphan_reaper");
+    let enabled = ctx.settings.terminal.docker_orphan_reaper;
     let swept = REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await;
     match &swept {
         Some(Ok(r)) if !r.removed.is_empty() => {
@@ -168,7 +168,7 @@ impl OutputSink for StdSink {
 /// Forwarded host variables (`terminal.docker_forward_env`) as `KEY=VALUE` pairs for one exec.
 pub fn forwarded_env(ctx: &Ctx) -> Vec<String> {
     let mut env = Vec::new();
-    for name in ctx.settings.list("terminal.docker_forward_env") {
+    for name in &ctx.settings.terminal.docker_forward_env {
         if !is_valid_env_name(&name) {
             tracing::warn!("skipping docker_forward_env entry {name:?}: not a valid variable name");
         } else if let Some(v) = ctx.env.get(&name) {
@@ -201,7 +201,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let rt = connect(ctx).await?;
     let req = request(ctx, &rt, identity).await?;
     maybe_reap(ctx, &rt).await;
-    let timeout = args.timeout.unwrap_or(ctx.settings.sandbox().timeout_seconds);
+    let timeout = args.timeout.unwrap_or(ctx.settings.terminal.timeout.get());
     let exec = ExecSpec {
         argv: args.argv.clone(),
         env,
@@ -244,7 +244,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
         tracing::debug!("ran in {} ({})", acquired.name, acquired.action.as_str());
         if !req.persist_across_processes {
-            let teardown = service::release(&rt, Some(&acquired.id), false, false);
+            let teardown = service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut);
             if tokio::time::timeout(TEARDOWN_WAIT, teardown).await.is_err() {
                 tracing::warn!(
                     "teardown of {} did not finish within {}s; the reaper will remove it",
@@ -257,11 +257,11 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     match result?.1 {
         ExecOutcome::Exited(code) => {
             let code = sink.finish(code, args.argv.first().map_or("", String::as_str));
-            Ok(u8::try_from(code).unwrap_or(1))
+            Ok(u8::try_from(code).unwrap_or(Exit::FAILURE))
         }
         ExecOutcome::TimedOut => {
             eprintln!("berth: command timed out after {timeout}s and was killed");
-            Ok(124)
+            Ok(Exit::TIMEOUT)
         }
     }
 }
@@ -273,8 +273,8 @@ async fn interrupted() -> u8 {
         return std::future::pending().await;
     };
     tokio::select! {
-        _ = int.recv() => 130,
-        _ = term.recv() => 143,
+        _ = int.recv() => Exit::INTERRUPTED,
+        _ = term.recv() => Exit::TERMINATED,
     }
 }
 
@@ -288,7 +288,7 @@ pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, ow
             // Inside the container's own pid namespace, by the exact marker entry (never by host pid).
             let _ = rt.kill_marked(&c.id, marker).await;
             if owner.is_some() && c.label(domain::label::LABEL_OWNER) == owner {
-                let _ = service::release(&rt, Some(&c.id), false, true).await;
+                let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
             }
         }
         Some(())
@@ -344,7 +344,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             } else {
                 output::line(&format!("{} {} ({})", got.action.as_str(), got.name, &got.id[..12.min(got.id.len())]));
             }
-            Ok(0)
+            Ok(Exit::OK)
         }
         SandboxCmd::Ls { all_profiles, size } => crate::sandbox_cost::ls(ctx, *all_profiles, *size).await,
         SandboxCmd::Top { id, all_profiles } => crate::sandbox_cost::top(ctx, id, *all_profiles).await,
@@ -352,8 +352,9 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
             let rt = connect(ctx).await?;
-            let max_age_secs =
-                max_age.unwrap_or_else(|| reaper_max_age_secs(Some(ctx.settings.int("terminal.lifetime_seconds"))));
+            let max_age_secs = max_age.unwrap_or_else(|| {
+                reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed()))
+            });
             let profile = profile_label(ctx);
             let host = Some(crate::context::hostname());
             let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
@@ -368,13 +369,13 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
 async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
     let identity = identity(ctx, task)?;
     let rt = connect(ctx).await?;
-    let persist = ctx.settings.bool("terminal.docker_persist_across_processes");
+    let persist = ctx.settings.terminal.docker_persist_across_processes;
     let targets = identity_containers(&rt, &identity).await?;
     let mut results = Vec::new();
     for c in &targets {
         // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
         let ephemeral = c.label(domain::label::LABEL_MODE) == Some("ephemeral");
-        let plan = service::release(&rt, Some(&c.id), persist && !ephemeral, force).await?;
+        let plan = service::release(&rt, Some(&c.id), ReleaseMode::new(persist && !ephemeral, force)).await?;
         results.push((c, plan));
     }
     if ctx.json {
@@ -395,7 +396,7 @@ async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
             }
         }
     }
-    Ok(0)
+    Ok(Exit::OK)
 }
 
 fn print_reap(ctx: &Ctx, report: &ReapReport) {

@@ -78,7 +78,7 @@ fn dir_bytes(dir: &Path) -> Option<u64> {
 /// A berth-made sandbox's host folder, from its labels (hermes-made ones keep theirs elsewhere: `None`).
 fn host_dir(ctx: &Ctx, c: &ContainerSummary) -> Option<PathBuf> {
     let digest = c.identity()?;
-    let dir = ctx.settings.string("terminal.sandbox_dir");
+    let dir = &ctx.settings.terminal.sandbox_dir;
     Some(Path::new(dir.trim_end_matches('/')).join("docker").join(c.profile_label()?).join(format!(
         "{}-{}",
         c.task_label()?,

@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use domain::ids::{BoardSlug, ProfileName, TaskId};
 use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
+use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
 use kanban_store::{Confirmation, RunEnd, SqliteKanbanStore, Task};
 
 use crate::context::{Ctx, SystemClock};
-use crate::error::Failure;
+use crate::error::{Exit, Failure};
 use crate::{process, sandbox};
 
 /// A started worker.
@@ -72,7 +73,7 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 /// A worker's working directory: its task's own sandbox folder (`<sandbox_dir>/docker/…/workspace`), never the home,
 /// so `terminal.docker_mount_cwd_to_workspace` gives the sandbox only what it has anyway.
 fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
-    let dir = ctx.settings.string("terminal.sandbox_dir");
+    let dir = ctx.settings.terminal.sandbox_dir.clone();
     crate::mounts::check_sandbox_dir(&ctx.home, &dir)?;
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
@@ -94,11 +95,7 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Claimed) -> Result<Spawned, St
     if let Some(logs) = log.parent() {
         std::fs::create_dir_all(logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
     }
-    rotate(
-        &log,
-        u64::try_from(ctx.settings.int("kanban.worker_log_rotate_bytes")).unwrap_or(2 * 1024 * 1024),
-        u32::try_from(ctx.settings.int("kanban.worker_log_backup_count")).unwrap_or(1),
-    );
+    rotate(&log, ctx.settings.kanban.worker_log_rotate_bytes, ctx.settings.kanban.worker_log_backup_count.get());
     let out = OpenOptions::new()
         .create(true)
         .append(true)
@@ -110,7 +107,7 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Claimed) -> Result<Spawned, St
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.args(["worker", "run", &task.task_id, "--board", board.as_str()]);
-    for (k, v) in ctx.settings.worker_env() {
+    for (k, v) in ctx.resolved.worker_env() {
         cmd.env(k, v);
     }
     let db = ctx.db_path().display().to_string();
@@ -228,7 +225,7 @@ pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
         let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
         let listed = domain::ports::ContainerRuntime::list(&rt, &query).await.ok()?;
         for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
-            let _ = service::release(&rt, Some(&c.id), true, true).await;
+            let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
         }
         Some(())
     };
@@ -262,13 +259,13 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     let claim_ttl = claim_ttl(ctx);
     let task = confirm(&mut store, task_id, run, claim_ttl)?;
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-    let template = ctx.settings.string("kanban.worker_command");
+    let template = ctx.settings.kanban.worker_command.clone();
     if !template.trim().is_empty() {
         drop(store);
         return Err(exec_worker_command(ctx, &task, &template));
     }
     let run_id = Some(run);
-    let failure_limit = u32::try_from(ctx.settings.int("kanban.failure_limit")).unwrap_or(2);
+    let failure_limit = ctx.settings.kanban.failure_limit.get();
     let fail = |store: &mut SqliteKanbanStore,
                 outcome: &str,
                 error: &str,
@@ -285,7 +282,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     };
     let Some(command) = task.command.clone().filter(|c| !c.trim().is_empty()) else {
         fail(&mut store, "failed", "the task has no command for the built-in worker", None)?;
-        return Ok(1);
+        return Ok(Exit::FAILURE);
     };
     log_line(&format!("task {task_id} ({}) as {}: {command}", task.title, ctx.profile));
 
@@ -306,7 +303,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
         if let Ok(identity) = sandbox::identity(ctx, task_id) {
             sandbox::stop_marked(ctx, &identity, &marker, None).await;
         }
-        return Ok(143);
+        return Ok(Exit::TERMINATED);
     };
 
     // A finished task (done, or failed at its limit) no longer needs its sandbox; a requeued one keeps it for the
@@ -349,7 +346,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
 
 /// `kanban.claim_ttl_seconds`: how long a confirmed claim lasts between heartbeats.
 pub fn claim_ttl(ctx: &Ctx) -> Duration {
-    Duration::from_secs(u64::try_from(ctx.settings.int("kanban.claim_ttl_seconds")).unwrap_or(900).max(1))
+    ctx.settings.kanban.claim_ttl_seconds.duration()
 }
 
 /// Confirms this process as the worker of `run`.
@@ -366,10 +363,16 @@ fn confirm(store: &mut SqliteKanbanStore, task: &str, run: i64, claim_ttl: Durat
 fn exec_worker_command(ctx: &Ctx, task: &Task, template: &str) -> Failure {
     use std::os::unix::process::CommandExt;
     let assignee = task.assignee.clone().unwrap_or_else(|| ctx.profile.as_str().to_owned());
-    let rendered =
-        template.replace("{task_id}", &task.id).replace("{assignee}", &assignee).replace("{board}", &task.board);
+    let rendered = render_worker_command(template, &task.id, &assignee, &task.board);
     let err = Command::new("sh").args(["-c", &rendered]).exec();
     Failure::other(format!("cannot start kanban.worker_command: {err}"))
+}
+
+/// Substitutes `{task_id}`, `{assignee}` and `{board}` into the template, each quoted as one shell word, so a value
+/// is never read as shell syntax.
+fn render_worker_command(template: &str, task_id: &str, assignee: &str, board: &str) -> String {
+    use config_bridge::shell_quote as q;
+    template.replace("{task_id}", &q(task_id)).replace("{assignee}", &q(assignee)).replace("{board}", &q(board))
 }
 
 async fn run_in_sandbox(
@@ -395,7 +398,7 @@ async fn run_in_sandbox(
     };
     // Only a dispatched worker's stdout is its log file; a worker started by hand writes to a terminal.
     let log = log_path(ctx, &task.id);
-    let cap = u64::try_from(ctx.settings.int("kanban.worker_log_rotate_bytes")).unwrap_or(0);
+    let cap = ctx.settings.kanban.worker_log_rotate_bytes;
     let mut sink = LogSink {
         last_line: String::new(),
         log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)),
@@ -404,8 +407,26 @@ async fn run_in_sandbox(
     let (acquired, outcome) = service::run(&rt, &req, &exec, &mut sink).await?;
     log_line(&format!("sandbox {} ({})", acquired.name, acquired.action.as_str()));
     if !req.persist_across_processes {
-        let _ =
-            tokio::time::timeout(sandbox::TEARDOWN_WAIT, service::release(&rt, Some(&acquired.id), false, false)).await;
+        let _ = tokio::time::timeout(
+            sandbox::TEARDOWN_WAIT,
+            service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut),
+        )
+        .await;
     }
     Ok((outcome, sink.last_line, acquired.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_worker_command;
+
+    #[test]
+    fn substituted_values_stay_one_shell_word() {
+        let rendered = render_worker_command("run {task_id} --as {assignee} --on {board}", "t 1;id", "a$(x)", "b'c");
+        assert_eq!(
+            shlex::split(&rendered).unwrap(),
+            ["run", "t 1;id", "--as", "a$(x)", "--on", "b'c"].map(String::from).to_vec()
+        );
+        assert_eq!(render_worker_command("w {task_id}", "plain", "", ""), "w plain");
+    }
 }

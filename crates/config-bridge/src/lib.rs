@@ -6,6 +6,7 @@
 
 mod edit;
 pub mod table;
+pub mod typed;
 pub mod value;
 
 use std::collections::BTreeMap;
@@ -17,7 +18,8 @@ use domain::sandbox::SandboxSettings;
 use serde_yaml_ng::Value as Yaml;
 use thiserror::Error;
 
-pub use table::{Kind, SETTINGS, Setting, env_var_for, find};
+pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for, find};
+pub use typed::{Cpus, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
 pub use value::{Value, parse_bool, parse_text};
 
 /// Errors of the config surfaces.
@@ -101,6 +103,8 @@ pub struct Entry {
 #[derive(Clone, Debug)]
 pub struct Resolved {
     entries: Vec<Entry>,
+    /// The same values, typed: what code reads.
+    pub settings: Settings,
     pub warnings: Vec<String>,
 }
 
@@ -149,53 +153,11 @@ fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
     doc.get(s.section())?.get(s.name())
 }
 
-/// The largest duration setting berth accepts, in seconds (ten years): past it, time arithmetic would overflow.
-pub const MAX_SECONDS: i64 = 10 * 365 * 24 * 3600;
-
-/// The largest memory setting, in MB (1 PiB): past it the byte count would not fit the engine's field.
-const MAX_MEMORY_MB: i64 = 1 << 30;
-
-/// Checks rules beyond the type (e.g. `kanban.failure_limit` ≥ 1, durations ≤ [`MAX_SECONDS`]).
+/// Checks rules beyond the kind: the range of the row's type (e.g. `kanban.failure_limit` ≥ 1, durations ≤
+/// [`MAX_SECONDS`]) and the text settings whose form is checked by the domain.
 fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
+    table::check_type(s.key, v)?;
     match (s.key, v) {
-        (
-            "kanban.claim_ttl_seconds"
-            | "kanban.spawn_lease_seconds"
-            | "kanban.dispatch_stale_timeout_seconds"
-            | "terminal.lifetime_seconds"
-            | "terminal.docker_idle_stop_seconds"
-            | "terminal.docker_reap_interval_seconds"
-            | "terminal.timeout",
-            Value::Int(n),
-        ) if *n > MAX_SECONDS => Err(format!("{n} is above {MAX_SECONDS} (ten years)")),
-        ("kanban.dispatch_interval_seconds", Value::Float(f)) if *f > MAX_SECONDS as f64 => {
-            Err(format!("{f} is above {MAX_SECONDS} (ten years)"))
-        }
-        ("terminal.container_memory", Value::Int(n)) if *n > MAX_MEMORY_MB => {
-            Err(format!("{n} is above {MAX_MEMORY_MB}"))
-        }
-        ("terminal.container_cpu", Value::Float(f)) if *f > 1e6 => Err(format!("{f} is above 1000000")),
-        (
-            "kanban.failure_limit"
-            | "kanban.claim_ttl_seconds"
-            | "kanban.spawn_lease_seconds"
-            | "kanban.worker_log_backup_count",
-            Value::Int(n),
-        ) if *n < 1 => Err(format!("{n} is below 1")),
-        ("kanban.dispatch_interval_seconds" | "terminal.container_cpu", Value::Float(f)) if *f < 0.0 => {
-            Err(format!("{f} is negative"))
-        }
-        (
-            "terminal.timeout"
-            | "terminal.lifetime_seconds"
-            | "terminal.docker_idle_stop_seconds"
-            | "terminal.docker_reap_interval_seconds"
-            | "kanban.dispatch_stale_timeout_seconds"
-            | "terminal.container_memory"
-            | "terminal.container_disk"
-            | "kanban.worker_log_rotate_bytes",
-            Value::Int(n),
-        ) if *n < 0 => Err(format!("{n} is negative")),
         ("terminal.cwd", Value::Str(s)) => domain::sandbox::container_cwd(s).map(|_| ()).map_err(|e| e.to_string()),
         ("terminal.docker_shm_size", Value::Str(s))
             if !matches!(s.trim(), "" | "0") && domain::sandbox::parse_bytes(s).is_none() =>
@@ -285,7 +247,15 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
     for (k, _) in inputs.overrides {
         find(k).ok_or_else(|| ConfigError::UnknownKey(k.clone()))?;
     }
-    Ok(Resolved { entries, warnings })
+    // Every value went through `check_range`, which is the typed conversion, so this fails only on a bad default
+    // (which the table's tests refuse).
+    let settings = Settings::from_values(entries.iter().map(|e| &e.value))
+        .map_err(|(key, why)| ConfigError::InvalidValue { key: key.to_owned(), raw: entry_text(&entries, key), why })?;
+    Ok(Resolved { entries, settings, warnings })
+}
+
+fn entry_text(entries: &[Entry], key: &str) -> String {
+    entries.iter().find(|e| e.setting.key == key).map(|e| e.value.to_text()).unwrap_or_default()
 }
 
 /// Expands `{home}` (berth's home) and a leading `~/` (the user's home, from `HOME`) in text values.
@@ -320,102 +290,54 @@ impl Resolved {
         &self.entry(key).value
     }
 
-    pub fn bool(&self, key: &str) -> bool {
-        matches!(self.value(key), Value::Bool(true))
+    /// The environment handed to workers (and printed by `config env`): every setting as its variable.
+    pub fn worker_env(&self) -> Vec<(String, String)> {
+        self.entries.iter().map(|e| (e.setting.env_var(), e.value.to_text())).collect()
     }
+}
 
-    pub fn int(&self, key: &str) -> i64 {
-        match self.value(key) {
-            Value::Int(i) => *i,
-            Value::Float(f) => *f as i64,
-            _ => 0,
-        }
-    }
-
-    pub fn float(&self, key: &str) -> f64 {
-        match self.value(key) {
-            Value::Float(f) => *f,
-            Value::Int(i) => *i as f64,
-            _ => 0.0,
-        }
-    }
-
-    pub fn string(&self, key: &str) -> String {
-        match self.value(key) {
-            Value::Str(s) => s.clone(),
-            other => other.to_text(),
-        }
-    }
-
-    pub fn list(&self, key: &str) -> Vec<String> {
-        match self.value(key) {
-            Value::List(l) => l.clone(),
-            _ => Vec::new(),
-        }
-    }
-
-    pub fn map(&self, key: &str) -> BTreeMap<String, String> {
-        match self.value(key) {
-            Value::Map(m) => m.clone(),
-            _ => BTreeMap::new(),
-        }
-    }
-
-    pub fn cap(&self, key: &str) -> Option<u32> {
-        match self.value(key) {
-            Value::Cap(c) => *c,
-            _ => None,
-        }
-    }
-
+impl Settings {
     /// The sandbox settings the domain's spec builder takes.
     pub fn sandbox(&self) -> SandboxSettings {
+        let t = &self.terminal;
         SandboxSettings {
-            image: self.string("terminal.docker_image"),
-            cwd: self.string("terminal.cwd"),
-            persist_across_processes: self.bool("terminal.docker_persist_across_processes"),
-            recreate_on_config_change: self.bool("terminal.docker_recreate_on_config_change"),
-            orphan_reaper: self.bool("terminal.docker_orphan_reaper"),
-            lifetime_seconds: self.int("terminal.lifetime_seconds"),
-            timeout_seconds: u64::try_from(self.int("terminal.timeout")).unwrap_or(0),
-            cpu: self.float("terminal.container_cpu"),
-            memory_mb: self.int("terminal.container_memory"),
-            disk_mb: self.int("terminal.container_disk"),
-            container_persistent: self.bool("terminal.container_persistent"),
-            sandbox_dir: self.string("terminal.sandbox_dir"),
-            volumes: self.list("terminal.docker_volumes"),
-            env: self.map("terminal.docker_env"),
-            forward_env: self.list("terminal.docker_forward_env"),
-            extra_args: self.list("terminal.docker_extra_args"),
-            network: self.bool("terminal.docker_network"),
-            run_as_host_user: self.bool("terminal.docker_run_as_host_user"),
-            mount_cwd_to_workspace: self.bool("terminal.docker_mount_cwd_to_workspace"),
-            shm_size: self.string("terminal.docker_shm_size"),
+            image: t.docker_image.clone(),
+            cwd: t.cwd.clone(),
+            persist_across_processes: t.docker_persist_across_processes,
+            recreate_on_config_change: t.docker_recreate_on_config_change,
+            orphan_reaper: t.docker_orphan_reaper,
+            lifetime_seconds: t.lifetime_seconds.get().cast_signed(),
+            timeout_seconds: t.timeout.get(),
+            cpu: t.container_cpu.get(),
+            memory_mb: t.container_memory.get().cast_signed(),
+            disk_mb: t.container_disk.cast_signed(),
+            container_persistent: t.container_persistent,
+            sandbox_dir: t.sandbox_dir.clone(),
+            volumes: t.docker_volumes.clone(),
+            env: t.docker_env.clone(),
+            forward_env: t.docker_forward_env.clone(),
+            extra_args: t.docker_extra_args.clone(),
+            network: t.docker_network,
+            run_as_host_user: t.docker_run_as_host_user,
+            mount_cwd_to_workspace: t.docker_mount_cwd_to_workspace,
+            shm_size: t.docker_shm_size.clone(),
         }
     }
 
     /// The dispatcher caps (`max_spawn` from config; `dispatch --max` replaces it).
     pub fn caps(&self) -> DispatchCaps {
-        let per_profile_overrides = match self.value("kanban.max_in_progress_per_profile_overrides") {
-            Value::CapMap(m) => m.clone(),
-            _ => BTreeMap::new(),
-        };
+        let k = &self.kanban;
         DispatchCaps {
-            max_in_progress: self.cap("kanban.max_in_progress"),
-            max_spawn: self.cap("kanban.max_spawn"),
-            per_profile: self.cap("kanban.max_in_progress_per_profile"),
-            per_profile_overrides,
+            max_in_progress: k.max_in_progress,
+            max_spawn: k.max_spawn,
+            per_profile: k.max_in_progress_per_profile,
+            per_profile_overrides: k.max_in_progress_per_profile_overrides.clone(),
         }
     }
 
     /// `kanban.default_assignee` trimmed; `None` when empty or whitespace.
     pub fn default_assignee(&self) -> Option<String> {
-        Some(self.string("kanban.default_assignee").trim().to_owned()).filter(|s| !s.is_empty())
-    }
-
-    /// The environment handed to workers (and printed by `config env`): every setting as its variable.
-    pub fn worker_env(&self) -> Vec<(String, String)> {
-        self.entries.iter().map(|e| (e.setting.env_var(), e.value.to_text())).collect()
+        Some(self.kanban.default_assignee.trim().to_owned()).filter(|s| !s.is_empty())
     }
 }
 
@@ -426,13 +348,11 @@ pub fn hermetic_vars() -> Vec<String> {
     vars
 }
 
-/// Quotes a value for a POSIX shell (`config env`).
+/// Quotes a value as one word for a POSIX shell (`config env`, values substituted into `kanban.worker_command`).
+/// A NUL byte cannot be passed to a shell at all, so it is dropped rather than failing the whole line.
 pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:=,@%+".contains(c)) {
-        s.to_owned()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
+    let s = s.replace('\0', "");
+    shlex::try_quote(&s).map_or_else(|_| String::new(), std::borrow::Cow::into_owned)
 }
 
 /// Holds an exclusive lock on the config file's sibling `.config.yaml.lock` while a read-modify-write runs, so

@@ -1,5 +1,11 @@
 //! The one table of settings: key, type, default and doc. Every other surface is derived from it.
 
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+
+use crate::typed::{Cpus, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
+use crate::value::Value;
+
 /// The type of a setting, which fixes how its text is parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -74,51 +80,114 @@ pub fn find(key: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|s| s.key == key)
 }
 
+/// One macro call declares every setting once: its section, name, Rust type (which fixes its kind and range),
+/// default and doc. It generates the [`SETTINGS`] rows every text surface reads, and the typed [`Settings`] struct
+/// code reads (`settings.terminal.docker_orphan_reaper`), so a misspelled setting is a compile error.
 macro_rules! settings {
-    ($( $key:literal, $kind:ident, $default:literal, $doc:literal; )*) => {
+    ($( $section:ident : $Section:ident {
+        $( $name:ident : $ty:ty = $default:literal, $doc:literal; )*
+    } )*) => {
         /// Every setting berth reads, sorted by key.
-        pub static SETTINGS: &[Setting] = &[ $( Setting { key: $key, kind: Kind::$kind, default: $default, doc: $doc }, )* ];
+        pub static SETTINGS: &[Setting] = &[ $( $( Setting {
+            key: concat!(stringify!($section), ".", stringify!($name)),
+            kind: <$ty as FromValue>::KIND,
+            default: $default,
+            doc: $doc,
+        }, )* )* ];
+
+        $(
+            #[doc = concat!("The `", stringify!($section), ".*` settings, typed.")]
+            #[derive(Clone, Debug, PartialEq)]
+            pub struct $Section {
+                $( #[doc = $doc] pub $name: $ty, )*
+            }
+        )*
+
+        /// Every setting, typed: what code reads.
+        #[derive(Clone, Debug, PartialEq)]
+        pub struct Settings {
+            $( pub $section: $Section, )*
+        }
+
+        impl Settings {
+            /// Builds the typed settings from values in table order; a value that does not convert (never the
+            /// case for values that went through resolution, which checks each with the same conversion) is
+            /// reported with its key.
+            ///
+            /// # Errors
+            /// The key and the reason of the first value that does not convert.
+            pub(crate) fn from_values<'a>(
+                values: impl IntoIterator<Item = &'a Value>,
+            ) -> Result<Self, (&'static str, String)> {
+                let mut values = values.into_iter();
+                let mut rows = SETTINGS.iter();
+                let mut next = || -> Result<(&'static str, &'a Value), (&'static str, String)> {
+                    let row = rows.next().ok_or(("", "fewer rows than fields".to_owned()))?;
+                    let value = values.next().ok_or((row.key, "no value".to_owned()))?;
+                    Ok((row.key, value))
+                };
+                Ok(Self { $( $section: $Section { $( $name: {
+                    let (key, value) = next()?;
+                    <$ty as FromValue>::from_value(value).map_err(|why| (key, why))?
+                }, )* }, )* })
+            }
+        }
+
+        /// Checks a value against the type of its row (the range check of `config set`, `-c`, file and
+        /// environment).
+        pub(crate) fn check_type(key: &str, value: &Value) -> Result<(), String> {
+            match key {
+                $( $( k if k == concat!(stringify!($section), ".", stringify!($name)) => {
+                    <$ty as FromValue>::from_value(value).map(|_| ())
+                } )* )*
+                _ => Ok(()),
+            }
+        }
     };
 }
 
 settings! {
-    "kanban.claim_ttl_seconds", Int, "900", "Seconds a dispatcher's claim on a task lasts before housekeeping re-checks the worker.";
-    "kanban.default_assignee", Str, "", "Profile that unassigned ready tasks are routed to at dispatch time; empty or whitespace means unset.";
-    "kanban.dispatch_in_gateway", Bool, "true", "Whether `berth gateway run` dispatches the boards; false leaves the gateway idle.";
-    "kanban.dispatch_interval_seconds", Float, "60", "Seconds between the gateway's dispatch ticks (floor 1).";
-    "kanban.dispatch_stale_timeout_seconds", Int, "14400", "Running tasks older than this without a fresh heartbeat are requeued; 0 disables.";
-    "kanban.failure_limit", Int, "2", "Consecutive failures (spawn failures, crashes, timeouts) after which a task is blocked with `gave_up`.";
-    "kanban.max_in_progress", Cap, "", "Most running workers on this host, all boards together; unset means no cap.";
-    "kanban.max_in_progress_per_profile", Cap, "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
-    "kanban.max_in_progress_per_profile_overrides", CapMap, "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
-    "kanban.max_spawn", Cap, "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
-    "kanban.spawn_lease_seconds", Int, "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
-    "kanban.worker_command", Str, "", "Worker command template ({task_id}, {assignee}, {board}); empty runs the built-in `berth worker run`.";
-    "kanban.worker_log_backup_count", Int, "1", "Rotated worker logs kept per task.";
-    "kanban.worker_log_rotate_bytes", Int, "2097152", "A worker log larger than this is rotated before the next spawn.";
-    "terminal.container_cpu", Float, "1", "CPU cores per sandbox; 0 means no limit.";
-    "terminal.container_disk", Int, "51200", "Disk limit per sandbox in MB (needs overlay2 on XFS with pquota; otherwise ignored with a warning).";
-    "terminal.container_memory", Int, "5120", "Memory limit per sandbox in MB; 0 means no limit.";
-    "terminal.container_persistent", Bool, "true", "Bind-mount per-sandbox /root and /workspace directories under `terminal.sandbox_dir`; false uses tmpfs.";
-    "terminal.cwd", Str, "/root", "Working directory of commands inside the sandbox: an absolute path, or hermes's placeholders `.`, `auto`, `cwd`, `~` (all mean /root).";
-    "terminal.docker_allow_host_mounts", Bool, "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args; berth's home and sandbox folders stay refused always.";
-    "terminal.docker_env", Map, "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";
-    "terminal.docker_extra_args", List, "[]", "Extra `docker run` flags, applied last and mapped onto the Engine API (list below); a flag with no API form is refused.";
-    "terminal.docker_forward_env", List, "[]", "Names of host variables passed to each command at exec time, never stored in the container.";
-    "terminal.docker_idle_stop_seconds", Int, "0", "Stop (not remove) a running persistent sandbox after this many seconds with nothing inside but its keep-alive, as the gateway sees it; 0 is off (hermes parity). See the README's sandbox lifecycle.";
-    "terminal.docker_idle_stop_seconds_overrides", CapMap, "{}", "Per-profile idle-stop periods that replace `terminal.docker_idle_stop_seconds`, e.g. {\"alpha\": 900}.";
-    "terminal.docker_image", Str, "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
-    "terminal.docker_mount_cwd_to_workspace", Bool, "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
-    "terminal.docker_network", Bool, "true", "Give sandboxes network access; false runs them with --network=none.";
-    "terminal.docker_orphan_reaper", Bool, "true", "Once per process, before the first sandbox creation, remove this profile's stale stopped sandboxes.";
-    "terminal.docker_persist_across_processes", Bool, "true", "Keep sandboxes running across processes and reuse them; false makes one per process, removed at release.";
-    "terminal.docker_reap_interval_seconds", Int, "0", "Seconds between the gateway's cleanup passes (orphan reaper, gone sandboxes' folders); 0 derives it: max(60, `terminal.lifetime_seconds`).";
-    "terminal.docker_recreate_on_config_change", Bool, "true", "Recreate a reused sandbox whose create spec (image, env, mounts, resources, args) changed.";
-    "terminal.docker_run_as_host_user", Bool, "false", "Run sandbox commands as the calling user's uid:gid.";
-    "terminal.docker_shared_container_key", Str, "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";
-    "terminal.docker_shm_size", Str, "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default); empty or 0 keeps Docker's 64m.";
-    "terminal.docker_volumes", List, "[]", "Extra mounts, each `host:container[:options]`.";
-    "terminal.lifetime_seconds", Int, "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";
-    "terminal.sandbox_dir", Str, "{home}/sandboxes", "Where persistent sandbox directories live on the host; an absolute path that is not `/` and does not hold berth's home.";
-    "terminal.timeout", Int, "180", "Seconds a command may run before it is killed (exit 124).";
+    kanban: Kanban {
+        claim_ttl_seconds: PositiveSeconds = "900", "Seconds a dispatcher's claim on a task lasts before housekeeping re-checks the worker.";
+        default_assignee: String = "", "Profile that unassigned ready tasks are routed to at dispatch time; empty or whitespace means unset.";
+        dispatch_in_gateway: bool = "true", "Whether `berth gateway run` dispatches the boards; false leaves the gateway idle.";
+        dispatch_interval_seconds: FloatSeconds = "60", "Seconds between the gateway's dispatch ticks (floor 1).";
+        dispatch_stale_timeout_seconds: Seconds = "14400", "Running tasks older than this without a fresh heartbeat are requeued; 0 disables.";
+        failure_limit: NonZeroU32 = "2", "Consecutive failures (spawn failures, crashes, timeouts) after which a task is blocked with `gave_up`.";
+        max_in_progress: Option<u32> = "", "Most running workers on this host, all boards together; unset means no cap.";
+        max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
+        max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
+        max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
+        spawn_lease_seconds: PositiveSeconds = "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
+        worker_command: String = "", "Worker command template ({task_id}, {assignee}, {board}, each substituted as one shell-quoted word); empty runs the built-in `berth worker run`.";
+        worker_log_backup_count: NonZeroU32 = "1", "Rotated worker logs kept per task.";
+        worker_log_rotate_bytes: u64 = "2097152", "A worker log larger than this is rotated before the next spawn.";
+    }
+    terminal: Terminal {
+        container_cpu: Cpus = "1", "CPU cores per sandbox; 0 means no limit.";
+        container_disk: u64 = "51200", "Disk limit per sandbox in MB (needs overlay2 on XFS with pquota; otherwise ignored with a warning).";
+        container_memory: MemoryMb = "5120", "Memory limit per sandbox in MB; 0 means no limit.";
+        container_persistent: bool = "true", "Bind-mount per-sandbox /root and /workspace directories under `terminal.sandbox_dir`; false uses tmpfs.";
+        cwd: String = "/root", "Working directory of commands inside the sandbox: an absolute path, or hermes's placeholders `.`, `auto`, `cwd`, `~` (all mean /root).";
+        docker_allow_host_mounts: bool = "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args; berth's home and sandbox folders stay refused always.";
+        docker_env: BTreeMap<String, String> = "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";
+        docker_extra_args: Vec<String> = "[]", "Extra `docker run` flags, applied last and mapped onto the Engine API (list below); a flag with no API form is refused.";
+        docker_forward_env: Vec<String> = "[]", "Names of host variables passed to each command at exec time, never stored in the container.";
+        docker_idle_stop_seconds: Seconds = "0", "Stop (not remove) a running persistent sandbox after this many seconds with nothing inside but its keep-alive, as the gateway sees it; 0 is off (hermes parity). See the README's sandbox lifecycle.";
+        docker_idle_stop_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile idle-stop periods that replace `terminal.docker_idle_stop_seconds`, e.g. {\"alpha\": 900}.";
+        docker_image: String = "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
+        docker_mount_cwd_to_workspace: bool = "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
+        docker_network: bool = "true", "Give sandboxes network access; false runs them with --network=none.";
+        docker_orphan_reaper: bool = "true", "Once per process, before the first sandbox creation, remove this profile's stale stopped sandboxes.";
+        docker_persist_across_processes: bool = "true", "Keep sandboxes running across processes and reuse them; false makes one per process, removed at release.";
+        docker_reap_interval_seconds: Seconds = "0", "Seconds between the gateway's cleanup passes (orphan reaper, gone sandboxes' folders); 0 derives it: max(60, `terminal.lifetime_seconds`).";
+        docker_recreate_on_config_change: bool = "true", "Recreate a reused sandbox whose create spec (image, env, mounts, resources, args) changed.";
+        docker_run_as_host_user: bool = "false", "Run sandbox commands as the calling user's uid:gid.";
+        docker_shared_container_key: String = "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";
+        docker_shm_size: String = "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default); empty or 0 keeps Docker's 64m.";
+        docker_volumes: Vec<String> = "[]", "Extra mounts, each `host:container[:options]`.";
+        lifetime_seconds: Seconds = "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";
+        sandbox_dir: String = "{home}/sandboxes", "Where persistent sandbox directories live on the host; an absolute path that is not `/` and does not hold berth's home.";
+        timeout: Seconds = "180", "Seconds a command may run before it is killed (exit 124).";
+    }
 }

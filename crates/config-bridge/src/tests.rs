@@ -117,15 +117,15 @@ fn every_row_round_trips_through_every_surface() {
 #[test]
 fn precedence_default_file_env_cli() {
     let file = "terminal:\n  timeout: 10\n";
-    assert_eq!(resolve_with(None, &[], &[]).int("terminal.timeout"), 180);
-    assert_eq!(resolve_with(Some(file), &[], &[]).int("terminal.timeout"), 10);
-    assert_eq!(resolve_with(Some(file), &[("TERMINAL_TIMEOUT", "20")], &[]).int("terminal.timeout"), 20);
+    assert_eq!(resolve_with(None, &[], &[]).settings.terminal.timeout.get(), 180);
+    assert_eq!(resolve_with(Some(file), &[], &[]).settings.terminal.timeout.get(), 10);
+    assert_eq!(resolve_with(Some(file), &[("TERMINAL_TIMEOUT", "20")], &[]).settings.terminal.timeout.get(), 20);
     let r = resolve_with(
         Some(file),
         &[("TERMINAL_TIMEOUT", "20")],
         &[("terminal.timeout", "30"), ("terminal.timeout", "40")],
     );
-    assert_eq!(r.int("terminal.timeout"), 40);
+    assert_eq!(r.settings.terminal.timeout.get(), 40);
     assert_eq!(r.entry("terminal.timeout").source, Source::Cli);
 }
 
@@ -142,10 +142,10 @@ fn booleans_accept_the_documented_spellings() {
         ("OFF", false),
     ] {
         let r = resolve_with(None, &[("TERMINAL_DOCKER_ORPHAN_REAPER", raw)], &[]);
-        assert_eq!(r.bool("terminal.docker_orphan_reaper"), want, "{raw}");
+        assert_eq!(r.settings.terminal.docker_orphan_reaper, want, "{raw}");
     }
     let r = resolve_with(None, &[("TERMINAL_DOCKER_ORPHAN_REAPER", "maybe")], &[]);
-    assert!(r.bool("terminal.docker_orphan_reaper"), "falls back to the default");
+    assert!(r.settings.terminal.docker_orphan_reaper, "falls back to the default");
     assert!(
         r.warnings[0].contains("TERMINAL_DOCKER_ORPHAN_REAPER") && r.warnings[0].contains("maybe"),
         "{:?}",
@@ -157,21 +157,21 @@ fn booleans_accept_the_documented_spellings() {
         &[],
         &[],
     );
-    assert!(!r.bool("terminal.docker_orphan_reaper"));
-    assert!(!r.bool("terminal.docker_persist_across_processes"));
+    assert!(!r.settings.terminal.docker_orphan_reaper);
+    assert!(!r.settings.terminal.docker_persist_across_processes);
 }
 
 #[test]
 fn invalid_caps_mean_no_cap_with_a_warning() {
     for raw in ["0", "-1", "abc", "1.5"] {
         let r = resolve_with(None, &[("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", raw)], &[]);
-        assert_eq!(r.cap("kanban.max_in_progress_per_profile"), None, "{raw}");
+        assert_eq!(r.settings.kanban.max_in_progress_per_profile, None, "{raw}");
         assert!(r.warnings.iter().any(|w| w.contains("no cap") && w.contains(raw)), "{raw}: {:?}", r.warnings);
     }
     let r = resolve_with(Some("kanban:\n  max_in_progress_per_profile: \"2\"\n"), &[], &[]);
-    assert_eq!(r.cap("kanban.max_in_progress_per_profile"), Some(2), "strings are accepted, as the gateway did");
+    assert_eq!(r.settings.kanban.max_in_progress_per_profile, Some(2), "strings are accepted, as the gateway did");
     let r = resolve_with(Some("kanban:\n  failure_limit: 0\n"), &[], &[]);
-    assert_eq!(r.int("kanban.failure_limit"), 2);
+    assert_eq!(r.settings.kanban.failure_limit.get(), 2);
     assert_eq!(r.warnings.len(), 1);
 }
 
@@ -182,10 +182,10 @@ fn json_env_values() {
         &[("TERMINAL_DOCKER_VOLUMES", r#"["/a:/b"]"#), ("TERMINAL_DOCKER_ENV", r#"{"A":1,"B":"x"}"#)],
         &[],
     );
-    assert_eq!(r.list("terminal.docker_volumes"), ["/a:/b"]);
-    assert_eq!(r.map("terminal.docker_env").get("A").map(String::as_str), Some("1"));
+    assert_eq!(r.settings.terminal.docker_volumes, ["/a:/b"]);
+    assert_eq!(r.settings.terminal.docker_env.get("A").map(String::as_str), Some("1"));
     let r = resolve_with(None, &[("TERMINAL_DOCKER_VOLUMES", "[not json")], &[]);
-    assert!(r.list("terminal.docker_volumes").is_empty());
+    assert!(r.settings.terminal.docker_volumes.is_empty());
     assert!(r.warnings[0].contains("valid JSON"));
 }
 
@@ -223,7 +223,7 @@ mcp_servers: {}
 "#;
     let r = resolve_with(Some(hermes), &[], &[]);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-    let sb = r.sandbox();
+    let sb = r.settings.sandbox();
     assert_eq!(sb.image, "my/image:1");
     assert!(!sb.persist_across_processes);
     assert_eq!(sb.memory_mb, 2048);
@@ -231,15 +231,15 @@ mcp_servers: {}
     assert_eq!(sb.env.get("PORT").map(String::as_str), Some("8080"));
     assert!(!sb.env.contains_key("NESTED"));
     assert_eq!(sb.volumes, ["/data:/data:ro"]);
-    assert_eq!(r.default_assignee().as_deref(), Some("research"));
-    let caps = r.caps();
+    assert_eq!(r.settings.default_assignee().as_deref(), Some("research"));
+    let caps = r.settings.caps();
     assert_eq!((caps.per_profile, caps.per_profile_overrides.get("alpha").copied()), (Some(2), Some(4)));
     assert_eq!(sb.sandbox_dir, "/h/sandboxes");
 }
 
 #[test]
 fn whitespace_default_assignee_is_unset() {
-    assert_eq!(resolve_with(Some("kanban:\n  default_assignee: '   '\n"), &[], &[]).default_assignee(), None);
+    assert_eq!(resolve_with(Some("kanban:\n  default_assignee: '   '\n"), &[], &[]).settings.default_assignee(), None);
 }
 
 #[test]
@@ -290,17 +290,18 @@ fn upstream_bridge_pins_hold_on_the_derived_surfaces() {
         assert!(settings_doc().contains(&format!("`{var}`")), "{var} is documented");
     }
     let r = resolve_with(None, &[("TERMINAL_DOCKER_PERSIST_ACROSS_PROCESSES", "false")], &[]);
-    assert!(!r.sandbox().persist_across_processes);
+    assert!(!r.settings.sandbox().persist_across_processes);
     let r = resolve_with(None, &[("TERMINAL_DOCKER_ORPHAN_REAPER", "off")], &[]);
-    assert!(!r.sandbox().orphan_reaper);
+    assert!(!r.settings.sandbox().orphan_reaper);
 }
 
 #[test]
-fn shell_quoting() {
+fn shell_quoting_gives_one_word_that_splits_back_to_the_value() {
     assert_eq!(shell_quote("abc"), "abc");
-    assert_eq!(shell_quote(""), "''");
-    assert_eq!(shell_quote(r#"["a"]"#), r#"'["a"]'"#);
-    assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    for raw in ["", r#"["a"]"#, "it's", "a b; rm -rf /", "$(id) `id` $HOME", "x\ny\"z\""] {
+        let quoted = shell_quote(raw);
+        assert_eq!(shlex::split(&quoted), Some(vec![raw.to_owned()]), "{raw:?} quoted as {quoted}");
+    }
 }
 
 #[test]
@@ -365,5 +366,43 @@ proptest::proptest! {
             let r = resolve_with(None, &[(var.as_str(), raw.as_str())], &[]);
             let _ = r.value(s.key);
         }
+    }
+}
+
+#[test]
+fn typed_fields_hold_the_table_defaults_and_the_resolved_values() {
+    let d = resolve_with(None, &[], &[]).settings;
+    assert_eq!(d.kanban.failure_limit.get(), 2);
+    assert_eq!(d.kanban.claim_ttl_seconds.get(), 900);
+    assert_eq!(d.kanban.spawn_lease_seconds.get(), 20);
+    assert_eq!(d.kanban.worker_log_rotate_bytes, 2_097_152);
+    assert_eq!(d.kanban.worker_log_backup_count.get(), 1);
+    assert_eq!(d.terminal.sandbox_dir, format!("{HOME}/sandboxes"));
+    assert_eq!(d.kanban.max_spawn, None);
+    let r = resolve_with(
+        Some("kanban:\n  failure_limit: 5\n"),
+        &[("KANBAN_CLAIM_TTL_SECONDS", "30"), ("TERMINAL_DOCKER_ORPHAN_REAPER", "off")],
+        &[("kanban.max_spawn", "3"), ("terminal.container_cpu", "2.5")],
+    )
+    .settings;
+    assert_eq!(r.kanban.failure_limit.get(), 5);
+    assert_eq!(r.kanban.claim_ttl_seconds.duration(), std::time::Duration::from_secs(30));
+    assert!(!r.terminal.docker_orphan_reaper);
+    assert_eq!(r.kanban.max_spawn, Some(3));
+    assert_eq!(r.terminal.container_cpu.get(), 2.5);
+}
+
+#[test]
+fn out_of_range_values_are_refused_by_the_rows_type() {
+    for (key, raw, why) in [
+        ("kanban.failure_limit", "0", "0 is below 1"),
+        ("kanban.spawn_lease_seconds", "0", "0 is below 1"),
+        ("kanban.worker_log_rotate_bytes", "-1", "-1 is negative"),
+        ("terminal.container_memory", "1073741825", "is above 1073741824"),
+        ("terminal.container_cpu", "2000000", "is above 1000000"),
+        ("kanban.dispatch_interval_seconds", "-1", "is negative"),
+    ] {
+        let err = validate(key, raw).unwrap_err().to_string();
+        assert!(err.contains(why), "{key}={raw}: {err}");
     }
 }

@@ -454,7 +454,12 @@ impl ContainerRuntime for DockerRuntime {
         Ok(top_rows(top.titles.unwrap_or_default(), top.processes.unwrap_or_default()))
     }
 
-    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+    async fn exec<'s>(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        sink: &'s mut (dyn OutputSink + 's),
+    ) -> Result<ExecOutcome, RuntimeError> {
         self.exec_io(id, spec, sink, ExecIo::default()).await
     }
 }

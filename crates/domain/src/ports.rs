@@ -1,4 +1,6 @@
 //! The ports: what berth needs from a container runtime, a clock, the profile directory and the process table.
+// mockall's expansion of `exec` repeats its `&'s mut (dyn OutputSink + 's)` where the parentheses are redundant.
+#![cfg_attr(test, expect(unused_parens, reason = "in MockContainerRuntime's generated code"))]
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -87,6 +89,13 @@ pub enum ExecOutcome {
 }
 
 /// A container engine (Docker Engine API, Podman's compatible socket, or a fake).
+///
+/// In tests, mockall's `MockContainerRuntime` asserts interactions the fake cannot express (which calls happen,
+/// how often, with which arguments).
+///
+/// `exec` names the sink's lifetime (`'s`) because mockall cannot mock an async-trait method taking an elided
+/// `&mut dyn` argument.
+#[cfg_attr(test, mockall::automock)]
 #[async_trait]
 pub trait ContainerRuntime: Send + Sync {
     /// Lists containers, including stopped ones.
@@ -159,7 +168,12 @@ pub trait ContainerRuntime: Send + Sync {
     ///
     /// # Errors
     /// [`RuntimeError::NotFound`] when the container is gone; [`RuntimeError::Api`] when it is not running.
-    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError>;
+    async fn exec<'s>(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        sink: &'s mut (dyn OutputSink + 's),
+    ) -> Result<ExecOutcome, RuntimeError>;
 }
 
 /// The wall clock, read once per pass at the edge.

@@ -213,9 +213,82 @@ pub struct CreateSpec {
     pub extra: ExtraCreate,
 }
 
+/// The version tag of [`CreateSpec::fingerprint`]'s encoding; a label without it was written by the v1 encoding.
+pub const FINGERPRINT_VERSION: &str = "v2";
+
+/// The fields a fingerprint covers (all but the name and labels), in a fixed order, serialized with postcard (a
+/// documented, stable wire format): an encoding that depends on this declaration, not on how the compiler happens
+/// to print `Debug`.
+#[derive(Serialize)]
+struct Fingerprinted<'a> {
+    image: &'a str,
+    cmd: &'a [String],
+    workdir: &'a str,
+    /// Sorted: the order env pairs were given in does not change the container.
+    env: Vec<&'a str>,
+    binds: &'a [String],
+    tmpfs: &'a BTreeMap<String, String>,
+    cap_drop: &'a [String],
+    cap_add: &'a [String],
+    security_opt: &'a [String],
+    pids_limit: Option<i64>,
+    init: bool,
+    nano_cpus: Option<i64>,
+    memory_bytes: Option<i64>,
+    storage_size: Option<&'a str>,
+    shm_size: Option<i64>,
+    network_mode: Option<&'a str>,
+    user: Option<&'a str>,
+    privileged: bool,
+    extra_hosts: &'a [String],
+    dns: &'a [String],
+    /// Left out when unused, so adding a mapped flag later does not change every other spec's fingerprint.
+    #[serde(skip_serializing_if = "is_default_extra")]
+    extra: &'a ExtraCreate,
+}
+
+fn is_default_extra(e: &&ExtraCreate) -> bool {
+    **e == ExtraCreate::default()
+}
+
 impl CreateSpec {
-    /// A stable digest of the effective spec (everything but name and labels).
+    /// A stable digest of the effective spec (everything but name and labels): `v2-` and 32 hex digits of the
+    /// SHA-256 of its canonical (postcard) encoding.
     pub fn fingerprint(&self) -> String {
+        let mut env: Vec<&str> = self.env.iter().map(String::as_str).collect();
+        env.sort_unstable();
+        let canonical = Fingerprinted {
+            image: &self.image,
+            cmd: &self.cmd,
+            workdir: &self.workdir,
+            env,
+            binds: &self.binds,
+            tmpfs: &self.tmpfs,
+            cap_drop: &self.cap_drop,
+            cap_add: &self.cap_add,
+            security_opt: &self.security_opt,
+            pids_limit: self.pids_limit,
+            init: self.init,
+            nano_cpus: self.nano_cpus,
+            memory_bytes: self.memory_bytes,
+            storage_size: self.storage_size.as_deref(),
+            shm_size: self.shm_size,
+            network_mode: self.network_mode.as_deref(),
+            user: self.user.as_deref(),
+            privileged: self.privileged,
+            extra_hosts: &self.extra_hosts,
+            dns: &self.dns,
+            extra: &self.extra,
+        };
+        // Serializing borrowed strings, numbers and maps of strings cannot fail; an empty encoding would still
+        // give a fixed digest rather than a panic.
+        let bytes = postcard::to_allocvec(&canonical).unwrap_or_default();
+        format!("{FINGERPRINT_VERSION}-{}", &sha256::hex_digest(&bytes)[..32])
+    }
+
+    /// The fingerprint berth wrote before the versioned encoding (from `Debug` text). Containers carrying it are
+    /// still reused as they are: an upgrade of berth alone never recreates a sandbox. Frozen: never change it.
+    pub fn legacy_fingerprint(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "v1");
         let _ = writeln!(s, "image={}", self.image);
@@ -235,7 +308,6 @@ impl CreateSpec {
         );
         let _ = writeln!(s, "net={:?} user={:?} privileged={}", self.network_mode, self.user, self.privileged);
         let _ = writeln!(s, "hosts={:?} dns={:?}", self.extra_hosts, self.dns);
-        // Only when used, so specs without these flags keep the fingerprint they had before the fields existed.
         if self.extra != ExtraCreate::default() {
             let _ = writeln!(s, "extra={:?}", self.extra);
         }

@@ -4,16 +4,13 @@
 //! adapter, and tests drive it over [`crate::test_util::FakeRuntime`] with a trivial executor.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use serde::Serialize;
 use thiserror::Error;
 
 use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
 use crate::label::{LABEL_AGENT, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE};
-use crate::policy::cleanup::{CleanupPlan, plan_cleanup};
+use crate::policy::cleanup::{CleanupPlan, ReleaseMode, plan_cleanup};
 use crate::policy::reaper::{
     Orphan, ReapPlan, ReapReason, ReapScope, SpareReason, Spared, find_orphans, judge_orphan, parse_owner,
 };
@@ -104,6 +101,7 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
         persist_across_processes: req.persist_across_processes,
         recreate_on_config_change: req.recreate_on_config_change,
         fingerprint,
+        legacy_fingerprint: Some(req.spec.legacy_fingerprint()),
         air_gapped: req.spec.network_mode.as_deref() == Some("none"),
     };
     let mut notes = Vec::new();
@@ -292,10 +290,9 @@ pub async fn run(
 pub async fn release(
     rt: &dyn ContainerRuntime,
     id: Option<&str>,
-    persist_across_processes: bool,
-    force: bool,
+    mode: ReleaseMode,
 ) -> Result<CleanupPlan, RuntimeError> {
-    let plan = plan_cleanup(id, persist_across_processes, force);
+    let plan = plan_cleanup(id, mode);
     if let CleanupPlan::StopRemove { id, .. } = &plan {
         remove_now(rt, id).await?;
     }
@@ -470,28 +467,8 @@ impl ReaperGate {
     }
 }
 
-/// Polls futures concurrently and returns their outputs in order; needs no runtime.
-pub async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    type Slot<F> = (Pin<Box<F>>, Option<<F as Future>::Output>);
-    let mut slots: Vec<Slot<F>> = futures.into_iter().map(|f| (Box::pin(f), None)).collect();
-    std::future::poll_fn(move |cx: &mut Context<'_>| {
-        let mut pending = false;
-        for (fut, out) in slots.iter_mut() {
-            if out.is_none() {
-                match fut.as_mut().poll(cx) {
-                    Poll::Ready(v) => *out = Some(v),
-                    Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            Poll::Pending
-        } else {
-            Poll::Ready(slots.iter_mut().map(|(_, o)| o.take().expect("every slot is ready")).collect())
-        }
-    })
-    .await
-}
+/// Polls futures concurrently and returns their outputs in order; needs no runtime (re-exported for `app`).
+pub use futures_util::future::join_all;
 
 #[cfg(test)]
 mod tests;

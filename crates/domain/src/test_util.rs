@@ -254,7 +254,12 @@ impl ContainerRuntime for FakeRuntime {
         Ok(())
     }
 
-    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+    async fn exec<'s>(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        sink: &'s mut (dyn OutputSink + 's),
+    ) -> Result<ExecOutcome, RuntimeError> {
         let mut g = self.lock();
         g.calls.push("exec".into());
         let c = g.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;

@@ -1,7 +1,6 @@
 //! `kanban dispatch`: one tick through the domain's dispatcher service, and its upstream-shaped report.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use domain::dispatcher::{self, DispatchError, DispatchOptions, SpawnedWorker};
 use domain::ids::BoardSlug;
@@ -60,16 +59,13 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
     if let Some(m) = args.max {
         caps.max_spawn = Some(m);
     }
-    let failure_limit = args
-        .failure_limit
-        .filter(|n| *n >= 1)
-        .unwrap_or_else(|| u32::try_from(ctx.settings.int("kanban.failure_limit")).unwrap_or(2));
+    let failure_limit = args.failure_limit.filter(|n| *n >= 1).unwrap_or(ctx.settings.kanban.failure_limit.get());
     TickConfig {
         caps,
         default_assignee: ctx.settings.default_assignee(),
         profiles: profiles.list().into_iter().collect::<BTreeSet<_>>(),
         failure_limit,
-        stale_timeout_secs: ctx.settings.int("kanban.dispatch_stale_timeout_seconds"),
+        stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
     }
 }
@@ -82,8 +78,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args, &ctx.profiles());
     let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
-    let spawn_lease =
-        Duration::from_secs(u64::try_from(ctx.settings.int("kanban.spawn_lease_seconds")).unwrap_or(20).max(1));
+    let spawn_lease = ctx.settings.kanban.spawn_lease_seconds.duration();
     let clock = SystemClock;
     let req = TickRequest {
         board,

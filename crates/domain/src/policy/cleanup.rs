@@ -29,18 +29,39 @@ pub enum RemoveReason {
     OptOut,
 }
 
+/// How a release treats its sandbox: the three rows of upstream's cleanup matrix, named instead of two booleans
+/// (`persist_across_processes`, `force_remove`) whose four combinations collapse to three behaviours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseMode {
+    /// Persist mode: the sandbox outlives the process; only the handle goes.
+    Keep,
+    /// Opt-out (ephemeral) mode: the sandbox does not outlive its process.
+    OptOut,
+    /// `--force` or `sandbox rm`: removed in any mode.
+    Force,
+}
+
+impl ReleaseMode {
+    /// The mode for a sandbox that persists across processes or not, released with or without force.
+    pub fn new(persist_across_processes: bool, force: bool) -> Self {
+        match (force, persist_across_processes) {
+            (true, _) => Self::Force,
+            (false, true) => Self::Keep,
+            (false, false) => Self::OptOut,
+        }
+    }
+}
+
 /// The cleanup matrix of upstream's `cleanup(force_remove=…)`.
-pub fn plan_cleanup(container: Option<&str>, persist_across_processes: bool, force: bool) -> CleanupPlan {
+pub fn plan_cleanup(container: Option<&str>, mode: ReleaseMode) -> CleanupPlan {
     let Some(id) = container else {
         return CleanupPlan::Nothing;
     };
     let id = id.to_owned();
     let grace_secs = STOP_GRACE.as_secs();
-    if force {
-        CleanupPlan::StopRemove { id, grace_secs, reason: RemoveReason::Forced }
-    } else if persist_across_processes {
-        CleanupPlan::Keep { id }
-    } else {
-        CleanupPlan::StopRemove { id, grace_secs, reason: RemoveReason::OptOut }
+    match mode {
+        ReleaseMode::Force => CleanupPlan::StopRemove { id, grace_secs, reason: RemoveReason::Forced },
+        ReleaseMode::Keep => CleanupPlan::Keep { id },
+        ReleaseMode::OptOut => CleanupPlan::StopRemove { id, grace_secs, reason: RemoveReason::OptOut },
     }
 }

@@ -40,6 +40,9 @@ pub struct ReusePolicy {
     pub recreate_on_config_change: bool,
     /// The fingerprint of the spec acquire would create now.
     pub fingerprint: String,
+    /// The same spec's fingerprint in the encoding berth used before (`CreateSpec::legacy_fingerprint`): a container
+    /// carrying it has not drifted, only been labelled by an older berth.
+    pub legacy_fingerprint: Option<String>,
     /// `terminal.docker_network` is false: only a container whose network mode is `none` may be reused.
     pub air_gapped: bool,
 }
@@ -82,6 +85,7 @@ pub fn select_reusable(identity: &SandboxIdentity, listed: &[ContainerSummary], 
     if policy.recreate_on_config_change
         && let Some(old) = chosen.fingerprint()
         && old != policy.fingerprint
+        && policy.legacy_fingerprint.as_deref() != Some(old)
     {
         return ReuseDecision::Recreate { id: chosen.id.clone(), old: old.to_owned(), new: policy.fingerprint.clone() };
     }

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::cleanup::{CleanupPlan, RemoveReason, plan_cleanup};
+use super::cleanup::{CleanupPlan, ReleaseMode, RemoveReason, plan_cleanup};
 use super::reaper::{ReapReason, ReapScope, SpareReason, find_orphans, judge_orphan, reaper_max_age_secs};
 use super::reuse::{CreateReason, ReuseDecision, ReusePolicy, select_reusable};
 use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
@@ -37,6 +37,7 @@ fn policy() -> ReusePolicy {
         persist_across_processes: true,
         recreate_on_config_change: true,
         fingerprint: "fp1".into(),
+        legacy_fingerprint: Some("legacy1".into()),
         air_gapped: false,
     }
 }
@@ -86,6 +87,9 @@ fn reuse_table() {
     let mut no_recreate = policy();
     no_recreate.recreate_on_config_change = false;
     check(vec![drifted], no_recreate, ReuseDecision::Attach { id: "old".into() });
+    // A container labelled by an older berth with the same spec's legacy fingerprint has not drifted.
+    let legacy = container("legacy", &me, ContainerState::Running, &[("berth.fingerprint", "legacy1")]);
+    check(vec![legacy], policy(), ReuseDecision::Attach { id: "legacy".into() });
     // A hermes-made container (no identity, no fingerprint) is accepted as it is.
     let hermes = container("h", &me, ContainerState::Running, &[("berth.identity", ""), ("berth.fingerprint", "")]);
     check(vec![hermes], policy(), ReuseDecision::Attach { id: "h".into() });
@@ -111,19 +115,19 @@ fn reuse_table() {
 
 #[test]
 fn cleanup_matrix() {
-    assert_eq!(plan_cleanup(None, true, true), CleanupPlan::Nothing);
-    assert_eq!(plan_cleanup(None, false, false), CleanupPlan::Nothing);
-    assert_eq!(plan_cleanup(Some("c"), true, false), CleanupPlan::Keep { id: "c".into() });
+    assert_eq!(plan_cleanup(None, ReleaseMode::Force), CleanupPlan::Nothing);
+    assert_eq!(plan_cleanup(None, ReleaseMode::OptOut), CleanupPlan::Nothing);
+    assert_eq!(plan_cleanup(Some("c"), ReleaseMode::new(true, false)), CleanupPlan::Keep { id: "c".into() });
     assert_eq!(
-        plan_cleanup(Some("c"), true, true),
+        plan_cleanup(Some("c"), ReleaseMode::new(true, true)),
         CleanupPlan::StopRemove { id: "c".into(), grace_secs: 10, reason: RemoveReason::Forced }
     );
     assert_eq!(
-        plan_cleanup(Some("c"), false, false),
+        plan_cleanup(Some("c"), ReleaseMode::new(false, false)),
         CleanupPlan::StopRemove { id: "c".into(), grace_secs: 10, reason: RemoveReason::OptOut }
     );
     assert_eq!(
-        plan_cleanup(Some("c"), false, true),
+        plan_cleanup(Some("c"), ReleaseMode::new(false, true)),
         CleanupPlan::StopRemove { id: "c".into(), grace_secs: 10, reason: RemoveReason::Forced }
     );
 }

@@ -369,3 +369,12 @@ fn a_shared_container_key_replaces_the_profile_label_as_hermes_0_21_writes_it() 
     assert_ne!(a.digest(), ident("t1", "alpha").digest());
     assert_eq!(ident("t1", "alpha").shared(""), ident("t1", "alpha"));
 }
+
+#[test]
+fn fingerprint_encodings_are_pinned() {
+    // Changing either value recreates every sandbox in the field: the v2 encoding may only change with a new
+    // version tag, and the legacy one never.
+    let base = build(&settings(), &HostFacts::default()).spec;
+    assert_eq!(base.fingerprint(), "v2-948c210cfa7889427476d58e1f86f528");
+    assert_eq!(base.legacy_fingerprint(), "6007ccd11d88d4142485f4e8a69dd8d6");
+}

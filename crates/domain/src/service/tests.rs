@@ -118,7 +118,7 @@ fn opt_out_always_creates_and_release_removes() {
     let b = block_on(acquire(&rt, &request("abc", "default", &st, 2))).unwrap();
     assert_ne!(a.id, b.id);
     assert!(!rt.calls().iter().any(|c| c == "list"), "opt-out never looks up");
-    block_on(release(&rt, Some(&a.id), false, false)).unwrap();
+    block_on(release(&rt, Some(&a.id), ReleaseMode::OptOut)).unwrap();
     assert_eq!(rt.containers().len(), 1);
 }
 
@@ -127,13 +127,13 @@ fn persist_release_keeps_and_force_removes() {
     let rt = FakeRuntime::new(T0);
     let req = request("abc", "default", &settings(true), 0);
     let a = block_on(acquire(&rt, &req)).unwrap();
-    let plan = block_on(release(&rt, Some(&a.id), true, false)).unwrap();
+    let plan = block_on(release(&rt, Some(&a.id), ReleaseMode::Keep)).unwrap();
     assert_eq!(plan, CleanupPlan::Keep { id: a.id.clone() });
     assert_eq!(rt.containers()[0].state, ContainerState::Running);
-    block_on(release(&rt, Some(&a.id), true, true)).unwrap();
+    block_on(release(&rt, Some(&a.id), ReleaseMode::Force)).unwrap();
     assert!(rt.containers().is_empty());
     // Releasing again (already gone) is fine.
-    block_on(release(&rt, Some(&a.id), true, true)).unwrap();
+    block_on(release(&rt, Some(&a.id), ReleaseMode::Force)).unwrap();
 }
 
 #[test]
@@ -216,12 +216,6 @@ fn reaper_sweeps_old_exited_created_and_spares_the_rest() {
     assert_eq!(report.removed.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), [other.as_str()]);
 }
 
-#[test]
-fn join_all_keeps_order() {
-    let out = block_on(join_all((0..5).map(|i| async move { i * 2 })));
-    assert_eq!(out, [0, 2, 4, 6, 8]);
-}
-
 /// Operations of the state-machine test.
 #[derive(Clone, Debug)]
 enum Op {
@@ -273,7 +267,7 @@ proptest! {
                 }
                 Op::Release { handle, force } => {
                     if let Some(Some((_, persist, id))) = handles.get(handle).cloned() {
-                        block_on(release(&rt, Some(&id), persist, force)).unwrap();
+                        block_on(release(&rt, Some(&id), ReleaseMode::new(persist, force))).unwrap();
                         if !persist || force {
                             prop_assert!(!rt.containers().iter().any(|c| c.id == id), "released container remains");
                             if !persist { released_ephemeral.push(id); }
@@ -376,7 +370,12 @@ fn reaper_gate_reports_a_failed_sweep_once_and_never_retries() {
         async fn remove(&self, _: &str, _: bool) -> Result<(), RuntimeError> {
             Ok(())
         }
-        async fn exec(&self, _: &str, _: &ExecSpec, _: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+        async fn exec<'s>(
+            &self,
+            _: &str,
+            _: &ExecSpec,
+            _: &'s mut (dyn OutputSink + 's),
+        ) -> Result<ExecOutcome, RuntimeError> {
             Ok(ExecOutcome::Exited(0))
         }
     }
@@ -423,7 +422,12 @@ impl ContainerRuntime for OddListing {
     async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError> {
         self.inner.remove(id, force).await
     }
-    async fn exec(&self, id: &str, spec: &ExecSpec, sink: &mut dyn OutputSink) -> Result<ExecOutcome, RuntimeError> {
+    async fn exec<'s>(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        sink: &'s mut (dyn OutputSink + 's),
+    ) -> Result<ExecOutcome, RuntimeError> {
         self.inner.exec(id, spec, sink).await
     }
 }
@@ -469,4 +473,149 @@ fn the_reaper_needs_no_status_filter_from_the_engine() {
     want.sort();
     assert_eq!(removed, want);
     assert_eq!(rt.inner.containers().into_iter().map(|c| c.id).collect::<Vec<_>>(), [live]);
+}
+
+#[test]
+fn a_container_labelled_with_the_legacy_fingerprint_is_reused_without_recreate() {
+    let rt = FakeRuntime::new(T0);
+    let req = request("abc", "default", &settings(true), 0);
+    // A sandbox an older berth made: the same spec, its fingerprint label in the v1 encoding.
+    let mut old = req.spec.clone();
+    old.labels.insert(crate::label::LABEL_FINGERPRINT.to_owned(), req.spec.legacy_fingerprint());
+    let id = rt.insert(old, ContainerState::Running, T0, "");
+    let got = block_on(acquire(&rt, &req)).unwrap();
+    assert_eq!((got.action, &got.id), (AcquireAction::Attached, &id));
+    assert!(!rt.calls().iter().any(|c| c == "create" || c == "remove"), "{:?}", rt.calls());
+    // A label that is neither encoding of this spec is drift.
+    let rt = FakeRuntime::new(T0);
+    let mut drifted = req.spec.clone();
+    drifted.labels.insert(crate::label::LABEL_FINGERPRINT.to_owned(), "0123456789abcdef0123456789abcdef".to_owned());
+    rt.insert(drifted, ContainerState::Running, T0, "");
+    assert_eq!(block_on(acquire(&rt, &req)).unwrap().action, AcquireAction::Recreated);
+}
+
+/// Interaction tests on `MockContainerRuntime`: every call not expected fails the test, so each asserts what
+/// the service does *not* do as much as what it does.
+mod interactions {
+    use mockall::Sequence;
+    use mockall::predicate::eq;
+
+    use super::*;
+    use crate::label::{LABEL_MODE, LABEL_OWNER};
+    use crate::ports::MockContainerRuntime;
+
+    fn summary(id: &str, spec: &CreateSpec, state: ContainerState, created: Timestamp) -> ContainerSummary {
+        ContainerSummary {
+            id: id.to_owned(),
+            name: spec.name.clone(),
+            labels: spec.labels.clone(),
+            state,
+            created,
+            network_mode: Some("bridge".to_owned()),
+        }
+    }
+
+    fn details(summary: ContainerSummary, finished_at: Timestamp) -> ContainerDetails {
+        ContainerDetails {
+            summary,
+            finished_at_raw: finished_at.to_rfc3339(),
+            started_at_raw: String::new(),
+            exit_code: Some(0),
+            oom_killed: false,
+            env: Vec::new(),
+        }
+    }
+
+    fn expect_inspect(rt: &mut MockContainerRuntime, c: &ContainerSummary) {
+        let d = details(c.clone(), c.created);
+        rt.expect_inspect().with(eq(c.id.clone())).returning(move |_| Ok(d.clone()));
+    }
+
+    #[test]
+    fn reuse_of_a_listed_running_sandbox_never_calls_create_or_start() {
+        let req = request("abc", "default", &settings(true), 0);
+        let running = summary("cid-running", &req.spec, ContainerState::Running, T0);
+        let mut rt = MockContainerRuntime::new();
+        let listed = vec![running.clone()];
+        rt.expect_list().times(1).returning(move |_| Ok(listed.clone()));
+        expect_inspect(&mut rt, &running);
+        rt.expect_create().never();
+        rt.expect_start().never();
+        rt.expect_remove().never();
+        let got = block_on(acquire(&rt, &req)).unwrap();
+        assert_eq!((got.action, got.id.as_str()), (AcquireAction::Attached, "cid-running"));
+    }
+
+    #[test]
+    fn an_exec_that_finds_the_container_gone_reacquires_once_and_retries_once() {
+        let req = request("abc", "default", &settings(true), 0);
+        let old = summary("cid-old", &req.spec, ContainerState::Running, T0);
+        let new = summary("cid-new", &req.spec, ContainerState::Running, T0);
+        let mut rt = MockContainerRuntime::new();
+        let mut seq = Sequence::new();
+        let listed = vec![old.clone()];
+        rt.expect_list().times(1).in_sequence(&mut seq).returning(move |_| Ok(listed.clone()));
+        expect_inspect(&mut rt, &old);
+        rt.expect_exec()
+            .withf(|id, _, _| id == "cid-old")
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|id, _, _| Err(RuntimeError::NotFound(id.to_owned())));
+        // The one re-acquire: list (now empty), create, start.
+        rt.expect_list().times(1).in_sequence(&mut seq).returning(|_| Ok(Vec::new()));
+        rt.expect_create().times(1).in_sequence(&mut seq).returning(|_| Ok("cid-new".to_owned()));
+        rt.expect_start().with(eq("cid-new")).times(1).in_sequence(&mut seq).returning(|_| Ok(()));
+        expect_inspect(&mut rt, &new);
+        rt.expect_exec()
+            .withf(|id, _, _| id == "cid-new")
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|_, _, _| Ok(ExecOutcome::Exited(0)));
+        rt.expect_remove().never();
+        let mut out = CapturedOutput::default();
+        let exec = ExecSpec { argv: vec!["true".into()], ..ExecSpec::default() };
+        let (acquired, outcome) = block_on(run(&rt, &req, &exec, &mut out)).unwrap();
+        assert_eq!((acquired.id.as_str(), outcome), ("cid-new", ExecOutcome::Exited(0)));
+        assert!(acquired.notes[0].contains("vanished before exec"), "{:?}", acquired.notes);
+    }
+
+    #[test]
+    fn the_reaper_forces_removal_only_of_an_ephemeral_sandbox_whose_owner_is_gone() {
+        let old = Timestamp::from_secs(T0.as_secs() - 10_000);
+        let persist = request("p", "default", &settings(true), 0);
+        let stopped = summary("cid-stopped", &persist.spec, ContainerState::Exited, old);
+        let mut eph = request("e", "default", &settings(false), 7);
+        eph.spec.labels.insert(LABEL_OWNER.to_owned(), "h:7:7".to_owned());
+        assert_eq!(eph.spec.labels.get(LABEL_MODE).map(String::as_str), Some("ephemeral"));
+        let orphaned = summary("cid-eph", &eph.spec, ContainerState::Running, old);
+        let mut rt = MockContainerRuntime::new();
+        let listed = vec![stopped.clone(), orphaned.clone()];
+        rt.expect_list().times(1).returning(move |_| Ok(listed.clone()));
+        expect_inspect(&mut rt, &stopped);
+        expect_inspect(&mut rt, &orphaned);
+        rt.expect_remove().with(eq("cid-stopped"), eq(false)).times(1).returning(|_, _| Ok(()));
+        rt.expect_remove().with(eq("cid-eph"), eq(true)).times(1).returning(|_, _| Ok(()));
+        rt.expect_stop().never();
+        let scope =
+            ReapScope { profile_label: None, max_age_secs: reaper_max_age_secs(Some(300)), host: Some("h".into()) };
+        let report = block_on(reap(&rt, T0, &scope, &FakeProcessProbe::default(), false)).unwrap();
+        let mut removed: Vec<&str> = report.removed.iter().map(|o| o.id.as_str()).collect();
+        removed.sort_unstable();
+        assert_eq!(removed, ["cid-eph", "cid-stopped"]);
+    }
+
+    #[test]
+    fn a_failed_start_is_followed_by_exactly_one_remove() {
+        let req = request("abc", "default", &settings(true), 0);
+        let mut rt = MockContainerRuntime::new();
+        rt.expect_list().times(1).returning(|_| Ok(Vec::new()));
+        rt.expect_create().times(1).returning(|_| Ok("cid-new".to_owned()));
+        rt.expect_start()
+            .with(eq("cid-new"))
+            .times(1)
+            .returning(|_| Err(RuntimeError::Api { status: 500, message: "no such device".into() }));
+        rt.expect_remove().with(eq("cid-new"), mockall::predicate::always()).times(1).returning(|_, _| Ok(()));
+        let err = block_on(acquire(&rt, &req)).unwrap_err();
+        assert!(matches!(err, SandboxError::StartFailed { .. }), "{err:?}");
+    }
 }

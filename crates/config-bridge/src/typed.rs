@@ -1,0 +1,248 @@
+//! The Rust types of settings: each row of the table names one, and its range is part of the type, so code that
+//! reads `settings.kanban.failure_limit` gets a value that is already ≥ 1 and never re-checks or re-defaults it.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use crate::table::Kind;
+use crate::value::Value;
+
+/// The largest duration setting berth accepts, in seconds (ten years): past it, time arithmetic would overflow.
+pub const MAX_SECONDS: i64 = 10 * 365 * 24 * 3600;
+
+/// The largest memory setting, in MB (1 PiB): past it the byte count would not fit the engine's field.
+pub const MAX_MEMORY_MB: i64 = 1 << 30;
+
+/// The largest CPU setting, in cores.
+const MAX_CPUS: f64 = 1e6;
+
+/// A type a setting's [`Value`] converts into; the conversion is the setting's range check, so a value accepted by
+/// `config set`, `-c`, the file or the environment always converts.
+pub trait FromValue: Sized {
+    /// How the value's text is parsed.
+    const KIND: Kind;
+
+    /// # Errors
+    /// A short reason (`-1 is below 1`) when the value is outside the type's range or of another kind.
+    fn from_value(v: &Value) -> Result<Self, String>;
+}
+
+fn wrong_kind<T>() -> Result<T, String> {
+    Err("value of the wrong kind".to_owned())
+}
+
+fn int_in(v: &Value, lo: i64, hi: Option<(i64, &str)>) -> Result<i64, String> {
+    let Value::Int(n) = v else { return wrong_kind() };
+    let n = *n;
+    if let Some((hi, what)) = hi
+        && n > hi
+    {
+        return Err(format!("{n} is above {hi}{what}"));
+    }
+    match lo {
+        0 if n < 0 => Err(format!("{n} is negative")),
+        1 if n < 1 => Err(format!("{n} is below 1")),
+        _ => Ok(n),
+    }
+}
+
+fn float_in(v: &Value, hi: f64, what: &str) -> Result<f64, String> {
+    let Value::Float(f) = v else { return wrong_kind() };
+    let f = *f;
+    if f > hi {
+        Err(format!("{f} is above {hi}{what}"))
+    } else if f < 0.0 {
+        Err(format!("{f} is negative"))
+    } else {
+        Ok(f)
+    }
+}
+
+const TEN_YEARS: &str = " (ten years)";
+
+/// A non-negative number of seconds, at most [`MAX_SECONDS`] (0 often means "disabled").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Seconds(u64);
+
+impl Seconds {
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    pub fn duration(self) -> Duration {
+        Duration::from_secs(self.0)
+    }
+}
+
+impl FromValue for Seconds {
+    const KIND: Kind = Kind::Int;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        int_in(v, 0, Some((MAX_SECONDS, TEN_YEARS))).map(|n| Self(n.unsigned_abs()))
+    }
+}
+
+/// A positive number of seconds, at most [`MAX_SECONDS`] (a lease or a time-to-live, which 0 would make useless).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PositiveSeconds(u64);
+
+impl PositiveSeconds {
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    pub fn duration(self) -> Duration {
+        Duration::from_secs(self.0)
+    }
+}
+
+impl FromValue for PositiveSeconds {
+    const KIND: Kind = Kind::Int;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        int_in(v, 1, Some((MAX_SECONDS, TEN_YEARS))).map(|n| Self(n.unsigned_abs()))
+    }
+}
+
+/// A non-negative, possibly fractional number of seconds, at most [`MAX_SECONDS`].
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct FloatSeconds(f64);
+
+impl FloatSeconds {
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl FromValue for FloatSeconds {
+    const KIND: Kind = Kind::Float;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        float_in(v, MAX_SECONDS as f64, TEN_YEARS).map(Self)
+    }
+}
+
+/// A memory size in MB, 0 (no limit) to [`MAX_MEMORY_MB`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MemoryMb(u64);
+
+impl MemoryMb {
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl FromValue for MemoryMb {
+    const KIND: Kind = Kind::Int;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        int_in(v, 0, Some((MAX_MEMORY_MB, ""))).map(|n| Self(n.unsigned_abs()))
+    }
+}
+
+/// CPU cores, 0 (no limit) to a million.
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct Cpus(f64);
+
+impl Cpus {
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl FromValue for Cpus {
+    const KIND: Kind = Kind::Float;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        // Written as "1000000", not "1e6", in the message users see.
+        let Value::Float(f) = v else { return wrong_kind() };
+        if *f > MAX_CPUS { Err(format!("{f} is above 1000000")) } else { float_in(v, MAX_CPUS, "").map(Self) }
+    }
+}
+
+impl FromValue for bool {
+    const KIND: Kind = Kind::Bool;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Bool(b) => Ok(*b),
+            _ => wrong_kind(),
+        }
+    }
+}
+
+/// A non-negative whole number (bytes, MB).
+impl FromValue for u64 {
+    const KIND: Kind = Kind::Int;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        int_in(v, 0, None).map(i64::unsigned_abs)
+    }
+}
+
+/// A count of at least one.
+impl FromValue for NonZeroU32 {
+    const KIND: Kind = Kind::Int;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        let n = int_in(v, 1, Some((i64::from(u32::MAX), "")))?;
+        u32::try_from(n).ok().and_then(NonZeroU32::new).ok_or_else(|| format!("{n} is out of range"))
+    }
+}
+
+impl FromValue for String {
+    const KIND: Kind = Kind::Str;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Str(s) => Ok(s.clone()),
+            _ => wrong_kind(),
+        }
+    }
+}
+
+impl FromValue for Vec<String> {
+    const KIND: Kind = Kind::List;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::List(l) => Ok(l.clone()),
+            _ => wrong_kind(),
+        }
+    }
+}
+
+impl FromValue for BTreeMap<String, String> {
+    const KIND: Kind = Kind::Map;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Map(m) => Ok(m.clone()),
+            _ => wrong_kind(),
+        }
+    }
+}
+
+/// A cap: `None` means no cap.
+impl FromValue for Option<u32> {
+    const KIND: Kind = Kind::Cap;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Cap(c) => Ok(*c),
+            _ => wrong_kind(),
+        }
+    }
+}
+
+impl FromValue for BTreeMap<String, u32> {
+    const KIND: Kind = Kind::CapMap;
+
+    fn from_value(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::CapMap(m) => Ok(m.clone()),
+            _ => wrong_kind(),
+        }
+    }
+}
