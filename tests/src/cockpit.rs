@@ -462,3 +462,18 @@ fn gateway_status_text_shows_what_json_has() {
     assert!(text.contains("running:      no"), "{text}");
     assert!(text.contains(&format!("stopped at:   {}", v["stopped_at"].as_str().unwrap())), "{text}");
 }
+
+#[test]
+fn reap_dry_run_gives_one_reason_in_words_per_row_and_says_when_there_is_nothing() {
+    let home = Home::on(&Engine::docker());
+    assert_eq!(home.ok(&["sandbox", "reap", "--dry-run"]), "nothing to reap\n");
+    home.ok(&["sandbox", "ensure", "--task", "old"]);
+    let id = home.containers().remove(0);
+    assert!(home.docker(&["stop", "-t", "0", &id]).status.success());
+    let text = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    let row = text.lines().find(|l| l.contains("would remove")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("exited ") && row.contains(" ago, past the threshold"), "{text}");
+    let text = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "3600"]);
+    let row = text.lines().find(|l| l.contains("kept")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("younger than the 1h 0m threshold") && !row.contains('{'), "{text}");
+}

@@ -15,6 +15,7 @@ pub mod log_format;
 pub mod mounts;
 pub mod output;
 pub mod process;
+pub mod reap_words;
 pub mod redact;
 pub mod run_io;
 pub mod sandbox;
