@@ -168,8 +168,7 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     assert_eq!(v["spawned"].as_array().unwrap().len(), 1, "{v}");
 
     // `-f` prints as the worker writes and returns once the run is over (not before: the task is done then).
-    let mut follow =
-        home.cmd().args(["kanban", "logs", &id, "-f"]).stdout(Stdio::piped()).spawn().expect("berth runs");
+    let mut follow = home.cmd().args(["kanban", "logs", &id, "-f"]).stdout(Stdio::piped()).spawn().expect("berth runs");
     let status = wait_within(&mut follow, Duration::from_secs(90));
     let mut followed = String::new();
     follow.stdout.take().unwrap().read_to_string(&mut followed).unwrap();
@@ -288,7 +287,8 @@ fn help_says_what_berth_is_for_and_completions_are_generated() {
 #[test]
 fn a_missing_program_exits_127_and_a_non_executable_one_126_with_one_line() {
     let home = Home::on(&Engine::docker());
-    for (program, code, words) in [("/no/such/program", 127, "command not found"), ("/etc/passwd", 126, "not executable")]
+    for (program, code, words) in
+        [("/no/such/program", 127, "command not found"), ("/etc/passwd", 126, "not executable")]
     {
         let out = home.run(&["run", "--task", "codes", "--", program]);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -323,7 +323,7 @@ fn all_boards_for_ls_and_dispatch_and_show_finds_a_task_on_any_board() {
     // One board by default; every board with --all-boards.
     let one: Vec<String> =
         home.json(&["kanban", "ls"]).as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(one, [a.clone()]);
+    assert_eq!(one, std::slice::from_ref(&a));
     let all = home.json(&["kanban", "ls", "--all-boards"]);
     let ids: Vec<&str> = all.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
     assert!(ids.contains(&a.as_str()) && ids.contains(&b.as_str()) && ids.len() == 2, "{all}");
@@ -368,8 +368,19 @@ fn edit_and_rm_fix_a_task_and_are_audited_and_a_typo_assignee_is_refused() {
 
     // edit changes what it is given and records each change as from/to.
     let t = home.json(&[
-        "kanban", "edit", &id, "--title", "better title", "--command", "echo hi", "--priority", "-3", "--assignee",
-        "alpha", "--max-runtime", "60",
+        "kanban",
+        "edit",
+        &id,
+        "--title",
+        "better title",
+        "--command",
+        "echo hi",
+        "--priority",
+        "-3",
+        "--assignee",
+        "alpha",
+        "--max-runtime",
+        "60",
     ]);
     assert_eq!(
         (&t["title"], &t["command"], &t["priority"], &t["assignee"], &t["max_runtime_seconds"]),

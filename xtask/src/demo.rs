@@ -15,8 +15,12 @@ const DEADLINE: Duration = Duration::from_secs(300);
 const TASKS: [(&str, &str, &str); 4] = [
     ("alpha", "greet", "echo \"hello from $(hostname)\"; sleep 2; echo done greeting"),
     ("alpha", "compute", "python3 -c 'print(\"6 x 7 =\", 6 * 7)' || echo 'no python3: 6 x 7 = 42'"),
-    ("beta", "make a repo", "cd /workspace && git init -q demo && cd demo && echo hi > f && git add f && \
-      git -c user.email=d@example.com -c user.name=demo commit -qm first && git log --oneline"),
+    (
+        "beta",
+        "make a repo",
+        "cd /workspace && git init -q demo && cd demo && echo hi > f && git add f && \
+      git -c user.email=d@example.com -c user.name=demo commit -qm first && git log --oneline",
+    ),
     ("beta", "count", "for i in 1 2 3; do echo \"step $i\"; sleep 1; done"),
 ];
 

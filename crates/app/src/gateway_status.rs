@@ -33,12 +33,8 @@ pub fn print_text(v: &Json) {
     } else {
         output::line(&format!("last tick:    {} (spawned {})", or_dash(&last["at"]), or_dash(&last["spawned"])));
         for (slug, board) in last["boards"].as_object().into_iter().flatten() {
-            let fields: Vec<String> = board
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| format!("{k} {}", or_dash(v)))
-                .collect();
+            let fields: Vec<String> =
+                board.as_object().into_iter().flatten().map(|(k, v)| format!("{k} {}", or_dash(v))).collect();
             output::line(&format!("  board {slug}: {}", fields.join(", ")));
         }
     }

@@ -117,7 +117,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     let followed = run.or(task.current_run_id);
     let Some(followed) = followed.filter(|_| follow) else { return Ok(0) };
     let mut ended_at: Option<std::time::Instant> = None;
-    let mut inside = run.is_none() || starts_run_seen(&shown, id, followed);
+    let mut inside = run.is_none() || starts_run_seen(shown, id, followed);
     // Prints the new whole lines of the followed run; false once another run's output begins.
     let drain = |pos: &mut u64, inside: &mut bool| -> bool {
         let (more, next) = read_from(&path, *pos);

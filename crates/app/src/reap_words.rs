@@ -46,7 +46,10 @@ mod tests {
     #[test]
     fn reasons_read_as_words() {
         assert_eq!(removed(ReapReason::ExitedTooLong, 3700), "exited 1h 1m ago, past the threshold");
-        assert_eq!(kept(&SpareReason::TooYoung { age_secs: 5, max_age_secs: 120 }), "stopped 5s ago, younger than the 2m 0s threshold");
+        assert_eq!(
+            kept(&SpareReason::TooYoung { age_secs: 5, max_age_secs: 120 }),
+            "stopped 5s ago, younger than the 2m 0s threshold"
+        );
         assert_eq!(duration(90_061), "1d 1h");
     }
 }

@@ -450,10 +450,7 @@ fn print_reap(ctx: &Ctx, report: &ReapReport) {
         .map(|o| vec![o.name.clone(), verb.to_owned(), crate::reap_words::removed(o.reason, o.age_secs)])
         .collect();
     rows.extend(
-        report
-            .skipped
-            .iter()
-            .map(|s| vec![s.name.clone(), "kept".to_owned(), crate::reap_words::kept(&s.reason)]),
+        report.skipped.iter().map(|s| vec![s.name.clone(), "kept".to_owned(), crate::reap_words::kept(&s.reason)]),
     );
     rows.extend(
         report.failed.iter().map(|(id, e)| vec![id[..12.min(id.len())].to_owned(), "failed".to_owned(), e.clone()]),

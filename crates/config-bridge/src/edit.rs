@@ -13,7 +13,13 @@ use yaml_edit::Document;
 
 /// `original` with `section.name` set to `value` (removed when `None`), or `None` when the editor cannot do it so
 /// that the text means `expected`.
-pub(crate) fn edited(original: &str, section: &str, name: &str, value: Option<&Yaml>, expected: &Yaml) -> Option<String> {
+pub(crate) fn edited(
+    original: &str,
+    section: &str,
+    name: &str,
+    value: Option<&Yaml>,
+    expected: &Yaml,
+) -> Option<String> {
     let doc = Document::from_str(original).ok()?;
     match value {
         Some(v) => {
@@ -34,11 +40,7 @@ pub(crate) fn edited(original: &str, section: &str, name: &str, value: Option<&Y
         }
     }
     let text = doc.to_string();
-    let reparsed: Yaml = if text.trim().is_empty() {
-        Yaml::Null
-    } else {
-        serde_yaml_ng::from_str(&text).ok()?
-    };
+    let reparsed: Yaml = if text.trim().is_empty() { Yaml::Null } else { serde_yaml_ng::from_str(&text).ok()? };
     (sections_normalized(reparsed) == sections_normalized(expected.clone())).then_some(text)
 }
 

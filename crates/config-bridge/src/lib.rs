@@ -179,11 +179,7 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
             | "kanban.spawn_lease_seconds"
             | "kanban.worker_log_backup_count",
             Value::Int(n),
-        )
-            if *n < 1 =>
-        {
-            Err(format!("{n} is below 1"))
-        }
+        ) if *n < 1 => Err(format!("{n} is below 1")),
         ("kanban.dispatch_interval_seconds" | "terminal.container_cpu", Value::Float(f)) if *f < 0.0 => {
             Err(format!("{f} is negative"))
         }

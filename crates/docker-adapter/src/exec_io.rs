@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use domain::ports::{ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;

@@ -36,7 +36,11 @@ impl SqliteKanbanStore {
             return Err(StoreError::Transition { task: id.to_owned(), status, action: "edit" });
         }
         if status == TaskStatus::Running && (edit.command.is_some() || edit.assignee.is_some()) {
-            return Err(StoreError::Transition { task: id.to_owned(), status, action: "change the command or assignee of" });
+            return Err(StoreError::Transition {
+                task: id.to_owned(),
+                status,
+                action: "change the command or assignee of",
+            });
         }
         let before: (String, Option<String>, Option<String>, i64, Option<String>, Option<i64>) = tx.query_row(
             "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM tasks WHERE id = ?1",
