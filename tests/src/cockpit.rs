@@ -185,6 +185,10 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     assert!(last.contains(&"line-two"), "{last:?}");
     let text = home.ok(&["kanban", "show", &id]);
     assert!(text.contains(&format!("Log: {path}")) && text.contains("  line-two"), "{text}");
+    // The finished task's workspace folder (its output) is named, and it is there.
+    let ws = show["workspace"].as_str().unwrap().to_owned();
+    assert!(ws.ends_with("/workspace") && std::path::Path::new(&ws).is_dir(), "{show}");
+    assert!(text.contains(&format!("Workspace: {ws}")), "{text}");
 
     // --tail and --run select; the whole log is what -f printed.
     assert_eq!(home.ok(&["kanban", "logs", &id]), followed);
