@@ -492,3 +492,28 @@ fn reap_dry_run_gives_one_reason_in_words_per_row_and_says_when_there_is_nothing
     let row = text.lines().find(|l| l.contains("kept")).unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains("younger than the 1h 0m threshold") && !row.contains('{'), "{text}");
 }
+
+#[test]
+fn the_gateway_warns_once_about_a_task_that_can_never_run() {
+    let home = Home::new();
+    let id = create_task(&home, &["lost", "--assignee", "ghost", "--command", "true"]);
+    let mut gateway = home
+        .cmd()
+        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) < 3 {
+        assert!(Instant::now() < deadline, "the gateway did not tick three times");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
+    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    let mut err = String::new();
+    gateway.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {id} "))).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("\"ghost\", which is no profile here: it will never run"), "{err}");
+}

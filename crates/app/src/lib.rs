@@ -13,6 +13,7 @@ pub mod kanban_edit;
 pub mod kanban_logs;
 pub mod log_format;
 pub mod mounts;
+pub mod never_run;
 pub mod output;
 pub mod process;
 pub mod reap_words;
