@@ -185,6 +185,10 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     assert!(last.contains(&"line-two"), "{last:?}");
     let text = home.ok(&["kanban", "show", &id]);
     assert!(text.contains(&format!("Log: {path}")) && text.contains("  line-two"), "{text}");
+    // The finished task's workspace folder (its output) is named, and it is there.
+    let ws = show["workspace"].as_str().unwrap().to_owned();
+    assert!(ws.ends_with("/workspace") && std::path::Path::new(&ws).is_dir(), "{show}");
+    assert!(text.contains(&format!("Workspace: {ws}")), "{text}");
 
     // --tail and --run select; the whole log is what -f printed.
     assert_eq!(home.ok(&["kanban", "logs", &id]), followed);
@@ -323,7 +327,7 @@ fn all_boards_for_ls_and_dispatch_and_show_finds_a_task_on_any_board() {
     // One board by default; every board with --all-boards.
     let one: Vec<String> =
         home.json(&["kanban", "ls"]).as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(one, [a.clone()]);
+    assert_eq!(one, std::slice::from_ref(&a));
     let all = home.json(&["kanban", "ls", "--all-boards"]);
     let ids: Vec<&str> = all.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
     assert!(ids.contains(&a.as_str()) && ids.contains(&b.as_str()) && ids.len() == 2, "{all}");
@@ -472,4 +476,44 @@ fn gateway_status_text_shows_what_json_has() {
     let text = home.ok(&["gateway", "status"]);
     assert!(text.contains("running:      no"), "{text}");
     assert!(text.contains(&format!("stopped at:   {}", v["stopped_at"].as_str().unwrap())), "{text}");
+}
+
+#[test]
+fn reap_dry_run_gives_one_reason_in_words_per_row_and_says_when_there_is_nothing() {
+    let home = Home::on(&Engine::docker());
+    assert_eq!(home.ok(&["sandbox", "reap", "--dry-run"]), "nothing to reap\n");
+    home.ok(&["sandbox", "ensure", "--task", "old"]);
+    let id = home.containers().remove(0);
+    assert!(home.docker(&["stop", "-t", "0", &id]).status.success());
+    let text = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    let row = text.lines().find(|l| l.contains("would remove")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("exited ") && row.contains(" ago, past the threshold"), "{text}");
+    let text = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "3600"]);
+    let row = text.lines().find(|l| l.contains("kept")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("younger than the 1h 0m threshold") && !row.contains('{'), "{text}");
+}
+
+#[test]
+fn the_gateway_warns_once_about_a_task_that_can_never_run() {
+    let home = Home::new();
+    let id = create_task(&home, &["lost", "--assignee", "ghost", "--command", "true"]);
+    let mut gateway = home
+        .cmd()
+        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) < 3 {
+        assert!(Instant::now() < deadline, "the gateway did not tick three times");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
+    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    let mut err = String::new();
+    gateway.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {id} "))).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("\"ghost\", which is no profile here: it will never run"), "{err}");
 }

@@ -25,6 +25,14 @@ pub fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
     crate::worker::log_path(ctx, task)
 }
 
+/// Where a task's worker works and leaves its output (`<sandbox_dir>/docker/…/workspace`), when it has an assignee;
+/// the folder stays after the task finishes, as the task's output.
+pub fn workspace_path(ctx: &Ctx, task: &str, assignee: Option<&str>) -> Option<String> {
+    let (t, p) = (domain::ids::TaskId::parse(task).ok()?, domain::ids::ProfileName::parse(assignee?).ok()?);
+    let dir = &ctx.settings.terminal.sandbox_dir;
+    Some(format!("{}/workspace", domain::sandbox::SandboxIdentity::new(t, p).host_dir(&dir)))
+}
+
 /// The last `n` lines of `task`'s log (empty when there is none), for `kanban show`.
 pub fn last_lines(ctx: &Ctx, task: &str, n: usize) -> Vec<String> {
     let text = std::fs::read(log_path(ctx, task)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
@@ -32,8 +40,11 @@ pub fn last_lines(ctx: &Ctx, task: &str, n: usize) -> Vec<String> {
 }
 
 /// `kanban show`'s log section: the path, then the last lines (or that there are none yet).
-pub fn show_text(path: &str, last: &[String]) {
+pub fn show_text(path: &str, last: &[String], workspace: Option<&str>) {
     output::line("");
+    if let Some(ws) = workspace {
+        output::line(&format!("Workspace: {ws}"));
+    }
     output::line(&format!("Log: {path}"));
     if last.is_empty() {
         output::line("  (nothing yet)");
@@ -117,7 +128,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     let followed = run.or(task.current_run_id);
     let Some(followed) = followed.filter(|_| follow) else { return Ok(0) };
     let mut ended_at: Option<std::time::Instant> = None;
-    let mut inside = run.is_none() || starts_run_seen(&shown, id, followed);
+    let mut inside = run.is_none() || starts_run_seen(shown, id, followed);
     // Prints the new whole lines of the followed run; false once another run's output begins.
     let drain = |pos: &mut u64, inside: &mut bool| -> bool {
         let (more, next) = read_from(&path, *pos);

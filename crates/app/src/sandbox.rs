@@ -413,16 +413,17 @@ fn print_reap(ctx: &Ctx, report: &ReapReport) {
     let mut rows: Vec<Vec<String>> = report
         .removed
         .iter()
-        .map(|o| vec![o.name.clone(), verb.to_owned(), format!("{:?} (age {}s)", o.reason, o.age_secs).to_lowercase()])
+        .map(|o| vec![o.name.clone(), verb.to_owned(), crate::reap_words::removed(o.reason, o.age_secs)])
         .collect();
     rows.extend(
-        report
-            .skipped
-            .iter()
-            .map(|s| vec![s.name.clone(), "kept".to_owned(), serde_json::to_string(&s.reason).unwrap_or_default()]),
+        report.skipped.iter().map(|s| vec![s.name.clone(), "kept".to_owned(), crate::reap_words::kept(&s.reason)]),
     );
     rows.extend(
         report.failed.iter().map(|(id, e)| vec![id[..12.min(id.len())].to_owned(), "failed".to_owned(), e.clone()]),
     );
+    if rows.is_empty() {
+        output::line("nothing to reap");
+        return;
+    }
     output::table(&["CONTAINER", "ACTION", "REASON"], &rows);
 }

@@ -189,12 +189,13 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let runs = store.runs(id)?;
             let log = crate::kanban_logs::log_path(ctx, id).display().to_string();
             let last = crate::kanban_logs::last_lines(ctx, id, SHOW_LOG_LINES);
+            let ws = crate::kanban_logs::workspace_path(ctx, id, task.assignee.as_deref());
             if ctx.json {
                 let log = json!({"path": log, "last_lines": last});
-                output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log}));
+                output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws}));
             } else {
                 show_text(&task, &status, &events, &runs);
-                crate::kanban_logs::show_text(&log, &last);
+                crate::kanban_logs::show_text(&log, &last, ws.as_deref());
             }
         }
         KanbanCmd::Logs { id, follow, tail, run } => {
