@@ -30,7 +30,7 @@ pub fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
 pub fn workspace_path(ctx: &Ctx, task: &str, assignee: Option<&str>) -> Option<String> {
     let (t, p) = (domain::ids::TaskId::parse(task).ok()?, domain::ids::ProfileName::parse(assignee?).ok()?);
     let dir = &ctx.settings.terminal.sandbox_dir;
-    Some(format!("{}/workspace", domain::sandbox::SandboxIdentity::new(t, p).host_dir(&dir)))
+    Some(format!("{}/workspace", domain::sandbox::SandboxIdentity::new(t, p).host_dir(dir)))
 }
 
 /// The last `n` lines of `task`'s log (empty when there is none), for `kanban show`.
