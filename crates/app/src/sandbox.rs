@@ -169,9 +169,9 @@ impl OutputSink for StdSink {
 pub fn forwarded_env(ctx: &Ctx) -> Vec<String> {
     let mut env = Vec::new();
     for name in &ctx.settings.terminal.docker_forward_env {
-        if !is_valid_env_name(&name) {
+        if !is_valid_env_name(name) {
             tracing::warn!("skipping docker_forward_env entry {name:?}: not a valid variable name");
-        } else if let Some(v) = ctx.env.get(&name) {
+        } else if let Some(v) = ctx.env.get(name) {
             env.push(format!("{name}={v}"));
         }
     }
