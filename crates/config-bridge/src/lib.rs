@@ -19,7 +19,7 @@ use thiserror::Error;
 
 pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for, find};
 pub use typed::{Cpus, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
-pub use value::{Value, parse_bool, parse_text};
+pub use value::{Invalid, Value, parse_bool, parse_text};
 
 /// Errors of the config surfaces.
 #[derive(Debug, Error)]
@@ -27,7 +27,7 @@ pub enum ConfigError {
     #[error("unknown setting {0:?} (see `berth config ls`)")]
     UnknownKey(String),
     #[error("invalid value {raw:?} for {key}: {why}")]
-    InvalidValue { key: String, raw: String, why: String },
+    InvalidValue { key: String, raw: String, why: Invalid },
     #[error("-c expects KEY=VALUE, got {0:?}")]
     BadOverride(String),
     #[error("cannot read config file {path}: {message}")]
@@ -154,14 +154,16 @@ fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
 
 /// Checks rules beyond the kind: the range of the row's type (e.g. `kanban.failure_limit` ≥ 1, durations ≤
 /// [`MAX_SECONDS`]) and the text settings whose form is checked by the domain.
-fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
+fn check_range(s: &Setting, v: &Value) -> Result<(), Invalid> {
     table::check_type(s.key, v)?;
     match (s.key, v) {
-        ("terminal.cwd", Value::Str(s)) => domain::sandbox::container_cwd(s).map(|_| ()).map_err(|e| e.to_string()),
+        ("terminal.cwd", Value::Str(s)) => {
+            domain::sandbox::container_cwd(s).map(|_| ()).map_err(|e| Invalid(e.to_string()))
+        }
         ("terminal.docker_shm_size", Value::Str(s))
             if !matches!(s.trim(), "" | "0") && domain::sandbox::parse_bytes(s).is_none() =>
         {
-            Err("not a size such as 1g or 512m".to_owned())
+            Err(Invalid::from("not a size such as 1g or 512m"))
         }
         _ => Ok(()),
     }
@@ -173,13 +175,13 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
 /// [`ConfigError::UnknownKey`] or [`ConfigError::InvalidValue`].
 pub fn validate(key: &str, raw: &str) -> Result<Value, ConfigError> {
     let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
-    let invalid = |why: String| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
+    let invalid = |why: Invalid| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
     let v = parse_text(s.kind, raw).map_err(invalid)?;
     check_range(s, &v).map_err(invalid)?;
     // Only for what the user just typed: a file or environment value with a bad flag is refused at run, where
     // falling back to no extra args would silently start a sandbox without the GPUs or limits asked for.
     if let (Value::List(args), "terminal.docker_extra_args") = (&v, key) {
-        domain::sandbox::check_extra_args(args).map_err(|e| invalid(e.to_string()))?;
+        domain::sandbox::check_extra_args(args).map_err(|e| invalid(Invalid(e.to_string())))?;
     }
     Ok(v)
 }
@@ -203,7 +205,7 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
         let default = default_value(s, inputs.home);
         let mut entry = Entry { setting: s, value: default.clone(), source: Source::Default };
         let mut lenient =
-            |parsed: Result<Option<Value>, String>, source: Source, raw: String, entry: &mut Entry| match parsed
+            |parsed: Result<Option<Value>, Invalid>, source: Source, raw: String, entry: &mut Entry| match parsed
                 .and_then(|v| match v {
                     Some(v) => check_range(s, &v).map(|()| Some(v)),
                     None => Ok(None),
