@@ -30,8 +30,20 @@ pub enum ConfigError {
     InvalidValue { key: String, raw: String, why: Invalid },
     #[error("-c expects KEY=VALUE, got {0:?}")]
     BadOverride(String),
-    #[error("cannot read config file {path}: {message}")]
-    File { path: PathBuf, message: String },
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read config file {path}: {source}")]
+    Yaml {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    #[error("cannot read config file {path}: the top level is not a mapping")]
+    NotAMapping { path: PathBuf },
     #[error("cannot write config file {path}: {source}")]
     Write {
         path: PathBuf,
@@ -133,19 +145,17 @@ pub fn parse_override(arg: &str) -> Result<(String, String), ConfigError> {
 /// Reads and parses a config file; a missing file is `Ok(None)`.
 ///
 /// # Errors
-/// [`ConfigError::File`] when the file exists but cannot be read or is not YAML.
+/// [`ConfigError::Read`] when the file exists but cannot be read, [`ConfigError::Yaml`] when it is not YAML.
 pub fn load_file(path: &Path) -> Result<Option<Yaml>, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ConfigError::File { path: path.to_owned(), message: e.to_string() }),
+        Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
     };
     if text.trim().is_empty() {
         return Ok(None);
     }
-    serde_yaml_ng::from_str(&text)
-        .map(Some)
-        .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })
+    serde_yaml_ng::from_str(&text).map(Some).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })
 }
 
 fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
@@ -374,8 +384,7 @@ fn lock_for(path: &Path) -> Result<std::fs::File, ConfigError> {
 /// any failure, so nothing is left behind.
 fn write_doc(path: &Path, doc: &Yaml) -> Result<(), ConfigError> {
     use std::io::Write as _;
-    let text = serde_yaml_ng::to_string(doc)
-        .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })?;
+    let text = serde_yaml_ng::to_string(doc).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })?;
     let write = || -> std::io::Result<()> {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut tmp = tempfile::Builder::new().prefix(".config.yaml.").suffix(".tmp").tempfile_in(dir)?;
@@ -397,7 +406,7 @@ pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigErr
     let _lock = lock_for(path)?;
     let mut doc = load_file(path)?.unwrap_or(Yaml::Mapping(Default::default()));
     let Yaml::Mapping(root) = &mut doc else {
-        return Err(ConfigError::File { path: path.to_owned(), message: "the top level is not a mapping".to_owned() });
+        return Err(ConfigError::NotAMapping { path: path.to_owned() });
     };
     let section = root.entry(Yaml::String(s.section().to_owned())).or_insert_with(|| Yaml::Mapping(Default::default()));
     if !section.is_mapping() {
