@@ -60,9 +60,10 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             let parsed = config_bridge::validate(key, value).map_err(Failure::usage_of)?;
             crate::mounts::check_setting(ctx, key, &parsed)?;
             let v = config_bridge::set_in_file(&ctx.config_path(), key, value).map_err(|e| match e {
-                config_bridge::ConfigError::Write { .. } | config_bridge::ConfigError::File { .. } => {
-                    Failure::other(e.to_string())
-                }
+                config_bridge::ConfigError::Write { .. }
+                | config_bridge::ConfigError::Read { .. }
+                | config_bridge::ConfigError::Yaml { .. }
+                | config_bridge::ConfigError::NotAMapping { .. } => Failure::other(e.to_string()),
                 other => Failure::usage_of(other),
             })?;
             if ctx.json {

@@ -20,7 +20,7 @@ use thiserror::Error;
 
 pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for, find};
 pub use typed::{Cpus, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
-pub use value::{Value, parse_bool, parse_text};
+pub use value::{Invalid, Value, parse_bool, parse_text};
 
 /// Errors of the config surfaces.
 #[derive(Debug, Error)]
@@ -28,11 +28,23 @@ pub enum ConfigError {
     #[error("unknown setting {0:?} (see `berth config ls`)")]
     UnknownKey(String),
     #[error("invalid value {raw:?} for {key}: {why}")]
-    InvalidValue { key: String, raw: String, why: String },
+    InvalidValue { key: String, raw: String, why: Invalid },
     #[error("-c expects KEY=VALUE, got {0:?}")]
     BadOverride(String),
-    #[error("cannot read config file {path}: {message}")]
-    File { path: PathBuf, message: String },
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read config file {path}: {source}")]
+    Yaml {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
+    #[error("cannot read config file {path}: the top level is not a mapping")]
+    NotAMapping { path: PathBuf },
     #[error("cannot write config file {path}: {source}")]
     Write {
         path: PathBuf,
@@ -134,19 +146,17 @@ pub fn parse_override(arg: &str) -> Result<(String, String), ConfigError> {
 /// Reads and parses a config file; a missing file is `Ok(None)`.
 ///
 /// # Errors
-/// [`ConfigError::File`] when the file exists but cannot be read or is not YAML.
+/// [`ConfigError::Read`] when the file exists but cannot be read, [`ConfigError::Yaml`] when it is not YAML.
 pub fn load_file(path: &Path) -> Result<Option<Yaml>, ConfigError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ConfigError::File { path: path.to_owned(), message: e.to_string() }),
+        Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
     };
     if text.trim().is_empty() {
         return Ok(None);
     }
-    serde_yaml_ng::from_str(&text)
-        .map(Some)
-        .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })
+    serde_yaml_ng::from_str(&text).map(Some).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })
 }
 
 fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
@@ -155,14 +165,16 @@ fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
 
 /// Checks rules beyond the kind: the range of the row's type (e.g. `kanban.failure_limit` ≥ 1, durations ≤
 /// [`MAX_SECONDS`]) and the text settings whose form is checked by the domain.
-fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
+fn check_range(s: &Setting, v: &Value) -> Result<(), Invalid> {
     table::check_type(s.key, v)?;
     match (s.key, v) {
-        ("terminal.cwd", Value::Str(s)) => domain::sandbox::container_cwd(s).map(|_| ()).map_err(|e| e.to_string()),
+        ("terminal.cwd", Value::Str(s)) => {
+            domain::sandbox::container_cwd(s).map(|_| ()).map_err(|e| Invalid(e.to_string()))
+        }
         ("terminal.docker_shm_size", Value::Str(s))
             if !matches!(s.trim(), "" | "0") && domain::sandbox::parse_bytes(s).is_none() =>
         {
-            Err("not a size such as 1g or 512m".to_owned())
+            Err(Invalid::from("not a size such as 1g or 512m"))
         }
         _ => Ok(()),
     }
@@ -174,13 +186,13 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), String> {
 /// [`ConfigError::UnknownKey`] or [`ConfigError::InvalidValue`].
 pub fn validate(key: &str, raw: &str) -> Result<Value, ConfigError> {
     let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
-    let invalid = |why: String| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
+    let invalid = |why: Invalid| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
     let v = parse_text(s.kind, raw).map_err(invalid)?;
     check_range(s, &v).map_err(invalid)?;
     // Only for what the user just typed: a file or environment value with a bad flag is refused at run, where
     // falling back to no extra args would silently start a sandbox without the GPUs or limits asked for.
     if let (Value::List(args), "terminal.docker_extra_args") = (&v, key) {
-        domain::sandbox::check_extra_args(args).map_err(|e| invalid(e.to_string()))?;
+        domain::sandbox::check_extra_args(args).map_err(|e| invalid(Invalid(e.to_string())))?;
     }
     Ok(v)
 }
@@ -204,7 +216,7 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
         let default = default_value(s, inputs.home);
         let mut entry = Entry { setting: s, value: default.clone(), source: Source::Default };
         let mut lenient =
-            |parsed: Result<Option<Value>, String>, source: Source, raw: String, entry: &mut Entry| match parsed
+            |parsed: Result<Option<Value>, Invalid>, source: Source, raw: String, entry: &mut Entry| match parsed
                 .and_then(|v| match v {
                     Some(v) => check_range(s, &v).map(|()| Some(v)),
                     None => Ok(None),
@@ -375,13 +387,13 @@ fn write_edit(path: &Path, doc: &Yaml, section: &str, name: &str, value: Option<
     let original = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(ConfigError::File { path: path.to_owned(), message: e.to_string() }),
+        Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
     };
     match edit::edited(&original, section, name, value, doc) {
         Some(text) => write_text(path, &text),
         None => {
-            let text = serde_yaml_ng::to_string(doc)
-                .map_err(|e| ConfigError::File { path: path.to_owned(), message: e.to_string() })?;
+            let text =
+                serde_yaml_ng::to_string(doc).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })?;
             write_text(path, &text)
         }
     }
@@ -412,7 +424,7 @@ pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigErr
     let _lock = lock_for(path)?;
     let mut doc = load_file(path)?.unwrap_or(Yaml::Mapping(Default::default()));
     let Yaml::Mapping(root) = &mut doc else {
-        return Err(ConfigError::File { path: path.to_owned(), message: "the top level is not a mapping".to_owned() });
+        return Err(ConfigError::NotAMapping { path: path.to_owned() });
     };
     let section = root.entry(Yaml::String(s.section().to_owned())).or_insert_with(|| Yaml::Mapping(Default::default()));
     if !section.is_mapping() {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
 use crate::typed::{Cpus, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
-use crate::value::Value;
+use crate::value::{Invalid, Value};
 
 /// The type of a setting, which fixes how its text is parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,12 +118,12 @@ macro_rules! settings {
             /// The key and the reason of the first value that does not convert.
             pub(crate) fn from_values<'a>(
                 values: impl IntoIterator<Item = &'a Value>,
-            ) -> Result<Self, (&'static str, String)> {
+            ) -> Result<Self, (&'static str, Invalid)> {
                 let mut values = values.into_iter();
                 let mut rows = SETTINGS.iter();
-                let mut next = || -> Result<(&'static str, &'a Value), (&'static str, String)> {
-                    let row = rows.next().ok_or(("", "fewer rows than fields".to_owned()))?;
-                    let value = values.next().ok_or((row.key, "no value".to_owned()))?;
+                let mut next = || -> Result<(&'static str, &'a Value), (&'static str, Invalid)> {
+                    let row = rows.next().ok_or(("", Invalid::from("fewer rows than fields")))?;
+                    let value = values.next().ok_or((row.key, Invalid::from("no value")))?;
                     Ok((row.key, value))
                 };
                 Ok(Self { $( $section: $Section { $( $name: {
@@ -135,7 +135,7 @@ macro_rules! settings {
 
         /// Checks a value against the type of its row (the range check of `config set`, `-c`, file and
         /// environment).
-        pub(crate) fn check_type(key: &str, value: &Value) -> Result<(), String> {
+        pub(crate) fn check_type(key: &str, value: &Value) -> Result<(), Invalid> {
             match key {
                 $( $( k if k == concat!(stringify!($section), ".", stringify!($name)) => {
                     <$ty as FromValue>::from_value(value).map(|_| ())

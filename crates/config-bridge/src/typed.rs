@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use crate::table::Kind;
-use crate::value::Value;
+use crate::value::{Invalid, Value};
 
 /// The largest duration setting berth accepts, in seconds (ten years): past it, time arithmetic would overflow.
 pub const MAX_SECONDS: i64 = 10 * 365 * 24 * 3600;
@@ -25,35 +25,35 @@ pub trait FromValue: Sized {
 
     /// # Errors
     /// A short reason (`-1 is below 1`) when the value is outside the type's range or of another kind.
-    fn from_value(v: &Value) -> Result<Self, String>;
+    fn from_value(v: &Value) -> Result<Self, Invalid>;
 }
 
-fn wrong_kind<T>() -> Result<T, String> {
-    Err("value of the wrong kind".to_owned())
+fn wrong_kind<T>() -> Result<T, Invalid> {
+    Err(Invalid::from("value of the wrong kind".to_owned()))
 }
 
-fn int_in(v: &Value, lo: i64, hi: Option<(i64, &str)>) -> Result<i64, String> {
+fn int_in(v: &Value, lo: i64, hi: Option<(i64, &str)>) -> Result<i64, Invalid> {
     let Value::Int(n) = v else { return wrong_kind() };
     let n = *n;
     if let Some((hi, what)) = hi
         && n > hi
     {
-        return Err(format!("{n} is above {hi}{what}"));
+        return Err(Invalid::from(format!("{n} is above {hi}{what}")));
     }
     match lo {
-        0 if n < 0 => Err(format!("{n} is negative")),
-        1 if n < 1 => Err(format!("{n} is below 1")),
+        0 if n < 0 => Err(Invalid::from(format!("{n} is negative"))),
+        1 if n < 1 => Err(Invalid::from(format!("{n} is below 1"))),
         _ => Ok(n),
     }
 }
 
-fn float_in(v: &Value, hi: f64, what: &str) -> Result<f64, String> {
+fn float_in(v: &Value, hi: f64, what: &str) -> Result<f64, Invalid> {
     let Value::Float(f) = v else { return wrong_kind() };
     let f = *f;
     if f > hi {
-        Err(format!("{f} is above {hi}{what}"))
+        Err(Invalid::from(format!("{f} is above {hi}{what}")))
     } else if f < 0.0 {
-        Err(format!("{f} is negative"))
+        Err(Invalid::from(format!("{f} is negative")))
     } else {
         Ok(f)
     }
@@ -78,7 +78,7 @@ impl Seconds {
 impl FromValue for Seconds {
     const KIND: Kind = Kind::Int;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         int_in(v, 0, Some((MAX_SECONDS, TEN_YEARS))).map(|n| Self(n.unsigned_abs()))
     }
 }
@@ -100,7 +100,7 @@ impl PositiveSeconds {
 impl FromValue for PositiveSeconds {
     const KIND: Kind = Kind::Int;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         int_in(v, 1, Some((MAX_SECONDS, TEN_YEARS))).map(|n| Self(n.unsigned_abs()))
     }
 }
@@ -118,7 +118,7 @@ impl FloatSeconds {
 impl FromValue for FloatSeconds {
     const KIND: Kind = Kind::Float;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         float_in(v, MAX_SECONDS as f64, TEN_YEARS).map(Self)
     }
 }
@@ -136,7 +136,7 @@ impl MemoryMb {
 impl FromValue for MemoryMb {
     const KIND: Kind = Kind::Int;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         int_in(v, 0, Some((MAX_MEMORY_MB, ""))).map(|n| Self(n.unsigned_abs()))
     }
 }
@@ -154,17 +154,21 @@ impl Cpus {
 impl FromValue for Cpus {
     const KIND: Kind = Kind::Float;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         // Written as "1000000", not "1e6", in the message users see.
         let Value::Float(f) = v else { return wrong_kind() };
-        if *f > MAX_CPUS { Err(format!("{f} is above 1000000")) } else { float_in(v, MAX_CPUS, "").map(Self) }
+        if *f > MAX_CPUS {
+            Err(Invalid::from(format!("{f} is above 1000000")))
+        } else {
+            float_in(v, MAX_CPUS, "").map(Self)
+        }
     }
 }
 
 impl FromValue for bool {
     const KIND: Kind = Kind::Bool;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         match v {
             Value::Bool(b) => Ok(*b),
             _ => wrong_kind(),
@@ -176,7 +180,7 @@ impl FromValue for bool {
 impl FromValue for u64 {
     const KIND: Kind = Kind::Int;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         int_in(v, 0, None).map(i64::unsigned_abs)
     }
 }
@@ -185,16 +189,16 @@ impl FromValue for u64 {
 impl FromValue for NonZeroU32 {
     const KIND: Kind = Kind::Int;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         let n = int_in(v, 1, Some((i64::from(u32::MAX), "")))?;
-        u32::try_from(n).ok().and_then(NonZeroU32::new).ok_or_else(|| format!("{n} is out of range"))
+        u32::try_from(n).ok().and_then(NonZeroU32::new).ok_or_else(|| Invalid(format!("{n} is out of range")))
     }
 }
 
 impl FromValue for String {
     const KIND: Kind = Kind::Str;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         match v {
             Value::Str(s) => Ok(s.clone()),
             _ => wrong_kind(),
@@ -205,7 +209,7 @@ impl FromValue for String {
 impl FromValue for Vec<String> {
     const KIND: Kind = Kind::List;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         match v {
             Value::List(l) => Ok(l.clone()),
             _ => wrong_kind(),
@@ -216,7 +220,7 @@ impl FromValue for Vec<String> {
 impl FromValue for BTreeMap<String, String> {
     const KIND: Kind = Kind::Map;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         match v {
             Value::Map(m) => Ok(m.clone()),
             _ => wrong_kind(),
@@ -228,7 +232,7 @@ impl FromValue for BTreeMap<String, String> {
 impl FromValue for Option<u32> {
     const KIND: Kind = Kind::Cap;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         match v {
             Value::Cap(c) => Ok(*c),
             _ => wrong_kind(),
@@ -239,7 +243,7 @@ impl FromValue for Option<u32> {
 impl FromValue for BTreeMap<String, u32> {
     const KIND: Kind = Kind::CapMap;
 
-    fn from_value(v: &Value) -> Result<Self, String> {
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
         match v {
             Value::CapMap(m) => Ok(m.clone()),
             _ => wrong_kind(),

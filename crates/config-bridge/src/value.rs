@@ -7,6 +7,24 @@ use serde_yaml_ng::Value as Yaml;
 
 use crate::table::Kind;
 
+/// Why a value is not valid for its setting (`-1 is below 1`, `expected a whole number`), shown after the key and
+/// the raw text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl From<String> for Invalid {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(s: &str) -> Self {
+        Self(s.to_owned())
+    }
+}
+
 /// A parsed setting value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -29,15 +47,15 @@ pub fn parse_bool(raw: &str) -> Option<bool> {
     }
 }
 
-fn parse_cap(raw: &str) -> Result<Option<u32>, String> {
+fn parse_cap(raw: &str) -> Result<Option<u32>, Invalid> {
     let t = raw.trim();
     if t.is_empty() || t.eq_ignore_ascii_case("none") || t.eq_ignore_ascii_case("null") {
         return Ok(None);
     }
     match t.parse::<i64>() {
-        Ok(n) if n >= 1 => u32::try_from(n).map(Some).map_err(|_| "too large".to_owned()),
-        Ok(n) => Err(format!("{n} is below 1")),
-        Err(_) => Err("not a whole number".to_owned()),
+        Ok(n) if n >= 1 => u32::try_from(n).map(Some).map_err(|_| Invalid::from("too large")),
+        Ok(n) => Err(Invalid::from(format!("{n} is below 1"))),
+        Err(_) => Err(Invalid::from("not a whole number".to_owned())),
     }
 }
 
@@ -50,15 +68,15 @@ fn json_scalar_to_string(v: &Json) -> Option<String> {
     }
 }
 
-fn from_json(kind: Kind, json: &Json) -> Result<Value, String> {
+fn from_json(kind: Kind, json: &Json) -> Result<Value, Invalid> {
     match kind {
         Kind::List => match json {
             Json::Array(items) => items
                 .iter()
-                .map(|i| json_scalar_to_string(i).ok_or_else(|| format!("list item {i} is not a string")))
+                .map(|i| json_scalar_to_string(i).ok_or_else(|| Invalid(format!("list item {i} is not a string"))))
                 .collect::<Result<_, _>>()
                 .map(Value::List),
-            _ => Err("expected a JSON array".to_owned()),
+            _ => Err(Invalid::from("expected a JSON array".to_owned())),
         },
         Kind::Map => match json {
             Json::Object(m) => m
@@ -66,11 +84,11 @@ fn from_json(kind: Kind, json: &Json) -> Result<Value, String> {
                 .map(|(k, v)| {
                     json_scalar_to_string(v)
                         .map(|s| (k.clone(), s))
-                        .ok_or_else(|| format!("value of {k:?} is not a scalar"))
+                        .ok_or_else(|| Invalid(format!("value of {k:?} is not a scalar")))
                 })
                 .collect::<Result<_, _>>()
                 .map(Value::Map),
-            _ => Err("expected a JSON object".to_owned()),
+            _ => Err(Invalid::from("expected a JSON object".to_owned())),
         },
         Kind::CapMap => match json {
             Json::Object(m) => m
@@ -78,17 +96,17 @@ fn from_json(kind: Kind, json: &Json) -> Result<Value, String> {
                 .map(|(k, v)| {
                     let n = v.as_i64().or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()));
                     match n {
-                        Some(n) if n >= 1 => {
-                            u32::try_from(n).map(|n| (k.clone(), n)).map_err(|_| format!("cap of {k:?} is too large"))
-                        }
-                        _ => Err(format!("cap of {k:?} must be a whole number ≥ 1")),
+                        Some(n) if n >= 1 => u32::try_from(n)
+                            .map(|n| (k.clone(), n))
+                            .map_err(|_| Invalid(format!("cap of {k:?} is too large"))),
+                        _ => Err(Invalid::from(format!("cap of {k:?} must be a whole number ≥ 1"))),
                     }
                 })
                 .collect::<Result<_, _>>()
                 .map(Value::CapMap),
-            _ => Err("expected a JSON object".to_owned()),
+            _ => Err(Invalid::from("expected a JSON object".to_owned())),
         },
-        _ => Err("not a structured setting".to_owned()),
+        _ => Err(Invalid::from("not a structured setting".to_owned())),
     }
 }
 
@@ -96,20 +114,20 @@ fn from_json(kind: Kind, json: &Json) -> Result<Value, String> {
 ///
 /// # Errors
 /// A short reason when the text is not a valid value of `kind`.
-pub fn parse_text(kind: Kind, raw: &str) -> Result<Value, String> {
+pub fn parse_text(kind: Kind, raw: &str) -> Result<Value, Invalid> {
     match kind {
         Kind::Bool => {
-            parse_bool(raw).map(Value::Bool).ok_or_else(|| "expected true/false/1/0/yes/no/on/off".to_owned())
+            parse_bool(raw).map(Value::Bool).ok_or_else(|| Invalid::from("expected true/false/1/0/yes/no/on/off"))
         }
-        Kind::Int => raw.trim().parse().map(Value::Int).map_err(|_| "expected a whole number".to_owned()),
+        Kind::Int => raw.trim().parse().map(Value::Int).map_err(|_| Invalid::from("expected a whole number")),
         Kind::Float => match raw.trim().parse::<f64>() {
             Ok(f) if f.is_finite() => Ok(Value::Float(f)),
-            _ => Err("expected a number".to_owned()),
+            _ => Err(Invalid::from("expected a number".to_owned())),
         },
         Kind::Str => Ok(Value::Str(raw.to_owned())),
         Kind::Cap => parse_cap(raw).map(Value::Cap),
         Kind::List | Kind::Map | Kind::CapMap => {
-            let json: Json = serde_json::from_str(raw).map_err(|e| format!("expected valid JSON ({e})"))?;
+            let json: Json = serde_json::from_str(raw).map_err(|e| Invalid(format!("expected valid JSON ({e})")))?;
             from_json(kind, &json)
         }
     }
@@ -119,7 +137,7 @@ pub fn parse_text(kind: Kind, raw: &str) -> Result<Value, String> {
 ///
 /// # Errors
 /// A short reason when the YAML value does not fit `kind`.
-pub fn from_yaml(kind: Kind, yaml: &Yaml) -> Result<Option<Value>, String> {
+pub fn from_yaml(kind: Kind, yaml: &Yaml) -> Result<Option<Value>, Invalid> {
     let scalar = |y: &Yaml| -> Option<String> {
         match y {
             Yaml::String(s) => Some(s.clone()),
@@ -140,7 +158,7 @@ pub fn from_yaml(kind: Kind, yaml: &Yaml) -> Result<Option<Value>, String> {
         Kind::List => match yaml {
             Yaml::Sequence(items) => Value::List(items.iter().filter_map(scalar).collect()),
             Yaml::String(s) => parse_text(kind, s)?,
-            _ => return Err("expected a list".to_owned()),
+            _ => return Err(Invalid::from("expected a list".to_owned())),
         },
         Kind::Map | Kind::CapMap => match yaml {
             Yaml::Mapping(m) => {
@@ -157,7 +175,7 @@ pub fn from_yaml(kind: Kind, yaml: &Yaml) -> Result<Option<Value>, String> {
                 from_json(kind, &json)?
             }
             Yaml::String(s) => parse_text(kind, s)?,
-            _ => return Err("expected a mapping".to_owned()),
+            _ => return Err(Invalid::from("expected a mapping".to_owned())),
         },
     };
     Ok(Some(v))

@@ -16,7 +16,7 @@ use crate::policy::reaper::{
 };
 use crate::policy::reuse::{ReuseDecision, ReusePolicy, select_reusable};
 use crate::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, ProcessProbe, RuntimeError};
-use crate::sandbox::{CreateSpec, SandboxIdentity};
+use crate::sandbox::{CreateSpec, FINGERPRINT_VERSION, SandboxIdentity};
 use crate::time::Timestamp;
 
 /// Errors of sandbox operations.
@@ -97,11 +97,11 @@ const MAX_ROUNDS: u32 = 64;
 /// A [`SandboxError`] when the runtime fails or the sandbox does not settle.
 pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<Acquired, SandboxError> {
     let fingerprint = req.spec.labels.get(crate::label::LABEL_FINGERPRINT).cloned().unwrap_or_default();
-    let policy = ReusePolicy {
+    let mut policy = ReusePolicy {
         persist_across_processes: req.persist_across_processes,
         recreate_on_config_change: req.recreate_on_config_change,
         fingerprint,
-        legacy_fingerprint: Some(req.spec.legacy_fingerprint()),
+        legacy_fingerprint: None,
         air_gapped: req.spec.network_mode.as_deref() == Some("none"),
     };
     let mut notes = Vec::new();
@@ -118,6 +118,13 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
             }
             None => Vec::new(),
         };
+        // The legacy encoding is computed only when a container still carries a pre-v2 label (acquire's hot path
+        // meets v2 labels only).
+        if policy.legacy_fingerprint.is_none()
+            && listed.iter().any(|c| c.fingerprint().is_some_and(|f| !f.starts_with(FINGERPRINT_VERSION)))
+        {
+            policy.legacy_fingerprint = Some(req.spec.legacy_fingerprint());
+        }
         let done = |id: String, action| Acquired {
             id,
             name: String::new(),
