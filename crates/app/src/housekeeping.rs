@@ -266,7 +266,10 @@ impl Housekeeper {
         }
         // Listed after the folders were read: a sandbox created in between claims its folder in this listing.
         let listed = service::list_managed(rt, Some(&self.profile_label)).await?;
-        let live: BTreeSet<String> = listed.iter().filter_map(|c| c.identity().map(str::to_owned)).collect();
+        let mut live: BTreeSet<String> = listed.iter().filter_map(|c| c.identity().map(str::to_owned)).collect();
+        // A finished task's workspace is its output: it stays, container or not, until the task is archived or
+        // removed from its board.
+        live.extend(board_task_digests(&self.home));
         for gone in gone_folders(&seen, &live, self.scope.max_age_secs) {
             match std::fs::remove_dir_all(root.join(&gone.name)) {
                 Ok(()) => tracing::info!(
@@ -279,6 +282,27 @@ impl Housekeeper {
         }
         Ok(())
     }
+}
+
+/// The sandbox identity digests of every task on the boards of `home` that is not archived: their folders are kept.
+/// An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
+fn board_task_digests(home: &std::path::Path) -> Vec<String> {
+    use domain::ids::{ProfileName, TaskId};
+    let path = kanban_store::board_path(home);
+    if !path.exists() {
+        return Vec::new();
+    }
+    let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return Vec::new() };
+    let boards = store.boards().unwrap_or_default();
+    let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
+    slugs
+        .flat_map(|slug| store.tasks(&slug, None, None).unwrap_or_default())
+        .filter(|t| t.status != domain::kanban::TaskStatus::Archived)
+        .filter_map(|t| {
+            let (task, profile) = (TaskId::parse(&t.id).ok()?, ProfileName::parse(t.assignee.as_deref()?).ok()?);
+            Some(domain::sandbox::SandboxIdentity::new(task, profile).digest())
+        })
+        .collect()
 }
 
 fn short(id: &str) -> &str {
