@@ -243,7 +243,7 @@ fn a_huge_claim_ttl_from_the_environment_is_not_a_claim_in_the_past() {
     let expires = task["claim_expires"].as_i64().unwrap();
     assert!(expires > now_ms, "claim expires in the past: {expires} < {now_ms}");
     if let Some(pid) = task["worker_pid"].as_i64() {
-        let _ = Command::new("kill").args(["-KILL", &format!("-{pid}")]).output();
+        crate::support::signal_group(&home, pid, rustix::process::Signal::KILL);
     }
 }
 

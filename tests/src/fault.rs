@@ -98,7 +98,7 @@ fn sigkilled_workers_are_recovered_and_every_task_finishes_without_leaks() {
         for w in v["workers"].as_array().unwrap() {
             if kills < 8 && rng.below(2) == 0 {
                 std::thread::sleep(Duration::from_millis(rng.below(1500)));
-                crate::support::signal_group(w["pid"].as_i64().unwrap(), rustix::process::Signal::KILL);
+                crate::support::signal_group(&home, w["pid"].as_i64().unwrap(), rustix::process::Signal::KILL);
                 kills += 1;
             }
         }

@@ -86,7 +86,7 @@ fn running_task_with_reused_pid(home: &Home, stranger: &Stranger, extra: &[&str]
     let id = home.json(&args)["id"].as_str().unwrap().to_owned();
     home.json(&["-c", "kanban.worker_command=sleep 300", "kanban", "dispatch", "--task", &id]);
     let worker = worker_pid(home, &id);
-    signal_group(worker, Signal::KILL);
+    signal_group(home, worker, Signal::KILL);
     let worker = u32::try_from(worker).unwrap();
     wait_for("the real worker to exit", Duration::from_secs(10), || !running(worker));
     let (_, _, start) = stat(stranger.pid()).unwrap();
@@ -287,7 +287,7 @@ fn a_gateway_stopping_three_timed_out_workers_keeps_ticking_every_second_and_rea
     for id in &ids {
         // Whatever is still running when the test ends is not left behind.
         if let Some(pid) = home.json(&["kanban", "show", id])["task"]["worker_pid"].as_i64() {
-            signal_group(pid, Signal::KILL);
+            signal_group(&home, pid, Signal::KILL);
         }
     }
 }

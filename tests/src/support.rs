@@ -236,14 +236,22 @@ pub fn inspect(id: &str, format: &str) -> String {
 
 /// Sends `sig` to the process `pid` this test started (errors, such as an already gone process, are ignored).
 pub fn signal(pid: u32, sig: rustix::process::Signal) {
-    if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+    if let Some(p) = i32::try_from(pid).ok().filter(|p| *p > 1).and_then(rustix::process::Pid::from_raw) {
         let _ = rustix::process::kill_process(p, sig);
     }
 }
 
-/// Sends `sig` to the process group led by `pid` (a worker this test's dispatcher started).
-pub fn signal_group(pid: i64, sig: rustix::process::Signal) {
-    if let Some(p) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+/// Sends `sig` to the process group led by `pid`, a worker of `home`'s board, but only while `pid` is still such a
+/// worker: its environment names this home. A worker that already exited may have had its pid reused by any process
+/// group leader on the machine (another test's worker, a container's shim, a shell's job); those are never signalled.
+pub fn signal_group(home: &Home, pid: i64, sig: rustix::process::Signal) {
+    let Some(raw) = i32::try_from(pid).ok().filter(|p| *p > 1) else { return };
+    let Ok(environ) = std::fs::read(format!("/proc/{raw}/environ")) else { return };
+    let want = format!("BERTH_HOME={}", home.path().display());
+    if !environ.split(|b| *b == 0).any(|entry| entry == want.as_bytes()) {
+        return;
+    }
+    if let Some(p) = rustix::process::Pid::from_raw(raw) {
         let _ = rustix::process::kill_process_group(p, sig);
     }
 }
