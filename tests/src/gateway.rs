@@ -90,7 +90,7 @@ fn statuses(home: &Home) -> Vec<String> {
 fn kill_workers(home: &Home) {
     for t in home.json(&["kanban", "ls"]).as_array().unwrap() {
         if let Some(pid) = t["worker_pid"].as_i64() {
-            crate::support::signal_group(&home, pid, rustix::process::Signal::KILL);
+            crate::support::signal_group(home, pid, rustix::process::Signal::KILL);
         }
     }
 }

@@ -101,7 +101,7 @@ fn stop_workers(home: &Home) {
     let tasks = home.json(&["kanban", "ls"]);
     for t in tasks.as_array().unwrap() {
         if let Some(pid) = t["worker_pid"].as_i64() {
-            crate::support::signal_group(&home, pid, rustix::process::Signal::KILL);
+            crate::support::signal_group(home, pid, rustix::process::Signal::KILL);
         }
     }
 }
@@ -188,7 +188,7 @@ fn a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit() {
     let c = ["-c", "kanban.worker_command=sleep 300"];
     let kill_worker = |home: &Home| {
         let pid = home.json(&["kanban", "show", &id])["task"]["worker_pid"].as_i64().expect("a worker pid");
-        crate::support::signal_group(&home, pid, rustix::process::Signal::KILL);
+        crate::support::signal_group(home, pid, rustix::process::Signal::KILL);
         let start = Instant::now();
         while std::path::Path::new(&format!("/proc/{pid}")).exists() && start.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(20));
