@@ -187,6 +187,28 @@ fn say(text: &str) {
     println!("\n== {text}");
 }
 
+/// Shell-quotes `a` so the printed line can be pasted back into a shell (`'` becomes `'\''`).
 fn quote(a: &str) -> String {
-    if a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=".contains(c)) { a.to_owned() } else { format!("'{a}'") }
+    if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=".contains(c)) {
+        a.to_owned()
+    } else {
+        format!("'{}'", a.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn quoted_arguments_come_back_whole_through_a_shell() {
+        let args = ["plain", "", "two words", r#"python3 -c 'print("6 x 7 =", 6 * 7)' || echo 'no'"#, "it's $HOME"];
+        let line = args.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ");
+        let out = std::process::Command::new("bash")
+            .args(["-c", &format!(r#"for a in {line}; do printf '%s\0' "$a"; done"#)])
+            .output()
+            .expect("bash runs");
+        let back: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().split_terminator('\0').collect();
+        assert_eq!(back, args);
+    }
 }
