@@ -422,6 +422,39 @@ fn edit_and_rm_fix_a_task_and_are_audited_and_a_typo_assignee_is_refused() {
     assert_eq!(home.run(&["kanban", "rm", &id]).status.code(), Some(2));
 }
 
+/// Asserts `args` fail with exit 2 and one `berth:` line holding `words`.
+fn refused(home: &Home, args: &[&str], words: &str) {
+    let out = home.run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with("berth: ") && err.contains(words), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn create_refuses_a_typo_assignee_and_a_task_the_built_in_worker_cannot_run() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    refused(&home, &["kanban", "create", "t", "--assignee", "alpah", "--command", "true"], "no profile \"alpah\"");
+    refused(&home, &["kanban", "create", "t", "--assignee", "alpha"], "needs a command");
+    refused(&home, &["kanban", "create", "t", "--assignee", "alpha", "--command", "  "], "needs a command");
+    refused(&home, &["kanban", "create", "t"], "--command");
+    assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty(), "nothing was created");
+
+    // The ways out: a profile made later, and an external worker that needs no command.
+    let later = create_task(&home, &["later", "--assignee", "beta", "--allow-unknown-assignee", "--command", "true"]);
+    assert_eq!(home.json(&["kanban", "show", &later])["task"]["assignee"], "beta");
+    let external = ["-c", "kanban.worker_command=my-agent {task_id}"];
+    let agent = home.json(&[external[0], external[1], "kanban", "create", "for an agent", "--assignee", "alpha"]);
+    assert!(agent["command"].is_null(), "{agent}");
+
+    // edit refuses to clear the command the built-in worker needs, and allows it for an external worker.
+    refused(&home, &["kanban", "edit", &later, "--command", ""], "needs a command");
+    assert_eq!(home.json(&["kanban", "show", &later])["task"]["command"], "true");
+    let t = home.json(&[external[0], external[1], "kanban", "edit", &later, "--command", ""]);
+    assert!(t["command"].is_null() || t["command"] == "", "{t}");
+}
+
 #[test]
 fn explain_names_the_assignee_of_deferred_tasks() {
     let home = Home::new();
@@ -496,7 +529,9 @@ fn reap_dry_run_gives_one_reason_in_words_per_row_and_says_when_there_is_nothing
 #[test]
 fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     let home = Home::new();
-    let id = create_task(&home, &["lost", "--assignee", "ghost", "--command", "true"]);
+    let id = create_task(&home, &["lost", "--assignee", "ghost", "--allow-unknown-assignee", "--command", "true"]);
+    // A command-less task, made while an external worker was configured; the gateway runs the built-in one.
+    let bare = create_task(&home, &["bare", "-c", "kanban.worker_command=my-agent", "--assignee", &home.profile]);
     let mut gateway = home
         .cmd()
         .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
@@ -516,4 +551,7 @@ fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {id} "))).collect();
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("\"ghost\", which is no profile here: it will never run"), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {bare} "))).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("has no command and the built-in worker"), "{err}");
 }

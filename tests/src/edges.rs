@@ -398,7 +398,7 @@ fn in_mount_namespace(script: &str) -> Output {
 #[test]
 fn a_healthy_board_on_a_full_or_read_only_disk_is_named_as_such() {
     let home = Home::new();
-    home.ok(&["kanban", "create", "hello"]);
+    home.ok(&["kanban", "create", "hello", "--command", "true"]);
     // A WAL-mode board with committed pages still in its WAL (a process was killed holding it), as a gateway leaves.
     let db = home.path().join("berth-kanban.db");
     let conn = rusqlite::Connection::open(&db).unwrap();

@@ -232,13 +232,16 @@ pub enum KanbanCmd {
     Create {
         /// One line saying what the task is.
         title: String,
-        /// Profile that works on it.
+        /// Profile that works on it (must exist unless --allow-unknown-assignee).
         #[arg(long)]
         assignee: Option<String>,
+        /// Accept an assignee profile that does not exist (yet): its tasks wait until it is created.
+        #[arg(long)]
+        allow_unknown_assignee: bool,
         /// Longer description, for the worker.
         #[arg(long)]
         body: Option<String>,
-        /// Shell command the built-in worker runs in the task's sandbox.
+        /// Shell command the built-in worker runs in the task's sandbox (required unless kanban.worker_command is set).
         #[arg(long)]
         command: Option<String>,
         /// A task that must be done first (repeatable).

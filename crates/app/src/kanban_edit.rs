@@ -26,6 +26,21 @@ pub fn check_assignee(ctx: &Ctx, assignee: &str, allow: bool) -> Result<(), Fail
     )))
 }
 
+/// Refuses a task the built-in worker could never run: no command (or a blank one) while `kanban.worker_command` is
+/// empty. Such a task would be dispatched, fail at once and be retried until the breaker blocks it.
+///
+/// # Errors
+/// A usage failure saying what to give.
+pub fn check_command(ctx: &Ctx, command: Option<&str>) -> Result<(), Failure> {
+    if !ctx.settings.kanban.worker_command.trim().is_empty() || command.is_some_and(|c| !c.trim().is_empty()) {
+        return Ok(());
+    }
+    Err(Failure::usage(
+        "a task for the built-in worker needs a command: give --command 'CMD' (or set kanban.worker_command for an \
+         external worker)",
+    ))
+}
+
 /// `kanban edit` / `kanban rm`.
 ///
 /// # Errors
@@ -36,6 +51,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             if let Some(a) = assignee.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
                 ProfileName::parse(a).map_err(Failure::usage_of)?;
                 check_assignee(ctx, a, *allow_unknown_assignee)?;
+            }
+            if let Some(c) = command.as_deref() {
+                check_command(ctx, Some(c))?;
             }
             if max_runtime.is_some_and(|m| m < 1) {
                 return Err(Failure::usage("--max-runtime must be at least 1"));

@@ -113,6 +113,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Create {
             title,
             assignee,
+            allow_unknown_assignee,
             body,
             command,
             parents,
@@ -124,9 +125,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         } => {
             let b = slug(&board.board)?;
             if let Some(a) = assignee.as_deref().filter(|a| !a.trim().is_empty()) {
-                // Unknown assignees are allowed (control-plane lanes); a malformed one is not.
                 ProfileName::parse(a.trim()).map_err(Failure::usage_of)?;
+                crate::kanban_edit::check_assignee(ctx, a, *allow_unknown_assignee)?;
             }
+            crate::kanban_edit::check_command(ctx, command.as_deref())?;
             if max_runtime.is_some_and(|m| m < 1) || max_retries.is_some_and(|m| m < 1) {
                 return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
             }
