@@ -555,3 +555,164 @@ fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("has no command and the built-in worker"), "{err}");
 }
+
+/// Whether `s` is an RFC 3339 date-time: `YYYY-MM-DDTHH:MM:SS`, optional fraction, then `Z` or `±HH:MM`.
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shape = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && matches!(b[10], b'T' | b't')
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    if !shape {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    let zone = rest.as_bytes();
+    rest == "Z"
+        || rest == "z"
+        || (zone.len() == 6
+            && matches!(zone[0], b'+' | b'-')
+            && zone[1..3].iter().all(u8::is_ascii_digit)
+            && zone[3] == b':'
+            && zone[4..6].iter().all(u8::is_ascii_digit))
+}
+
+/// Whether a JSON key names a point in time.
+fn is_timestamp_key(key: &str) -> bool {
+    key.ends_with("_at")
+        || key.ends_with("_since")
+        || ["at", "created", "finished", "expires", "claim_expires"].contains(&key)
+}
+
+/// Walks `v`, checking every timestamp-named field is null or RFC 3339; records each key seen with a value.
+fn check_timestamps(cmd: &str, v: &serde_json::Value, seen: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                if is_timestamp_key(k) {
+                    match x {
+                        // `created: true` (board create) is a flag, not a time.
+                        serde_json::Value::Null | serde_json::Value::Bool(_) => {}
+                        serde_json::Value::String(s) if is_rfc3339(s) => {
+                            seen.insert(k.clone());
+                        }
+                        other => panic!("{cmd}: {k} is {other}, not RFC 3339"),
+                    }
+                }
+                check_timestamps(cmd, x, seen);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|x| check_timestamps(cmd, x, seen)),
+        _ => {}
+    }
+}
+
+#[test]
+fn rfc3339_checker_accepts_and_refuses_what_it_should() {
+    for good in ["2026-11-26T05:51:42Z", "2026-11-26T05:51:42.123456789Z", "2026-11-26T05:51:42+01:00"] {
+        assert!(is_rfc3339(good), "{good}");
+    }
+    for bad in ["1795672112055", "2026-11-26 05:51:42", "2026-11-26T05:51:42", "2026-11-26T05:51:42.Z", "yesterday"] {
+        assert!(!is_rfc3339(bad), "{bad}");
+    }
+}
+
+#[test]
+fn every_timestamp_in_every_json_output_is_rfc3339() {
+    let home = Home::on(&Engine::docker());
+    let me = home.profile.clone();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut check = |home: &Home, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = home.ok(&all);
+        // One document, or one per line (`kanban tail`).
+        let docs: Vec<serde_json::Value> = match serde_json::from_str(&out) {
+            Ok(v) => vec![v],
+            Err(_) => {
+                out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: {e}: {l}"))).collect()
+            }
+        };
+        assert!(!docs.is_empty(), "{args:?} printed nothing");
+        for v in &docs {
+            check_timestamps(&format!("{args:?}"), v, &mut seen);
+        }
+        docs.into_iter().next().unwrap()
+    };
+
+    // The board: a task that runs to its end under a gateway (claims, confirmation, run rows, events).
+    check(&home, &["kanban", "board", "create", "second"]);
+    let id = check(&home, &["kanban", "create", "stamped", "--assignee", &me, "--command", "echo hi"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    check(&home, &["kanban", "create", "waiting", "--assignee", &me, "--command", "true", "--board", "second"]);
+    check(&home, &["kanban", "dispatch", "--dry-run", "--explain"]);
+    check(&home, &["kanban", "dispatch", "--all-boards", "--dry-run"]);
+    check(&home, &["kanban", "board", "ls"]);
+    check(&home, &["kanban", "edit", &id, "--priority", "3"]);
+    let mut gateway = home
+        .cmd()
+        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("berth runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while home.json(&["kanban", "show", &id])["task"]["status"] != "done" {
+        assert!(Instant::now() < deadline, "the task did not finish: {}", home.json(&["kanban", "show", &id]));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    check(&home, &["gateway", "status"]);
+    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
+    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    check(&home, &["gateway", "status"]);
+    check(&home, &["kanban", "show", &id]);
+    check(&home, &["kanban", "ls"]);
+    check(&home, &["kanban", "ls", "--all-boards"]);
+    check(&home, &["kanban", "tail", &id, "--no-follow"]);
+    check(&home, &["kanban", "logs", &id]);
+    check(&home, &["kanban", "dispatch"]);
+
+    // Sandboxes: running, then stopped (the engine's own times).
+    let ensured = check(&home, &["sandbox", "ensure", "--task", "stamps"]);
+    let cid = ensured["id"].as_str().unwrap().to_owned();
+    check(&home, &["sandbox", "ls"]);
+    check(&home, &["sandbox", "top", &cid]);
+    assert!(home.docker(&["stop", "-t", "0", &cid]).status.success());
+    check(&home, &["sandbox", "ls", "--size"]);
+    check(&home, &["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    check(&home, &["sandbox", "rm", "--task", "stamps"]);
+
+    // The walk met the timestamps of each kind (so it cannot pass by seeing none).
+    for key in [
+        "created_at",
+        "started_at",
+        "completed_at",
+        "confirmed_at",
+        "ended_at",
+        "expires",
+        "at",
+        "stopped_at",
+        "created",
+        "finished",
+    ] {
+        assert!(seen.contains(key), "no {key} with a value was seen: {seen:?}");
+    }
+}
