@@ -74,8 +74,9 @@ fn pty(rows: u16, cols: u16) -> (File, File) {
     (File::from(master), slave)
 }
 
-/// Collects everything the master end reads, on a thread, until the slave side is closed.
-fn collect(mut master: File) -> Arc<Mutex<Vec<u8>>> {
+/// Collects everything `master` (a pty's master end, a child's stdout) reads, on a thread, until the other side
+/// is closed.
+fn collect(mut master: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&seen);
     std::thread::spawn(move || {
@@ -715,4 +716,37 @@ fn every_timestamp_in_every_json_output_is_rfc3339() {
     ] {
         assert!(seen.contains(key), "no {key} with a value was seen: {seen:?}");
     }
+}
+
+#[test]
+fn sandbox_logs_shows_the_containers_own_output_by_task_or_id_and_follows_until_it_stops() {
+    let home = Home::on(&Engine::docker());
+    home.ok(&["run", "--task", "L", "--", "sh", "-c", "echo one > /proc/1/fd/1; echo two > /proc/1/fd/2"]);
+    let out = home.run(&["sandbox", "logs", "--task", "L"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\n", "stdout stays stdout");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "two\n", "stderr stays stderr");
+    let id = home.containers().remove(0);
+    let v = home.json(&["sandbox", "logs", &id[..12], "--tail", "1"]);
+    assert_eq!(v["id"], id.as_str());
+    assert_eq!(v["lines"], serde_json::json!([{"stream": "stderr", "line": "two"}]), "{v}");
+
+    // -f prints what comes, and ends (exit 0) when the sandbox stops.
+    let mut follow = home
+        .cmd()
+        .args(["sandbox", "logs", "-f", "--task", "L"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("berth runs");
+    let seen = collect(follow.stdout.take().unwrap());
+    assert!(saw(&seen, "one\n", Duration::from_secs(20)), "the old output first");
+    home.ok(&["run", "--task", "L", "--", "sh", "-c", "echo three > /proc/1/fd/1"]);
+    assert!(saw(&seen, "three\n", Duration::from_secs(20)), "{:?}", String::from_utf8_lossy(&seen.lock().unwrap()));
+    assert!(home.docker(&["stop", "-t", "1", &id]).status.success());
+    assert!(wait_within(&mut follow, Duration::from_secs(30)).success());
+
+    // Mistakes: one line, exit 2.
+    refused(&home, &["sandbox", "logs", "nope"], "no sandbox \"nope\"");
+    refused(&home, &["sandbox", "logs", "-f", "--task", "L", "--json"], "drop --json");
 }

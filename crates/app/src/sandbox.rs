@@ -312,7 +312,10 @@ pub fn summary_json(c: &ContainerSummary) -> serde_json::Value {
 }
 
 /// The managed containers that belong to `identity` (any mode, hermes-made ones included).
-async fn identity_containers(rt: &DockerRuntime, identity: &SandboxIdentity) -> Result<Vec<ContainerSummary>, Failure> {
+pub(crate) async fn identity_containers(
+    rt: &DockerRuntime,
+    identity: &SandboxIdentity,
+) -> Result<Vec<ContainerSummary>, Failure> {
     let listed = rt.list(&domain::ports::ListQuery { labels: identity.upstream_labels(), states: Vec::new() }).await?;
     Ok(listed
         .into_iter()
@@ -348,6 +351,9 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         }
         SandboxCmd::Ls { all_profiles, size } => crate::sandbox_cost::ls(ctx, *all_profiles, *size).await,
         SandboxCmd::Top { id, all_profiles } => crate::sandbox_cost::top(ctx, id, *all_profiles).await,
+        SandboxCmd::Logs { id, task, all_profiles, tail, follow } => {
+            crate::sandbox_logs::logs(ctx, id.as_deref(), task.as_deref(), *all_profiles, *tail, *follow).await
+        }
         SandboxCmd::Release { task, force } => release(ctx, &task.task, *force).await,
         SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
