@@ -727,9 +727,13 @@ fn sandbox_logs_shows_the_containers_own_output_by_task_or_id_and_follows_until_
     assert_eq!(String::from_utf8_lossy(&out.stdout), "one\n", "stdout stays stdout");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "two\n", "stderr stays stderr");
     let id = home.containers().remove(0);
-    let v = home.json(&["sandbox", "logs", &id[..12], "--tail", "1"]);
+    let v = home.json(&["sandbox", "logs", &id[..12]]);
     assert_eq!(v["id"], id.as_str());
-    assert_eq!(v["lines"], serde_json::json!([{"stream": "stderr", "line": "two"}]), "{v}");
+    // The engine keeps each stream's order; between the two streams, writes this close may come either way.
+    let mut lines: Vec<String> =
+        v["lines"].as_array().unwrap().iter().map(|l| format!("{}:{}", l["stream"], l["line"])).collect();
+    lines.sort();
+    assert_eq!(lines, ["\"stderr\":\"two\"", "\"stdout\":\"one\""], "{v}");
 
     // -f prints what comes, and ends (exit 0) when the sandbox stops.
     let mut follow = home
@@ -743,10 +747,76 @@ fn sandbox_logs_shows_the_containers_own_output_by_task_or_id_and_follows_until_
     assert!(saw(&seen, "one\n", Duration::from_secs(20)), "the old output first");
     home.ok(&["run", "--task", "L", "--", "sh", "-c", "echo three > /proc/1/fd/1"]);
     assert!(saw(&seen, "three\n", Duration::from_secs(20)), "{:?}", String::from_utf8_lossy(&seen.lock().unwrap()));
+    let v = home.json(&["sandbox", "logs", "--task", "L", "--tail", "1"]);
+    assert_eq!(v["lines"], serde_json::json!([{"stream": "stdout", "line": "three"}]), "{v}");
     assert!(home.docker(&["stop", "-t", "1", &id]).status.success());
     assert!(wait_within(&mut follow, Duration::from_secs(30)).success());
 
     // Mistakes: one line, exit 2.
     refused(&home, &["sandbox", "logs", "nope"], "no sandbox \"nope\"");
     refused(&home, &["sandbox", "logs", "-f", "--task", "L", "--json"], "drop --json");
+}
+
+#[test]
+fn long_work_shows_progress_on_a_terminal_and_nothing_when_stderr_is_not_one() {
+    let home = Home::on(&Engine::docker());
+    // Workers that ignore SIGTERM: each stop waits out the whole grace period (5 s) before its SIGKILL.
+    let stubborn = "kanban.worker_command=trap '' TERM; sleep 300";
+    let started = |home: &Home, title: &str| -> String {
+        let id = create_task(home, &[title, "--assignee", &home.profile, "--command", "true"]);
+        home.ok(&["-c", stubborn, "kanban", "dispatch", "--task", &id]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !home.json(&["kanban", "show", &id])["task"]["confirmed_at"].is_string() {
+            assert!(Instant::now() < deadline, "the worker of {id} did not confirm its run");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        id
+    };
+
+    // stderr not a terminal: not one byte of progress.
+    let quiet = started(&home, "quiet");
+    let out = home.run(&["kanban", "block", &quiet]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("blocked {quiet}\n"));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    home.ok(&["sandbox", "ensure", "--task", "box"]);
+    let out = home.run(&["sandbox", "rm", "--task", "box"]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // stderr a terminal: the note shows at once, counts the seconds in place, and is erased at the end; stdout is
+    // untouched.
+    let shown = started(&home, "shown");
+    let (master, slave) = pty(24, 120);
+    let mut child =
+        home.cmd().args(["kanban", "block", &shown]).stdout(Stdio::piped()).stderr(slave).spawn().expect("berth runs");
+    let seen = collect(master);
+    assert!(wait_within(&mut child, Duration::from_secs(30)).success());
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert_eq!(stdout, format!("blocked {shown}\n"));
+    let note = format!("berth: stopping the worker of {shown} … ");
+    assert!(
+        saw(&seen, &format!("{note}0s"), Duration::from_secs(5)),
+        "{:?}",
+        String::from_utf8_lossy(&seen.lock().unwrap())
+    );
+    assert!(saw(&seen, &format!("\r\x1b[K{note}3s"), Duration::from_secs(5)), "it counts while it waits");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !String::from_utf8_lossy(&seen.lock().unwrap()).ends_with("\r\x1b[K") {
+        assert!(Instant::now() < deadline, "the note is erased at the end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The same for a sandbox being stopped and removed.
+    home.ok(&["sandbox", "ensure", "--task", "box"]);
+    let (master, slave) = pty(24, 120);
+    let mut child =
+        home.cmd().args(["sandbox", "rm", "--task", "box"]).stdout(Stdio::null()).stderr(slave).spawn().unwrap();
+    let seen = collect(master);
+    assert!(wait_within(&mut child, Duration::from_secs(60)).success());
+    assert!(
+        saw(&seen, "berth: releasing berth-", Duration::from_secs(5)),
+        "{:?}",
+        String::from_utf8_lossy(&seen.lock().unwrap())
+    );
 }

@@ -88,9 +88,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             let mut store = kanban::open_store(ctx)?;
             let had_runs = !store.runs(id)?.is_empty();
             let (t, w) = store.remove(id, now)?;
-            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             if let Some(assignee) = t.assignee.as_deref().filter(|_| had_runs) {
-                worker::remove_task_sandbox(ctx, &t.id, assignee).await;
+                worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
             }
             if ctx.json {
                 output::json(&serde_json::json!({"removed": t.id, "board": t.board}));

@@ -335,8 +335,12 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let rt = connect(ctx).await?;
             let req = request(ctx, &rt, identity).await?;
             maybe_reap(ctx, &rt).await;
-            output::progress(ctx.json, &format!("acquiring sandbox {} …", req.spec.name));
-            let got = service::acquire(&rt, &req).await?;
+            let got = output::with_progress(
+                ctx.json,
+                &format!("acquiring sandbox {}", req.spec.name),
+                service::acquire(&rt, &req),
+            )
+            .await?;
             for note in &got.notes {
                 tracing::warn!("{note}");
             }
@@ -364,8 +368,8 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let profile = profile_label(ctx);
             let host = Some(crate::context::hostname());
             let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
-            output::progress(ctx.json, "sweeping stale sandboxes …");
-            let report = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run).await?;
+            let sweep = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
+            let report = output::with_progress(ctx.json, "sweeping stale sandboxes", sweep).await?;
             print_reap(ctx, &report);
             Ok(if report.failed.is_empty() { 0 } else { 1 })
         }
@@ -381,7 +385,10 @@ async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
     for c in &targets {
         // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
         let ephemeral = c.label(domain::label::LABEL_MODE) == Some("ephemeral");
-        let plan = service::release(&rt, Some(&c.id), ReleaseMode::new(persist && !ephemeral, force)).await?;
+        let mode = ReleaseMode::new(persist && !ephemeral, force);
+        let plan =
+            output::with_progress(ctx.json, &format!("releasing {}", c.name), service::release(&rt, Some(&c.id), mode))
+                .await?;
         results.push((c, plan));
     }
     if ctx.json {
