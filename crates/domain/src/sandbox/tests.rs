@@ -385,7 +385,8 @@ fn a_drift_names_the_fields_and_settings_that_changed_and_nothing_else() {
     let base = fields(&settings());
     assert_eq!(base.split(',').count(), 21, "{base}");
     assert!(changed_fields(Some(&base), &base).is_empty());
-    let cases: [(fn(&mut SandboxSettings), &[&str]); 5] = [
+    type Change = fn(&mut SandboxSettings);
+    let cases: [(Change, &[&str]); 5] = [
         (|s| s.memory_mb = 1024, &["memory_bytes (terminal.container_memory)"]),
         (|s| s.image = "img:2".into(), &["image (terminal.docker_image)"]),
         (|s| s.env = BTreeMap::from([("A".into(), "1".into())]), &["env (terminal.docker_env)"]),
