@@ -454,6 +454,15 @@ fn create_refuses_a_typo_assignee_and_a_task_the_built_in_worker_cannot_run() {
     assert_eq!(home.json(&["kanban", "show", &later])["task"]["command"], "true");
     let t = home.json(&[external[0], external[1], "kanban", "edit", &later, "--command", ""]);
     assert!(t["command"].is_null() || t["command"] == "", "{t}");
+    // An edit that keeps a task command-less is refused too; one that gives it a command is the fix.
+    let id = agent["id"].as_str().unwrap();
+    refused(&home, &["kanban", "edit", id, "--title", "renamed"], "needs a command");
+    assert_eq!(home.json(&["kanban", "show", id])["task"]["title"], "for an agent");
+    let t = home.json(&["kanban", "edit", id, "--title", "renamed", "--command", "echo fixed"]);
+    assert_eq!((&t["title"], &t["command"]), (&"renamed".into(), &"echo fixed".into()), "{t}");
+    // A finished task may be edited as it is (its record, not its future).
+    home.ok(&["kanban", "complete", &later]);
+    home.ok(&["kanban", "edit", &later, "--title", "done and renamed"]);
 }
 
 #[test]

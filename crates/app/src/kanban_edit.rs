@@ -2,6 +2,7 @@
 //! a task assigned to a profile that does not exist would otherwise wait forever as "non-spawnable".
 
 use domain::ids::ProfileName;
+use domain::kanban::TaskStatus;
 use domain::ports::ProfileResolver;
 use domain::time::Timestamp;
 use kanban_store::TaskEdit;
@@ -52,9 +53,6 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
                 ProfileName::parse(a).map_err(Failure::usage_of)?;
                 check_assignee(ctx, a, *allow_unknown_assignee)?;
             }
-            if let Some(c) = command.as_deref() {
-                check_command(ctx, Some(c))?;
-            }
             if max_runtime.is_some_and(|m| m < 1) {
                 return Err(Failure::usage("--max-runtime must be at least 1"));
             }
@@ -77,7 +75,14 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
                     "nothing to change: give --title, --body, --command, --priority, --assignee or --max-runtime",
                 ));
             }
-            let t = kanban::open_store(ctx)?.edit(id, &edit, now)?;
+            let mut store = kanban::open_store(ctx)?;
+            // An edit that leaves an unfinished task without the command the built-in worker needs is refused,
+            // whether it clears the command or keeps a missing one.
+            let before = store.task(id)?;
+            if !matches!(before.status, TaskStatus::Done | TaskStatus::Archived) {
+                check_command(ctx, command.as_deref().or(before.command.as_deref()))?;
+            }
+            let t = store.edit(id, &edit, now)?;
             if ctx.json {
                 output::json(&serde_json::to_value(&t).unwrap_or_default());
             } else {
