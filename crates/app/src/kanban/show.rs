@@ -83,7 +83,9 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
     output::line("");
     output::line("Events:");
     for e in events {
-        output::line(&format!("  {}  {:<16} {}", ms(Some(e.created_at)), e.kind, e.payload));
+        // The payload as `--json` shows it (its timestamps in RFC 3339).
+        let payload = serde_json::to_value(e).map(|v| v["payload"].clone()).unwrap_or_default();
+        output::line(&format!("  {}  {:<16} {payload}", ms(Some(e.created_at)), e.kind));
     }
     output::line("");
     output::line("Runs:");
