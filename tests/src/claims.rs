@@ -213,7 +213,7 @@ fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
     home.ok(&["kanban", "dispatch"]);
     let pid = poll(20, "the worker's confirmation", || {
         let t = &home.json(&["kanban", "show", &id])["task"];
-        t["confirmed_at"].as_i64().and(t["worker_pid"].as_i64())
+        t["confirmed_at"].as_str().and(t["worker_pid"].as_i64())
     });
     let row = |home: &Home| home.json(&["kanban", "ls"])[0].clone();
     assert_eq!((row(&home)["status"].as_str(), row(&home)["worker_alive"].as_bool()), (Some("running"), Some(true)));

@@ -74,8 +74,9 @@ fn pty(rows: u16, cols: u16) -> (File, File) {
     (File::from(master), slave)
 }
 
-/// Collects everything the master end reads, on a thread, until the slave side is closed.
-fn collect(mut master: File) -> Arc<Mutex<Vec<u8>>> {
+/// Collects everything `master` (a pty's master end, a child's stdout) reads, on a thread, until the other side
+/// is closed.
+fn collect(mut master: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&seen);
     std::thread::spawn(move || {
@@ -422,6 +423,48 @@ fn edit_and_rm_fix_a_task_and_are_audited_and_a_typo_assignee_is_refused() {
     assert_eq!(home.run(&["kanban", "rm", &id]).status.code(), Some(2));
 }
 
+/// Asserts `args` fail with exit 2 and one `berth:` line holding `words`.
+fn refused(home: &Home, args: &[&str], words: &str) {
+    let out = home.run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.starts_with("berth: ") && err.contains(words), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn create_refuses_a_typo_assignee_and_a_task_the_built_in_worker_cannot_run() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    refused(&home, &["kanban", "create", "t", "--assignee", "alpah", "--command", "true"], "no profile \"alpah\"");
+    refused(&home, &["kanban", "create", "t", "--assignee", "alpha"], "needs a command");
+    refused(&home, &["kanban", "create", "t", "--assignee", "alpha", "--command", "  "], "needs a command");
+    refused(&home, &["kanban", "create", "t"], "--command");
+    assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty(), "nothing was created");
+
+    // The ways out: a profile made later, and an external worker that needs no command.
+    let later = create_task(&home, &["later", "--assignee", "beta", "--allow-unknown-assignee", "--command", "true"]);
+    assert_eq!(home.json(&["kanban", "show", &later])["task"]["assignee"], "beta");
+    let external = ["-c", "kanban.worker_command=my-agent {task_id}"];
+    let agent = home.json(&[external[0], external[1], "kanban", "create", "for an agent", "--assignee", "alpha"]);
+    assert!(agent["command"].is_null(), "{agent}");
+
+    // edit refuses to clear the command the built-in worker needs, and allows it for an external worker.
+    refused(&home, &["kanban", "edit", &later, "--command", ""], "needs a command");
+    assert_eq!(home.json(&["kanban", "show", &later])["task"]["command"], "true");
+    let t = home.json(&[external[0], external[1], "kanban", "edit", &later, "--command", ""]);
+    assert!(t["command"].is_null() || t["command"] == "", "{t}");
+    // An edit that keeps a task command-less is refused too; one that gives it a command is the fix.
+    let id = agent["id"].as_str().unwrap();
+    refused(&home, &["kanban", "edit", id, "--title", "renamed"], "needs a command");
+    assert_eq!(home.json(&["kanban", "show", id])["task"]["title"], "for an agent");
+    let t = home.json(&["kanban", "edit", id, "--title", "renamed", "--command", "echo fixed"]);
+    assert_eq!((&t["title"], &t["command"]), (&"renamed".into(), &"echo fixed".into()), "{t}");
+    // A finished task may be edited as it is (its record, not its future).
+    home.ok(&["kanban", "complete", &later]);
+    home.ok(&["kanban", "edit", &later, "--title", "done and renamed"]);
+}
+
 #[test]
 fn explain_names_the_assignee_of_deferred_tasks() {
     let home = Home::new();
@@ -496,7 +539,9 @@ fn reap_dry_run_gives_one_reason_in_words_per_row_and_says_when_there_is_nothing
 #[test]
 fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     let home = Home::new();
-    let id = create_task(&home, &["lost", "--assignee", "ghost", "--command", "true"]);
+    let id = create_task(&home, &["lost", "--assignee", "ghost", "--allow-unknown-assignee", "--command", "true"]);
+    // A command-less task, made while an external worker was configured; the gateway runs the built-in one.
+    let bare = create_task(&home, &["bare", "-c", "kanban.worker_command=my-agent", "--assignee", &home.profile]);
     let mut gateway = home
         .cmd()
         .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
@@ -516,4 +561,271 @@ fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {id} "))).collect();
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("\"ghost\", which is no profile here: it will never run"), "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {bare} "))).collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(warnings[0].contains("has no command and the built-in worker"), "{err}");
+}
+
+/// Whether `s` is an RFC 3339 date-time: `YYYY-MM-DDTHH:MM:SS`, optional fraction, then `Z` or `±HH:MM`.
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let shape = b.len() >= 20
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && matches!(b[10], b'T' | b't')
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19);
+    if !shape {
+        return false;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    let zone = rest.as_bytes();
+    rest == "Z"
+        || rest == "z"
+        || (zone.len() == 6
+            && matches!(zone[0], b'+' | b'-')
+            && zone[1..3].iter().all(u8::is_ascii_digit)
+            && zone[3] == b':'
+            && zone[4..6].iter().all(u8::is_ascii_digit))
+}
+
+/// Whether a JSON key names a point in time.
+fn is_timestamp_key(key: &str) -> bool {
+    key.ends_with("_at")
+        || key.ends_with("_since")
+        || ["at", "created", "finished", "expires", "claim_expires"].contains(&key)
+}
+
+/// Walks `v`, checking every timestamp-named field is null or RFC 3339; records each key seen with a value.
+fn check_timestamps(cmd: &str, v: &serde_json::Value, seen: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                if is_timestamp_key(k) {
+                    match x {
+                        // `created: true` (board create) is a flag, not a time.
+                        serde_json::Value::Null | serde_json::Value::Bool(_) => {}
+                        serde_json::Value::String(s) if is_rfc3339(s) => {
+                            seen.insert(k.clone());
+                        }
+                        other => panic!("{cmd}: {k} is {other}, not RFC 3339"),
+                    }
+                }
+                check_timestamps(cmd, x, seen);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|x| check_timestamps(cmd, x, seen)),
+        _ => {}
+    }
+}
+
+#[test]
+fn rfc3339_checker_accepts_and_refuses_what_it_should() {
+    for good in ["2026-11-26T05:51:42Z", "2026-11-26T05:51:42.123456789Z", "2026-11-26T05:51:42+01:00"] {
+        assert!(is_rfc3339(good), "{good}");
+    }
+    for bad in ["1795672112055", "2026-11-26 05:51:42", "2026-11-26T05:51:42", "2026-11-26T05:51:42.Z", "yesterday"] {
+        assert!(!is_rfc3339(bad), "{bad}");
+    }
+}
+
+#[test]
+fn every_timestamp_in_every_json_output_is_rfc3339() {
+    let home = Home::on(&Engine::docker());
+    let me = home.profile.clone();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut check = |home: &Home, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = home.ok(&all);
+        // One document, or one per line (`kanban tail`).
+        let docs: Vec<serde_json::Value> = match serde_json::from_str(&out) {
+            Ok(v) => vec![v],
+            Err(_) => {
+                out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{args:?}: {e}: {l}"))).collect()
+            }
+        };
+        assert!(!docs.is_empty(), "{args:?} printed nothing");
+        for v in &docs {
+            check_timestamps(&format!("{args:?}"), v, &mut seen);
+        }
+        docs.into_iter().next().unwrap()
+    };
+
+    // The board: a task that runs to its end under a gateway (claims, confirmation, run rows, events).
+    check(&home, &["kanban", "board", "create", "second"]);
+    let id = check(&home, &["kanban", "create", "stamped", "--assignee", &me, "--command", "echo hi"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    check(&home, &["kanban", "create", "waiting", "--assignee", &me, "--command", "true", "--board", "second"]);
+    check(&home, &["kanban", "dispatch", "--dry-run", "--explain"]);
+    check(&home, &["kanban", "dispatch", "--all-boards", "--dry-run"]);
+    check(&home, &["kanban", "board", "ls"]);
+    check(&home, &["kanban", "edit", &id, "--priority", "3"]);
+    let mut gateway = home
+        .cmd()
+        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("berth runs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while home.json(&["kanban", "show", &id])["task"]["status"] != "done" {
+        assert!(Instant::now() < deadline, "the task did not finish: {}", home.json(&["kanban", "show", &id]));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    check(&home, &["gateway", "status"]);
+    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
+    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    check(&home, &["gateway", "status"]);
+    check(&home, &["kanban", "show", &id]);
+    check(&home, &["kanban", "ls"]);
+    check(&home, &["kanban", "ls", "--all-boards"]);
+    check(&home, &["kanban", "tail", &id, "--no-follow"]);
+    check(&home, &["kanban", "logs", &id]);
+    check(&home, &["kanban", "dispatch"]);
+
+    // Sandboxes: running, then stopped (the engine's own times).
+    let ensured = check(&home, &["sandbox", "ensure", "--task", "stamps"]);
+    let cid = ensured["id"].as_str().unwrap().to_owned();
+    check(&home, &["sandbox", "ls"]);
+    check(&home, &["sandbox", "top", &cid]);
+    assert!(home.docker(&["stop", "-t", "0", &cid]).status.success());
+    check(&home, &["sandbox", "ls", "--size"]);
+    check(&home, &["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    check(&home, &["sandbox", "rm", "--task", "stamps"]);
+
+    // The walk met the timestamps of each kind (so it cannot pass by seeing none).
+    for key in [
+        "created_at",
+        "started_at",
+        "completed_at",
+        "confirmed_at",
+        "ended_at",
+        "expires",
+        "at",
+        "stopped_at",
+        "created",
+        "finished",
+    ] {
+        assert!(seen.contains(key), "no {key} with a value was seen: {seen:?}");
+    }
+}
+
+#[test]
+fn sandbox_logs_shows_the_containers_own_output_by_task_or_id_and_follows_until_it_stops() {
+    let home = Home::on(&Engine::docker());
+    home.ok(&["run", "--task", "L", "--", "sh", "-c", "echo one > /proc/1/fd/1; echo two > /proc/1/fd/2"]);
+    let out = home.run(&["sandbox", "logs", "--task", "L"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "one\n", "stdout stays stdout");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "two\n", "stderr stays stderr");
+    let id = home.containers().remove(0);
+    let v = home.json(&["sandbox", "logs", &id[..12]]);
+    assert_eq!(v["id"], id.as_str());
+    // The engine keeps each stream's order; between the two streams, writes this close may come either way.
+    let mut lines: Vec<String> =
+        v["lines"].as_array().unwrap().iter().map(|l| format!("{}:{}", l["stream"], l["line"])).collect();
+    lines.sort();
+    assert_eq!(lines, ["\"stderr\":\"two\"", "\"stdout\":\"one\""], "{v}");
+
+    // -f prints what comes, and ends (exit 0) when the sandbox stops.
+    let mut follow = home
+        .cmd()
+        .args(["sandbox", "logs", "-f", "--task", "L"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("berth runs");
+    let seen = collect(follow.stdout.take().unwrap());
+    assert!(saw(&seen, "one\n", Duration::from_secs(20)), "the old output first");
+    home.ok(&["run", "--task", "L", "--", "sh", "-c", "echo three > /proc/1/fd/1"]);
+    assert!(saw(&seen, "three\n", Duration::from_secs(20)), "{:?}", String::from_utf8_lossy(&seen.lock().unwrap()));
+    let v = home.json(&["sandbox", "logs", "--task", "L", "--tail", "1"]);
+    assert_eq!(v["lines"], serde_json::json!([{"stream": "stdout", "line": "three"}]), "{v}");
+    assert!(home.docker(&["stop", "-t", "1", &id]).status.success());
+    assert!(wait_within(&mut follow, Duration::from_secs(30)).success());
+
+    // Mistakes: one line, exit 2.
+    refused(&home, &["sandbox", "logs", "nope"], "no sandbox \"nope\"");
+    refused(&home, &["sandbox", "logs", "-f", "--task", "L", "--json"], "drop --json");
+}
+
+#[test]
+fn long_work_shows_progress_on_a_terminal_and_nothing_when_stderr_is_not_one() {
+    let home = Home::on(&Engine::docker());
+    // Workers that ignore SIGTERM: each stop waits out the whole grace period (5 s) before its SIGKILL.
+    let stubborn = "kanban.worker_command=trap '' TERM; sleep 300";
+    let started = |home: &Home, title: &str| -> String {
+        let id = create_task(home, &[title, "--assignee", &home.profile, "--command", "true"]);
+        home.ok(&["-c", stubborn, "kanban", "dispatch", "--task", &id]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !home.json(&["kanban", "show", &id])["task"]["confirmed_at"].is_string() {
+            assert!(Instant::now() < deadline, "the worker of {id} did not confirm its run");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        id
+    };
+
+    // stderr not a terminal: not one byte of progress.
+    let quiet = started(&home, "quiet");
+    let out = home.run(&["kanban", "block", &quiet]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("blocked {quiet}\n"));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    home.ok(&["sandbox", "ensure", "--task", "box"]);
+    let out = home.run(&["sandbox", "rm", "--task", "box"]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // stderr a terminal: the note shows at once, counts the seconds in place, and is erased at the end; stdout is
+    // untouched.
+    let shown = started(&home, "shown");
+    let (master, slave) = pty(24, 120);
+    let mut child =
+        home.cmd().args(["kanban", "block", &shown]).stdout(Stdio::piped()).stderr(slave).spawn().expect("berth runs");
+    let seen = collect(master);
+    assert!(wait_within(&mut child, Duration::from_secs(30)).success());
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert_eq!(stdout, format!("blocked {shown}\n"));
+    let note = format!("berth: stopping the worker of {shown} … ");
+    assert!(
+        saw(&seen, &format!("{note}0s"), Duration::from_secs(5)),
+        "{:?}",
+        String::from_utf8_lossy(&seen.lock().unwrap())
+    );
+    assert!(saw(&seen, &format!("\r\x1b[K{note}3s"), Duration::from_secs(5)), "it counts while it waits");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !String::from_utf8_lossy(&seen.lock().unwrap()).ends_with("\r\x1b[K") {
+        assert!(Instant::now() < deadline, "the note is erased at the end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // The same for a sandbox being stopped and removed.
+    home.ok(&["sandbox", "ensure", "--task", "box"]);
+    let (master, slave) = pty(24, 120);
+    let mut child =
+        home.cmd().args(["sandbox", "rm", "--task", "box"]).stdout(Stdio::null()).stderr(slave).spawn().unwrap();
+    let seen = collect(master);
+    assert!(wait_within(&mut child, Duration::from_secs(60)).success());
+    assert!(
+        saw(&seen, "berth: releasing berth-", Duration::from_secs(5)),
+        "{:?}",
+        String::from_utf8_lossy(&seen.lock().unwrap())
+    );
 }

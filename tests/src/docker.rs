@@ -233,11 +233,22 @@ fn config_drift_recreates_the_sandbox(e: &Engine) {
     assert_eq!(same["action"], "attached");
     let b = home.json(&["-c", "terminal.docker_env={\"NEW\":\"1\"}", "sandbox", "ensure", "--task", "d"]);
     assert_eq!(b["action"], "recreated");
+    // The drift message names what changed (and only that).
+    let note = b["notes"][0].as_str().unwrap_or_default();
+    assert!(note.starts_with("config changed: env (terminal.docker_env); recreating "), "{b}");
     assert_ne!(a["id"], b["id"]);
     assert_eq!(home.containers().len(), 1);
     // With recreation disabled, drift is accepted.
     let c = home.json(&["-c", "terminal.docker_recreate_on_config_change=false", "sandbox", "ensure", "--task", "d"]);
     assert_eq!((c["action"].as_str(), &c["id"]), (Some("attached"), &b["id"]));
+    // In text, the same words as a `berth: warning:` line on stderr.
+    let out = home.run(&["-c", "terminal.container_memory=300", "sandbox", "ensure", "--task", "d"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.lines().any(|l| l.starts_with("berth: warning: config changed: env (terminal.docker_env), memory_bytes (terminal.container_memory); recreating ")),
+        "{err}"
+    );
 }
 
 fn timeout_exits_124_and_kills_the_process(e: &Engine) {

@@ -240,7 +240,7 @@ fn a_huge_claim_ttl_from_the_environment_is_not_a_claim_in_the_past() {
     assert!(stderr(&out).contains("kanban.claim_ttl_seconds"), "no warning: {}", stderr(&out));
     let task = home.json(&["kanban", "show", &id])["task"].clone();
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
-    let expires = task["claim_expires"].as_i64().unwrap();
+    let expires = domain::time::Timestamp::parse_docker(task["claim_expires"].as_str().unwrap()).unwrap().as_millis();
     assert!(expires > now_ms, "claim expires in the past: {expires} < {now_ms}");
     if let Some(pid) = task["worker_pid"].as_i64() {
         crate::support::signal_group(&home, pid, rustix::process::Signal::KILL);
@@ -398,7 +398,7 @@ fn in_mount_namespace(script: &str) -> Output {
 #[test]
 fn a_healthy_board_on_a_full_or_read_only_disk_is_named_as_such() {
     let home = Home::new();
-    home.ok(&["kanban", "create", "hello"]);
+    home.ok(&["kanban", "create", "hello", "--command", "true"]);
     // A WAL-mode board with committed pages still in its WAL (a process was killed holding it), as a gateway leaves.
     let db = home.path().join("berth-kanban.db");
     let conn = rusqlite::Connection::open(&db).unwrap();

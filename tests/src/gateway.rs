@@ -116,7 +116,10 @@ fn tasks_created_while_it_runs_are_dispatched_and_a_second_gateway_stays_out() {
     let second = home.run(&["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"]);
     assert_eq!(second.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&second.stderr).contains("already dispatching"));
-    let id = home.json(&["kanban", "create", "late", "--assignee", "alpha"])["id"].as_str().unwrap().to_owned();
+    let id = home.json(&["kanban", "create", "late", "--assignee", "alpha", "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     wait_for("the task to start", Duration::from_secs(10), || statuses(&home) == ["running"]);
     let show = home.json(&["kanban", "show", &id]);
     assert_eq!(show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "claimed").count(), 1);
@@ -132,7 +135,7 @@ fn an_invalid_per_profile_cap_warns_and_means_no_cap() {
     let home = Home::new();
     home.ok(&["profile", "create", "alpha"]);
     for _ in 0..3 {
-        home.json(&["kanban", "create", "t", "--assignee", "alpha"]);
+        home.json(&["kanban", "create", "t", "--assignee", "alpha", "--command", "true"]);
     }
     // The cap comes from the config file, where an invalid value warns instead of failing.
     std::fs::write(home.path().join("config.yaml"), "kanban:\n  max_in_progress_per_profile: abc\n").unwrap();
@@ -150,7 +153,7 @@ fn an_invalid_per_profile_cap_warns_and_means_no_cap() {
 fn dispatch_in_gateway_false_leaves_the_board_alone() {
     let home = Home::new();
     home.ok(&["profile", "create", "alpha"]);
-    home.json(&["kanban", "create", "t", "--assignee", "alpha"]);
+    home.json(&["kanban", "create", "t", "--assignee", "alpha", "--command", "true"]);
     let gw = Gateway::start(&home, &["-c", "kanban.dispatch_in_gateway=false", "-c", "kanban.worker_command=sleep 30"]);
     // The gateway logs this line where it takes the idle branch, which has no dispatch in it: from here on the
     // board cannot change, however long one waits.
@@ -167,14 +170,17 @@ fn a_broken_board_is_quarantined_and_the_others_go_on() {
     let home = Home::new();
     home.ok(&["profile", "create", "alpha"]);
     home.ok(&["kanban", "board", "create", "broken"]);
-    home.json(&["kanban", "create", "bad", "--assignee", "alpha", "--board", "broken"]);
+    home.json(&["kanban", "create", "bad", "--assignee", "alpha", "--command", "true", "--board", "broken"]);
     {
         // Damage the broken board's row: an assignee that is a blob no reader can decode.
         let conn = rusqlite::Connection::open(home.path().join("berth-kanban.db")).unwrap();
         conn.execute("UPDATE tasks SET assignee = X'00ff' WHERE board = 'broken'", []).unwrap();
     }
     let gw = Gateway::start(&home, &["-c", "kanban.worker_command=sleep 30"]);
-    let good = home.json(&["kanban", "create", "good", "--assignee", "alpha"])["id"].as_str().unwrap().to_owned();
+    let good = home.json(&["kanban", "create", "good", "--assignee", "alpha", "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     wait_for("the good board's task to start", Duration::from_secs(10), || {
         home.json(&["kanban", "show", &good])["task"]["status"] == "running"
     });
@@ -221,7 +227,7 @@ fn eight_tasks_two_profiles_cap_two_all_finish_never_more_than_two_each() {
 fn stuck_work_gives_the_stuck_warning() {
     let home = Home::new();
     home.ok(&["profile", "create", "alpha"]);
-    home.json(&["kanban", "create", "t", "--assignee", "alpha"]);
+    home.json(&["kanban", "create", "t", "--assignee", "alpha", "--command", "true"]);
     // Every spawn fails (the log directory is a file), and the failure limit is high: work sits, nothing starts.
     std::fs::create_dir_all(home.path().join("kanban")).unwrap();
     std::fs::write(home.path().join("kanban/logs"), b"not a directory").unwrap();

@@ -241,7 +241,7 @@ fn kanban_dispatch_json_has_hermes_keys_and_shapes() {
     let hh = hermes.hermes_home();
     let out = hermes.cli(&hh, &["kanban", "create", "unassigned task"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    berth(&home, &["kanban", "create", "unassigned task"]);
+    berth(&home, &["kanban", "create", "unassigned task", "--command", "true"]);
     let h = Hermes::check(hermes.cli(&hh, &["kanban", "dispatch", "--json"]), "hermes kanban dispatch");
     let b: Value = serde_json::from_str(&berth(&home, &["kanban", "dispatch", "--json"])).unwrap();
     let hk: Vec<&String> = h.as_object().unwrap().keys().collect();
@@ -288,7 +288,7 @@ fn on_one_shared_home_each_tool_keeps_its_own_board() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let hermes_db = shared.join("kanban.db");
     assert!(hermes_db.exists());
-    berth(&home, &["kanban", "create", "berth task"]);
+    berth(&home, &["kanban", "create", "berth task", "--command", "true"]);
     berth(&home, &["kanban", "dispatch", "--json"]);
     assert!(shared.join("berth-kanban.db").exists());
     let listed = berth(&home, &["kanban", "ls", "--json"]);

@@ -21,9 +21,14 @@ const ELEVEN: [&str; 11] = [
     "auto_assigned_default",
 ];
 
+/// Creates a task; one without `--command` gets `true` (the built-in worker refuses a command-less task at create,
+/// and these tests dispatch with an external `kanban.worker_command` or not at all).
 fn create(home: &Home, args: &[&str]) -> String {
     let mut all = vec!["kanban", "create"];
     all.extend_from_slice(args);
+    if !args.contains(&"--command") {
+        all.extend(["--command", "true"]);
+    }
     home.json(&all)["id"].as_str().unwrap().to_owned()
 }
 
@@ -74,7 +79,7 @@ fn seed_example_five_alpha_three_beta_cap_two() {
 fn default_assignee_unassigned_and_nonspawnable() {
     let home = Home::new();
     let t = create(&home, &["unassigned"]);
-    let lane = create(&home, &["lane", "--assignee", "orion-cc"]);
+    let lane = create(&home, &["lane", "--assignee", "orion-cc", "--allow-unknown-assignee"]);
     let v = home.json(&["kanban", "dispatch", "--dry-run"]);
     assert_eq!(v["skipped_unassigned"], serde_json::json!([t]));
     assert_eq!(v["skipped_nonspawnable"], serde_json::json!([lane]));
@@ -289,6 +294,7 @@ fn concurrent_dispatchers_claim_each_task_once_and_hold_the_caps() {
 #[test]
 fn task_lifecycle_commands_and_bad_input() {
     let home = Home::new();
+    profiles(&home, &["alpha"]);
     let parent = create(&home, &["parent", "--assignee", "alpha"]);
     let child = create(&home, &["child", "--parent", &parent, "--priority", "5"]);
     assert_eq!(status(&home, &child), "todo");
@@ -300,11 +306,11 @@ fn task_lifecycle_commands_and_bad_input() {
     home.ok(&["kanban", "archive", &child]);
     assert_eq!(status(&home, &child), "archived");
     for args in [
-        &["kanban", "create", "x", "--parent", "t_missing"][..],
-        &["kanban", "create", ""][..],
-        &["kanban", "create", "x", "--assignee", "a/b"][..],
-        &["kanban", "create", "x", "--board", "Not A Slug!"][..],
-        &["kanban", "create", "x", "--board", "nosuchboard"][..],
+        &["kanban", "create", "x", "--command", "true", "--parent", "t_missing"][..],
+        &["kanban", "create", "", "--command", "true"][..],
+        &["kanban", "create", "x", "--command", "true", "--assignee", "a/b"][..],
+        &["kanban", "create", "x", "--command", "true", "--board", "Not A Slug!"][..],
+        &["kanban", "create", "x", "--command", "true", "--board", "nosuchboard"][..],
         &["kanban", "ls", "--status", "sideways"][..],
         &["kanban", "complete", &child][..],
         &["kanban", "reclaim", &parent][..],

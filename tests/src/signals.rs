@@ -81,7 +81,7 @@ fn task_status(home: &Home, id: &str) -> String {
 /// A running task whose real worker is dead and whose row names `stranger` with a wrong start: what a board
 /// looks like after the worker's pid was reused by an unrelated process.
 fn running_task_with_reused_pid(home: &Home, stranger: &Stranger, extra: &[&str]) -> String {
-    let mut args = vec!["kanban", "create", "reused", "--assignee", &home.profile];
+    let mut args = vec!["kanban", "create", "reused", "--assignee", &home.profile, "--command", "true"];
     args.extend_from_slice(extra);
     let id = home.json(&args)["id"].as_str().unwrap().to_owned();
     home.json(&["-c", "kanban.worker_command=sleep 300", "kanban", "dispatch", "--task", &id]);
@@ -141,7 +141,10 @@ fn an_unrelated_process_with_a_dead_workers_pid_survives_every_stop_path() {
 fn a_worker_with_the_right_start_is_still_stopped() {
     // The other side of the verification: a live worker whose start matches is stopped by `kanban block`.
     let home = Home::new();
-    let id = home.json(&["kanban", "create", "live", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    let id = home.json(&["kanban", "create", "live", "--assignee", &home.profile, "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     home.json(&["-c", "kanban.worker_command=sleep 300", "kanban", "dispatch", "--task", &id]);
     let pid = u32::try_from(worker_pid(&home, &id)).unwrap();
     assert!(running(pid));
@@ -155,7 +158,10 @@ fn a_worker_command_completing_its_own_task_is_not_killed_by_it() {
     let out = home.path().join("after-complete");
     let command =
         format!("{} kanban complete {{task_id}} --result self; echo rc=$? > {}", berth_bin().display(), out.display());
-    let id = home.json(&["kanban", "create", "self", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    let id = home.json(&["kanban", "create", "self", "--assignee", &home.profile, "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     home.json(&["-c", &format!("kanban.worker_command={command}"), "kanban", "dispatch", "--task", &id]);
     wait_for("the worker to finish its own task and go on", Duration::from_secs(20), || out.exists());
     wait_for("the worker's line", Duration::from_secs(5), || {
@@ -228,6 +234,8 @@ fn a_gateway_stopping_three_timed_out_workers_keeps_ticking_every_second_and_rea
             &format!("stubborn {i}"),
             "--assignee",
             &home.profile,
+            "--command",
+            "true",
             "--max-runtime",
             "1",
         ]);

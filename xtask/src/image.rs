@@ -128,12 +128,11 @@ struct Progress {
 }
 
 impl Progress {
+    /// A step under way: on a terminal one line rewritten in place; nothing otherwise (logs keep the outcomes).
     fn step(&self, msg: &str) {
         if self.tty {
             eprint!("\r\x1b[Kxtask: {msg}");
             let _ = std::io::stderr().flush();
-        } else {
-            eprintln!("xtask: {msg}");
         }
     }
     /// A fine-grained step (one per program): shown on a terminal only, where it overwrites itself.

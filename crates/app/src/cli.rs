@@ -126,6 +126,27 @@ pub enum SandboxCmd {
         #[arg(long)]
         all_profiles: bool,
     },
+    /// A sandbox's own output, as `docker logs` shows it: what was written to its main process's stdout and stderr.
+    ///
+    /// The keep-alive writes nothing, so this is what a process sent there (e.g. `> /proc/1/fd/1`); `berth run`
+    /// prints a command's output to its caller, and `berth kanban logs` shows a task worker's output.
+    Logs {
+        /// The sandbox's container id (at least 4 characters of it) or name; or give --task.
+        #[arg(required_unless_present = "task", conflicts_with = "task")]
+        id: Option<String>,
+        /// The sandbox of this task (in this profile), instead of an id.
+        #[arg(long, short = 't', value_name = "ID")]
+        task: Option<String>,
+        /// Look for the id in every profile's sandboxes.
+        #[arg(long)]
+        all_profiles: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
+        /// Keep printing new output until the sandbox stops (or Ctrl-C).
+        #[arg(short, long)]
+        follow: bool,
+    },
     /// Release a task's sandbox: persist mode keeps it running; opt-out mode (or --force) stops and removes it.
     Release {
         #[command(flatten)]
@@ -232,13 +253,16 @@ pub enum KanbanCmd {
     Create {
         /// One line saying what the task is.
         title: String,
-        /// Profile that works on it.
+        /// Profile that works on it (must exist unless --allow-unknown-assignee).
         #[arg(long)]
         assignee: Option<String>,
+        /// Accept an assignee profile that does not exist (yet): its tasks wait until it is created.
+        #[arg(long)]
+        allow_unknown_assignee: bool,
         /// Longer description, for the worker.
         #[arg(long)]
         body: Option<String>,
-        /// Shell command the built-in worker runs in the task's sandbox.
+        /// Shell command the built-in worker runs in the task's sandbox (required unless kanban.worker_command is set).
         #[arg(long)]
         command: Option<String>,
         /// A task that must be done first (repeatable).

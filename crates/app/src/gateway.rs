@@ -239,7 +239,7 @@ async fn tick_all(
                     stopping.spawn(process::stop(w, process::STOP_GRACE));
                 }
                 quarantined.remove(&board.slug);
-                crate::never_run::warn_once(&r);
+                crate::never_run::warn_once(ctx, &r);
                 let spawned = r.spawned.len();
                 summary.spawned += spawned;
                 summary.pending |= r.had_spawnable();

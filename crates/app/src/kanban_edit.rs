@@ -2,6 +2,7 @@
 //! a task assigned to a profile that does not exist would otherwise wait forever as "non-spawnable".
 
 use domain::ids::ProfileName;
+use domain::kanban::TaskStatus;
 use domain::ports::ProfileResolver;
 use domain::time::Timestamp;
 use kanban_store::TaskEdit;
@@ -24,6 +25,21 @@ pub fn check_assignee(ctx: &Ctx, assignee: &str, allow: bool) -> Result<(), Fail
         "no profile {name:?}: its tasks would never run; create it (`berth profile create {name}`) or pass \
          --allow-unknown-assignee"
     )))
+}
+
+/// Refuses a task the built-in worker could never run: no command (or a blank one) while `kanban.worker_command` is
+/// empty. Such a task would be dispatched, fail at once and be retried until the breaker blocks it.
+///
+/// # Errors
+/// A usage failure saying what to give.
+pub fn check_command(ctx: &Ctx, command: Option<&str>) -> Result<(), Failure> {
+    if !ctx.settings.kanban.worker_command.trim().is_empty() || command.is_some_and(|c| !c.trim().is_empty()) {
+        return Ok(());
+    }
+    Err(Failure::usage(
+        "a task for the built-in worker needs a command: give --command 'CMD' (or set kanban.worker_command for an \
+         external worker)",
+    ))
 }
 
 /// `kanban edit` / `kanban rm`.
@@ -59,7 +75,14 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
                     "nothing to change: give --title, --body, --command, --priority, --assignee or --max-runtime",
                 ));
             }
-            let t = kanban::open_store(ctx)?.edit(id, &edit, now)?;
+            let mut store = kanban::open_store(ctx)?;
+            // An edit that leaves an unfinished task without the command the built-in worker needs is refused,
+            // whether it clears the command or keeps a missing one.
+            let before = store.task(id)?;
+            if !matches!(before.status, TaskStatus::Done | TaskStatus::Archived) {
+                check_command(ctx, command.as_deref().or(before.command.as_deref()))?;
+            }
+            let t = store.edit(id, &edit, now)?;
             if ctx.json {
                 output::json(&serde_json::to_value(&t).unwrap_or_default());
             } else {
@@ -70,9 +93,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             let mut store = kanban::open_store(ctx)?;
             let had_runs = !store.runs(id)?.is_empty();
             let (t, w) = store.remove(id, now)?;
-            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             if let Some(assignee) = t.assignee.as_deref().filter(|_| had_runs) {
-                worker::remove_task_sandbox(ctx, &t.id, assignee).await;
+                worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
             }
             if ctx.json {
                 output::json(&serde_json::json!({"removed": t.id, "board": t.board}));

@@ -23,6 +23,7 @@ pub mod redact;
 pub mod run_io;
 pub mod sandbox;
 pub mod sandbox_cost;
+pub mod sandbox_logs;
 pub mod worker;
 
 #[cfg(test)]

@@ -37,10 +37,28 @@ pub fn line(text: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
-/// Shows a progress note on stderr, only when stderr is a terminal and output is not JSON.
-pub fn progress(json: bool, text: &str) {
+/// Runs `work`, showing `berth: TEXT … Ns` on stderr while it runs (rewritten in place every second, erased when it
+/// ends), only when stderr is a terminal and output is not JSON; silent otherwise, so logs and pipes stay clean.
+pub async fn with_progress<T>(json: bool, text: &str, work: impl std::future::Future<Output = T>) -> T {
     use std::io::IsTerminal;
-    if !json && std::io::stderr().is_terminal() {
-        let _ = writeln!(std::io::stderr().lock(), "{text}");
+    if json || !std::io::stderr().is_terminal() {
+        return work.await;
     }
+    let show = |line: &str| {
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[K{line}");
+        let _ = err.flush();
+    };
+    let started = std::time::Instant::now();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut work = std::pin::pin!(work);
+    let out = loop {
+        tokio::select! {
+            out = &mut work => break out,
+            // The first tick is immediate: the note shows at once, then counts the seconds.
+            _ = tick.tick() => show(&format!("berth: {text} … {}s", started.elapsed().as_secs())),
+        }
+    };
+    show("");
+    out
 }

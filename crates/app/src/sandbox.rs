@@ -312,7 +312,10 @@ pub fn summary_json(c: &ContainerSummary) -> serde_json::Value {
 }
 
 /// The managed containers that belong to `identity` (any mode, hermes-made ones included).
-async fn identity_containers(rt: &DockerRuntime, identity: &SandboxIdentity) -> Result<Vec<ContainerSummary>, Failure> {
+pub(crate) async fn identity_containers(
+    rt: &DockerRuntime,
+    identity: &SandboxIdentity,
+) -> Result<Vec<ContainerSummary>, Failure> {
     let listed = rt.list(&domain::ports::ListQuery { labels: identity.upstream_labels(), states: Vec::new() }).await?;
     Ok(listed
         .into_iter()
@@ -332,8 +335,12 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let rt = connect(ctx).await?;
             let req = request(ctx, &rt, identity).await?;
             maybe_reap(ctx, &rt).await;
-            output::progress(ctx.json, &format!("acquiring sandbox {} …", req.spec.name));
-            let got = service::acquire(&rt, &req).await?;
+            let got = output::with_progress(
+                ctx.json,
+                &format!("acquiring sandbox {}", req.spec.name),
+                service::acquire(&rt, &req),
+            )
+            .await?;
             for note in &got.notes {
                 tracing::warn!("{note}");
             }
@@ -348,6 +355,9 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         }
         SandboxCmd::Ls { all_profiles, size } => crate::sandbox_cost::ls(ctx, *all_profiles, *size).await,
         SandboxCmd::Top { id, all_profiles } => crate::sandbox_cost::top(ctx, id, *all_profiles).await,
+        SandboxCmd::Logs { id, task, all_profiles, tail, follow } => {
+            crate::sandbox_logs::logs(ctx, id.as_deref(), task.as_deref(), *all_profiles, *tail, *follow).await
+        }
         SandboxCmd::Release { task, force } => release(ctx, &task.task, *force).await,
         SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
@@ -358,8 +368,8 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let profile = profile_label(ctx);
             let host = Some(crate::context::hostname());
             let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
-            output::progress(ctx.json, "sweeping stale sandboxes …");
-            let report = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run).await?;
+            let sweep = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
+            let report = output::with_progress(ctx.json, "sweeping stale sandboxes", sweep).await?;
             print_reap(ctx, &report);
             Ok(if report.failed.is_empty() { 0 } else { 1 })
         }
@@ -375,7 +385,10 @@ async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
     for c in &targets {
         // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
         let ephemeral = c.label(domain::label::LABEL_MODE) == Some("ephemeral");
-        let plan = service::release(&rt, Some(&c.id), ReleaseMode::new(persist && !ephemeral, force)).await?;
+        let mode = ReleaseMode::new(persist && !ephemeral, force);
+        let plan =
+            output::with_progress(ctx.json, &format!("releasing {}", c.name), service::release(&rt, Some(&c.id), mode))
+                .await?;
         results.push((c, plan));
     }
     if ctx.json {

@@ -144,6 +144,20 @@ pub async fn stop(pid: Option<i64>, start: Option<i64>) -> Option<process::StopO
     Some(process::stop(w, process::STOP_GRACE).await)
 }
 
+/// [`stop`] for a command in front of a person: `berth: stopping the worker of ID … Ns` on a terminal while it waits
+/// out the grace period.
+pub async fn stop_shown(ctx: &Ctx, task: &str, pid: Option<i64>, start: Option<i64>) {
+    if pid.is_some() {
+        crate::output::with_progress(ctx.json, &format!("stopping the worker of {task}"), stop(pid, start)).await;
+    }
+}
+
+/// [`remove_task_sandbox`] with a progress note on a terminal.
+pub async fn remove_task_sandbox_shown(ctx: &Ctx, task: &str, assignee: &str) {
+    let note = format!("removing the sandbox of {task}");
+    crate::output::with_progress(ctx.json, &note, remove_task_sandbox(ctx, task, assignee)).await;
+}
+
 /// Appends exec output to our stdout/stderr (the worker's log), keeps the last line for the result, and caps the
 /// log while the run goes (`kanban.worker_log_rotate_bytes`).
 struct LogSink {

@@ -6,6 +6,7 @@
 mod exec_io;
 mod extra;
 mod kill;
+mod logs;
 mod usage;
 
 pub use usage::Usage;

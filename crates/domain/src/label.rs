@@ -17,6 +17,9 @@ pub const EGRESS_OFF: &str = "off";
 pub const LABEL_IDENTITY: &str = "berth.identity";
 /// Berth's own label: a digest of the effective create spec, used to detect config drift.
 pub const LABEL_FINGERPRINT: &str = "berth.fingerprint";
+/// Berth's own label: a short digest of each create-spec field (`image:1a2b3c4d,env:…`), so a drift message can name
+/// what changed instead of only saying that something did.
+pub const LABEL_FIELDS: &str = "berth.fields";
 /// Berth's own label: the lifecycle mode the container was made for (`persist` or `ephemeral`).
 pub const LABEL_MODE: &str = "berth.mode";
 

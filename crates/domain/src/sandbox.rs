@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use crate::ids::{ProfileName, TaskId};
 use crate::label::{
-    EGRESS_OFF, LABEL_AGENT, LABEL_EGRESS, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE,
-    LABEL_TASK, LabelValue,
+    EGRESS_OFF, LABEL_AGENT, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
+    LABEL_PROFILE, LABEL_TASK, LabelValue,
 };
 use crate::sha256;
 
@@ -251,7 +251,84 @@ fn is_default_extra(e: &&ExtraCreate) -> bool {
     **e == ExtraCreate::default()
 }
 
+/// Each create-spec field drift can be named by, and the settings that usually shape it (any field can also come from
+/// `terminal.docker_extra_args`).
+const FIELD_SETTINGS: &[(&str, &str)] = &[
+    ("image", "terminal.docker_image"),
+    ("cmd", "the keep-alive command"),
+    ("workdir", "terminal.cwd"),
+    ("env", "terminal.docker_env"),
+    ("binds", "terminal.docker_volumes, terminal.container_persistent, terminal.docker_mount_cwd_to_workspace"),
+    ("tmpfs", "terminal.container_persistent"),
+    ("cap_drop", "terminal.docker_extra_args"),
+    ("cap_add", "terminal.docker_run_as_host_user"),
+    ("security_opt", "terminal.docker_extra_args"),
+    ("pids_limit", "terminal.docker_extra_args"),
+    ("init", "terminal.docker_extra_args"),
+    ("nano_cpus", "terminal.container_cpu"),
+    ("memory_bytes", "terminal.container_memory"),
+    ("storage_size", "terminal.container_disk"),
+    ("shm_size", "terminal.docker_shm_size"),
+    ("network_mode", "terminal.docker_network"),
+    ("user", "terminal.docker_run_as_host_user"),
+    ("privileged", "terminal.docker_extra_args"),
+    ("extra_hosts", "terminal.docker_extra_args"),
+    ("dns", "terminal.docker_extra_args"),
+    ("extra", "terminal.docker_extra_args"),
+];
+
+/// Eight hex digits of the SHA-256 of `v`'s postcard encoding.
+fn short_digest<T: Serialize + ?Sized>(v: &T) -> String {
+    sha256::hex_digest(&postcard::to_allocvec(v).unwrap_or_default())[..8].to_owned()
+}
+
+/// The settings behind the fields whose digests differ between two [`LABEL_FIELDS`] values, e.g.
+/// `["memory_bytes (terminal.container_memory)"]`; empty when either value is missing or nothing differs (a field
+/// one side lacks counts as changed).
+pub fn changed_fields(old: Option<&str>, new: &str) -> Vec<String> {
+    let Some(old) = old.filter(|o| !o.is_empty()) else { return Vec::new() };
+    let parse = |s: &str| -> BTreeMap<String, String> {
+        s.split(',').filter_map(|p| p.split_once(':')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    };
+    let (old, new) = (parse(old), parse(new));
+    FIELD_SETTINGS
+        .iter()
+        .filter(|(field, _)| old.get(*field) != new.get(*field))
+        .map(|(field, settings)| format!("{field} ({settings})"))
+        .collect()
+}
+
 impl CreateSpec {
+    /// The [`LABEL_FIELDS`] value: `field:digest` for each field the fingerprint covers, comma-separated.
+    pub fn field_digests(&self) -> String {
+        let mut env: Vec<&str> = self.env.iter().map(String::as_str).collect();
+        env.sort_unstable();
+        let digests = [
+            short_digest(&self.image),
+            short_digest(&self.cmd),
+            short_digest(&self.workdir),
+            short_digest(&env),
+            short_digest(&self.binds),
+            short_digest(&self.tmpfs),
+            short_digest(&self.cap_drop),
+            short_digest(&self.cap_add),
+            short_digest(&self.security_opt),
+            short_digest(&self.pids_limit),
+            short_digest(&self.init),
+            short_digest(&self.nano_cpus),
+            short_digest(&self.memory_bytes),
+            short_digest(&self.storage_size),
+            short_digest(&self.shm_size),
+            short_digest(&self.network_mode),
+            short_digest(&self.user),
+            short_digest(&self.privileged),
+            short_digest(&self.extra_hosts),
+            short_digest(&self.dns),
+            short_digest(&self.extra),
+        ];
+        FIELD_SETTINGS.iter().zip(digests).map(|((field, _), d)| format!("{field}:{d}")).collect::<Vec<_>>().join(",")
+    }
+
     /// A stable digest of the effective spec (everything but name and labels): `v2-` and 32 hex digits of the
     /// SHA-256 of its canonical (postcard) encoding.
     pub fn fingerprint(&self) -> String {
@@ -515,6 +592,7 @@ pub fn build_create_spec(
     }
     let fingerprint = spec.fingerprint();
     spec.labels.insert(LABEL_FINGERPRINT.to_owned(), fingerprint);
+    spec.labels.insert(LABEL_FIELDS.to_owned(), spec.field_digests());
     Ok(BuiltSpec { spec, host_dirs, warnings })
 }
 

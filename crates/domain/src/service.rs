@@ -103,6 +103,7 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
         fingerprint,
         legacy_fingerprint: None,
         air_gapped: req.spec.network_mode.as_deref() == Some("none"),
+        fields: req.spec.labels.get(crate::label::LABEL_FIELDS).cloned().unwrap_or_default(),
     };
     let mut notes = Vec::new();
     let mut recreated = false;
@@ -172,13 +173,18 @@ pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<
                 recreated = true;
                 continue;
             }
-            ReuseDecision::Recreate { id, old, new } => {
-                notes.push(format!(
-                    "config changed (fingerprint {} -> {}); recreating {}",
-                    &old[..8.min(old.len())],
-                    &new[..8.min(new.len())],
-                    short(&id)
-                ));
+            ReuseDecision::Recreate { id, old, new, changed } => {
+                notes.push(if changed.is_empty() {
+                    // A container labelled before berth wrote per-field digests: only the fingerprint tells.
+                    format!(
+                        "config changed (fingerprint {} -> {}; the container predates per-setting labels); recreating {}",
+                        &old[..8.min(old.len())],
+                        &new[..8.min(new.len())],
+                        short(&id)
+                    )
+                } else {
+                    format!("config changed: {}; recreating {}", changed.join(", "), short(&id))
+                });
                 remove_now(rt, &id).await?;
                 recreated = true;
                 continue;

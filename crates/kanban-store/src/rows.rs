@@ -6,6 +6,50 @@ use serde_json::Value as Json;
 
 use crate::{Result, StoreError};
 
+/// Timestamps are stored as milliseconds since the epoch and serialized (every `--json` output) as RFC 3339.
+mod rfc3339 {
+    use domain::time::Timestamp;
+    use serde::Serializer;
+    use serde_json::Value as Json;
+
+    fn text(ms: i64) -> String {
+        Timestamp::from_millis(ms).to_rfc3339()
+    }
+
+    pub(super) fn one<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&text(*ms))
+    }
+
+    pub(super) fn opt<S: Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+        match ms {
+            Some(ms) => s.serialize_some(&text(*ms)),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Whether an event payload's key names a timestamp.
+    fn is_time(key: &str) -> bool {
+        key == "expires" || key.ends_with("_at")
+    }
+
+    /// An event payload with its timestamp-named integers as RFC 3339 (payloads are stored as written).
+    pub(super) fn payload<S: Serializer>(v: &Json, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Json::Object(map) if map.iter().any(|(k, v)| is_time(k) && v.is_i64()) => {
+                let shown: serde_json::Map<String, Json> = map
+                    .iter()
+                    .map(|(k, v)| match v.as_i64() {
+                        Some(ms) if is_time(k) => (k.clone(), Json::String(text(ms))),
+                        _ => (k.clone(), v.clone()),
+                    })
+                    .collect();
+                serde::Serialize::serialize(&shown, s)
+            }
+            other => serde::Serialize::serialize(other, s),
+        }
+    }
+}
+
 /// One task row.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Task {
@@ -18,10 +62,14 @@ pub struct Task {
     pub status: TaskStatus,
     pub priority: i64,
     pub created_by: Option<String>,
+    #[serde(serialize_with = "rfc3339::one")]
     pub created_at: i64,
+    #[serde(serialize_with = "rfc3339::opt")]
     pub started_at: Option<i64>,
+    #[serde(serialize_with = "rfc3339::opt")]
     pub completed_at: Option<i64>,
     pub claim_lock: Option<String>,
+    #[serde(serialize_with = "rfc3339::opt")]
     pub claim_expires: Option<i64>,
     pub worker_pid: Option<i64>,
     pub worker_start: Option<i64>,
@@ -29,12 +77,14 @@ pub struct Task {
     pub last_failure_error: Option<String>,
     pub max_runtime_seconds: Option<i64>,
     pub max_retries: Option<i64>,
+    #[serde(serialize_with = "rfc3339::opt")]
     pub last_heartbeat_at: Option<i64>,
     pub current_run_id: Option<i64>,
     pub result: Option<String>,
     /// The host of the worker that confirmed the current run.
     pub worker_host: Option<String>,
     /// When the worker confirmed the current run; `None` while the claim is only a spawn lease.
+    #[serde(serialize_with = "rfc3339::opt")]
     pub confirmed_at: Option<i64>,
     pub parents: Vec<String>,
 }
@@ -46,7 +96,10 @@ pub struct Event {
     pub task_id: String,
     pub run_id: Option<i64>,
     pub kind: String,
+    /// Timestamps in it (`expires`, `*_at`) are stored as milliseconds and printed as RFC 3339.
+    #[serde(serialize_with = "rfc3339::payload")]
     pub payload: Json,
+    #[serde(serialize_with = "rfc3339::one")]
     pub created_at: i64,
 }
 
@@ -62,8 +115,11 @@ pub struct Run {
     pub worker_start: Option<i64>,
     pub worker_host: Option<String>,
     /// When the worker confirmed this run (claimed runs that never started have none).
+    #[serde(serialize_with = "rfc3339::opt")]
     pub confirmed_at: Option<i64>,
+    #[serde(serialize_with = "rfc3339::one")]
     pub started_at: i64,
+    #[serde(serialize_with = "rfc3339::opt")]
     pub ended_at: Option<i64>,
     pub outcome: Option<String>,
     pub error: Option<String>,
@@ -75,6 +131,7 @@ pub struct Run {
 pub struct Board {
     pub slug: String,
     pub name: String,
+    #[serde(serialize_with = "rfc3339::one")]
     pub created_at: i64,
 }
 

@@ -113,6 +113,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Create {
             title,
             assignee,
+            allow_unknown_assignee,
             body,
             command,
             parents,
@@ -124,9 +125,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         } => {
             let b = slug(&board.board)?;
             if let Some(a) = assignee.as_deref().filter(|a| !a.trim().is_empty()) {
-                // Unknown assignees are allowed (control-plane lanes); a malformed one is not.
                 ProfileName::parse(a.trim()).map_err(Failure::usage_of)?;
+                crate::kanban_edit::check_assignee(ctx, a, *allow_unknown_assignee)?;
             }
+            crate::kanban_edit::check_command(ctx, command.as_deref())?;
             if max_runtime.is_some_and(|m| m < 1) || max_retries.is_some_and(|m| m < 1) {
                 return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
             }
@@ -215,14 +217,14 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let before = store.task(id)?;
             let t = store.complete(id, None, result.as_deref(), None, now)?;
             // A worker command completing its own task is its caller: the verified stop leaves it alone.
-            worker::stop(before.worker_pid, before.worker_start).await;
+            worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
             release_finished(ctx, &store, &t).await?;
             done(ctx, &t, &format!("completed {}", t.id));
         }
         KanbanCmd::Block { id, reason } => {
             let mut store = open_store(ctx)?;
             let w = store.block(id, reason.as_deref(), now)?;
-            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("blocked {id}"));
         }
         KanbanCmd::Unblock { id } => {
@@ -232,7 +234,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Archive { id } => {
             let mut store = open_store(ctx)?;
             let w = store.archive(id, now)?;
-            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             let t = store.task(id)?;
             release_finished(ctx, &store, &t).await?;
             done(ctx, &t, &format!("archived {id}"));
@@ -240,7 +242,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Reclaim { id, reason } => {
             let mut store = open_store(ctx)?;
             let w = store.reclaim(id, reason.as_deref(), now)?;
-            worker::stop(w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("reclaimed {id}"));
         }
         KanbanCmd::Heartbeat { id, note } => {
@@ -285,7 +287,7 @@ async fn release_finished(ctx: &Ctx, store: &SqliteKanbanStore, t: &Task) -> Res
     if let Some(assignee) = &t.assignee
         && !store.runs(&t.id)?.is_empty()
     {
-        worker::remove_task_sandbox(ctx, &t.id, assignee).await;
+        worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
     }
     Ok(())
 }

@@ -83,7 +83,9 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
     output::line("");
     output::line("Events:");
     for e in events {
-        output::line(&format!("  {}  {:<16} {}", ms(Some(e.created_at)), e.kind, e.payload));
+        // The payload as `--json` shows it (its timestamps in RFC 3339).
+        let payload = serde_json::to_value(e).map(|v| v["payload"].clone()).unwrap_or_default();
+        output::line(&format!("  {}  {:<16} {payload}", ms(Some(e.created_at)), e.kind));
     }
     output::line("");
     output::line("Runs:");
@@ -118,7 +120,9 @@ pub(super) async fn tail(ctx: &Ctx, id: &str, interval: f64, no_follow: bool) ->
             if ctx.json {
                 output::line(&serde_json::to_string(&e).unwrap_or_default());
             } else {
-                output::line(&format!("{}  {:<16} {}", ms(Some(e.created_at)), e.kind, e.payload));
+                // The payload as `--json` shows it (its timestamps in RFC 3339).
+                let payload = serde_json::to_value(&e).map(|v| v["payload"].clone()).unwrap_or_default();
+                output::line(&format!("{}  {:<16} {payload}", ms(Some(e.created_at)), e.kind));
             }
         }
         if no_follow || matches!(task.status, TaskStatus::Done | TaskStatus::Archived | TaskStatus::Blocked) {

@@ -3,8 +3,8 @@
 use serde::Serialize;
 
 use crate::container::{ContainerState, ContainerSummary};
-use crate::label::{EGRESS_OFF, LABEL_EGRESS, LABEL_MODE};
-use crate::sandbox::SandboxIdentity;
+use crate::label::{EGRESS_OFF, LABEL_EGRESS, LABEL_FIELDS, LABEL_MODE};
+use crate::sandbox::{SandboxIdentity, changed_fields};
 
 /// What acquire should do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -17,8 +17,9 @@ pub enum ReuseDecision {
     /// A match that breaks a security setting (a networked container when `docker_network: false` asks for an
     /// air-gapped one, whoever made it): remove it and create anew. `reason` is one line for the user.
     Replace { id: String, reason: String },
-    /// A match whose spec fingerprint differs from the current one: remove it and create anew.
-    Recreate { id: String, old: String, new: String },
+    /// A match whose spec fingerprint differs from the current one: remove it and create anew. `changed` names the
+    /// fields that differ and their settings (empty when the container predates berth's per-field label).
+    Recreate { id: String, old: String, new: String, changed: Vec<String> },
     /// Nothing to reuse: create a container.
     Create { reason: CreateReason },
 }
@@ -45,6 +46,8 @@ pub struct ReusePolicy {
     pub legacy_fingerprint: Option<String>,
     /// `terminal.docker_network` is false: only a container whose network mode is `none` may be reused.
     pub air_gapped: bool,
+    /// The per-field digests of the spec acquire would create now (`CreateSpec::field_digests`), to name what drifted.
+    pub fields: String,
 }
 
 /// Whether `c` may serve `identity`: same upstream labels, and either berth's identity digest matches or the
@@ -87,7 +90,12 @@ pub fn select_reusable(identity: &SandboxIdentity, listed: &[ContainerSummary], 
         && old != policy.fingerprint
         && policy.legacy_fingerprint.as_deref() != Some(old)
     {
-        return ReuseDecision::Recreate { id: chosen.id.clone(), old: old.to_owned(), new: policy.fingerprint.clone() };
+        return ReuseDecision::Recreate {
+            id: chosen.id.clone(),
+            old: old.to_owned(),
+            new: policy.fingerprint.clone(),
+            changed: changed_fields(chosen.label(LABEL_FIELDS), &policy.fields),
+        };
     }
     if chosen.state == ContainerState::Running {
         ReuseDecision::Attach { id: chosen.id.clone() }

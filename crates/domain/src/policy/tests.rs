@@ -39,6 +39,7 @@ fn policy() -> ReusePolicy {
         fingerprint: "fp1".into(),
         legacy_fingerprint: Some("legacy1".into()),
         air_gapped: false,
+        fields: String::new(),
     }
 }
 
@@ -82,7 +83,26 @@ fn reuse_table() {
     check(
         vec![drifted.clone()],
         policy(),
-        ReuseDecision::Recreate { id: "old".into(), old: "fp0".into(), new: "fp1".into() },
+        ReuseDecision::Recreate { id: "old".into(), old: "fp0".into(), new: "fp1".into(), changed: Vec::new() },
+    );
+    // With both sides' per-field digests, the decision names what changed.
+    let labelled = container(
+        "old",
+        &me,
+        ContainerState::Running,
+        &[("berth.fingerprint", "fp0"), ("berth.fields", "image:00000000,memory_bytes:11111111")],
+    );
+    let mut named = policy();
+    named.fields = "image:00000000,memory_bytes:22222222".into();
+    check(
+        vec![labelled],
+        named,
+        ReuseDecision::Recreate {
+            id: "old".into(),
+            old: "fp0".into(),
+            new: "fp1".into(),
+            changed: vec!["memory_bytes (terminal.container_memory)".into()],
+        },
     );
     let mut no_recreate = policy();
     no_recreate.recreate_on_config_change = false;

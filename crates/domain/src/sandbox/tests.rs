@@ -378,3 +378,33 @@ fn fingerprint_encodings_are_pinned() {
     assert_eq!(base.fingerprint(), "v2-948c210cfa7889427476d58e1f86f528");
     assert_eq!(base.legacy_fingerprint(), "6007ccd11d88d4142485f4e8a69dd8d6");
 }
+
+#[test]
+fn a_drift_names_the_fields_and_settings_that_changed_and_nothing_else() {
+    let fields = |st: &SandboxSettings| build(st, &HostFacts::default()).spec.labels[LABEL_FIELDS].clone();
+    let base = fields(&settings());
+    assert_eq!(base.split(',').count(), 21, "{base}");
+    assert!(changed_fields(Some(&base), &base).is_empty());
+    type Change = fn(&mut SandboxSettings);
+    let cases: [(Change, &[&str]); 5] = [
+        (|s| s.memory_mb = 1024, &["memory_bytes (terminal.container_memory)"]),
+        (|s| s.image = "img:2".into(), &["image (terminal.docker_image)"]),
+        (|s| s.env = BTreeMap::from([("A".into(), "1".into())]), &["env (terminal.docker_env)"]),
+        (|s| s.extra_args = vec!["--dns".into(), "1.1.1.1".into()], &["dns (terminal.docker_extra_args)"]),
+        (
+            |s| {
+                s.cpu = 3.0;
+                s.network = false;
+            },
+            &["nano_cpus (terminal.container_cpu)", "network_mode (terminal.docker_network)"],
+        ),
+    ];
+    for (change, want) in cases {
+        let mut st = settings();
+        change(&mut st);
+        assert_eq!(changed_fields(Some(&base), &fields(&st)), want);
+    }
+    // A container from before the label (or hermes-made) names nothing: the caller falls back to the fingerprint.
+    assert!(changed_fields(None, &base).is_empty());
+    assert!(changed_fields(Some(""), &base).is_empty());
+}
