@@ -268,3 +268,132 @@ fn sandbox_ls_figures_match_docker_stats_and_inspect_size() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).starts_with("berth: "), "{bad:?}");
 }
+
+/// The folder of `task`'s sandbox under this home's default `terminal.sandbox_dir`, if it exists.
+fn folder_of(home: &Home, task: &str) -> Option<std::path::PathBuf> {
+    let root = home.path().join("sandboxes").join("docker").join(&home.profile);
+    std::fs::read_dir(root).ok()?.flatten().map(|e| e.path()).find(|p| {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        name.strip_prefix(task).and_then(|rest| rest.strip_prefix('-')).is_some_and(|d| d.len() == 12)
+    })
+}
+
+/// `sandbox rm` removes the sandbox's host folder with it (`--keep-files` keeps it); a throw-away (opt-out) run
+/// removes its folder at its end (`--keep-files` keeps it), but not while a persistent sandbox of the same task uses
+/// the folder; a symlink inside the folder is removed, never followed.
+#[test]
+fn sandbox_rm_and_opt_out_runs_remove_their_folders() {
+    require_docker();
+    let home = Home::new();
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("precious"), "keep me").unwrap();
+
+    home.ok(&["run", "--task", "gone", "--", "sh", "-c", "echo w > /workspace/out; echo r > /root/f"]);
+    let dir = folder_of(&home, "gone").expect("no folder after run");
+    assert!(dir.join("workspace").join("out").exists());
+    std::os::unix::fs::symlink(&outside, dir.join("workspace").join("link")).unwrap();
+    let out = home.ok(&["sandbox", "rm", "--task", "gone"]);
+    assert!(out.contains("removed folder"), "{out}");
+    assert!(folder_of(&home, "gone").is_none(), "the folder outlived `sandbox rm`");
+    assert_eq!(std::fs::read_to_string(outside.join("precious")).unwrap(), "keep me");
+
+    home.ok(&["run", "--task", "kept", "--", "sh", "-c", "echo w > /workspace/out"]);
+    let rows = home.json(&["sandbox", "rm", "--task", "kept", "--keep-files"]);
+    assert_eq!(rows[0]["action"], "removed", "{rows}");
+    assert!(rows[0]["folder"]["note"].as_str().unwrap().contains("--keep-files"), "{rows}");
+    let kept = folder_of(&home, "kept").expect("--keep-files removed the folder");
+    assert_eq!(std::fs::read_to_string(kept.join("workspace").join("out")).unwrap().trim(), "w");
+
+    let opt_out = "terminal.docker_persist_across_processes=false";
+    home.ok(&["-c", opt_out, "run", "--task", "eph", "--", "sh", "-c", "echo e > /workspace/out"]);
+    assert!(folder_of(&home, "eph").is_none(), "an opt-out run left its folder");
+    assert!(home.containers().is_empty(), "an opt-out run left its container");
+    home.ok(&["-c", opt_out, "run", "--task", "eph", "--keep-files", "--", "sh", "-c", "echo e > /workspace/out"]);
+    let eph = folder_of(&home, "eph").expect("--keep-files removed the opt-out run's folder");
+    assert_eq!(std::fs::read_to_string(eph.join("workspace").join("out")).unwrap().trim(), "e");
+
+    // A persistent sandbox of the same task shares the folder: an opt-out run beside it leaves it alone.
+    let persistent = ensure(&home, "shared");
+    home.ok(&["run", "--task", "shared", "--", "sh", "-c", "echo p > /root/p"]);
+    home.ok(&["-c", opt_out, "run", "--task", "shared", "--", "true"]);
+    let shared = folder_of(&home, "shared").expect("an opt-out run removed a persistent sandbox's folder");
+    assert!(shared.join("home").join("p").exists());
+    assert!(running(&home, &persistent));
+}
+
+/// `sandbox reap` finds folders whose container and task are both gone: the dry run lists them in words and removes
+/// nothing, the real sweep removes them; a folder whose task is still on a board stays (it is the task's output),
+/// and so does a live sandbox's folder.
+#[test]
+fn sandbox_reap_finds_folders_whose_sandbox_and_task_are_gone() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["run", "--task", "orphan", "--", "sh", "-c", "echo o > /workspace/o"]);
+    home.ok(&["sandbox", "rm", "--task", "orphan", "--keep-files"]);
+    let orphan = folder_of(&home, "orphan").unwrap();
+    let live = ensure(&home, "live");
+    let task = home.json(&["kanban", "create", "output", "--assignee", &home.profile, "--command", "true"]);
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    home.ok(&["run", "--task", &task_id, "--", "sh", "-c", "echo t > /workspace/t"]);
+    home.ok(&["sandbox", "rm", "--task", &task_id]);
+    let task_dir = folder_of(&home, &task_id).expect("`sandbox rm` removed a board task's workspace");
+
+    let dry = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    let line = dry.lines().find(|l| l.contains(&*orphan.to_string_lossy())).unwrap_or_else(|| panic!("{dry}"));
+    assert!(line.contains("would remove") && line.contains("sandbox and task are both gone"), "{dry}");
+    assert!(!dry.contains(&*task_dir.to_string_lossy()), "{dry}");
+    assert!(orphan.exists(), "a dry run removed a folder");
+
+    let report = home.json(&["sandbox", "reap", "--max-age", "0"]);
+    let folders = report["folders"].as_array().unwrap();
+    assert_eq!(folders.len(), 1, "{report}");
+    assert_eq!(folders[0]["path"], orphan.to_string_lossy().as_ref());
+    assert!(folders[0]["error"].is_null(), "{report}");
+    assert!(!orphan.exists());
+    assert!(task_dir.join("workspace").join("t").exists());
+    assert!(folder_of(&home, "live").is_some() && running(&home, &live));
+    assert_eq!(home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]).trim(), "nothing to reap");
+}
+
+/// A sandbox whose root user left files in its folder that the calling user may not delete: berth run as an
+/// unprivileged user (in the engine's group) removes the folder anyway, as root through a one-shot helper
+/// container, and leaves no helper behind.
+#[test]
+fn root_owned_files_are_removed_for_an_unprivileged_user() {
+    require_docker();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: needs root to run berth as another user; skipped");
+        return;
+    }
+    let Some(group) = std::fs::metadata("/var/run/docker.sock").ok().map(|m| std::os::unix::fs::MetadataExt::gid(&m))
+    else {
+        panic!("no /var/run/docker.sock");
+    };
+    let home = Home::new();
+    let chown = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(home.path()).status().unwrap();
+    assert!(chown.success());
+    let as_nobody = |args: &[&str]| {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid", "65534", "--regid", "65534", "--groups", &group.to_string()]);
+        c.arg(crate::support::berth_bin()).args(args);
+        for var in config_bridge::hermetic_vars() {
+            c.env_remove(var);
+        }
+        c.env("BERTH_HOME", home.path()).env("BERTH_PROFILE", &home.profile).env("TERMINAL_CONTAINER_MEMORY", "256");
+        c.current_dir("/").stdin(Stdio::null()).output().unwrap()
+    };
+    let out =
+        as_nobody(&["run", "--task", "rooted", "--", "sh", "-c", "mkdir -p /workspace/d && echo x > /workspace/d/f"]);
+    assert!(out.status.success(), "{out:?}");
+    let dir = folder_of(&home, "rooted").unwrap();
+    let meta = std::fs::metadata(dir.join("workspace").join("d")).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0, "the test needs a root-owned folder");
+    let out = as_nobody(&["sandbox", "rm", "--task", "rooted"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed folder"), "{out:?}");
+    assert!(!dir.exists(), "the root-owned folder is still there");
+    let mine = format!("label=hermes-profile={}", home.profile);
+    let helpers = home.docker(&["ps", "-aq", "--filter", "label=berth.helper", "--filter", &mine]);
+    assert!(String::from_utf8_lossy(&helpers.stdout).trim().is_empty(), "a helper container was left");
+}

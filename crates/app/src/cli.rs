@@ -133,12 +133,22 @@ pub enum SandboxCmd {
         /// Stop and remove in any mode.
         #[arg(long)]
         force: bool,
+        /// Keep the sandbox's host folder (its /root and /workspace) when the sandbox is removed.
+        #[arg(long)]
+        keep_files: bool,
     },
-    /// Stop and remove a task's sandbox in any mode.
-    Rm(TaskArg),
-    /// Remove stale stopped sandboxes (exited, created or dead longer than 2 × max(60, lifetime)).
+    /// Stop and remove a task's sandbox in any mode, with its host folder (unless --keep-files).
+    Rm {
+        #[command(flatten)]
+        task: TaskArg,
+        /// Keep the sandbox's host folder (its /root and /workspace under terminal.sandbox_dir).
+        #[arg(long)]
+        keep_files: bool,
+    },
+    /// Remove stale stopped sandboxes (exited, created or dead longer than 2 × max(60, lifetime)), and host folders
+    /// whose sandbox and task are both gone.
     Reap {
-        /// List what would be removed, with a reason per container; remove nothing.
+        /// List what would be removed, with a reason per container or folder; remove nothing.
         #[arg(long)]
         dry_run: bool,
         /// Every profile's sandboxes, not only this profile's.
@@ -164,6 +174,10 @@ pub struct RunArgs {
     /// Kill the command after this many seconds (exit 124); default terminal.timeout; 0 means none.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// In opt-out mode (terminal.docker_persist_across_processes: false), keep the sandbox's host folder when the
+    /// throw-away sandbox is removed.
+    #[arg(long)]
+    pub keep_files: bool,
     /// Working directory inside the sandbox (default terminal.cwd).
     #[arg(long, short = 'w', value_name = "DIR")]
     pub workdir: Option<String>,

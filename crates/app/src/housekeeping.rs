@@ -6,11 +6,9 @@
 //! gateway was down, so after a restart the count starts over (a sandbox is stopped at most one period late, never
 //! early). The engine's `ExecIDs` were no help either: they only list execs still known to the daemon.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use docker_adapter::DockerRuntime;
-use domain::policy::folders::{FolderSeen, gone_folders};
 use domain::policy::idle::{IdleMemory, IdleObservation, IdleSettings, IdleVerdict, plan_idle_stop};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::ports::{Clock, ContainerRuntime};
@@ -28,8 +26,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Housekeeper {
     endpoint: String,
     home: std::path::PathBuf,
-    /// `terminal.sandbox_dir`: this profile's folders live in `docker/<profile label>/` under it.
-    sandbox_dir: String,
+    /// Sandbox folders (`terminal.sandbox_dir`): this profile's live in `docker/<profile label>/` under it.
+    folders: crate::host_folders::Folders,
     profile_label: String,
     idle: IdleSettings,
     reaper_enabled: bool,
@@ -70,7 +68,7 @@ impl Housekeeper {
         Self {
             endpoint: ctx.docker_endpoint(),
             home: ctx.home.clone(),
-            sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
+            folders: crate::host_folders::Folders::from_ctx(ctx),
             scope: ReapScope {
                 profile_label: Some(profile_label.clone()),
                 max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
@@ -218,7 +216,7 @@ impl Housekeeper {
     }
 
     /// One orphan sweep, one line per container removed.
-    async fn reap_pass(&self, rt: &dyn ContainerRuntime) {
+    async fn reap_pass(&self, rt: &DockerRuntime) {
         match service::reap(rt, SystemClock.now(), &self.scope, &ProcProbe, false).await {
             Ok(r) => {
                 for o in &r.removed {
@@ -242,67 +240,22 @@ impl Housekeeper {
         }
     }
 
-    /// Removes this profile's sandbox folders that no container (in any state) claims any more, once untouched for
-    /// the reaper's threshold; one line per folder.
-    async fn folders_pass(&self, rt: &dyn ContainerRuntime) -> Result<(), domain::ports::RuntimeError> {
-        let root =
-            std::path::Path::new(self.sandbox_dir.trim_end_matches('/')).join("docker").join(&self.profile_label);
-        let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
-        let now = std::time::SystemTime::now();
-        let seen: Vec<FolderSeen> = entries
-            .flatten()
-            .filter_map(|e| {
-                // Only real folders: a symlink placed here is never followed, let alone removed through.
-                let meta = e.path().symlink_metadata().ok().filter(std::fs::Metadata::is_dir)?;
-                let age = now.duration_since(meta.modified().ok()?).unwrap_or_default();
-                Some(FolderSeen {
-                    name: e.file_name().to_str()?.to_owned(),
-                    age_secs: i64::try_from(age.as_secs()).unwrap_or(i64::MAX),
-                })
-            })
-            .collect();
-        if seen.is_empty() {
-            return Ok(());
-        }
-        // Listed after the folders were read: a sandbox created in between claims its folder in this listing.
-        let listed = service::list_managed(rt, Some(&self.profile_label)).await?;
-        let mut live: BTreeSet<String> = listed.iter().filter_map(|c| c.identity().map(str::to_owned)).collect();
-        // A finished task's workspace is its output: it stays, container or not, until the task is archived or
-        // removed from its board.
-        live.extend(board_task_digests(&self.home));
-        for gone in gone_folders(&seen, &live, self.scope.max_age_secs) {
-            match std::fs::remove_dir_all(root.join(&gone.name)) {
-                Ok(()) => tracing::info!(
+    /// Removes this profile's sandbox folders that no container (in any state) claims and no task on a board owns,
+    /// once untouched for the reaper's threshold; one line per folder.
+    async fn folders_pass(&self, rt: &DockerRuntime) -> Result<(), domain::ports::RuntimeError> {
+        let swept = self.folders.sweep(rt, Some(&self.profile_label), self.scope.max_age_secs, false).await?;
+        for f in swept {
+            match f.error {
+                None => tracing::info!(
                     "gateway cleanup: removed sandbox folder {} (its sandbox is gone; untouched {}s)",
-                    root.join(&gone.name).display(),
-                    gone.age_secs
+                    f.path,
+                    f.age_secs
                 ),
-                Err(e) => tracing::warn!("gateway cleanup: could not remove {}: {e}", root.join(&gone.name).display()),
+                Some(e) => tracing::warn!("gateway cleanup: could not remove {}: {e}", f.path),
             }
         }
         Ok(())
     }
-}
-
-/// The sandbox identity digests of every task on the boards of `home` that is not archived: their folders are kept.
-/// An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
-fn board_task_digests(home: &std::path::Path) -> Vec<String> {
-    use domain::ids::{ProfileName, TaskId};
-    let path = kanban_store::board_path(home);
-    if !path.exists() {
-        return Vec::new();
-    }
-    let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return Vec::new() };
-    let boards = store.boards().unwrap_or_default();
-    let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
-    slugs
-        .flat_map(|slug| store.tasks(&slug, None, None).unwrap_or_default())
-        .filter(|t| t.status != domain::kanban::TaskStatus::Archived)
-        .filter_map(|t| {
-            let (task, profile) = (TaskId::parse(&t.id).ok()?, ProfileName::parse(t.assignee.as_deref()?).ok()?);
-            Some(domain::sandbox::SandboxIdentity::new(task, profile).digest())
-        })
-        .collect()
 }
 
 fn short(id: &str) -> &str {

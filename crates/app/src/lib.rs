@@ -7,6 +7,7 @@ pub mod error;
 pub mod exec_errors;
 pub mod gateway;
 pub mod gateway_status;
+pub mod host_folders;
 pub mod housekeeping;
 pub mod kanban;
 pub mod kanban_boards;

@@ -27,6 +27,11 @@ pub fn kept(reason: &SpareReason) -> String {
     }
 }
 
+/// Why a sandbox folder goes (or would go).
+pub fn folder_gone(age_secs: i64) -> String {
+    format!("host folder whose sandbox and task are both gone, untouched for {}", duration(age_secs))
+}
+
 /// `90061` → `1d 1h`, `3700` → `1h 1m`, `75` → `1m 15s`, `5` → `5s`.
 fn duration(secs: i64) -> String {
     let s = secs.max(0);
@@ -51,5 +56,6 @@ mod tests {
             "stopped 5s ago, younger than the 2m 0s threshold"
         );
         assert_eq!(duration(90_061), "1d 1h");
+        assert_eq!(folder_gone(75), "host folder whose sandbox and task are both gone, untouched for 1m 15s");
     }
 }

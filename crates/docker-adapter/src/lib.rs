@@ -5,9 +5,11 @@
 
 mod exec_io;
 mod extra;
+mod files;
 mod kill;
 mod usage;
 
+pub use files::LABEL_HELPER;
 pub use usage::Usage;
 
 pub use exec_io::ExecIo;
