@@ -397,3 +397,110 @@ fn root_owned_files_are_removed_for_an_unprivileged_user() {
     let helpers = home.docker(&["ps", "-aq", "--filter", "label=berth.helper", "--filter", &mine]);
     assert!(String::from_utf8_lossy(&helpers.stdout).trim().is_empty(), "a helper container was left");
 }
+
+/// `kanban.retention_days` of about 2 s (0.000025 days), as a `-c` pair.
+const RETENTION_2S: &str = "kanban.retention_days=0.000025";
+
+fn status_of(home: &Home, id: &str) -> String {
+    home.json(&["kanban", "show", id])["task"]["status"].as_str().unwrap_or("").to_owned()
+}
+
+/// Creates a task for this home's profile and dispatches exactly it; returns its id.
+fn dispatched(home: &Home, title: &str, command: &str) -> String {
+    let id = home.json(&["kanban", "create", title, "--assignee", &home.profile, "--command", command])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    home.ok(&["kanban", "dispatch", "--task", &id]);
+    id
+}
+
+fn log_of(home: &Home, id: &str) -> std::path::PathBuf {
+    home.path().join("kanban").join("logs").join(format!("{id}.log"))
+}
+
+/// Retention on real workers' folders and logs: `kanban prune --dry-run` lists only the task done longer ago than
+/// the retention and changes nothing; `kanban prune` removes exactly its workspace folder and log; a task done since,
+/// a running one and a ready one keep theirs; `kanban archive` removes a task's output at once; and the gateway's
+/// cleanup pass applies the retention by itself, one line per pass.
+#[test]
+fn retention_removes_only_expired_outputs_and_the_gateway_applies_it() {
+    require_docker();
+    let home = Home::new();
+    let old = dispatched(&home, "old", "echo old > /workspace/out; echo old-log");
+    let running = dispatched(&home, "running", "sleep 60");
+    wait_until("the old task to finish", Duration::from_secs(60), || status_of(&home, &old) == "done");
+    wait_until("the running task to run", Duration::from_secs(30), || folder_of(&home, &running).is_some());
+    // Ageing, not synchronisation: the old task must be done longer than the 2 s retention, the young one not.
+    std::thread::sleep(Duration::from_secs(3));
+    let young = dispatched(&home, "young", "echo young > /workspace/out");
+    wait_until("the young task to finish", Duration::from_secs(60), || status_of(&home, &young) == "done");
+    // A ready task with output on disk (left by an earlier run) is work still to do: never touched.
+    let ready = home.json(&["kanban", "create", "ready", "--assignee", &home.profile, "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ready_dir = home.path().join("sandboxes").join("docker").join(&home.profile);
+    home.ok(&["run", "--task", &ready, "--", "sh", "-c", "echo r > /workspace/r"]);
+    std::fs::write(log_of(&home, &ready), "earlier run\n").unwrap();
+    assert_eq!(status_of(&home, &ready), "ready");
+    assert_eq!(status_of(&home, &running), "running");
+
+    let (old_dir, young_dir) = (folder_of(&home, &old).unwrap(), folder_of(&home, &young).unwrap());
+    assert!(old_dir.join("workspace").join("out").exists() && log_of(&home, &old).exists());
+    let everything = || {
+        let mut seen = Vec::new();
+        for id in [&old, &young, &running, &ready] {
+            seen.push((id.clone(), folder_of(&home, id).is_some(), log_of(&home, id).exists()));
+        }
+        seen
+    };
+    let before = everything();
+
+    let dry = home.json(&["-c", RETENTION_2S, "kanban", "prune", "--dry-run"]);
+    let tasks = dry["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{dry}");
+    assert_eq!(tasks[0]["task"], old.as_str());
+    assert_eq!(tasks[0]["reason"]["code"], "expired", "{dry}");
+    assert_eq!(tasks[0]["folder"], old_dir.to_string_lossy().as_ref());
+    assert_eq!(everything(), before, "a dry run changed the disk");
+    let text = home.ok(&["-c", RETENTION_2S, "kanban", "prune", "--dry-run"]);
+    assert!(
+        text.contains(&old) && text.contains("would remove workspace and log") && text.contains("retention"),
+        "{text}"
+    );
+
+    let pruned = home.json(&["-c", RETENTION_2S, "kanban", "prune"]);
+    assert_eq!(pruned["tasks"].as_array().unwrap().len(), 1, "{pruned}");
+    assert!(pruned["tasks"][0]["error"].is_null(), "{pruned}");
+    assert!(!old_dir.exists() && !log_of(&home, &old).exists(), "the expired output is still there");
+    assert_eq!(status_of(&home, &old), "done", "prune changed the task");
+    assert!(young_dir.join("workspace").join("out").exists() && log_of(&home, &young).exists());
+    assert!(folder_of(&home, &running).is_some() && log_of(&home, &running).exists());
+    assert!(ready_dir.read_dir().unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with(&ready)));
+    assert!(log_of(&home, &ready).exists());
+    // With the default retention (7 days) nothing else has expired.
+    assert_eq!(home.ok(&["kanban", "prune", "--dry-run"]).trim(), "nothing to prune");
+
+    // Archiving takes the output at once.
+    home.ok(&["kanban", "archive", &young]);
+    assert!(!young_dir.exists() && !log_of(&home, &young).exists());
+
+    // The gateway applies the retention on its cleanup pass (every second here), one line per pass.
+    let later = dispatched(&home, "later", "echo later > /workspace/out");
+    wait_until("the later task to finish", Duration::from_secs(60), || status_of(&home, &later) == "done");
+    let later_dir = folder_of(&home, &later).unwrap();
+    let gw = Gateway::start(&home, &["terminal.docker_reap_interval_seconds=1", RETENTION_2S]);
+    wait_until("the gateway to prune the later task", Duration::from_secs(20), || {
+        !later_dir.exists() && !log_of(&home, &later).exists()
+    });
+    // A couple more passes with nothing left to remove.
+    std::thread::sleep(Duration::from_secs(2));
+    let log = gw.stop();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("gateway cleanup: retention")).collect();
+    assert!(lines.len() >= 3, "{log}");
+    assert_eq!(lines.iter().filter(|l| l.contains(&later)).count(), 1, "{log}");
+    assert!(lines.iter().any(|l| l.contains("removed the output of 0 finished task(s)")), "{log}");
+    assert!(folder_of(&home, &running).is_some(), "the gateway removed a running task's folder");
+    home.ok(&["kanban", "block", &running]);
+}

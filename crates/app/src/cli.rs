@@ -368,10 +368,17 @@ pub enum KanbanCmd {
         /// Task id (on any board).
         id: String,
     },
-    /// Archive a task (its worker, if any, is stopped).
+    /// Archive a task (its worker, if any, is stopped; its workspace folder and log are removed).
     Archive {
         /// Task id (on any board).
         id: String,
+    },
+    /// Remove finished tasks' workspace folders and worker logs once kept kanban.retention_days (archived tasks' at
+    /// once); the tasks stay on their boards. The gateway does this on its cleanup pass.
+    Prune {
+        /// List what would be removed, with a reason per task; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Take a running task back to ready (its worker is stopped).
     Reclaim {

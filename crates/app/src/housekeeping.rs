@@ -31,6 +31,8 @@ pub struct Housekeeper {
     profile_label: String,
     idle: IdleSettings,
     reaper_enabled: bool,
+    /// `kanban.retention_days` in seconds (`None`: finished tasks' output is kept until archived).
+    retention: Option<i64>,
     scope: ReapScope,
     /// Between reaper passes.
     reap_every: Duration,
@@ -77,6 +79,7 @@ impl Housekeeper {
             profile_label,
             idle,
             reaper_enabled: ctx.settings.terminal.docker_orphan_reaper,
+            retention: crate::retention::retention_secs(ctx),
             reap_every: reap_interval(ctx),
             idle_every,
         }
@@ -93,7 +96,11 @@ impl Housekeeper {
         } else {
             "orphan reaper off".to_owned()
         };
-        tracing::info!("gateway cleanup: {idle}, {reap} (profile {})", self.profile_label);
+        let retention = match self.retention {
+            Some(s) => format!("finished tasks' output kept {}", crate::retention::span(s)),
+            None => "finished tasks' output kept until archived".to_owned(),
+        };
+        tracing::info!("gateway cleanup: {idle}, {reap}, {retention} (profile {})", self.profile_label);
     }
 
     /// Runs the loop as a task of its own; dropping the guard ends it.
@@ -103,9 +110,6 @@ impl Housekeeper {
     }
 
     async fn run(self) {
-        if self.idle_every.is_none() && !self.reaper_enabled {
-            return;
-        }
         let start = tokio::time::Instant::now();
         // The gateway reaped once at its start; the next sweep is a period later.
         let mut next_reap = start + self.reap_every;
@@ -114,8 +118,8 @@ impl Housekeeper {
         let mut rt: Option<DockerRuntime> = None;
         loop {
             let wake = match self.idle_every {
-                Some(_) if self.reaper_enabled => next_idle.min(next_reap),
-                Some(_) => next_idle,
+                // The reap pass also applies retention, so it is scheduled even with the reaper off.
+                Some(_) => next_idle.min(next_reap),
                 None => next_reap,
             };
             tokio::time::sleep_until(wake).await;
@@ -157,7 +161,7 @@ impl Housekeeper {
                 }
                 next_idle = tokio::time::Instant::now() + every;
             }
-            if self.reaper_enabled && now >= next_reap {
+            if now >= next_reap {
                 if tokio::time::timeout(PASS_BOUND, self.reap_pass(&runtime)).await.is_err() {
                     tracing::warn!("gateway cleanup: orphan reaper took over {}s; abandoned", PASS_BOUND.as_secs());
                 }
@@ -217,6 +221,53 @@ impl Housekeeper {
 
     /// One orphan sweep, one line per container removed.
     async fn reap_pass(&self, rt: &DockerRuntime) {
+        if self.reaper_enabled {
+            self.orphans_pass(rt).await;
+        }
+        self.retention_pass(rt).await;
+    }
+
+    /// Finished tasks' expired output (workspace folders, logs): removed, reported in one line per pass.
+    async fn retention_pass(&self, rt: &DockerRuntime) {
+        let kept = match self.retention {
+            Some(s) => format!("kept {}", crate::retention::span(s)),
+            None => "kept until archived".to_owned(),
+        };
+        let mut plan = match crate::retention::plan(&self.folders, SystemClock.now(), self.retention) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("gateway cleanup: retention ({kept}) skipped: {e}");
+                return;
+            }
+        };
+        crate::retention::apply(&self.folders, Some(rt), &mut plan).await;
+        let (failed, done): (Vec<_>, Vec<_>) = plan.iter().partition(|p| p.error.is_some());
+        let folders = done.iter().filter(|p| p.folder.is_some()).count();
+        let logs = done.iter().filter(|p| !p.logs.is_empty()).count();
+        let tasks: Vec<&str> = done.iter().map(|p| p.task.as_str()).collect();
+        let mut line = format!(
+            "gateway cleanup: retention ({kept}): removed the output of {} finished task(s) ({folders} workspace \
+             folder(s), {logs} log(s))",
+            done.len()
+        );
+        if !tasks.is_empty() {
+            line.push_str(&format!(": {}", tasks.join(", ")));
+        }
+        if let Some(first) = failed.first() {
+            line.push_str(&format!(
+                "; {} failed, first {}: {}",
+                failed.len(),
+                first.task,
+                first.error.as_deref().unwrap_or("")
+            ));
+            tracing::warn!("{line}");
+        } else {
+            tracing::info!("{line}");
+        }
+    }
+
+    /// The orphan reaper and the sweep of gone sandboxes' folders.
+    async fn orphans_pass(&self, rt: &DockerRuntime) {
         match service::reap(rt, SystemClock.now(), &self.scope, &ProcProbe, false).await {
             Ok(r) => {
                 for o in &r.removed {

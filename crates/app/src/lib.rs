@@ -21,6 +21,7 @@ pub mod output;
 pub mod process;
 pub mod reap_words;
 pub mod redact;
+pub mod retention;
 pub mod run_io;
 pub mod sandbox;
 pub mod sandbox_cost;

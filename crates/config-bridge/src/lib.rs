@@ -19,7 +19,7 @@ use serde_yaml_ng::Value as Yaml;
 use thiserror::Error;
 
 pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for, find};
-pub use typed::{Cpus, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
+pub use typed::{Cpus, FloatDays, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
 pub use value::{Invalid, Value, parse_bool, parse_text};
 
 /// Errors of the config surfaces.

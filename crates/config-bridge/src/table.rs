@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
-use crate::typed::{Cpus, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
+use crate::typed::{Cpus, FloatDays, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
 use crate::value::{Invalid, Value};
 
 /// The type of a setting, which fixes how its text is parsed.
@@ -158,6 +158,7 @@ settings! {
         max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
         max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
         max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
+        retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";
         spawn_lease_seconds: PositiveSeconds = "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
         worker_command: String = "", "Worker command template ({task_id}, {assignee}, {board}, each substituted as one shell-quoted word); empty runs the built-in `berth worker run`.";
         worker_log_backup_count: NonZeroU32 = "1", "Rotated worker logs kept per task.";
