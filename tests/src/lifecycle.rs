@@ -504,3 +504,72 @@ fn retention_removes_only_expired_outputs_and_the_gateway_applies_it() {
     assert!(folder_of(&home, &running).is_some(), "the gateway removed a running task's folder");
     home.ok(&["kanban", "block", &running]);
 }
+
+/// The lease of an opt-out sandbox across hosts: a `berth run` in opt-out mode on "another host" (its own UTS
+/// namespace with another hostname, sharing this engine) renews a lease inside its sandbox; while it lives, and
+/// right after it is SIGKILLed, `sandbox reap` here keeps the sandbox (this host cannot probe that pid: only the
+/// lease tells); once the lease has gone unrenewed past its time-to-live (2 s here), the sandbox is reaped, with the
+/// reason in words.
+#[test]
+fn an_opt_out_sandbox_of_a_dead_owner_on_another_host_is_reaped_by_its_lease() {
+    require_docker();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: needs root for a UTS namespace (another hostname); skipped");
+        return;
+    }
+    let home = Home::new();
+    let mut owner = std::process::Command::new("unshare");
+    owner.args(["--uts", "sh", "-c", "hostname lifecycle-otherhost && exec \"$0\" \"$@\""]);
+    owner.arg(crate::support::berth_bin()).args([
+        "-c",
+        "terminal.docker_persist_across_processes=false",
+        "-c",
+        "terminal.docker_lease_seconds=2",
+        "run",
+        "--task",
+        "leased",
+        "--",
+        "sleep",
+        "120",
+    ]);
+    for var in config_bridge::hermetic_vars() {
+        owner.env_remove(var);
+    }
+    owner.env("BERTH_HOME", home.path()).env("BERTH_PROFILE", &home.profile).env("TERMINAL_CONTAINER_MEMORY", "256");
+    let mut owner = owner.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut id = String::new();
+    wait_until("the owner's sandbox and its lease", Duration::from_secs(30), || {
+        id = home.containers().into_iter().next().unwrap_or_default();
+        !id.is_empty() && home.docker(&["exec", &id, "cat", "/.berth-lease"]).status.success()
+    });
+    let label = home.inspect(&id, "{{index .Config.Labels \"berth.owner\"}}");
+    assert!(label.starts_with("lifecycle-otherhost:"), "{label}");
+    let lease = String::from_utf8_lossy(&home.docker(&["exec", &id, "cat", "/.berth-lease"]).stdout).into_owned();
+    assert!(lease.contains(&format!("owner={label}")) && lease.contains("ttl_secs=2"), "{lease}");
+    let reap = || home.json(&["sandbox", "reap", "--max-age", "0"]);
+
+    // A live owner renews its lease: after more than a time-to-live, the sandbox is still kept.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(reap()["removed"].as_array().unwrap().is_empty());
+    assert!(running(&home, &id), "a sandbox with a live owner was reaped");
+
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let killed = Instant::now();
+    // Fresh lease: kept, although its owner is dead (this host cannot see that).
+    let first = reap();
+    assert!(killed.elapsed() < Duration::from_secs(2), "the check came too late to prove anything");
+    assert!(first["removed"].as_array().unwrap().is_empty(), "{first}");
+    assert!(running(&home, &id));
+
+    // Lapsed lease: reaped.
+    std::thread::sleep(Duration::from_secs(3));
+    let text = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    assert!(text.contains("stopped renewing its lease"), "{text}");
+    let second = reap();
+    let removed = second["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{second}");
+    assert_eq!(removed[0]["id"], id.as_str());
+    assert_eq!(removed[0]["reason"], "lease_expired");
+    assert!(!exists(&home, &id));
+}

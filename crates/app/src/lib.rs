@@ -14,6 +14,7 @@ pub mod kanban_boards;
 pub mod kanban_edit;
 pub mod kanban_logs;
 pub mod launcher;
+pub mod lease;
 pub mod log_format;
 pub mod mounts;
 pub mod never_run;

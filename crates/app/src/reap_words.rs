@@ -10,6 +10,9 @@ pub fn removed(reason: ReapReason, age_secs: i64) -> String {
         ReapReason::CreatedLeftover => format!("created {age} ago and never started"),
         ReapReason::DeadLeftover => format!("dead for {age}"),
         ReapReason::OwnerGone => format!("its owning process is gone (running ephemeral sandbox, {age} old)"),
+        ReapReason::LeaseExpired => {
+            format!("its owner on another host stopped renewing its lease (running ephemeral sandbox, {age} old)")
+        }
     }
 }
 

@@ -215,6 +215,8 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     exec.env.push(marker.clone());
     let mut std_sink = StdSink;
     let mut sink = crate::exec_errors::StartFailureSink::new(&mut std_sink);
+    // A throw-away sandbox carries a lease this process renews while it runs, for reapers on other hosts.
+    let _lease = (!req.persist_across_processes).then(|| crate::lease::hold(ctx, &rt, &req.spec.name));
     // Input (and a TTY) are wired only when asked for or piped; the terminal is restored when `io` drops.
     let io = crate::run_io::attach(args.interactive, args.tty)?;
     let exec_run = async {

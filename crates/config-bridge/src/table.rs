@@ -177,6 +177,7 @@ settings! {
         docker_idle_stop_seconds: Seconds = "0", "Stop (not remove) a running persistent sandbox after this many seconds with nothing inside but its keep-alive, as the gateway sees it; 0 is off (hermes parity). See the README's sandbox lifecycle.";
         docker_idle_stop_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile idle-stop periods that replace `terminal.docker_idle_stop_seconds`, e.g. {\"alpha\": 900}.";
         docker_image: String = "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
+        docker_lease_seconds: PositiveSeconds = "60", "Time-to-live of an opt-out sandbox's lease: its owner renews it inside the sandbox every third of this, and a reaper on any host sharing the engine treats a sandbox whose owner on another host let it lapse this long as orphaned.";
         docker_mount_cwd_to_workspace: bool = "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
         docker_network: bool = "true", "Give sandboxes network access; false runs them with --network=none.";
         docker_orphan_reaper: bool = "true", "Once per process, before the first sandbox creation, remove this profile's stale stopped sandboxes.";

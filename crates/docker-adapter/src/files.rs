@@ -89,7 +89,7 @@ impl DockerRuntime {
     ///
     /// # Errors
     /// A mapped [`RuntimeError`] (`NotFound` when the container is gone).
-    pub async fn read_file(&self, container: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
+    pub async fn download_file(&self, container: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
         let options = DownloadFromContainerOptions { path: path.to_owned() };
         let read = async {
             let mut stream = self.docker.download_from_container(container, Some(options));

@@ -446,6 +446,10 @@ impl ContainerRuntime for DockerRuntime {
         self.docker.remove_container(id, Some(options)).await.map_err(|e| self.map_err("remove", id, e))
     }
 
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
+        self.download_file(id, path).await
+    }
+
     async fn processes(&self, id: &str) -> Result<Vec<ContainerProcess>, RuntimeError> {
         // The engine's default `ps` columns: Docker prints `PID … CMD`, Podman `PID … COMMAND`; both full args.
         let call = self.docker.top_processes(id, None::<bollard::query_parameters::TopOptions>);
