@@ -86,7 +86,13 @@ impl Folders {
         if !self.check(dir)? {
             return Ok(false);
         }
-        match std::fs::remove_dir_all(dir) {
+        // Off the async threads: a workspace of many files (a node_modules) takes a while, and the gateway's ticks run
+        // beside this.
+        let owned = dir.to_path_buf();
+        let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(owned))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        match removed {
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {

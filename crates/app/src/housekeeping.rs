@@ -133,6 +133,12 @@ impl Housekeeper {
                     }
                     Err(e) => {
                         tracing::warn!("gateway cleanup: {e}; trying again next pass");
+                        // Retention is files on this host: it goes on without the engine (only files a sandbox's
+                        // root user left need it, and they wait for the next pass).
+                        if now >= next_reap {
+                            self.retention_pass(None).await;
+                            next_reap = now + self.reap_every;
+                        }
                         memory.clear();
                         next_idle = now + self.idle_every.unwrap_or(self.reap_every);
                         next_reap = next_reap.max(next_idle);
@@ -224,11 +230,11 @@ impl Housekeeper {
         if self.reaper_enabled {
             self.orphans_pass(rt).await;
         }
-        self.retention_pass(rt).await;
+        self.retention_pass(Some(rt)).await;
     }
 
     /// Finished tasks' expired output (workspace folders, logs): removed, reported in one line per pass.
-    async fn retention_pass(&self, rt: &DockerRuntime) {
+    async fn retention_pass(&self, rt: Option<&DockerRuntime>) {
         let kept = match self.retention {
             Some(s) => format!("kept {}", crate::retention::span(s)),
             None => "kept until archived".to_owned(),
@@ -240,7 +246,7 @@ impl Housekeeper {
                 return;
             }
         };
-        crate::retention::apply(&self.folders, Some(rt), &mut plan).await;
+        crate::retention::apply(&self.folders, rt, &mut plan).await;
         let (failed, done): (Vec<_>, Vec<_>) = plan.iter().partition(|p| p.error.is_some());
         let folders = done.iter().filter(|p| p.folder.is_some()).count();
         let logs = done.iter().filter(|p| !p.logs.is_empty()).count();
