@@ -323,8 +323,9 @@ fn sandbox_rm_and_opt_out_runs_remove_their_folders() {
 }
 
 /// `sandbox reap` finds folders whose container and task are both gone: the dry run lists them in words and removes
-/// nothing, the real sweep removes them; a folder whose task is still on a board stays (it is the task's output),
-/// and so does a live sandbox's folder.
+/// nothing, the real sweep removes them; the folder of a stale container the same sweep removes goes with it (and
+/// the dry run says so); a folder whose task is still on a board stays (it is the task's output), and so does a live
+/// sandbox's folder.
 #[test]
 fn sandbox_reap_finds_folders_whose_sandbox_and_task_are_gone() {
     require_docker();
@@ -333,6 +334,9 @@ fn sandbox_reap_finds_folders_whose_sandbox_and_task_are_gone() {
     home.ok(&["sandbox", "rm", "--task", "orphan", "--keep-files"]);
     let orphan = folder_of(&home, "orphan").unwrap();
     let live = ensure(&home, "live");
+    let stale = ensure(&home, "stale");
+    assert!(home.docker(&["stop", "-t", "0", &stale]).status.success());
+    let stale_dir = folder_of(&home, "stale").unwrap();
     let task = home.json(&["kanban", "create", "output", "--assignee", &home.profile, "--command", "true"]);
     let task_id = task["id"].as_str().unwrap().to_owned();
     home.ok(&["run", "--task", &task_id, "--", "sh", "-c", "echo t > /workspace/t"]);
@@ -343,14 +347,19 @@ fn sandbox_reap_finds_folders_whose_sandbox_and_task_are_gone() {
     let line = dry.lines().find(|l| l.contains(&*orphan.to_string_lossy())).unwrap_or_else(|| panic!("{dry}"));
     assert!(line.contains("would remove") && line.contains("sandbox and task are both gone"), "{dry}");
     assert!(!dry.contains(&*task_dir.to_string_lossy()), "{dry}");
-    assert!(orphan.exists(), "a dry run removed a folder");
+    let stale_line = dry.lines().find(|l| l.contains(&*stale_dir.to_string_lossy())).unwrap_or_else(|| panic!("{dry}"));
+    assert!(stale_line.contains("would remove"), "{dry}");
+    assert!(orphan.exists() && stale_dir.exists() && exists(&home, &stale), "a dry run removed something");
 
     let report = home.json(&["sandbox", "reap", "--max-age", "0"]);
     let folders = report["folders"].as_array().unwrap();
-    assert_eq!(folders.len(), 1, "{report}");
-    assert_eq!(folders[0]["path"], orphan.to_string_lossy().as_ref());
-    assert!(folders[0]["error"].is_null(), "{report}");
-    assert!(!orphan.exists());
+    let mut paths: Vec<&str> = folders.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    paths.sort_unstable();
+    let mut want = [orphan.to_str().unwrap(), stale_dir.to_str().unwrap()];
+    want.sort_unstable();
+    assert_eq!(paths, want, "{report}");
+    assert!(folders.iter().all(|f| f["error"].is_null()), "{report}");
+    assert!(!orphan.exists() && !stale_dir.exists() && !exists(&home, &stale));
     assert!(task_dir.join("workspace").join("t").exists());
     assert!(folder_of(&home, "live").is_some() && running(&home, &live));
     assert_eq!(home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]).trim(), "nothing to reap");

@@ -148,7 +148,8 @@ impl Folders {
     }
 
     /// The sandbox folders of one profile (or every profile) that no container claims any more, in any state, and no
-    /// task on a board owns, untouched for `max_age_secs`; removed unless `dry_run`.
+    /// task on a board owns, untouched for `max_age_secs`; removed unless `dry_run`. Containers whose ids are in
+    /// `removed` count as gone already (a dry run's reap would remove them: their folders would go in the same pass).
     ///
     /// # Errors
     /// A [`RuntimeError`] when the engine cannot list the containers (nothing is removed then).
@@ -158,6 +159,7 @@ impl Folders {
         profile_label: Option<&str>,
         max_age_secs: i64,
         dry_run: bool,
+        removed: &BTreeSet<String>,
     ) -> Result<Vec<SweptFolder>, RuntimeError> {
         let profiles: Vec<String> = match profile_label {
             Some(p) => vec![p.to_owned()],
@@ -195,7 +197,11 @@ impl Folders {
         }
         // Listed after the folders were read: a sandbox created in between claims its folder in this listing.
         let listed = service::list_managed(rt, profile_label).await?;
-        let mut live: BTreeSet<String> = listed.iter().filter_map(|c| c.identity().map(str::to_owned)).collect();
+        let mut live: BTreeSet<String> = listed
+            .iter()
+            .filter(|c| !removed.contains(&c.id))
+            .filter_map(|c| c.identity().map(str::to_owned))
+            .collect();
         // A finished task's workspace is its output: it stays, container or not, until the task is archived or
         // removed from its board (or its retention ends: `kanban prune`).
         live.extend(board_task_digests(&self.home));

@@ -300,7 +300,10 @@ impl Housekeeper {
     /// Removes this profile's sandbox folders that no container (in any state) claims and no task on a board owns,
     /// once untouched for the reaper's threshold; one line per folder.
     async fn folders_pass(&self, rt: &DockerRuntime) -> Result<(), domain::ports::RuntimeError> {
-        let swept = self.folders.sweep(rt, Some(&self.profile_label), self.scope.max_age_secs, false).await?;
+        let swept = self
+            .folders
+            .sweep(rt, Some(&self.profile_label), self.scope.max_age_secs, false, &Default::default())
+            .await?;
         for f in swept {
             match f.error {
                 None => tracing::info!(

@@ -386,9 +386,11 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
             output::progress(ctx.json, "sweeping stale sandboxes …");
             let report = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run).await?;
-            // Then the host folders whose sandbox (in any state) and task are both gone, by the same age threshold.
+            // Then the host folders whose sandbox (in any state) and task are both gone, by the same age threshold;
+            // a dry run counts the containers it would remove as gone, as the real sweep will find them.
+            let reaped: std::collections::BTreeSet<String> = report.removed.iter().map(|o| o.id.clone()).collect();
             let folders = crate::host_folders::Folders::from_ctx(ctx)
-                .sweep(&rt, scope.profile_label.as_deref(), max_age_secs, *dry_run)
+                .sweep(&rt, scope.profile_label.as_deref(), max_age_secs, *dry_run, &reaped)
                 .await?;
             print_reap(ctx, &report, &folders);
             let failed = !report.failed.is_empty() || folders.iter().any(|f| f.error.is_some());
