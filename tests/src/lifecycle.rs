@@ -268,3 +268,317 @@ fn sandbox_ls_figures_match_docker_stats_and_inspect_size() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).starts_with("berth: "), "{bad:?}");
 }
+
+/// The folder of `task`'s sandbox under this home's default `terminal.sandbox_dir`, if it exists.
+fn folder_of(home: &Home, task: &str) -> Option<std::path::PathBuf> {
+    let root = home.path().join("sandboxes").join("docker").join(&home.profile);
+    std::fs::read_dir(root).ok()?.flatten().map(|e| e.path()).find(|p| {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        name.strip_prefix(task).and_then(|rest| rest.strip_prefix('-')).is_some_and(|d| d.len() == 12)
+    })
+}
+
+/// `sandbox rm` removes the sandbox's host folder with it (`--keep-files` keeps it); a throw-away (opt-out) run
+/// removes its folder at its end (`--keep-files` keeps it), but not while a persistent sandbox of the same task uses
+/// the folder; a symlink inside the folder is removed, never followed.
+#[test]
+fn sandbox_rm_and_opt_out_runs_remove_their_folders() {
+    require_docker();
+    let home = Home::new();
+    let outside = home.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("precious"), "keep me").unwrap();
+
+    home.ok(&["run", "--task", "gone", "--", "sh", "-c", "echo w > /workspace/out; echo r > /root/f"]);
+    let dir = folder_of(&home, "gone").expect("no folder after run");
+    assert!(dir.join("workspace").join("out").exists());
+    std::os::unix::fs::symlink(&outside, dir.join("workspace").join("link")).unwrap();
+    let out = home.ok(&["sandbox", "rm", "--task", "gone"]);
+    assert!(out.contains("removed folder"), "{out}");
+    assert!(folder_of(&home, "gone").is_none(), "the folder outlived `sandbox rm`");
+    assert_eq!(std::fs::read_to_string(outside.join("precious")).unwrap(), "keep me");
+
+    home.ok(&["run", "--task", "kept", "--", "sh", "-c", "echo w > /workspace/out"]);
+    let rows = home.json(&["sandbox", "rm", "--task", "kept", "--keep-files"]);
+    assert_eq!(rows[0]["action"], "removed", "{rows}");
+    assert!(rows[0]["folder"]["note"].as_str().unwrap().contains("--keep-files"), "{rows}");
+    let kept = folder_of(&home, "kept").expect("--keep-files removed the folder");
+    assert_eq!(std::fs::read_to_string(kept.join("workspace").join("out")).unwrap().trim(), "w");
+
+    let opt_out = "terminal.docker_persist_across_processes=false";
+    home.ok(&["-c", opt_out, "run", "--task", "eph", "--", "sh", "-c", "echo e > /workspace/out"]);
+    assert!(folder_of(&home, "eph").is_none(), "an opt-out run left its folder");
+    assert!(home.containers().is_empty(), "an opt-out run left its container");
+    home.ok(&["-c", opt_out, "run", "--task", "eph", "--keep-files", "--", "sh", "-c", "echo e > /workspace/out"]);
+    let eph = folder_of(&home, "eph").expect("--keep-files removed the opt-out run's folder");
+    assert_eq!(std::fs::read_to_string(eph.join("workspace").join("out")).unwrap().trim(), "e");
+
+    // A persistent sandbox of the same task shares the folder: an opt-out run beside it leaves it alone.
+    let persistent = ensure(&home, "shared");
+    home.ok(&["run", "--task", "shared", "--", "sh", "-c", "echo p > /root/p"]);
+    home.ok(&["-c", opt_out, "run", "--task", "shared", "--", "true"]);
+    let shared = folder_of(&home, "shared").expect("an opt-out run removed a persistent sandbox's folder");
+    assert!(shared.join("home").join("p").exists());
+    assert!(running(&home, &persistent));
+}
+
+/// `sandbox reap` finds folders whose container and task are both gone: the dry run lists them in words and removes
+/// nothing, the real sweep removes them; the folder of a stale container the same sweep removes goes with it (and
+/// the dry run says so); a folder whose task is still on a board stays (it is the task's output), and so does a live
+/// sandbox's folder.
+#[test]
+fn sandbox_reap_finds_folders_whose_sandbox_and_task_are_gone() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["run", "--task", "orphan", "--", "sh", "-c", "echo o > /workspace/o"]);
+    home.ok(&["sandbox", "rm", "--task", "orphan", "--keep-files"]);
+    let orphan = folder_of(&home, "orphan").unwrap();
+    let live = ensure(&home, "live");
+    let stale = ensure(&home, "stale");
+    assert!(home.docker(&["stop", "-t", "0", &stale]).status.success());
+    let stale_dir = folder_of(&home, "stale").unwrap();
+    let task = home.json(&["kanban", "create", "output", "--assignee", &home.profile, "--command", "true"]);
+    let task_id = task["id"].as_str().unwrap().to_owned();
+    home.ok(&["run", "--task", &task_id, "--", "sh", "-c", "echo t > /workspace/t"]);
+    home.ok(&["sandbox", "rm", "--task", &task_id]);
+    let task_dir = folder_of(&home, &task_id).expect("`sandbox rm` removed a board task's workspace");
+
+    let dry = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    let line = dry.lines().find(|l| l.contains(&*orphan.to_string_lossy())).unwrap_or_else(|| panic!("{dry}"));
+    assert!(line.contains("would remove") && line.contains("sandbox and task are both gone"), "{dry}");
+    assert!(!dry.contains(&*task_dir.to_string_lossy()), "{dry}");
+    let stale_line = dry.lines().find(|l| l.contains(&*stale_dir.to_string_lossy())).unwrap_or_else(|| panic!("{dry}"));
+    assert!(stale_line.contains("would remove"), "{dry}");
+    assert!(orphan.exists() && stale_dir.exists() && exists(&home, &stale), "a dry run removed something");
+
+    let report = home.json(&["sandbox", "reap", "--max-age", "0"]);
+    let folders = report["folders"].as_array().unwrap();
+    let mut paths: Vec<&str> = folders.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    paths.sort_unstable();
+    let mut want = [orphan.to_str().unwrap(), stale_dir.to_str().unwrap()];
+    want.sort_unstable();
+    assert_eq!(paths, want, "{report}");
+    assert!(folders.iter().all(|f| f["error"].is_null()), "{report}");
+    assert!(!orphan.exists() && !stale_dir.exists() && !exists(&home, &stale));
+    assert!(task_dir.join("workspace").join("t").exists());
+    assert!(folder_of(&home, "live").is_some() && running(&home, &live));
+    assert_eq!(home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]).trim(), "nothing to reap");
+}
+
+/// A sandbox whose root user left files in its folder that the calling user may not delete: berth run as an
+/// unprivileged user (in the engine's group) removes the folder anyway, as root through a one-shot helper
+/// container, and leaves no helper behind.
+#[test]
+fn root_owned_files_are_removed_for_an_unprivileged_user() {
+    require_docker();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: needs root to run berth as another user; skipped");
+        return;
+    }
+    let Some(group) = std::fs::metadata("/var/run/docker.sock").ok().map(|m| std::os::unix::fs::MetadataExt::gid(&m))
+    else {
+        panic!("no /var/run/docker.sock");
+    };
+    let home = Home::new();
+    let chown = std::process::Command::new("chown").args(["-R", "65534:65534"]).arg(home.path()).status().unwrap();
+    assert!(chown.success());
+    let as_nobody = |args: &[&str]| {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid", "65534", "--regid", "65534", "--groups", &group.to_string()]);
+        c.arg(crate::support::berth_bin()).args(args);
+        for var in config_bridge::hermetic_vars() {
+            c.env_remove(var);
+        }
+        c.env("BERTH_HOME", home.path()).env("BERTH_PROFILE", &home.profile).env("TERMINAL_CONTAINER_MEMORY", "256");
+        c.current_dir("/").stdin(Stdio::null()).output().unwrap()
+    };
+    let out =
+        as_nobody(&["run", "--task", "rooted", "--", "sh", "-c", "mkdir -p /workspace/d && echo x > /workspace/d/f"]);
+    assert!(out.status.success(), "{out:?}");
+    let dir = folder_of(&home, "rooted").unwrap();
+    let meta = std::fs::metadata(dir.join("workspace").join("d")).unwrap();
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), 0, "the test needs a root-owned folder");
+    let out = as_nobody(&["sandbox", "rm", "--task", "rooted"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed folder"), "{out:?}");
+    assert!(!dir.exists(), "the root-owned folder is still there");
+    let mine = format!("label=hermes-profile={}", home.profile);
+    let helpers = home.docker(&["ps", "-aq", "--filter", "label=berth.helper", "--filter", &mine]);
+    assert!(String::from_utf8_lossy(&helpers.stdout).trim().is_empty(), "a helper container was left");
+}
+
+/// `kanban.retention_days` of about 2 s (0.000025 days), as a `-c` pair.
+const RETENTION_2S: &str = "kanban.retention_days=0.000025";
+
+fn status_of(home: &Home, id: &str) -> String {
+    home.json(&["kanban", "show", id])["task"]["status"].as_str().unwrap_or("").to_owned()
+}
+
+/// Creates a task for this home's profile and dispatches exactly it; returns its id.
+fn dispatched(home: &Home, title: &str, command: &str) -> String {
+    let id = home.json(&["kanban", "create", title, "--assignee", &home.profile, "--command", command])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    home.ok(&["kanban", "dispatch", "--task", &id]);
+    id
+}
+
+fn log_of(home: &Home, id: &str) -> std::path::PathBuf {
+    home.path().join("kanban").join("logs").join(format!("{id}.log"))
+}
+
+/// Retention on real workers' folders and logs: `kanban prune --dry-run` lists only the task done longer ago than
+/// the retention and changes nothing; `kanban prune` removes exactly its workspace folder and log; a task done since,
+/// a running one and a ready one keep theirs; `kanban archive` removes a task's output at once; and the gateway's
+/// cleanup pass applies the retention by itself, one line per pass.
+#[test]
+fn retention_removes_only_expired_outputs_and_the_gateway_applies_it() {
+    require_docker();
+    let home = Home::new();
+    let old = dispatched(&home, "old", "echo old > /workspace/out; echo old-log");
+    let running = dispatched(&home, "running", "sleep 60");
+    wait_until("the old task to finish", Duration::from_secs(60), || status_of(&home, &old) == "done");
+    wait_until("the running task to run", Duration::from_secs(30), || folder_of(&home, &running).is_some());
+    // Ageing, not synchronisation: the old task must be done longer than the 2 s retention, the young one not.
+    std::thread::sleep(Duration::from_secs(3));
+    let young = dispatched(&home, "young", "echo young > /workspace/out");
+    wait_until("the young task to finish", Duration::from_secs(60), || status_of(&home, &young) == "done");
+    // A ready task with output on disk (left by an earlier run) is work still to do: never touched.
+    let ready = home.json(&["kanban", "create", "ready", "--assignee", &home.profile, "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ready_dir = home.path().join("sandboxes").join("docker").join(&home.profile);
+    home.ok(&["run", "--task", &ready, "--", "sh", "-c", "echo r > /workspace/r"]);
+    std::fs::write(log_of(&home, &ready), "earlier run\n").unwrap();
+    assert_eq!(status_of(&home, &ready), "ready");
+    assert_eq!(status_of(&home, &running), "running");
+
+    let (old_dir, young_dir) = (folder_of(&home, &old).unwrap(), folder_of(&home, &young).unwrap());
+    assert!(old_dir.join("workspace").join("out").exists() && log_of(&home, &old).exists());
+    let everything = || {
+        let mut seen = Vec::new();
+        for id in [&old, &young, &running, &ready] {
+            seen.push((id.clone(), folder_of(&home, id).is_some(), log_of(&home, id).exists()));
+        }
+        seen
+    };
+    let before = everything();
+
+    let dry = home.json(&["-c", RETENTION_2S, "kanban", "prune", "--dry-run"]);
+    let tasks = dry["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{dry}");
+    assert_eq!(tasks[0]["task"], old.as_str());
+    assert_eq!(tasks[0]["reason"]["code"], "expired", "{dry}");
+    assert_eq!(tasks[0]["folder"], old_dir.to_string_lossy().as_ref());
+    assert_eq!(everything(), before, "a dry run changed the disk");
+    let text = home.ok(&["-c", RETENTION_2S, "kanban", "prune", "--dry-run"]);
+    assert!(
+        text.contains(&old) && text.contains("would remove workspace and log") && text.contains("retention"),
+        "{text}"
+    );
+
+    let pruned = home.json(&["-c", RETENTION_2S, "kanban", "prune"]);
+    assert_eq!(pruned["tasks"].as_array().unwrap().len(), 1, "{pruned}");
+    assert!(pruned["tasks"][0]["error"].is_null(), "{pruned}");
+    assert!(!old_dir.exists() && !log_of(&home, &old).exists(), "the expired output is still there");
+    assert_eq!(status_of(&home, &old), "done", "prune changed the task");
+    assert!(young_dir.join("workspace").join("out").exists() && log_of(&home, &young).exists());
+    assert!(folder_of(&home, &running).is_some() && log_of(&home, &running).exists());
+    assert!(ready_dir.read_dir().unwrap().flatten().any(|e| e.file_name().to_string_lossy().starts_with(&ready)));
+    assert!(log_of(&home, &ready).exists());
+    // With the default retention (7 days) nothing else has expired.
+    assert_eq!(home.ok(&["kanban", "prune", "--dry-run"]).trim(), "nothing to prune");
+
+    // Archiving takes the output at once.
+    home.ok(&["kanban", "archive", &young]);
+    assert!(!young_dir.exists() && !log_of(&home, &young).exists());
+
+    // The gateway applies the retention on its cleanup pass (every second here), one line per pass.
+    let later = dispatched(&home, "later", "echo later > /workspace/out");
+    wait_until("the later task to finish", Duration::from_secs(60), || status_of(&home, &later) == "done");
+    let later_dir = folder_of(&home, &later).unwrap();
+    let gw = Gateway::start(&home, &["terminal.docker_reap_interval_seconds=1", RETENTION_2S]);
+    wait_until("the gateway to prune the later task", Duration::from_secs(20), || {
+        !later_dir.exists() && !log_of(&home, &later).exists()
+    });
+    // A couple more passes with nothing left to remove.
+    std::thread::sleep(Duration::from_secs(2));
+    let log = gw.stop();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("gateway cleanup: retention")).collect();
+    assert!(lines.len() >= 3, "{log}");
+    assert_eq!(lines.iter().filter(|l| l.contains(&later)).count(), 1, "{log}");
+    assert!(lines.iter().any(|l| l.contains("removed the output of 0 finished task(s)")), "{log}");
+    assert!(folder_of(&home, &running).is_some(), "the gateway removed a running task's folder");
+    home.ok(&["kanban", "block", &running]);
+}
+
+/// The lease of an opt-out sandbox across hosts: a `berth run` in opt-out mode on "another host" (its own UTS
+/// namespace with another hostname, sharing this engine) renews a lease inside its sandbox; while it lives, and
+/// right after it is SIGKILLed, `sandbox reap` here keeps the sandbox (this host cannot probe that pid: only the
+/// lease tells); once the lease has gone unrenewed past its time-to-live (2 s here), the sandbox is reaped, with the
+/// reason in words.
+#[test]
+fn an_opt_out_sandbox_of_a_dead_owner_on_another_host_is_reaped_by_its_lease() {
+    require_docker();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("note: needs root for a UTS namespace (another hostname); skipped");
+        return;
+    }
+    let home = Home::new();
+    let mut owner = std::process::Command::new("unshare");
+    owner.args(["--uts", "sh", "-c", "hostname lifecycle-otherhost && exec \"$0\" \"$@\""]);
+    owner.arg(crate::support::berth_bin()).args([
+        "-c",
+        "terminal.docker_persist_across_processes=false",
+        "-c",
+        "terminal.docker_lease_seconds=2",
+        "run",
+        "--task",
+        "leased",
+        "--",
+        "sleep",
+        "120",
+    ]);
+    for var in config_bridge::hermetic_vars() {
+        owner.env_remove(var);
+    }
+    owner.env("BERTH_HOME", home.path()).env("BERTH_PROFILE", &home.profile).env("TERMINAL_CONTAINER_MEMORY", "256");
+    let mut owner = owner.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut id = String::new();
+    wait_until("the owner's sandbox and its lease", Duration::from_secs(30), || {
+        id = home.containers().into_iter().next().unwrap_or_default();
+        !id.is_empty() && home.docker(&["exec", &id, "cat", "/.berth-lease"]).status.success()
+    });
+    let label = home.inspect(&id, "{{index .Config.Labels \"berth.owner\"}}");
+    assert!(label.starts_with("lifecycle-otherhost:"), "{label}");
+    let lease = String::from_utf8_lossy(&home.docker(&["exec", &id, "cat", "/.berth-lease"]).stdout).into_owned();
+    assert!(lease.contains(&format!("owner={label}")) && lease.contains("ttl_secs=2"), "{lease}");
+    let reap = || home.json(&["sandbox", "reap", "--max-age", "0"]);
+
+    // A live owner renews its lease: after more than a time-to-live, the sandbox is still kept.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(reap()["removed"].as_array().unwrap().is_empty());
+    assert!(running(&home, &id), "a sandbox with a live owner was reaped");
+
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    let killed = Instant::now();
+    // Fresh lease: kept, although its owner is dead (this host cannot see that).
+    let first = reap();
+    assert!(killed.elapsed() < Duration::from_secs(2), "the check came too late to prove anything");
+    assert!(first["removed"].as_array().unwrap().is_empty(), "{first}");
+    assert!(running(&home, &id));
+
+    // Lapsed lease: reaped.
+    std::thread::sleep(Duration::from_secs(3));
+    let text = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]);
+    assert!(text.contains("stopped renewing its lease"), "{text}");
+    let second = reap();
+    let removed = second["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{second}");
+    assert_eq!(removed[0]["id"], id.as_str());
+    assert_eq!(removed[0]["reason"], "lease_expired");
+    assert!(!exists(&home, &id));
+}

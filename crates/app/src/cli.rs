@@ -154,12 +154,22 @@ pub enum SandboxCmd {
         /// Stop and remove in any mode.
         #[arg(long)]
         force: bool,
+        /// Keep the sandbox's host folder (its /root and /workspace) when the sandbox is removed.
+        #[arg(long)]
+        keep_files: bool,
     },
-    /// Stop and remove a task's sandbox in any mode.
-    Rm(TaskArg),
-    /// Remove stale stopped sandboxes (exited, created or dead longer than 2 × max(60, lifetime)).
+    /// Stop and remove a task's sandbox in any mode, with its host folder (unless --keep-files).
+    Rm {
+        #[command(flatten)]
+        task: TaskArg,
+        /// Keep the sandbox's host folder (its /root and /workspace under terminal.sandbox_dir).
+        #[arg(long)]
+        keep_files: bool,
+    },
+    /// Remove stale stopped sandboxes (exited, created or dead longer than 2 × max(60, lifetime)), and host folders
+    /// whose sandbox and task are both gone.
     Reap {
-        /// List what would be removed, with a reason per container; remove nothing.
+        /// List what would be removed, with a reason per container or folder; remove nothing.
         #[arg(long)]
         dry_run: bool,
         /// Every profile's sandboxes, not only this profile's.
@@ -185,6 +195,10 @@ pub struct RunArgs {
     /// Kill the command after this many seconds (exit 124); default terminal.timeout; 0 means none.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// In opt-out mode (terminal.docker_persist_across_processes: false), keep the sandbox's host folder when the
+    /// throw-away sandbox is removed.
+    #[arg(long)]
+    pub keep_files: bool,
     /// Working directory inside the sandbox (default terminal.cwd).
     #[arg(long, short = 'w', value_name = "DIR")]
     pub workdir: Option<String>,
@@ -378,10 +392,17 @@ pub enum KanbanCmd {
         /// Task id (on any board).
         id: String,
     },
-    /// Archive a task (its worker, if any, is stopped).
+    /// Archive a task (its worker, if any, is stopped; its workspace folder and log are removed).
     Archive {
         /// Task id (on any board).
         id: String,
+    },
+    /// Remove finished tasks' workspace folders and worker logs once kept kanban.retention_days (archived tasks' at
+    /// once); the tasks stay on their boards. The gateway does this on its cleanup pass.
+    Prune {
+        /// List what would be removed, with a reason per task; remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Take a running task back to ready (its worker is stopped).
     Reclaim {

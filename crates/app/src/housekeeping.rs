@@ -6,11 +6,9 @@
 //! gateway was down, so after a restart the count starts over (a sandbox is stopped at most one period late, never
 //! early). The engine's `ExecIDs` were no help either: they only list execs still known to the daemon.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use docker_adapter::DockerRuntime;
-use domain::policy::folders::{FolderSeen, gone_folders};
 use domain::policy::idle::{IdleMemory, IdleObservation, IdleSettings, IdleVerdict, plan_idle_stop};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::ports::{Clock, ContainerRuntime};
@@ -28,11 +26,13 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Housekeeper {
     endpoint: String,
     home: std::path::PathBuf,
-    /// `terminal.sandbox_dir`: this profile's folders live in `docker/<profile label>/` under it.
-    sandbox_dir: String,
+    /// Sandbox folders (`terminal.sandbox_dir`): this profile's live in `docker/<profile label>/` under it.
+    folders: crate::host_folders::Folders,
     profile_label: String,
     idle: IdleSettings,
     reaper_enabled: bool,
+    /// `kanban.retention_days` in seconds (`None`: finished tasks' output is kept until archived).
+    retention: Option<i64>,
     scope: ReapScope,
     /// Between reaper passes.
     reap_every: Duration,
@@ -70,7 +70,7 @@ impl Housekeeper {
         Self {
             endpoint: ctx.docker_endpoint(),
             home: ctx.home.clone(),
-            sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
+            folders: crate::host_folders::Folders::from_ctx(ctx),
             scope: ReapScope {
                 profile_label: Some(profile_label.clone()),
                 max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
@@ -79,6 +79,7 @@ impl Housekeeper {
             profile_label,
             idle,
             reaper_enabled: ctx.settings.terminal.docker_orphan_reaper,
+            retention: crate::retention::retention_secs(ctx),
             reap_every: reap_interval(ctx),
             idle_every,
         }
@@ -95,7 +96,11 @@ impl Housekeeper {
         } else {
             "orphan reaper off".to_owned()
         };
-        tracing::info!("gateway cleanup: {idle}, {reap} (profile {})", self.profile_label);
+        let retention = match self.retention {
+            Some(s) => format!("finished tasks' output kept {}", crate::retention::span(s)),
+            None => "finished tasks' output kept until archived".to_owned(),
+        };
+        tracing::info!("gateway cleanup: {idle}, {reap}, {retention} (profile {})", self.profile_label);
     }
 
     /// Runs the loop as a task of its own; dropping the guard ends it.
@@ -105,9 +110,6 @@ impl Housekeeper {
     }
 
     async fn run(self) {
-        if self.idle_every.is_none() && !self.reaper_enabled {
-            return;
-        }
         let start = tokio::time::Instant::now();
         // The gateway reaped once at its start; the next sweep is a period later.
         let mut next_reap = start + self.reap_every;
@@ -116,8 +118,8 @@ impl Housekeeper {
         let mut rt: Option<DockerRuntime> = None;
         loop {
             let wake = match self.idle_every {
-                Some(_) if self.reaper_enabled => next_idle.min(next_reap),
-                Some(_) => next_idle,
+                // The reap pass also applies retention, so it is scheduled even with the reaper off.
+                Some(_) => next_idle.min(next_reap),
                 None => next_reap,
             };
             tokio::time::sleep_until(wake).await;
@@ -131,6 +133,12 @@ impl Housekeeper {
                     }
                     Err(e) => {
                         tracing::warn!("gateway cleanup: {e}; trying again next pass");
+                        // Retention is files on this host: it goes on without the engine (only files a sandbox's
+                        // root user left need it, and they wait for the next pass).
+                        if now >= next_reap {
+                            self.retention_pass(None).await;
+                            next_reap = now + self.reap_every;
+                        }
                         memory.clear();
                         next_idle = now + self.idle_every.unwrap_or(self.reap_every);
                         next_reap = next_reap.max(next_idle);
@@ -159,7 +167,7 @@ impl Housekeeper {
                 }
                 next_idle = tokio::time::Instant::now() + every;
             }
-            if self.reaper_enabled && now >= next_reap {
+            if now >= next_reap {
                 if tokio::time::timeout(PASS_BOUND, self.reap_pass(&runtime)).await.is_err() {
                     tracing::warn!("gateway cleanup: orphan reaper took over {}s; abandoned", PASS_BOUND.as_secs());
                 }
@@ -218,7 +226,54 @@ impl Housekeeper {
     }
 
     /// One orphan sweep, one line per container removed.
-    async fn reap_pass(&self, rt: &dyn ContainerRuntime) {
+    async fn reap_pass(&self, rt: &DockerRuntime) {
+        if self.reaper_enabled {
+            self.orphans_pass(rt).await;
+        }
+        self.retention_pass(Some(rt)).await;
+    }
+
+    /// Finished tasks' expired output (workspace folders, logs): removed, reported in one line per pass.
+    async fn retention_pass(&self, rt: Option<&DockerRuntime>) {
+        let kept = match self.retention {
+            Some(s) => format!("kept {}", crate::retention::span(s)),
+            None => "kept until archived".to_owned(),
+        };
+        let mut plan = match crate::retention::plan(&self.folders, SystemClock.now(), self.retention) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("gateway cleanup: retention ({kept}) skipped: {e}");
+                return;
+            }
+        };
+        crate::retention::apply(&self.folders, rt, &mut plan).await;
+        let (failed, done): (Vec<_>, Vec<_>) = plan.iter().partition(|p| p.error.is_some());
+        let folders = done.iter().filter(|p| p.folder.is_some()).count();
+        let logs = done.iter().filter(|p| !p.logs.is_empty()).count();
+        let tasks: Vec<&str> = done.iter().map(|p| p.task.as_str()).collect();
+        let mut line = format!(
+            "gateway cleanup: retention ({kept}): removed the output of {} finished task(s) ({folders} workspace \
+             folder(s), {logs} log(s))",
+            done.len()
+        );
+        if !tasks.is_empty() {
+            line.push_str(&format!(": {}", tasks.join(", ")));
+        }
+        if let Some(first) = failed.first() {
+            line.push_str(&format!(
+                "; {} failed, first {}: {}",
+                failed.len(),
+                first.task,
+                first.error.as_deref().unwrap_or("")
+            ));
+            tracing::warn!("{line}");
+        } else {
+            tracing::info!("{line}");
+        }
+    }
+
+    /// The orphan reaper and the sweep of gone sandboxes' folders.
+    async fn orphans_pass(&self, rt: &DockerRuntime) {
         match service::reap(rt, SystemClock.now(), &self.scope, &ProcProbe, false).await {
             Ok(r) => {
                 for o in &r.removed {
@@ -242,67 +297,25 @@ impl Housekeeper {
         }
     }
 
-    /// Removes this profile's sandbox folders that no container (in any state) claims any more, once untouched for
-    /// the reaper's threshold; one line per folder.
-    async fn folders_pass(&self, rt: &dyn ContainerRuntime) -> Result<(), domain::ports::RuntimeError> {
-        let root =
-            std::path::Path::new(self.sandbox_dir.trim_end_matches('/')).join("docker").join(&self.profile_label);
-        let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
-        let now = std::time::SystemTime::now();
-        let seen: Vec<FolderSeen> = entries
-            .flatten()
-            .filter_map(|e| {
-                // Only real folders: a symlink placed here is never followed, let alone removed through.
-                let meta = e.path().symlink_metadata().ok().filter(std::fs::Metadata::is_dir)?;
-                let age = now.duration_since(meta.modified().ok()?).unwrap_or_default();
-                Some(FolderSeen {
-                    name: e.file_name().to_str()?.to_owned(),
-                    age_secs: i64::try_from(age.as_secs()).unwrap_or(i64::MAX),
-                })
-            })
-            .collect();
-        if seen.is_empty() {
-            return Ok(());
-        }
-        // Listed after the folders were read: a sandbox created in between claims its folder in this listing.
-        let listed = service::list_managed(rt, Some(&self.profile_label)).await?;
-        let mut live: BTreeSet<String> = listed.iter().filter_map(|c| c.identity().map(str::to_owned)).collect();
-        // A finished task's workspace is its output: it stays, container or not, until the task is archived or
-        // removed from its board.
-        live.extend(board_task_digests(&self.home));
-        for gone in gone_folders(&seen, &live, self.scope.max_age_secs) {
-            match std::fs::remove_dir_all(root.join(&gone.name)) {
-                Ok(()) => tracing::info!(
+    /// Removes this profile's sandbox folders that no container (in any state) claims and no task on a board owns,
+    /// once untouched for the reaper's threshold; one line per folder.
+    async fn folders_pass(&self, rt: &DockerRuntime) -> Result<(), domain::ports::RuntimeError> {
+        let swept = self
+            .folders
+            .sweep(rt, Some(&self.profile_label), self.scope.max_age_secs, false, &Default::default())
+            .await?;
+        for f in swept {
+            match f.error {
+                None => tracing::info!(
                     "gateway cleanup: removed sandbox folder {} (its sandbox is gone; untouched {}s)",
-                    root.join(&gone.name).display(),
-                    gone.age_secs
+                    f.path,
+                    f.age_secs
                 ),
-                Err(e) => tracing::warn!("gateway cleanup: could not remove {}: {e}", root.join(&gone.name).display()),
+                Some(e) => tracing::warn!("gateway cleanup: could not remove {}: {e}", f.path),
             }
         }
         Ok(())
     }
-}
-
-/// The sandbox identity digests of every task on the boards of `home` that is not archived: their folders are kept.
-/// An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
-fn board_task_digests(home: &std::path::Path) -> Vec<String> {
-    use domain::ids::{ProfileName, TaskId};
-    let path = kanban_store::board_path(home);
-    if !path.exists() {
-        return Vec::new();
-    }
-    let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return Vec::new() };
-    let boards = store.boards().unwrap_or_default();
-    let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
-    slugs
-        .flat_map(|slug| store.tasks(&slug, None, None).unwrap_or_default())
-        .filter(|t| t.status != domain::kanban::TaskStatus::Archived)
-        .filter_map(|t| {
-            let (task, profile) = (TaskId::parse(&t.id).ok()?, ProfileName::parse(t.assignee.as_deref()?).ok()?);
-            Some(domain::sandbox::SandboxIdentity::new(task, profile).digest())
-        })
-        .collect()
 }
 
 fn short(id: &str) -> &str {

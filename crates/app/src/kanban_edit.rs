@@ -97,6 +97,8 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             if let Some(assignee) = t.assignee.as_deref().filter(|_| had_runs) {
                 worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
             }
+            // Off the board, its output (workspace folder, log) has no owner any more.
+            crate::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;
             if ctx.json {
                 output::json(&serde_json::json!({"removed": t.id, "board": t.board}));
             } else {

@@ -43,7 +43,9 @@ pub fn last_lines(ctx: &Ctx, task: &str, n: usize) -> Vec<String> {
 pub fn show_text(path: &str, last: &[String], workspace: Option<&str>) {
     output::line("");
     if let Some(ws) = workspace {
-        output::line(&format!("Workspace: {ws}"));
+        // Pruned by retention, archived, or never run: say so rather than print a path that leads nowhere.
+        let gone = if std::path::Path::new(ws).exists() { "" } else { " (not there: never run, or pruned)" };
+        output::line(&format!("Workspace: {ws}{gone}"));
     }
     output::line(&format!("Log: {path}"));
     if last.is_empty() {

@@ -10,6 +10,9 @@ pub fn removed(reason: ReapReason, age_secs: i64) -> String {
         ReapReason::CreatedLeftover => format!("created {age} ago and never started"),
         ReapReason::DeadLeftover => format!("dead for {age}"),
         ReapReason::OwnerGone => format!("its owning process is gone (running ephemeral sandbox, {age} old)"),
+        ReapReason::LeaseExpired => {
+            format!("its owner on another host stopped renewing its lease (running ephemeral sandbox, {age} old)")
+        }
     }
 }
 
@@ -25,6 +28,11 @@ pub fn kept(reason: &SpareReason) -> String {
         SpareReason::NoTimestamp => "the engine gives no finish time".to_owned(),
         SpareReason::OtherState { state } => format!("in state {state}, which is never reaped"),
     }
+}
+
+/// Why a sandbox folder goes (or would go).
+pub fn folder_gone(age_secs: i64) -> String {
+    format!("host folder whose sandbox and task are both gone, untouched for {}", duration(age_secs))
 }
 
 /// `90061` → `1d 1h`, `3700` → `1h 1m`, `75` → `1m 15s`, `5` → `5s`.
@@ -51,5 +59,6 @@ mod tests {
             "stopped 5s ago, younger than the 2m 0s threshold"
         );
         assert_eq!(duration(90_061), "1d 1h");
+        assert_eq!(folder_gone(75), "host folder whose sandbox and task are both gone, untouched for 1m 15s");
     }
 }

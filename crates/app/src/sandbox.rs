@@ -215,6 +215,8 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     exec.env.push(marker.clone());
     let mut std_sink = StdSink;
     let mut sink = crate::exec_errors::StartFailureSink::new(&mut std_sink);
+    // A throw-away sandbox carries a lease this process renews while it runs, for reapers on other hosts.
+    let _lease = (!req.persist_across_processes).then(|| crate::lease::hold(ctx, &rt, &req.spec.name));
     // Input (and a TTY) are wired only when asked for or piped; the terminal is restored when `io` drops.
     let io = crate::run_io::attach(args.interactive, args.tty)?;
     let exec_run = async {
@@ -235,6 +237,9 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
             // Stop the command inside, and in opt-out mode remove the container this process made.
             let owner = (!req.persist_across_processes).then(crate::context::owner_label);
             stop_marked(ctx, &req.identity, &marker, owner.as_deref()).await;
+            if owner.is_some() && !args.keep_files {
+                remove_folder_bounded(ctx, &req.identity).await;
+            }
             return Ok(code);
         }
     };
@@ -244,7 +249,17 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
         tracing::debug!("ran in {} ({})", acquired.name, acquired.action.as_str());
         if !req.persist_across_processes {
-            let teardown = service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut);
+            let teardown = async {
+                service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut).await?;
+                // A throw-away sandbox's folder goes with it, unless kept or still used (see `remove_for`).
+                if !args.keep_files
+                    && let Some(Err(e)) =
+                        crate::host_folders::Folders::from_ctx(ctx).remove_for(&rt, &req.identity).await
+                {
+                    tracing::warn!("{e}");
+                }
+                Ok::<_, domain::ports::RuntimeError>(())
+            };
             if tokio::time::timeout(TEARDOWN_WAIT, teardown).await.is_err() {
                 tracing::warn!(
                     "teardown of {} did not finish within {}s; the reaper will remove it",
@@ -295,6 +310,17 @@ pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, ow
     };
     if tokio::time::timeout(TEARDOWN_WAIT, work).await.is_err() {
         tracing::warn!("stopping the interrupted command did not finish in time");
+    }
+}
+
+/// Removes `identity`'s folder after its throw-away sandbox went (see `Folders::remove_for`); bounded, best effort.
+async fn remove_folder_bounded(ctx: &Ctx, identity: &SandboxIdentity) {
+    let work = async {
+        let rt = connect(ctx).await.ok()?;
+        crate::host_folders::Folders::from_ctx(ctx).remove_for(&rt, identity).await
+    };
+    if let Ok(Some(Err(e))) = tokio::time::timeout(TEARDOWN_WAIT, work).await {
+        tracing::warn!("{e}");
     }
 }
 
@@ -358,8 +384,8 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         SandboxCmd::Logs { id, task, all_profiles, tail, follow } => {
             crate::sandbox_logs::logs(ctx, id.as_deref(), task.as_deref(), *all_profiles, *tail, *follow).await
         }
-        SandboxCmd::Release { task, force } => release(ctx, &task.task, *force).await,
-        SandboxCmd::Rm(task) => release(ctx, &task.task, true).await,
+        SandboxCmd::Release { task, force, keep_files } => release(ctx, &task.task, *force, *keep_files).await,
+        SandboxCmd::Rm { task, keep_files } => release(ctx, &task.task, true, *keep_files).await,
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
             let rt = connect(ctx).await?;
             let max_age_secs = max_age.unwrap_or_else(|| {
@@ -370,13 +396,20 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
             let sweep = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
             let report = output::with_progress(ctx.json, "sweeping stale sandboxes", sweep).await?;
-            print_reap(ctx, &report);
-            Ok(if report.failed.is_empty() { 0 } else { 1 })
+            // Then the host folders whose sandbox (in any state) and task are both gone, by the same age threshold;
+            // a dry run counts the containers it would remove as gone, as the real sweep will find them.
+            let reaped: std::collections::BTreeSet<String> = report.removed.iter().map(|o| o.id.clone()).collect();
+            let folders = crate::host_folders::Folders::from_ctx(ctx)
+                .sweep(&rt, scope.profile_label.as_deref(), max_age_secs, *dry_run, &reaped)
+                .await?;
+            print_reap(ctx, &report, &folders);
+            let failed = !report.failed.is_empty() || folders.iter().any(|f| f.error.is_some());
+            Ok(if failed { 1 } else { 0 })
         }
     }
 }
 
-async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
+async fn release(ctx: &Ctx, task: &str, force: bool, keep_files: bool) -> Result<u8, Failure> {
     let identity = identity(ctx, task)?;
     let rt = connect(ctx).await?;
     let persist = ctx.settings.terminal.docker_persist_across_processes;
@@ -391,10 +424,22 @@ async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
                 .await?;
         results.push((c, plan));
     }
+    // The host folder goes with the last sandbox that used it, unless kept.
+    let removed_any = results.iter().any(|(_, p)| !matches!(p, CleanupPlan::Keep { .. }));
+    let folders = crate::host_folders::Folders::from_ctx(ctx);
+    let host_dir = folders.of(&identity).display().to_string();
+    let folder = if removed_any && !keep_files { folders.remove_for(&rt, &identity).await } else { None };
     if ctx.json {
+        // One row per container; the folder's fate (one folder per identity) is on each row.
+        let folder_json = match &folder {
+            Some(Ok(note)) => json!({"path": host_dir, "note": note}),
+            Some(Err(e)) => json!({"path": host_dir, "error": e}),
+            None if keep_files => json!({"path": host_dir, "note": "kept (--keep-files)"}),
+            None => serde_json::Value::Null,
+        };
         let rows: Vec<serde_json::Value> = results
             .iter()
-            .map(|(c, p)| json!({"id": c.id, "name": c.name, "action": match p { CleanupPlan::Keep { .. } => "kept", _ => "removed" }, "plan": p}))
+            .map(|(c, p)| json!({"id": c.id, "name": c.name, "action": match p { CleanupPlan::Keep { .. } => "kept", _ => "removed" }, "plan": p, "folder": folder_json}))
             .collect();
         output::json(&json!(rows));
     } else if results.is_empty() {
@@ -408,17 +453,25 @@ async fn release(ctx: &Ctx, task: &str, force: bool) -> Result<u8, Failure> {
                 _ => output::line(&format!("removed {}", c.name)),
             }
         }
+        if let Some(Ok(note)) = &folder {
+            output::line(note);
+        }
+    }
+    if let Some(Err(e)) = &folder {
+        eprintln!("berth: {e}");
+        return Ok(Exit::FAILURE);
     }
     Ok(Exit::OK)
 }
 
-fn print_reap(ctx: &Ctx, report: &ReapReport) {
+fn print_reap(ctx: &Ctx, report: &ReapReport, folders: &[crate::host_folders::SweptFolder]) {
     if ctx.json {
         output::json(&json!({
             "dry_run": report.dry_run,
             "removed": report.removed,
             "skipped": report.skipped,
             "failed": report.failed.iter().map(|(id, e)| json!({"id": id, "error": e})).collect::<Vec<_>>(),
+            "folders": folders,
         }));
         return;
     }
@@ -434,6 +487,10 @@ fn print_reap(ctx: &Ctx, report: &ReapReport) {
     rows.extend(
         report.failed.iter().map(|(id, e)| vec![id[..12.min(id.len())].to_owned(), "failed".to_owned(), e.clone()]),
     );
+    rows.extend(folders.iter().map(|f| match &f.error {
+        None => vec![f.path.clone(), verb.to_owned(), crate::reap_words::folder_gone(f.age_secs)],
+        Some(e) => vec![f.path.clone(), "failed".to_owned(), e.clone()],
+    }));
     if rows.is_empty() {
         output::line("nothing to reap");
         return;

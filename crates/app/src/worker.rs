@@ -418,7 +418,9 @@ async fn run_in_sandbox(
         log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)),
         since_check: 0,
     };
+    let lease = (!req.persist_across_processes).then(|| crate::lease::hold(ctx, &rt, &req.spec.name));
     let (acquired, outcome) = service::run(&rt, &req, &exec, &mut sink).await?;
+    drop(lease);
     log_line(&format!("sandbox {} ({})", acquired.name, acquired.action.as_str()));
     if !req.persist_across_processes {
         let _ = tokio::time::timeout(

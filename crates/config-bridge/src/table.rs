@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
-use crate::typed::{Cpus, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
+use crate::typed::{Cpus, FloatDays, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
 use crate::value::{Invalid, Value};
 
 /// The type of a setting, which fixes how its text is parsed.
@@ -158,6 +158,7 @@ settings! {
         max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
         max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
         max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
+        retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";
         spawn_lease_seconds: PositiveSeconds = "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
         worker_command: String = "", "Worker command template ({task_id}, {assignee}, {board}, each substituted as one shell-quoted word); empty runs the built-in `berth worker run`.";
         worker_log_backup_count: NonZeroU32 = "1", "Rotated worker logs kept per task.";
@@ -176,6 +177,7 @@ settings! {
         docker_idle_stop_seconds: Seconds = "0", "Stop (not remove) a running persistent sandbox after this many seconds with nothing inside but its keep-alive, as the gateway sees it; 0 is off (hermes parity). See the README's sandbox lifecycle.";
         docker_idle_stop_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile idle-stop periods that replace `terminal.docker_idle_stop_seconds`, e.g. {\"alpha\": 900}.";
         docker_image: String = "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
+        docker_lease_seconds: PositiveSeconds = "60", "Time-to-live of an opt-out sandbox's lease: its owner renews it inside the sandbox every third of this, and a reaper on any host sharing the engine treats a sandbox whose owner on another host let it lapse this long as orphaned.";
         docker_mount_cwd_to_workspace: bool = "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
         docker_network: bool = "true", "Give sandboxes network access; false runs them with --network=none.";
         docker_orphan_reaper: bool = "true", "Once per process, before the first sandbox creation, remove this profile's stale stopped sandboxes.";

@@ -123,6 +123,32 @@ impl FromValue for FloatSeconds {
     }
 }
 
+/// A non-negative, possibly fractional number of days, at most ten years (0 often means "off").
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+pub struct FloatDays(f64);
+
+impl FloatDays {
+    pub fn get(self) -> f64 {
+        self.0
+    }
+
+    /// The same span in whole seconds (rounded down; at least 1 for any positive value), `None` when 0 (off).
+    pub fn seconds(self) -> Option<i64> {
+        // In range by construction: at most ten years of seconds.
+        #[expect(clippy::cast_possible_truncation, reason = "at most MAX_SECONDS, checked at parse")]
+        let secs = (self.0 * 86_400.0) as i64;
+        (self.0 > 0.0).then_some(secs.max(1))
+    }
+}
+
+impl FromValue for FloatDays {
+    const KIND: Kind = Kind::Float;
+
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
+        float_in(v, MAX_SECONDS as f64 / 86_400.0, TEN_YEARS).map(Self)
+    }
+}
+
 /// A memory size in MB, 0 (no limit) to [`MAX_MEMORY_MB`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MemoryMb(u64);

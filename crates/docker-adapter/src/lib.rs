@@ -5,10 +5,12 @@
 
 mod exec_io;
 mod extra;
+mod files;
 mod kill;
 mod logs;
 mod usage;
 
+pub use files::LABEL_HELPER;
 pub use usage::Usage;
 
 pub use exec_io::ExecIo;
@@ -443,6 +445,10 @@ impl ContainerRuntime for DockerRuntime {
     async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError> {
         let options = RemoveContainerOptions { force, v: true, ..Default::default() };
         self.docker.remove_container(id, Some(options)).await.map_err(|e| self.map_err("remove", id, e))
+    }
+
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
+        self.download_file(id, path).await
     }
 
     async fn processes(&self, id: &str) -> Result<Vec<ContainerProcess>, RuntimeError> {

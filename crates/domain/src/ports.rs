@@ -164,6 +164,18 @@ pub trait ContainerRuntime: Send + Sync {
         Err(RuntimeError::Api { status: 501, message: format!("this runtime cannot list the processes of {id}") })
     }
 
+    /// Reads the small file `path` inside a container (the ephemeral sandbox lease); `Ok(None)` when it does not exist.
+    ///
+    /// The default reads nothing: a runtime that cannot read files never lets a lease lapse, so nothing is reaped by
+    /// lease on it.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`] when the container is gone.
+    async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
+        let _ = (id, path);
+        Ok(None)
+    }
+
     /// Runs a command in a running container, streaming its output to `sink`.
     ///
     /// # Errors

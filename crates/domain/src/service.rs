@@ -11,6 +11,7 @@ use thiserror::Error;
 use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
 use crate::label::{LABEL_AGENT, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE};
 use crate::policy::cleanup::{CleanupPlan, ReleaseMode, plan_cleanup};
+use crate::policy::lease::{LEASE_PATH, Lease};
 use crate::policy::reaper::{
     Orphan, ReapPlan, ReapReason, ReapScope, SpareReason, Spared, find_orphans, judge_orphan, parse_owner,
 };
@@ -362,6 +363,7 @@ pub async fn reap(
     let stopped = [ContainerState::Exited, ContainerState::Created, ContainerState::Dead];
     let mut listed = Vec::new();
     let mut gone_owners = BTreeSet::new();
+    let mut lease_checks = Vec::new();
     for c in all {
         if stopped.contains(&c.state) {
             listed.push(c);
@@ -373,10 +375,22 @@ pub async fn reap(
             continue;
         }
         let owner = c.label(LABEL_OWNER).unwrap_or_default().to_owned();
-        if let Some((h, pid, start)) = parse_owner(&owner)
-            && h == host
-            && !probe.is_alive(pid, Some(start))
-        {
+        let Some((h, pid, start)) = parse_owner(&owner) else { continue };
+        if h == host {
+            if !probe.is_alive(pid, Some(start)) {
+                gone_owners.insert(owner);
+                listed.push(c);
+            }
+        } else {
+            lease_checks.push((c, owner));
+        }
+    }
+    // An owner on another host cannot be probed: its lease, renewed inside the sandbox, tells whether it still
+    // lives. No lease (an older berth, or one not yet written) or an unreadable one keeps the sandbox.
+    let leases = join_all(lease_checks.iter().map(|(c, _)| rt.read_file(&c.id, LEASE_PATH))).await;
+    for ((c, owner), read) in lease_checks.into_iter().zip(leases) {
+        let lease = read.ok().flatten().and_then(|b| Lease::parse(&String::from_utf8_lossy(&b)));
+        if lease.is_some_and(|l| l.owner == owner && l.lapsed(now).is_some()) {
             gone_owners.insert(owner);
             listed.push(c);
         }
@@ -438,8 +452,9 @@ async fn remove_orphan(
         Ok(checked) => checked,
         Err(reason) => return Ok(Some(reason)),
     };
-    // Only an ephemeral container whose owner died is removed while running; everything else without force.
-    let force = checked.reason == ReapReason::OwnerGone;
+    // Only an ephemeral container whose owner died (or whose lease lapsed) is removed while running; everything else
+    // without force.
+    let force = matches!(checked.reason, ReapReason::OwnerGone | ReapReason::LeaseExpired);
     match rt.remove(&o.id, force).await {
         Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(None),
         Err(RuntimeError::Api { status: 409, .. }) => Ok(Some(SpareReason::Live)),

@@ -237,6 +237,8 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             let t = store.task(id)?;
             release_finished(ctx, &store, &t).await?;
+            // An archived task's output goes with it (retention's "or until archived").
+            crate::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;
             done(ctx, &t, &format!("archived {id}"));
         }
         KanbanCmd::Reclaim { id, reason } => {
@@ -250,6 +252,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             store.heartbeat(id, note.as_deref(), now)?;
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
         }
+        KanbanCmd::Prune { dry_run } => return prune(ctx, *dry_run, now).await,
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
             let args = DispatchArgs {
@@ -290,6 +293,42 @@ async fn release_finished(ctx: &Ctx, store: &SqliteKanbanStore, t: &Task) -> Res
         worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
     }
     Ok(())
+}
+
+/// `kanban prune`: finished tasks' expired output (workspace folders and logs), removed unless `dry_run`.
+async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result<u8, Failure> {
+    let folders = crate::host_folders::Folders::from_ctx(ctx);
+    let retention = crate::retention::retention_secs(ctx);
+    let mut plan = crate::retention::plan(&folders, now, retention).map_err(Failure::other)?;
+    if !dry_run && !plan.is_empty() {
+        let rt = if plan.iter().any(|p| p.folder.is_some()) { crate::sandbox::connect(ctx).await.ok() } else { None };
+        crate::retention::apply(&folders, rt.as_ref(), &mut plan).await;
+    }
+    let failed = plan.iter().any(|p| p.error.is_some());
+    if ctx.json {
+        output::json(&json!({"dry_run": dry_run, "retention_secs": retention, "tasks": plan}));
+    } else if plan.is_empty() {
+        output::line("nothing to prune");
+    } else {
+        let verb = if dry_run { "would remove" } else { "removed" };
+        let rows: Vec<Vec<String>> = plan
+            .iter()
+            .map(|p| {
+                let what = [p.folder.as_deref().map(|_| "workspace"), (!p.logs.is_empty()).then_some("log")];
+                let what: Vec<&str> = what.into_iter().flatten().collect();
+                match &p.error {
+                    None => vec![
+                        p.task.clone(),
+                        format!("{verb} {}", what.join(" and ")),
+                        crate::retention::reason_words(&p.reason),
+                    ],
+                    Some(e) => vec![p.task.clone(), "failed".to_owned(), e.clone()],
+                }
+            })
+            .collect();
+        output::table(&["TASK", "ACTION", "REASON"], &rows);
+    }
+    Ok(if failed { 1 } else { 0 })
 }
 
 fn done(ctx: &Ctx, t: &Task, text: &str) {

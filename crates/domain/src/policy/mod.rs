@@ -4,7 +4,9 @@ pub mod cleanup;
 pub mod dispatch;
 pub mod folders;
 pub mod idle;
+pub mod lease;
 pub mod reaper;
+pub mod retention;
 pub mod reuse;
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ pub struct ReapScope {
     /// Only this sanitized profile label; `None` means every profile (`--all-profiles`).
     pub profile_label: Option<String>,
     pub max_age_secs: i64,
-    /// This host's name: ephemeral containers owned by a dead process of this host are orphans too.
+    /// This host's name: ephemeral containers owned by a dead process of this host are orphans too (and those owned
+    /// from another host whose lease lapsed).
     pub host: Option<String>,
 }
 
@@ -47,6 +48,9 @@ pub enum ReapReason {
     /// A running ephemeral (opt-out) sandbox whose owning process on this host is gone, created longer ago than the
     /// threshold.
     OwnerGone,
+    /// A running ephemeral (opt-out) sandbox whose owner on another host stopped renewing its lease (see
+    /// [`crate::policy::lease`]), created longer ago than the threshold.
+    LeaseExpired,
 }
 
 /// A container the sweep leaves alone, and why.
@@ -92,7 +96,8 @@ pub fn parse_owner(raw: &str) -> Option<(&str, u32, u64)> {
 
 /// Decides one container: `Ok` to remove, `Err` with the reason to spare.
 ///
-/// `gone_owners` holds the owner labels whose process is known to have exited (checked at the edge).
+/// `gone_owners` holds the owner labels whose process is known to have exited: by a pid check on this host, or by a
+/// lapsed lease for an owner on another host (both checked at the edge).
 pub fn judge_orphan(
     now: Timestamp,
     c: &ContainerDetails,
@@ -116,7 +121,8 @@ pub fn judge_orphan(
             if !orphaned {
                 return Err(SpareReason::Live);
             }
-            (s.created, ReapReason::OwnerGone)
+            let here = s.label(LABEL_OWNER).and_then(parse_owner).map(|(h, _, _)| h) == scope.host.as_deref();
+            (s.created, if here { ReapReason::OwnerGone } else { ReapReason::LeaseExpired })
         }
         ContainerState::Exited => (c.finished_at().ok_or(SpareReason::NoTimestamp)?, ReapReason::ExitedTooLong),
         ContainerState::Created => (s.created, ReapReason::CreatedLeftover),

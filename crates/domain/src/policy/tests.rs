@@ -290,6 +290,16 @@ fn a_running_ephemeral_sandbox_whose_owner_died_is_an_orphan() {
     let mut young = with("ephemeral", "h:42:7");
     young.summary.created = NOW;
     assert!(matches!(judge_orphan(NOW, &young, &scope, &gone), Err(SpareReason::TooYoung { .. })));
+    // An owner on another host is known gone only by its lapsed lease: the reason says so.
+    let gone_elsewhere = BTreeSet::from(["other:42:7".to_owned()]);
+    assert_eq!(
+        judge_orphan(NOW, &with("ephemeral", "other:42:7"), &scope, &gone_elsewhere).map(|o| o.reason),
+        Ok(ReapReason::LeaseExpired)
+    );
+    assert_eq!(
+        judge_orphan(NOW, &with("ephemeral", "other:42:7"), &scope, &gone).map(|o| o.reason),
+        Err(SpareReason::Live)
+    );
     assert_eq!(super::reaper::parse_owner("my:host:42:7"), Some(("my:host", 42, 7)));
     assert_eq!(super::reaper::parse_owner("nonsense"), None);
 }
