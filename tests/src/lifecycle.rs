@@ -582,3 +582,43 @@ fn an_opt_out_sandbox_of_a_dead_owner_on_another_host_is_reaped_by_its_lease() {
     assert_eq!(removed[0]["reason"], "lease_expired");
     assert!(!exists(&home, &id));
 }
+
+/// Removes every container of one task (by its `hermes-task-id` label) when dropped, whatever profile label it has.
+struct TaskContainers(String);
+
+impl Drop for TaskContainers {
+    fn drop(&mut self) {
+        let out = crate::support::docker(&["ps", "-aq", "--filter", &format!("label=hermes-task-id={}", self.0)]);
+        let found = ids(&out);
+        if !found.is_empty() {
+            let mut args = vec!["rm", "-f"];
+            args.extend(found.iter().map(String::as_str));
+            crate::support::docker(&args);
+        }
+    }
+}
+
+/// With `terminal.docker_shared_container_key` a task's sandbox is keyed by the key, and so is its folder: the
+/// worker works in the folder its sandbox mounts (its cwd holds what the task wrote to /workspace), `kanban show`
+/// gives that folder, and retention removes it.
+#[test]
+fn a_shared_container_key_keys_the_folder_the_worker_works_in() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["config", "set", "terminal.docker_shared_container_key", &format!("{}-team", home.profile)]);
+    let id = dispatched(&home, "shared", "echo from-sandbox > /workspace/out; sleep 60");
+    let _cleanup = TaskContainers(id.clone());
+    let show = || home.json(&["kanban", "show", &id]);
+    let workspace = std::path::PathBuf::from(show()["workspace"].as_str().expect("kanban show gives the workspace"));
+    wait_until("the task to write its output", Duration::from_secs(60), || workspace.join("out").exists());
+    assert_eq!(std::fs::read_to_string(workspace.join("out")).unwrap(), "from-sandbox\n");
+    let pid = show()["task"]["worker_pid"].as_u64().expect("the running task has its worker's pid");
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).expect("the worker runs");
+    assert_eq!(cwd, workspace, "the worker's cwd is not its sandbox's workspace");
+
+    home.ok(&["kanban", "complete", &id]);
+    wait_until("retention to remove the folder", Duration::from_secs(20), || {
+        home.ok(&["-c", RETENTION_2S, "kanban", "prune"]);
+        !workspace.exists()
+    });
+}

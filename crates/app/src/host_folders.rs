@@ -23,6 +23,8 @@ pub struct Folders {
     pub sandbox_dir: String,
     /// `terminal.docker_image`: the root helper runs it (it exists: the sandboxes were made from it).
     pub image: String,
+    /// `terminal.docker_shared_container_key` (empty when unset): a task's sandbox, and so its folder, is keyed by it.
+    pub shared_key: String,
 }
 
 /// A folder a sweep removed (or would remove), or failed to.
@@ -41,7 +43,16 @@ impl Folders {
             home: ctx.home.clone(),
             sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
             image: ctx.settings.terminal.docker_image.clone(),
+            shared_key: crate::sandbox::shared_key(ctx),
         }
+    }
+
+    /// The sandbox identity of `task` run by `assignee` (keyed by the shared key when one is set): the one the
+    /// worker's sandbox has, so its folder is the one the worker works in.
+    pub fn task_identity(&self, task: &str, assignee: Option<&str>) -> Option<SandboxIdentity> {
+        use domain::ids::{ProfileName, TaskId};
+        let (t, p) = (TaskId::parse(task).ok()?, ProfileName::parse(assignee?).ok()?);
+        Some(SandboxIdentity::new(t, p).shared(&self.shared_key))
     }
 
     /// `<sandbox_dir>/docker`.
@@ -128,7 +139,7 @@ impl Folders {
         if dir.symlink_metadata().is_err() {
             return None;
         }
-        if board_task_digests(&self.home).contains(&identity.digest()) {
+        if self.board_task_digests().contains(&identity.digest()) {
             return Some(Ok(format!(
                 "kept folder {} (the workspace of task {} on a board; `kanban archive` or `kanban rm` removes it)",
                 dir.display(),
@@ -204,7 +215,7 @@ impl Folders {
             .collect();
         // A finished task's workspace is its output: it stays, container or not, until the task is archived or
         // removed from its board (or its retention ends: `kanban prune`).
-        live.extend(board_task_digests(&self.home));
+        live.extend(self.board_task_digests());
         let mut out = Vec::new();
         for (profile, seen) in found {
             let root = self.docker_root().join(&profile);
@@ -218,25 +229,23 @@ impl Folders {
     }
 }
 
-/// The sandbox identity digests of every task on the boards of `home` that is not archived: their folders are kept.
-/// An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
-pub fn board_task_digests(home: &Path) -> BTreeSet<String> {
-    use domain::ids::{ProfileName, TaskId};
-    let path = kanban_store::board_path(home);
-    if !path.exists() {
-        return BTreeSet::new();
+impl Folders {
+    /// The sandbox identity digests of every task on this home's boards that is not archived: their folders are
+    /// kept. An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
+    fn board_task_digests(&self) -> BTreeSet<String> {
+        let path = kanban_store::board_path(&self.home);
+        if !path.exists() {
+            return BTreeSet::new();
+        }
+        let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return BTreeSet::new() };
+        let boards = store.boards().unwrap_or_default();
+        let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
+        slugs
+            .flat_map(|slug| store.tasks(&slug, None, None).unwrap_or_default())
+            .filter(|t| t.status != domain::kanban::TaskStatus::Archived)
+            .filter_map(|t| Some(self.task_identity(&t.id, t.assignee.as_deref())?.digest()))
+            .collect()
     }
-    let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return BTreeSet::new() };
-    let boards = store.boards().unwrap_or_default();
-    let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
-    slugs
-        .flat_map(|slug| store.tasks(&slug, None, None).unwrap_or_default())
-        .filter(|t| t.status != domain::kanban::TaskStatus::Archived)
-        .filter_map(|t| {
-            let (task, profile) = (TaskId::parse(&t.id).ok()?, ProfileName::parse(t.assignee.as_deref()?).ok()?);
-            Some(SandboxIdentity::new(task, profile).digest())
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -248,6 +257,7 @@ mod tests {
             home: dir.join("home"),
             sandbox_dir: dir.join("sandboxes").display().to_string(),
             image: "unused".into(),
+            shared_key: String::new(),
         }
     }
 

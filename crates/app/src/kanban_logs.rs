@@ -28,9 +28,8 @@ pub fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
 /// Where a task's worker works and leaves its output (`<sandbox_dir>/docker/…/workspace`), when it has an assignee;
 /// the folder stays after the task finishes, as the task's output.
 pub fn workspace_path(ctx: &Ctx, task: &str, assignee: Option<&str>) -> Option<String> {
-    let (t, p) = (domain::ids::TaskId::parse(task).ok()?, domain::ids::ProfileName::parse(assignee?).ok()?);
-    let dir = &ctx.settings.terminal.sandbox_dir;
-    Some(format!("{}/workspace", domain::sandbox::SandboxIdentity::new(t, p).host_dir(dir)))
+    let folders = crate::host_folders::Folders::from_ctx(ctx);
+    Some(format!("{}/workspace", folders.of(&folders.task_identity(task, assignee)?).display()))
 }
 
 /// The last `n` lines of `task`'s log (empty when there is none), for `kanban show`.

@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use docker_adapter::DockerRuntime;
-use domain::ids::{BoardSlug, ProfileName, TaskId};
+use domain::ids::BoardSlug;
 use domain::policy::retention::{Expiry, TaskOutput, expired_outputs};
-use domain::sandbox::SandboxIdentity;
 use domain::time::Timestamp;
 use serde::Serialize;
 
@@ -33,8 +32,7 @@ pub struct Pruned {
 /// The sandbox folder of a task run by `assignee` (where its worker's work lands; `kanban show` prints its
 /// `workspace/`).
 pub fn task_folder(folders: &Folders, task: &str, assignee: Option<&str>) -> Option<PathBuf> {
-    let (t, p) = (TaskId::parse(task).ok()?, ProfileName::parse(assignee?).ok()?);
-    Some(folders.of(&SandboxIdentity::new(t, p)))
+    Some(folders.of(&folders.task_identity(task, assignee)?))
 }
 
 /// A task's worker log and its rotated copies (`<task>.log`, `<task>.log.1`, …) that exist.

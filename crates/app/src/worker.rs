@@ -75,9 +75,11 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     let dir = ctx.settings.terminal.sandbox_dir.clone();
     crate::mounts::check_sandbox_dir(&ctx.home, &dir)?;
+    // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
-    let path = PathBuf::from(SandboxIdentity::new(t, p).host_dir(&dir)).join("workspace");
+    let identity = SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx));
+    let path = PathBuf::from(identity.host_dir(&dir)).join("workspace");
     std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     Ok(path)
 }
