@@ -87,6 +87,36 @@ pub fn adopt_legacy_board(home: &Path) -> std::io::Result<Option<PathBuf>> {
     Ok(Some(legacy))
 }
 
+/// The tables every berth board has (migration 1); a berth file without one of them is damaged.
+const OWNED_TABLES: [&str; 5] = ["boards", "tasks", "task_links", "task_events", "task_runs"];
+
+/// The fixed 100-byte SQLite header: its magic string, a valid page size, and (when the header's page count is
+/// valid, i.e. written by SQLite 3.7.0 or later) a file at least as long as the pages it declares.
+fn check_header(path: &Path) -> Result<()> {
+    use std::io::Read as _;
+    let corrupt = |message: String| StoreError::Corrupt { path: path.to_owned(), message };
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| StoreError::Unavailable { path: path.to_owned(), cause: e.to_string() })?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut h = [0u8; 100];
+    if file.read_exact(&mut h).is_err() || &h[..16] != b"SQLite format 3\0" {
+        return Err(corrupt("file is not a database (no SQLite header)".to_owned()));
+    }
+    let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    let page_size = match u16::from_be_bytes([h[16], h[17]]) {
+        1 => 65_536,
+        n if n >= 512 && n.is_power_of_two() => u64::from(n),
+        n => return Err(corrupt(format!("file is not a database (page size {n} in its header)"))),
+    };
+    let pages = u64::from(be32(28));
+    if be32(92) == be32(24) && pages > 0 && pages * page_size > len {
+        return Err(corrupt(format!(
+            "database disk image is malformed (truncated: its header declares {pages} pages of {page_size} bytes, the file has {len} bytes)"
+        )));
+    }
+    Ok(())
+}
+
 impl SqliteKanbanStore {
     /// Opens (creating when missing or empty) the board database at `path`, read-write.
     ///
@@ -136,35 +166,67 @@ impl SqliteKanbanStore {
         Ok(store)
     }
 
-    /// Checks, read-only, that `path` is a berth board database this version understands.
+    /// Checks, read-only and in constant time, that `path` is a berth board database this version understands: the
+    /// SQLite header (magic, page size, and a file at least as long as the page count it declares, so a truncated
+    /// file is caught), the `application_id`, the schema version and the tables berth owns. Damage deeper in the file
+    /// surfaces as a corruption error of the operation that reads it ([`StoreError::Corrupt`], file untouched);
+    /// [`SqliteKanbanStore::check`] reads every page on request.
     pub(crate) fn verify(path: &Path) -> Result<()> {
         // Damage is only what SQLite calls damage; a full or read-only disk is named as such.
         let corrupt = |e: rusqlite::Error| match disk_cause(path, &e) {
             Some(cause) if !is_corruption(&e) => StoreError::Unavailable { path: path.to_owned(), cause },
             _ => StoreError::Corrupt { path: path.to_owned(), message: e.to_string() },
         };
+        check_header(path)?;
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(corrupt)?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(corrupt)?;
         let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(corrupt)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(corrupt)?;
-        let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(corrupt)?;
-        if check != "ok" {
-            return Err(StoreError::Corrupt { path: path.to_owned(), message: check });
-        }
+        let mut stmt = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            .map_err(corrupt)?;
+        let tables: Vec<String> = stmt.query_map([], |r| r.get(0)).and_then(Iterator::collect).map_err(corrupt)?;
         if app_id != APPLICATION_ID {
-            let tables: i64 =
-                conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0)).map_err(corrupt)?;
-            if app_id != 0 || tables > 0 {
+            if app_id != 0 || !tables.is_empty() {
                 return Err(StoreError::Foreign { path: path.to_owned(), app_id });
             }
+            return Ok(());
         }
         let known = MIGRATIONS.len() as i64;
         if version > known {
             return Err(StoreError::TooNew { path: path.to_owned(), found: version, known });
         }
+        if version > 0
+            && let Some(missing) = OWNED_TABLES.iter().find(|t| !tables.iter().any(|have| have == *t))
+        {
+            return Err(StoreError::Corrupt {
+                path: path.to_owned(),
+                message: format!("berth's table {missing} is missing"),
+            });
+        }
         Ok(())
+    }
+
+    /// The full check (`berth kanban check`): [`SqliteKanbanStore::verify`], then SQLite's `integrity_check`, which
+    /// reads every page. Read-only. Returns SQLite's findings, `["ok"]` for a sound file.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`], [`StoreError::Foreign`], [`StoreError::TooNew`], [`StoreError::Unavailable`].
+    pub fn check(path: &Path) -> Result<Vec<String>> {
+        Self::verify(path)?;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        let findings = conn
+            .prepare("PRAGMA integrity_check")
+            .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>());
+        match findings {
+            Ok(f) => Ok(f),
+            Err(e) if is_corruption(&e) => Ok(vec![e.to_string()]),
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub(crate) fn classify(&self, e: rusqlite::Error) -> StoreError {

@@ -720,3 +720,39 @@ fn a_berth_board_named_kanban_db_moves_to_berth_kanban_db_and_a_foreign_one_is_n
     assert_eq!(std::fs::read(&foreign).unwrap(), before);
     assert_eq!(std::fs::read(other.path().join(LEGACY_BOARD_FILE)).unwrap(), before);
 }
+
+#[test]
+fn opening_checks_the_header_and_tables_and_check_reads_every_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("board.db");
+    {
+        let mut s = SqliteKanbanStore::open(&path).unwrap();
+        for i in 0..300 {
+            let new = NewTask { title: format!("task {i} {}", "y".repeat(300)), ..NewTask::default() };
+            s.create_task(&board(), &format!("t_{i}"), &new, T0).unwrap();
+        }
+        s.conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+    }
+    assert_eq!(SqliteKanbanStore::check(&path).unwrap(), vec!["ok".to_owned()]);
+    // Garbage in the middle of the file, length unchanged: opening (constant time) cannot see it, the full check does,
+    // and neither writes a byte.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = 4096;
+    let mid = (bytes.len() / page / 2) * page;
+    bytes[mid..mid + page].fill(0xA5);
+    std::fs::write(&path, &bytes).unwrap();
+    let findings = SqliteKanbanStore::check(&path).unwrap();
+    assert_ne!(findings, vec!["ok".to_owned()]);
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    // A berth file that lost one of its tables is reported, not repaired.
+    let lost = dir.path().join("lost.db");
+    {
+        let s = SqliteKanbanStore::open(&lost).unwrap();
+        s.conn.execute_batch("DROP TABLE task_links").unwrap();
+        s.conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+    }
+    let before = std::fs::read(&lost).unwrap();
+    let err = SqliteKanbanStore::open(&lost).err().expect("refused");
+    assert!(matches!(&err, StoreError::Corrupt { message, .. } if message.contains("task_links")), "{err}");
+    assert_eq!(std::fs::read(&lost).unwrap(), before);
+}

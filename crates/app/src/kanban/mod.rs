@@ -59,6 +59,34 @@ pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Fai
     Ok(Some(SqliteKanbanStore::open_read_only(&path)?))
 }
 
+/// `berth kanban check`: the full, read-only integrity check of the board file. Exit 1 when it finds damage.
+fn check(ctx: &Ctx) -> Result<u8, Failure> {
+    let path = ctx.db_path();
+    if !path.exists() {
+        return Err(Failure::other(format!("no board database at {} yet", path.display())));
+    }
+    let findings = SqliteKanbanStore::check(&path)?;
+    let ok = findings.len() == 1 && findings[0] == "ok";
+    if ctx.json {
+        output::json(&json!({"path": path, "ok": ok, "findings": findings}));
+    } else if ok {
+        output::line(&format!("{}: ok", path.display()));
+    } else {
+        for f in &findings {
+            output::line(&format!("{}: {f}", path.display()));
+        }
+    }
+    if ok {
+        Ok(0)
+    } else {
+        Err(Failure::other(format!(
+            "{} is damaged ({} finding(s) above); it was left untouched — move it aside to start a new board",
+            path.display(),
+            findings.len()
+        )))
+    }
+}
+
 fn slug(raw: &str) -> Result<BoardSlug, Failure> {
     BoardSlug::parse(raw).map_err(Failure::usage_of)
 }
@@ -248,6 +276,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             store.heartbeat(id, note.as_deref(), now)?;
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
         }
+        KanbanCmd::Check => return check(ctx),
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
             let args = DispatchArgs {
