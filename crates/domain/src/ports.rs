@@ -227,6 +227,24 @@ pub trait KanbanStore {
     /// A storage error or undecodable rows.
     fn snapshot(&self, req: &crate::kanban::TickRequest<'_>) -> Result<crate::kanban::BoardSnapshot, Self::Error>;
 
+    /// Streams a dry run's plan into `sink`, writing nothing: every housekeeping action and promotion, then one
+    /// decision per ready task in dispatch order (see [`crate::policy::dispatch::PlanSink`]). The default plans
+    /// over [`KanbanStore::snapshot`], which holds every ready task in memory; a store that can read its ready tasks
+    /// in dispatch order overrides it and feeds a [`crate::policy::dispatch::Planner`] row by row, so a dry run's
+    /// memory is bounded by the profiles and the running tasks, not by the ready tasks.
+    ///
+    /// # Errors
+    /// A storage error or undecodable rows (part of the plan may have reached `sink`).
+    fn plan_into(
+        &self,
+        req: &crate::kanban::TickRequest<'_>,
+        sink: &mut dyn crate::policy::dispatch::PlanSink,
+    ) -> Result<(), Self::Error> {
+        let snap = self.snapshot(req)?;
+        crate::policy::dispatch::plan_tick_into(req.now, &snap, req.cfg, sink);
+        Ok(())
+    }
+
     /// One serialized unit: snapshot, `plan(snapshot)`, then housekeeping, promotion, default assignment and
     /// compare-and-swap claims (each new claim a spawn lease of `req.spawn_lease`), each appending its event.
     ///
