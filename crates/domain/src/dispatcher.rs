@@ -67,7 +67,9 @@ impl TickReport {
 /// # Errors
 /// The store's error.
 pub fn plan<S: KanbanStore>(store: &S, req: &TickRequest<'_>) -> Result<TickPlan, S::Error> {
-    Ok(plan_tick(req.now, &store.snapshot(req)?, req.cfg))
+    let mut plan = TickPlan::default();
+    store.plan_into(req, &mut plan)?;
+    Ok(plan)
 }
 
 /// Applies one tick on the store (snapshot, the domain's plan, housekeeping and claims in one serialized unit).

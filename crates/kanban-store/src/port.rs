@@ -26,6 +26,14 @@ impl KanbanStore for SqliteKanbanStore {
         self.read_snapshot(req)
     }
 
+    fn plan_into(
+        &self,
+        req: &TickRequest<'_>,
+        sink: &mut dyn domain::policy::dispatch::PlanSink,
+    ) -> Result<(), StoreError> {
+        self.stream_dry_plan(req, sink)
+    }
+
     fn tick(
         &mut self,
         req: &TickRequest<'_>,

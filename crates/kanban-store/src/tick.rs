@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{BoardSnapshot, Claimed, TaskRow, TaskStatus, TickOutcome, TickRequest};
-use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
+use domain::policy::dispatch::{Decision, Housekeeping, PlanSink, Planner, ReadyTask, TickPlan, requeues};
 use domain::ports::ProcessProbe;
 use domain::time::Timestamp;
 use rusqlite::{Connection, params};
@@ -24,13 +24,26 @@ fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
 /// Ready and todo tasks come from one scan of a covering index with only the columns planning needs; running tasks
 /// (few) are read whole.
 fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> Result<BoardSnapshot> {
+    let mut snap = snapshot_of(conn, board, probe, true)?;
+    (snap.running_elsewhere, snap.total_running_elsewhere) = running_elsewhere(conn, board)?;
+    Ok(snap)
+}
+
+/// This board's running tasks and its `todo` tasks (with whether their parents are done); with `ready`, its
+/// ready tasks too. No counts of the other boards.
+fn snapshot_of(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe, ready: bool) -> Result<BoardSnapshot> {
     let mut tasks = Vec::new();
-    let mut stmt = conn.prepare_cached(
+    let sql = if ready {
         "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
          CASE WHEN t.status = 'todo' THEN NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
               WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE 0 END \
-         FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'todo') ORDER BY t.status, t.priority DESC, t.created_at",
-    )?;
+         FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'todo') ORDER BY t.status, t.priority DESC, t.created_at"
+    } else {
+        "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, 1 FROM tasks t \
+         WHERE t.board = ?1 AND t.status = 'todo' AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON \
+         p.id = l.parent_id WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query([board.as_str()])?;
     while let Some(r) = rows.next()? {
         let status = status_of(r.get_ref(2)?.as_str().map_err(|e| StoreError::Invalid(e.to_string()))?)?;
@@ -81,23 +94,104 @@ fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> R
             parents_done: false,
         });
     }
-    let mut running_elsewhere = BTreeMap::new();
-    let mut total_running_elsewhere = 0;
+    Ok(BoardSnapshot { tasks, ..BoardSnapshot::default() })
+}
+
+/// Running tasks per assignee on the other boards of this host, and their total (assigned or not); from the
+/// `(status, assignee)` index.
+fn running_elsewhere(conn: &Connection, board: &BoardSlug) -> Result<(BTreeMap<String, u32>, u32)> {
+    let mut per = BTreeMap::new();
+    let mut total = 0;
     let mut stmt = conn.prepare_cached(
         "SELECT assignee, COUNT(*) FROM tasks WHERE status = 'running' AND board != ?1 GROUP BY assignee",
     )?;
     let mut rows = stmt.query([board.as_str()])?;
     while let Some(r) = rows.next()? {
         let n = u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX);
-        total_running_elsewhere += n;
+        total += n;
         if let Some(a) = r.get::<_, Option<String>>(0)?.filter(|a| !a.is_empty()) {
-            running_elsewhere.insert(a, n);
+            per.insert(a, n);
         }
     }
-    Ok(BoardSnapshot { tasks, running_elsewhere, total_running_elsewhere })
+    Ok((per, total))
+}
+
+fn text(v: rusqlite::types::ValueRef<'_>) -> Result<Option<&str>> {
+    match v {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        v => v.as_str().map(Some).map_err(|e| StoreError::Invalid(e.to_string())),
+    }
+}
+
+/// A dry run's plan, streamed: the board's running tasks (few, read whole) and promotable `todo` tasks first, then
+/// one pass over the covering `tasks_dispatch` index of ready tasks in dispatch order, merged with the tasks
+/// housekeeping requeues and the promoted ones. No row outlives its decision, so memory does not grow with the
+/// ready tasks.
+fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<()> {
+    let board = req.board;
+    let (elsewhere, total) = running_elsewhere(conn, board)?;
+    let mut planner = Planner::new(req.now, req.cfg, &elsewhere, total);
+    let snap = snapshot_of(conn, board, req.probe, false)?;
+    let mut extra: Vec<ReadyTask<'_>> = Vec::new();
+    for t in &snap.tasks {
+        match t.status {
+            TaskStatus::Running => {
+                if let Some(h) = planner.running(t) {
+                    if requeues(&h) {
+                        extra.push(ReadyTask::of(t));
+                    }
+                    sink.housekeeping(&t.id, &h);
+                }
+            }
+            TaskStatus::Todo if t.parents_done => {
+                sink.promoted(&t.id);
+                extra.push(ReadyTask::of(t));
+            }
+            _ => {}
+        }
+    }
+    extra.sort_by(ReadyTask::dispatch_order);
+    let mut extra = extra.into_iter().peekable();
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, assignee, priority, created_at FROM tasks INDEXED BY tasks_dispatch \
+         WHERE board = ?1 AND status = 'ready' AND claim_lock IS NULL ORDER BY priority DESC, created_at, id",
+    )?;
+    let mut rows = stmt.query([board.as_str()])?;
+    while let Some(r) = rows.next()? {
+        let t = ReadyTask {
+            id: text(r.get_ref(0)?)?.unwrap_or_default(),
+            assignee: text(r.get_ref(1)?)?,
+            priority: r.get(2)?,
+            created_at: Timestamp::from_millis(r.get(3)?),
+        };
+        while let Some(e) = extra.next_if(|e| e.dispatch_order(&t).is_lt()) {
+            if let Some(d) = planner.decide(e) {
+                sink.decision(&d);
+            }
+        }
+        if let Some(d) = planner.decide(t) {
+            sink.decision(&d);
+        }
+    }
+    for e in extra {
+        if let Some(d) = planner.decide(e) {
+            sink.decision(&d);
+        }
+    }
+    Ok(())
 }
 
 impl SqliteKanbanStore {
+    /// Streams a dry run's plan into `sink` in one read transaction, writing nothing.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`], [`StoreError::Invalid`] for undecodable rows, or an SQLite error.
+    pub(crate) fn stream_dry_plan(&self, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<()> {
+        self.board(req.board)?;
+        let tx = self.conn.unchecked_transaction()?;
+        stream_plan(&tx, req, sink)
+    }
+
     /// Reads a tick's snapshot in one read transaction, writing nothing (dry run).
     ///
     /// # Errors
