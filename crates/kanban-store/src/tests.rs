@@ -97,7 +97,7 @@ impl Fixture {
 
     fn request<'a>(&'a self, b: &'a BoardSlug, cfg: &'a TickConfig) -> TickRequest<'a> {
         TickRequest {
-            board: &b,
+            board: b,
             cfg,
             now: self.now,
             probe: &self.probe,
