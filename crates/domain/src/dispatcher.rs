@@ -99,6 +99,22 @@ fn only_task<S: KanbanStore>(
     Ok(Decision::not_considered(t.status).map(|d| (id.to_owned(), d)))
 }
 
+/// A dry run streamed into `sink` (the plan a real tick would follow, as the store produces it); writes nothing.
+/// Returns, for `--task ID`, why that task was not even considered.
+///
+/// # Errors
+/// [`DispatchError::WrongBoard`], or the store's error (no board, no task, storage).
+pub fn dry_run_into<S: KanbanStore>(
+    store: &S,
+    req: &TickRequest<'_>,
+    sink: &mut dyn crate::policy::dispatch::PlanSink,
+) -> Result<Option<(String, Decision)>, DispatchError<S::Error>> {
+    store.check_board(req.board)?;
+    let not_considered = only_task(store, req.board, req.cfg.only_task.as_deref())?;
+    store.plan_into(req, sink)?;
+    Ok(not_considered)
+}
+
 /// Runs one dispatch on `req.board`: plan (dry) or tick, stop the workers housekeeping took tasks from, release
 /// the sandboxes of tasks the breaker blocked, launch a worker per claim, and record them all at once.
 ///
@@ -118,13 +134,9 @@ where
     S: KanbanStore + Send,
     L: WorkerLauncher + ?Sized,
 {
-    store.check_board(req.board)?;
-    let mut report = TickReport {
-        not_considered: only_task(store, req.board, req.cfg.only_task.as_deref())?,
-        ..TickReport::default()
-    };
     if opts.dry_run {
-        report.plan = plan(store, req)?;
+        let mut report = TickReport::default();
+        report.not_considered = dry_run_into(store, req, &mut report.plan)?;
         report.spawned = report
             .plan
             .spawns()
@@ -137,6 +149,11 @@ where
             .collect();
         return Ok(report);
     }
+    store.check_board(req.board)?;
+    let mut report = TickReport {
+        not_considered: only_task(store, req.board, req.cfg.only_task.as_deref())?,
+        ..TickReport::default()
+    };
     let outcome = apply(store, req)?;
     report.plan = outcome.plan;
     report.auto_blocked =

@@ -3,6 +3,7 @@
 
 mod report;
 mod show;
+mod stream;
 
 pub use report::{DispatchArgs, DispatchReport, dispatch, report_json, tick_config};
 
@@ -12,7 +13,7 @@ use domain::ports::Clock;
 use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task};
 use serde_json::{Value as Json, json};
 
-pub(crate) use self::report::print_dispatch;
+pub(crate) use self::report::{dispatch_and_print, print_dispatch};
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
@@ -290,19 +291,14 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board, .. } => {
             let b = slug(&board.board)?;
-            let report = dispatch(
-                ctx,
-                &b,
-                &DispatchArgs {
-                    dry_run: *dry_run,
-                    max: *max,
-                    failure_limit: *failure_limit,
-                    task: task.clone(),
-                    detach_stops: false,
-                },
-            )
-            .await?;
-            print_dispatch(ctx, &report, *explain);
+            let args = DispatchArgs {
+                dry_run: *dry_run,
+                max: *max,
+                failure_limit: *failure_limit,
+                task: task.clone(),
+                detach_stops: false,
+            };
+            dispatch_and_print(ctx, &b, &args, *explain).await?;
         }
     }
     Ok(0)
