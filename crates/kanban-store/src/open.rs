@@ -90,29 +90,24 @@ pub fn adopt_legacy_board(home: &Path) -> std::io::Result<Option<PathBuf>> {
 /// The tables every berth board has (migration 1); a berth file without one of them is damaged.
 const OWNED_TABLES: [&str; 5] = ["boards", "tasks", "task_links", "task_events", "task_runs"];
 
-/// The fixed 100-byte SQLite header: its magic string, a valid page size, and (when the header's page count is
-/// valid, i.e. written by SQLite 3.7.0 or later) a file at least as long as the pages it declares.
-fn check_header(path: &Path) -> Result<()> {
-    use std::io::Read as _;
-    let corrupt = |message: String| StoreError::Corrupt { path: path.to_owned(), message };
-    let mut file = std::fs::File::open(path)
-        .map_err(|e| StoreError::Unavailable { path: path.to_owned(), cause: e.to_string() })?;
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut h = [0u8; 100];
-    if file.read_exact(&mut h).is_err() || &h[..16] != b"SQLite format 3\0" {
-        return Err(corrupt("file is not a database (no SQLite header)".to_owned()));
-    }
-    let be32 = |at: usize| u32::from_be_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
-    let page_size = match u16::from_be_bytes([h[16], h[17]]) {
-        1 => 65_536,
-        n if n >= 512 && n.is_power_of_two() => u64::from(n),
-        n => return Err(corrupt(format!("file is not a database (page size {n} in its header)"))),
-    };
-    let pages = u64::from(be32(28));
-    if be32(92) == be32(24) && pages > 0 && pages * page_size > len {
-        return Err(corrupt(format!(
-            "database disk image is malformed (truncated: its header declares {pages} pages of {page_size} bytes, the file has {len} bytes)"
-        )));
+/// A file shorter than the pages SQLite says the database has (read from the header, or from the WAL when it holds
+/// frames): cut off. Only `stat` touches the files here: opening and closing another descriptor of a database file
+/// would drop the POSIX locks of every SQLite connection this process holds on it.
+fn check_length(path: &Path, conn: &Connection) -> Result<()> {
+    let pages: u64 = conn.pragma_query_value(None, "page_count", |r| r.get(0))?;
+    let page_size: u64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    // A WAL with frames may hold pages the main file does not have yet: then the length says nothing.
+    let wal_frames = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 32);
+    if !wal_frames && pages.saturating_mul(page_size) > len {
+        return Err(StoreError::Corrupt {
+            path: path.to_owned(),
+            message: format!(
+                "database disk image is malformed (truncated: {pages} pages of {page_size} bytes, the file has {len} bytes)"
+            ),
+        });
     }
     Ok(())
 }
@@ -167,8 +162,8 @@ impl SqliteKanbanStore {
     }
 
     /// Checks, read-only and in constant time, that `path` is a berth board database this version understands: the
-    /// SQLite header (magic, page size, and a file at least as long as the page count it declares, so a truncated
-    /// file is caught), the `application_id`, the schema version and the tables berth owns. Damage deeper in the file
+    /// SQLite header (read by SQLite), a file at least as long as the pages it declares (so a truncated file is
+    /// caught), the `application_id`, the schema version and the tables berth owns. Damage deeper in the file
     /// surfaces as a corruption error of the operation that reads it ([`StoreError::Corrupt`], file untouched);
     /// [`SqliteKanbanStore::check`] reads every page on request.
     pub(crate) fn verify(path: &Path) -> Result<()> {
@@ -177,13 +172,16 @@ impl SqliteKanbanStore {
             Some(cause) if !is_corruption(&e) => StoreError::Unavailable { path: path.to_owned(), cause },
             _ => StoreError::Corrupt { path: path.to_owned(), message: e.to_string() },
         };
-        check_header(path)?;
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(corrupt)?;
         conn.busy_timeout(Duration::from_secs(30)).map_err(corrupt)?;
         let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(corrupt)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(corrupt)?;
+        check_length(path, &conn).map_err(|e| match e {
+            StoreError::Sqlite(e) => corrupt(e),
+            other => other,
+        })?;
         let mut stmt = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
             .map_err(corrupt)?;
