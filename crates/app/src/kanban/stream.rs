@@ -54,15 +54,17 @@ impl Spill {
 
     /// The items as lines (the text report's explain table, which needs its widths first).
     fn for_each_line(&mut self, mut f: impl FnMut(&str) -> io::Result<()>) -> io::Result<()> {
-        use std::io::BufRead as _;
-        if let Some(file) = &mut self.file {
-            file.rewind()?;
-            for line in io::BufReader::new(file).lines() {
-                f(&line?)?;
+        use std::io::{BufRead as _, Read as _};
+        // One stream: a line may start in the file and end in memory.
+        let head: Box<dyn io::Read + '_> = match &mut self.file {
+            Some(file) => {
+                file.rewind()?;
+                Box::new(file)
             }
-        }
-        for line in String::from_utf8_lossy(&self.buf).lines() {
-            f(line)?;
+            None => Box::new(io::empty()),
+        };
+        for line in io::BufReader::new(head.chain(&self.buf[..])).lines() {
+            f(&line?)?;
         }
         Ok(())
     }
@@ -425,5 +427,108 @@ impl PlanSink for ReportWriter {
         if self.record_explain {
             self.explain_row(d.task_id, d.decision.code(), d.assignee, &d.decision);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::policy::dispatch::{TaskDecision, TickPlan};
+    use serde_json::Value as Json;
+
+    use super::*;
+
+    /// `n` decisions cycling through spawn, capped, unassigned and deferred; every fifth auto-assigned.
+    fn plan(n: usize) -> TickPlan {
+        let decisions = (0..n)
+            .map(|i| TaskDecision {
+                task_id: format!("t_{i:06}"),
+                assignee: (i % 4 != 2).then(|| format!("p{}", i % 7)),
+                auto_assigned: i % 5 == 0 && i % 4 != 2,
+                decision: match i % 4 {
+                    0 => Decision::Spawn,
+                    1 => Decision::SkippedPerProfileCapped { current: 3, cap: 3 },
+                    2 => Decision::SkippedUnassigned,
+                    _ => Decision::DeferredMaxSpawn { cap: 9 },
+                },
+            })
+            .collect();
+        TickPlan { decisions, ..TickPlan::default() }
+    }
+
+    fn extras() -> Extras<'static> {
+        Extras {
+            board: "default",
+            dry_run: true,
+            spawned: None,
+            spawn_failed: &[],
+            auto_blocked: &[],
+            default_assignee: Some("p0"),
+            not_considered: None,
+        }
+    }
+
+    fn write(p: &TickPlan, json: bool) -> String {
+        let mut w = ReportWriter::new(json, true, false);
+        p.replay(&mut w);
+        let mut out = Vec::new();
+        w.finish(&extras(), &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn lists_past_the_spill_threshold_stay_complete_and_in_order() {
+        let n = 40_000;
+        let p = plan(n);
+        let v: Json = serde_json::from_str(&write(&p, true)).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).take(11).collect();
+        assert_eq!(
+            keys,
+            [
+                "reclaimed",
+                "crashed",
+                "timed_out",
+                "stale",
+                "auto_blocked",
+                "promoted",
+                "spawned",
+                "skipped_unassigned",
+                "skipped_nonspawnable",
+                "skipped_per_profile_capped",
+                "auto_assigned_default"
+            ]
+        );
+        let ids = |want: fn(&Decision) -> bool| -> Vec<String> {
+            p.decisions.iter().filter(|d| want(&d.decision)).map(|d| d.task_id.clone()).collect()
+        };
+        let listed = |key: &str, field: Option<&str>| -> Vec<String> {
+            v[key].as_array().unwrap().iter().map(|x| field.map_or(x, |f| &x[f]).as_str().unwrap().to_owned()).collect()
+        };
+        let capped = ids(|d| matches!(d, Decision::SkippedPerProfileCapped { .. }));
+        assert!(capped.len() * 40 > SPILL_BYTES, "the list must spill for this test");
+        assert_eq!(listed("skipped_per_profile_capped", Some("task_id")), capped);
+        assert_eq!(v["skipped_per_profile_capped"][0]["current"], 3);
+        assert_eq!(listed("skipped_unassigned", None), ids(|d| *d == Decision::SkippedUnassigned));
+        assert_eq!(listed("deferred", Some("task_id")), ids(|d| matches!(d, Decision::DeferredMaxSpawn { .. })));
+        assert_eq!(listed("spawned", Some("task_id")), ids(|d| *d == Decision::Spawn));
+        let auto: Vec<String> = p.decisions.iter().filter(|d| d.auto_assigned).map(|d| d.task_id.clone()).collect();
+        assert_eq!(listed("auto_assigned_default", None), auto);
+        assert_eq!(listed("explain", Some("task_id")).len(), n);
+        assert_eq!(v["explain"][1]["detail"]["code"], "skipped_per_profile_capped");
+    }
+
+    #[test]
+    fn the_text_report_lists_every_task_and_aligns_the_explain_table() {
+        let n = 30_000;
+        let text = write(&plan(n), false);
+        let capped = text.lines().filter(|l| l.starts_with("Deferred (p") && l.contains("per-profile cap")).count();
+        assert_eq!(capped, n / 4);
+        let unassigned = text.lines().find(|l| l.starts_with("Skipped (unassigned): ")).unwrap();
+        assert_eq!(unassigned.split(", ").count(), n / 4);
+        let header = text.lines().position(|l| l.starts_with("TASK")).unwrap();
+        let table: Vec<&str> = text.lines().skip(header).collect();
+        assert_eq!(table.len(), n + 1);
+        let at = table[0].find("REASON").unwrap();
+        assert!(table.iter().skip(1).all(|row| row[at..].starts_with(|c: char| c.is_ascii_lowercase())), "misaligned");
+        assert!(table[2].starts_with("t_000001  skipped_per_profile_capped  p1"), "{}", table[2]);
     }
 }
