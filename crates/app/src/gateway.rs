@@ -33,11 +33,14 @@ const WAKE_POLL: Duration = Duration::from_millis(10);
 struct BoardWatch {
     store: Option<kanban_store::SqliteKanbanStore>,
     seen: Option<i64>,
+    /// When opening the board last failed (no file yet, or one the ticks quarantine): retried once a second, not
+    /// every poll.
+    failed_at: Option<Instant>,
 }
 
 impl BoardWatch {
     fn version(&mut self, ctx: &Ctx) -> Option<i64> {
-        if self.store.is_none() {
+        if self.store.is_none() && self.failed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             // No board file yet (or an unreadable one, which the tick reports): nothing to watch until there is.
             // A read-write connection (that writes nothing): a read-only one on a WAL file can disturb the writers'
             // shared-memory index when it is the last to close.
@@ -45,12 +48,14 @@ impl BoardWatch {
             if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
                 self.store = kanban_store::SqliteKanbanStore::open(&path).ok();
             }
+            self.failed_at = self.store.is_none().then(Instant::now);
         }
         let v = self.store.as_ref().map(kanban_store::SqliteKanbanStore::data_version);
         match v {
             Some(Ok(v)) => Some(v),
             Some(Err(_)) => {
                 self.store = None;
+                self.failed_at = Some(Instant::now());
                 None
             }
             None => None,
@@ -213,7 +218,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let (mut bad_ticks, mut last_stuck_warning): (u32, Option<Instant>) = (0, None);
     // Wake at once on events (a worker's exit, any change to the board by another process); the interval stays the
     // fallback for what no event announces (time-based housekeeping).
-    let mut watch = BoardWatch { store: None, seen: None };
+    let mut watch = BoardWatch { store: None, seen: None, failed_at: None };
     let _ = watch.changed(ctx);
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -134,27 +134,52 @@ where
     S: KanbanStore + Send,
     L: WorkerLauncher + ?Sized,
 {
-    if opts.dry_run {
-        let mut report = TickReport::default();
-        report.not_considered = dry_run_into(store, req, &mut report.plan)?;
-        report.spawned = report
-            .plan
-            .spawns()
-            .map(|d| SpawnedWorker {
-                task_id: d.task_id.clone(),
-                assignee: d.assignee.clone().unwrap_or_default(),
-                sandbox: String::new(),
-                pid: None,
-            })
-            .collect();
+    if !opts.dry_run {
+        let mut plan = TickPlan::default();
+        let mut report = dispatch_into(store, launcher, clock, req, opts, &mut plan).await?;
+        report.plan = plan;
         return Ok(report);
     }
+    let mut report = TickReport::default();
+    report.not_considered = dry_run_into(store, req, &mut report.plan)?;
+    report.spawned = report
+        .plan
+        .spawns()
+        .map(|d| SpawnedWorker {
+            task_id: d.task_id.clone(),
+            assignee: d.assignee.clone().unwrap_or_default(),
+            sandbox: String::new(),
+            pid: None,
+        })
+        .collect();
+    Ok(report)
+}
+
+/// A real tick ([`dispatch`] without `dry_run`) whose whole plan is streamed into `sink` as the store makes it; the
+/// report's `plan` then holds what the tick applied (housekeeping, promotions, spawns, default assignments), the
+/// rest only went to `sink`. A printer passes its writer, so a tick over any number of ready tasks keeps no
+/// decision it did not act on.
+///
+/// # Errors
+/// As [`dispatch`].
+pub async fn dispatch_into<S, L>(
+    store: &mut S,
+    launcher: &L,
+    clock: &dyn Clock,
+    req: &TickRequest<'_>,
+    opts: DispatchOptions,
+    sink: &mut (dyn crate::policy::dispatch::PlanSink + Send),
+) -> Result<TickReport, DispatchError<S::Error>>
+where
+    S: KanbanStore + Send,
+    L: WorkerLauncher + ?Sized,
+{
     store.check_board(req.board)?;
     let mut report = TickReport {
         not_considered: only_task(store, req.board, req.cfg.only_task.as_deref())?,
         ..TickReport::default()
     };
-    let outcome = apply(store, req)?;
+    let outcome = store.tick_into(req, sink)?;
     report.plan = outcome.plan;
     report.auto_blocked =
         report.plan.housekeeping.iter().filter(|(_, h)| h.gave_up()).map(|(id, _)| id.clone()).collect();

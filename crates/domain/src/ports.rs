@@ -256,6 +256,25 @@ pub trait KanbanStore {
         plan: &dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan,
     ) -> Result<crate::kanban::TickOutcome, Self::Error>;
 
+    /// [`KanbanStore::tick`] with the domain's planner, the whole plan streamed into `sink` as it is made. The
+    /// outcome's `plan` holds at least the housekeeping, the promotions and every decision the tick applied (spawns,
+    /// default assignments). The default plans over the snapshot, replays the whole plan into `sink` and returns it
+    /// whole; a store that streams (SQLite) keeps only what it applies, so a tick's memory does not grow with the
+    /// ready tasks.
+    ///
+    /// # Errors
+    /// A storage error; nothing is applied then (part of the plan may have reached `sink`).
+    fn tick_into(
+        &mut self,
+        req: &crate::kanban::TickRequest<'_>,
+        sink: &mut dyn crate::policy::dispatch::PlanSink,
+    ) -> Result<crate::kanban::TickOutcome, Self::Error> {
+        let (now, cfg) = (req.now, req.cfg);
+        let out = self.tick(req, &|snap| crate::policy::dispatch::plan_tick(now, snap, cfg))?;
+        out.plan.replay(sink);
+        Ok(out)
+    }
+
     /// Records started workers (pid, start, log) on runs still unconfirmed; the spawn lease restarts from `now`.
     ///
     /// # Errors

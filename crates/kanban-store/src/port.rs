@@ -42,6 +42,14 @@ impl KanbanStore for SqliteKanbanStore {
         self.apply_tick(req, plan)
     }
 
+    fn tick_into(
+        &mut self,
+        req: &TickRequest<'_>,
+        sink: &mut dyn domain::policy::dispatch::PlanSink,
+    ) -> Result<TickOutcome, StoreError> {
+        self.apply_tick_streamed(req, sink)
+    }
+
     fn record_spawned(
         &mut self,
         spawned: &[SpawnRecord<'_>],

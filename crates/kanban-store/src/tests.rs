@@ -68,7 +68,11 @@ impl Fixture {
             claim_ttl: Duration::from_secs(900),
             spawn_lease: Duration::from_secs(20),
         };
-        let out = domain::dispatcher::apply(&mut self.store, &req).unwrap();
+        // The streamed tick (what `berth kanban dispatch` runs); the sink gets the whole plan.
+        let mut whole = domain::policy::dispatch::TickPlan::default();
+        let mut out = domain::ports::KanbanStore::tick_into(&mut self.store, &req, &mut whole).unwrap();
+        assert!(out.plan.decisions.iter().all(|d| d.decision == Decision::Spawn || d.auto_assigned));
+        out.plan = whole;
         if spawn {
             for c in &out.claimed {
                 let pid = 10_000 + u32::try_from(c.run_id).unwrap();
@@ -681,6 +685,8 @@ proptest! {
                     prop_assert_eq!(&streamed, &whole);
                     let before: BTreeMap<String, i64> = f.store.running_by_assignee().unwrap().into_iter().collect();
                     let out = f.tick(&c);
+                    // The real tick streamed the same plan the dry run saw.
+                    prop_assert_eq!(&out.plan, &whole);
                     for (who, n) in f.store.running_by_assignee().unwrap() {
                         let had = before.get(&who).copied().unwrap_or(0);
                         prop_assert!(n <= i64::from(cap).max(had), "{who} runs {n} > cap {cap}");

@@ -77,6 +77,17 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
 /// # Errors
 /// Store failures, or a usage failure for an unknown board or task.
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
+    dispatch_with(ctx, board, args, None).await
+}
+
+/// [`dispatch`]; with `sink`, a real tick streams its whole plan there and the report's plan keeps only what the
+/// tick applied.
+async fn dispatch_with(
+    ctx: &Ctx,
+    board: &BoardSlug,
+    args: &DispatchArgs,
+    sink: Option<&mut ReportWriter>,
+) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args, &ctx.profiles());
     let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
     let spawn_lease = ctx.settings.kanban.spawn_lease_seconds.duration();
@@ -106,9 +117,12 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
     } else {
         open_store(ctx)?
     };
-    let tick = dispatcher::dispatch(&mut store, &ProcessLauncher { ctx }, &clock, &req, opts)
-        .await
-        .map_err(dispatch_failure)?;
+    let launcher = ProcessLauncher { ctx };
+    let tick = match sink {
+        Some(sink) if !args.dry_run => dispatcher::dispatch_into(&mut store, &launcher, &clock, &req, opts, sink).await,
+        _ => dispatcher::dispatch(&mut store, &launcher, &clock, &req, opts).await,
+    }
+    .map_err(dispatch_failure)?;
     report.plan = tick.plan;
     report.spawned = tick.spawned;
     report.spawn_failed = tick.spawn_failed;
@@ -160,8 +174,11 @@ pub(crate) async fn dispatch_and_print(
     explain: bool,
 ) -> Result<(), Failure> {
     if !args.dry_run {
-        let report = dispatch(ctx, board, args).await?;
-        print_dispatch(ctx, &report, explain);
+        // The tick streams its plan into the writer; the workers it started are added at the end.
+        let mut writer = ReportWriter::new(ctx.json, explain, args.task.is_some());
+        let report = dispatch_with(ctx, board, args, Some(&mut writer)).await?;
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+        let _ = writer.finish(&extras(&report, Some(&report.spawned)), &mut out);
         return Ok(());
     }
     let cfg = tick_config(ctx, args, &ctx.profiles());
