@@ -248,7 +248,10 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
             None => service::run_from(&rt, &req, found, &exec, &mut sink).await,
             Some(mut io) => {
                 // Input cannot be replayed, so an exec with input is not retried the way `service::run` retries.
-                let acquired = service::acquire(&rt, &req).await?;
+                let acquired = match found {
+                    Some(a) => a,
+                    None => service::acquire(&rt, &req).await?,
+                };
                 let outcome = rt.exec_io(&acquired.id, &exec, &mut sink, io.take()).await;
                 drop(io);
                 Ok((acquired, outcome?))
