@@ -59,7 +59,8 @@ fn stdin_is_dev_null() -> bool {
 /// Failing to put the terminal in raw mode.
 pub fn attach(interactive: bool, tty: bool) -> Result<Option<Attached>, Failure> {
     let stdin_is_tty = std::io::stdin().is_terminal();
-    if !(interactive || tty || !stdin_is_tty) || (!interactive && !tty && stdin_is_dev_null()) {
+    let asked = interactive || tty;
+    if !asked && (stdin_is_tty || stdin_is_dev_null()) {
         return Ok(None);
     }
     let (tx, rx) = mpsc::channel::<Vec<u8>>(16);
