@@ -344,3 +344,27 @@ fn ten_dispatchers_race_real_workers_on_one_board() {
         })
     });
 }
+
+#[test]
+fn kanban_check_reads_every_page_and_reports_damage_the_cheap_open_cannot_see() {
+    let home = Home::new();
+    for i in 0..300 {
+        home.ok(&["kanban", "create", &format!("task {i} {}", "q".repeat(300))]);
+    }
+    let db = home.path().join("berth-kanban.db");
+    drop(rusqlite::Connection::open(&db).unwrap().pragma_update(None, "wal_checkpoint", "TRUNCATE"));
+    let ok = home.json(&["kanban", "check"]);
+    assert_eq!(ok["ok"], true, "{ok}");
+    // A page in the middle overwritten, the length unchanged.
+    let mut bytes = std::fs::read(&db).unwrap();
+    let mid = (bytes.len() / 4096 / 2) * 4096;
+    bytes[mid..mid + 4096].fill(0x5A);
+    std::fs::write(&db, &bytes).unwrap();
+    let out = home.run(&["kanban", "check"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("left untouched"), "{err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty(), "the findings go to stdout");
+    assert_eq!(std::fs::read(&db).unwrap(), bytes, "check changed the file");
+}

@@ -240,3 +240,37 @@ fn stuck_work_gives_the_stuck_warning() {
     assert!(err.contains("kanban dispatcher stuck"), "{err}");
     assert_eq!(err.matches("kanban dispatcher stuck").count(), 1, "at most one warning per 300 s");
 }
+
+#[test]
+fn a_gateway_with_an_hour_interval_wakes_on_new_tasks_and_on_finished_workers() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let worker = format!("{} kanban complete {{task_id}}", crate::support::berth_bin().display());
+    let worker_setting = format!("kanban.worker_command={worker}");
+    let gw = Gateway::start(
+        &home,
+        &[
+            "-c",
+            "kanban.dispatch_interval_seconds=3600",
+            "-c",
+            "kanban.max_in_progress_per_profile=1",
+            "-c",
+            &worker_setting,
+        ],
+    );
+    // Cap 1: each task can only be claimed after the one before it finished, so without waking on events the
+    // second would wait an hour for the next tick.
+    for i in 0..4 {
+        home.json(&["kanban", "create", &format!("job {i}"), "--assignee", "alpha"]);
+    }
+    wait_for("all four to finish one after another", Duration::from_secs(30), || {
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().all(|t| t["status"] == "done")
+    });
+    // Idle, it stops ticking: a board nobody changes wakes nothing.
+    let settled = ticks(&home);
+    std::thread::sleep(Duration::from_millis(1500));
+    let later = ticks(&home);
+    assert!(later <= settled + 1, "an idle gateway kept ticking: {settled} then {later}");
+    let (code, _, _) = gw.stop();
+    assert_eq!(code, Some(0));
+}

@@ -431,6 +431,8 @@ pub enum KanbanCmd {
         #[arg(long)]
         no_follow: bool,
     },
+    /// Check the whole board file (every page, read-only); opening a board only checks its header and tables.
+    Check,
     /// Run one dispatch tick: housekeeping, then start workers for ready tasks within the caps.
     Dispatch {
         /// Report exactly what a tick would do; write nothing, start nothing, signal nothing.

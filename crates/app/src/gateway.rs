@@ -23,6 +23,63 @@ const HEALTH_WINDOW: u32 = 6;
 const STUCK_WARN_EVERY: Duration = Duration::from_secs(300);
 /// How long a failing board sits out before it is tried again.
 const QUARANTINE: Duration = Duration::from_secs(300);
+/// How often the gateway looks for a change to the board made by another process (a task created, unblocked,
+/// completed by its worker, …): SQLite's `data_version`, which costs no disk read. Events in between are one tick.
+const WAKE_POLL: Duration = Duration::from_millis(10);
+
+/// Wakes the gateway when another process changed the board: polls `data_version` on a connection of its own. The gateway's own ticks write through other connections, so each tick is followed by at most one more
+/// (which finds nothing to do and writes nothing); a change made while a tick ran is never missed, because the
+/// version to compare with is read before the tick starts.
+struct BoardWatch {
+    store: Option<kanban_store::SqliteKanbanStore>,
+    seen: Option<i64>,
+    /// When opening the board last failed (no file yet, or one the ticks quarantine): retried once a second, not
+    /// every poll.
+    failed_at: Option<Instant>,
+}
+
+impl BoardWatch {
+    fn version(&mut self, ctx: &Ctx) -> Option<i64> {
+        if self.store.is_none() && self.failed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            // No board file yet (or an unreadable one, which the tick reports): nothing to watch until there is.
+            // A read-write connection (that writes nothing): a read-only one on a WAL file can disturb the writers'
+            // shared-memory index when it is the last to close.
+            let path = ctx.db_path();
+            if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
+                self.store = kanban_store::SqliteKanbanStore::open(&path).ok();
+            }
+            self.failed_at = self.store.is_none().then(Instant::now);
+        }
+        let v = self.store.as_ref().map(kanban_store::SqliteKanbanStore::data_version);
+        match v {
+            Some(Ok(v)) => Some(v),
+            Some(Err(_)) => {
+                self.store = None;
+                self.failed_at = Some(Instant::now());
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Whether the board changed since the version last seen.
+    fn changed(&mut self, ctx: &Ctx) -> bool {
+        let now = self.version(ctx);
+        let changed = now.is_some() && now != self.seen;
+        self.seen = now.or(self.seen);
+        changed
+    }
+}
+
+/// The next SIGCHLD (a worker the gateway started has ended), or never when the signal cannot be watched.
+async fn child_exited(sig: &mut Option<tokio::signal::unix::Signal>) {
+    match sig {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
 
 fn lock_path(home: &Path) -> PathBuf {
     home.join("gateway.lock")
@@ -159,9 +216,23 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let mut quarantined: BTreeMap<String, Instant> = BTreeMap::new();
     let mut stopping = JoinSet::new();
     let (mut bad_ticks, mut last_stuck_warning): (u32, Option<Instant>) = (0, None);
+    // Wake at once on events (a worker's exit, any change to the board by another process); the interval stays the
+    // fallback for what no event announces (time-based housekeeping).
+    let mut watch = BoardWatch { store: None, seen: None, failed_at: None };
+    let _ = watch.changed(ctx);
+    let mut poll = tokio::time::interval(WAKE_POLL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
+            _ = poll.tick() => {
+                if !watch.changed(ctx) {
+                    continue;
+                }
+                tracing::debug!("gateway: the board changed; ticking now");
+            }
+            () = child_exited(&mut sigchld) => tracing::debug!("gateway: a worker ended; ticking now"),
             sig = &mut stop => {
                 // Stops already under way finish (each is bounded by its grace period), so no worker is left
                 // with a SIGTERM it ignored and no SIGKILL to follow.
@@ -171,7 +242,10 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         }
         process::reap_children();
         while stopping.try_join_next().is_some() {}
+        // Read before the tick: a change another process makes while it runs wakes the next one.
+        let before = watch.version(ctx);
         let tick = tick_all(ctx, &mut quarantined, &mut stopping).await;
+        watch.seen = before.or(watch.seen);
         next = Instant::now() + period;
         if tick.pending && tick.spawned == 0 {
             bad_ticks += 1;

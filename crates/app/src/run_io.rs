@@ -41,14 +41,26 @@ impl Drop for RawMode {
     }
 }
 
-/// Wires stdin when `interactive`, `tty`, or stdin is not a terminal (a pipe, a file, /dev/null); `None` when the
-/// command gets no input. Must be called inside the runtime (the resize forwarder is a task).
+/// Whether standard input is `/dev/null` (a job runner's or a script's "no input"): nothing to forward, so the exec
+/// attaches no stdin, as `docker exec` without `-i` does.
+fn stdin_is_dev_null() -> bool {
+    rustix::fs::fstat(std::io::stdin()).is_ok_and(|st| {
+        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::CharacterDevice
+            && rustix::fs::major(st.st_rdev) == 1
+            && rustix::fs::minor(st.st_rdev) == 3
+    })
+}
+
+/// Wires stdin when `interactive`, `tty`, or stdin is not a terminal (a pipe, a file); `None` when the command gets
+/// no input (also for `/dev/null` without `-i`: the command then reads end of input at once, as it would anyway).
+/// Must be called inside the runtime (the resize forwarder is a task).
 ///
 /// # Errors
 /// Failing to put the terminal in raw mode.
 pub fn attach(interactive: bool, tty: bool) -> Result<Option<Attached>, Failure> {
     let stdin_is_tty = std::io::stdin().is_terminal();
-    if !(interactive || tty || !stdin_is_tty) {
+    let asked = interactive || tty;
+    if !asked && (stdin_is_tty || stdin_is_dev_null()) {
         return Ok(None);
     }
     let (tx, rx) = mpsc::channel::<Vec<u8>>(16);

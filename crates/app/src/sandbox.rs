@@ -74,9 +74,30 @@ async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
 
 /// Whether the engine can apply cgroup limits (cpu, memory, pids), asked once per process: hermes probes once per
 /// process too, and an engine without the controllers would otherwise fail every create.
-async fn cgroup_limits_available(rt: &DockerRuntime) -> bool {
+async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bool {
     static PROBED: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
-    *PROBED.get_or_init(|| async { rt.supports_cgroup_limits().await.unwrap_or(true) }).await
+    *PROBED.get_or_init(|| async { cached_probe(ctx, rt, "cgroup-limits", rt.supports_cgroup_limits()).await }).await
+}
+
+/// An engine fact asked once per home and endpoint (an `info` call costs a round trip on every command otherwise),
+/// kept in `<home>/cache/<what>-<endpoint hash>`; an engine that cannot answer counts as `true` and is not cached.
+async fn cached_probe(
+    ctx: &Ctx,
+    rt: &DockerRuntime,
+    what: &str,
+    probe: impl std::future::Future<Output = Result<bool, domain::ports::RuntimeError>>,
+) -> bool {
+    let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
+    let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));
+    if let Ok(v) = std::fs::read_to_string(&cache) {
+        return v.trim() == "yes";
+    }
+    let Ok(answer) = probe.await else { return true };
+    if let Some(dir) = cache.parent() {
+        let _ = std::fs::create_dir_all(dir);
+        let _ = std::fs::write(&cache, if answer { "yes" } else { "no" });
+    }
+    answer
 }
 
 /// Builds the acquire request for `identity` from the settings; logs the spec's warnings.
@@ -92,7 +113,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
         storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
         owner: Some(crate::context::owner_label()),
-        cgroup_limits_unavailable: !cgroup_limits_available(rt).await,
+        cgroup_limits_unavailable: !cgroup_limits_available(ctx, rt).await,
     };
     let (mode, name) = if settings.persist_across_processes {
         (SandboxMode::Persist, identity.persistent_name())
@@ -200,7 +221,12 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let env = exec_env(ctx, &args.env)?;
     let rt = connect(ctx).await?;
     let req = request(ctx, &rt, identity).await?;
-    maybe_reap(ctx, &rt).await;
+    // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
+    // once per process before a sandbox is created, so only when that misses.
+    let found = if args.interactive || args.tty { None } else { service::attach_running(&rt, &req).await };
+    if found.is_none() {
+        maybe_reap(ctx, &rt).await;
+    }
     let timeout = args.timeout.unwrap_or(ctx.settings.terminal.timeout.get());
     let exec = ExecSpec {
         argv: args.argv.clone(),
@@ -221,10 +247,13 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let io = crate::run_io::attach(args.interactive, args.tty)?;
     let exec_run = async {
         match io {
-            None => service::run(&rt, &req, &exec, &mut sink).await,
+            None => service::run_from(&rt, &req, found, &exec, &mut sink).await,
             Some(mut io) => {
                 // Input cannot be replayed, so an exec with input is not retried the way `service::run` retries.
-                let acquired = service::acquire(&rt, &req).await?;
+                let acquired = match found {
+                    Some(a) => a,
+                    None => service::acquire(&rt, &req).await?,
+                };
                 let outcome = rt.exec_io(&acquired.id, &exec, &mut sink, io.take()).await;
                 drop(io);
                 Ok((acquired, outcome?))

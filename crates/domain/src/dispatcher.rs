@@ -67,7 +67,9 @@ impl TickReport {
 /// # Errors
 /// The store's error.
 pub fn plan<S: KanbanStore>(store: &S, req: &TickRequest<'_>) -> Result<TickPlan, S::Error> {
-    Ok(plan_tick(req.now, &store.snapshot(req)?, req.cfg))
+    let mut plan = TickPlan::default();
+    store.plan_into(req, &mut plan)?;
+    Ok(plan)
 }
 
 /// Applies one tick on the store (snapshot, the domain's plan, housekeeping and claims in one serialized unit).
@@ -97,6 +99,22 @@ fn only_task<S: KanbanStore>(
     Ok(Decision::not_considered(t.status).map(|d| (id.to_owned(), d)))
 }
 
+/// A dry run streamed into `sink` (the plan a real tick would follow, as the store produces it); writes nothing.
+/// Returns, for `--task ID`, why that task was not even considered.
+///
+/// # Errors
+/// [`DispatchError::WrongBoard`], or the store's error (no board, no task, storage).
+pub fn dry_run_into<S: KanbanStore>(
+    store: &S,
+    req: &TickRequest<'_>,
+    sink: &mut dyn crate::policy::dispatch::PlanSink,
+) -> Result<Option<(String, Decision)>, DispatchError<S::Error>> {
+    store.check_board(req.board)?;
+    let not_considered = only_task(store, req.board, req.cfg.only_task.as_deref())?;
+    store.plan_into(req, sink)?;
+    Ok(not_considered)
+}
+
 /// Runs one dispatch on `req.board`: plan (dry) or tick, stop the workers housekeeping took tasks from, release
 /// the sandboxes of tasks the breaker blocked, launch a worker per claim, and record them all at once.
 ///
@@ -116,26 +134,52 @@ where
     S: KanbanStore + Send,
     L: WorkerLauncher + ?Sized,
 {
+    if !opts.dry_run {
+        let mut plan = TickPlan::default();
+        let mut report = dispatch_into(store, launcher, clock, req, opts, &mut plan).await?;
+        report.plan = plan;
+        return Ok(report);
+    }
+    let mut report = TickReport::default();
+    report.not_considered = dry_run_into(store, req, &mut report.plan)?;
+    report.spawned = report
+        .plan
+        .spawns()
+        .map(|d| SpawnedWorker {
+            task_id: d.task_id.clone(),
+            assignee: d.assignee.clone().unwrap_or_default(),
+            sandbox: String::new(),
+            pid: None,
+        })
+        .collect();
+    Ok(report)
+}
+
+/// A real tick ([`dispatch`] without `dry_run`) whose whole plan is streamed into `sink` as the store makes it; the
+/// report's `plan` then holds what the tick applied (housekeeping, promotions, spawns, default assignments), the
+/// rest only went to `sink`. A printer passes its writer, so a tick over any number of ready tasks keeps no
+/// decision it did not act on.
+///
+/// # Errors
+/// As [`dispatch`].
+pub async fn dispatch_into<S, L>(
+    store: &mut S,
+    launcher: &L,
+    clock: &dyn Clock,
+    req: &TickRequest<'_>,
+    opts: DispatchOptions,
+    sink: &mut (dyn crate::policy::dispatch::PlanSink + Send),
+) -> Result<TickReport, DispatchError<S::Error>>
+where
+    S: KanbanStore + Send,
+    L: WorkerLauncher + ?Sized,
+{
     store.check_board(req.board)?;
     let mut report = TickReport {
         not_considered: only_task(store, req.board, req.cfg.only_task.as_deref())?,
         ..TickReport::default()
     };
-    if opts.dry_run {
-        report.plan = plan(store, req)?;
-        report.spawned = report
-            .plan
-            .spawns()
-            .map(|d| SpawnedWorker {
-                task_id: d.task_id.clone(),
-                assignee: d.assignee.clone().unwrap_or_default(),
-                sandbox: String::new(),
-                pid: None,
-            })
-            .collect();
-        return Ok(report);
-    }
-    let outcome = apply(store, req)?;
+    let outcome = store.tick_into(req, sink)?;
     report.plan = outcome.plan;
     report.auto_blocked =
         report.plan.housekeeping.iter().filter(|(_, h)| h.gave_up()).map(|(id, _)| id.clone()).collect();

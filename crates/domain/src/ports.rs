@@ -239,6 +239,24 @@ pub trait KanbanStore {
     /// A storage error or undecodable rows.
     fn snapshot(&self, req: &crate::kanban::TickRequest<'_>) -> Result<crate::kanban::BoardSnapshot, Self::Error>;
 
+    /// Streams a dry run's plan into `sink`, writing nothing: every housekeeping action and promotion, then one
+    /// decision per ready task in dispatch order (see [`crate::policy::dispatch::PlanSink`]). The default plans
+    /// over [`KanbanStore::snapshot`], which holds every ready task in memory; a store that can read its ready tasks
+    /// in dispatch order overrides it and feeds a [`crate::policy::dispatch::Planner`] row by row, so a dry run's
+    /// memory is bounded by the profiles and the running tasks, not by the ready tasks.
+    ///
+    /// # Errors
+    /// A storage error or undecodable rows (part of the plan may have reached `sink`).
+    fn plan_into(
+        &self,
+        req: &crate::kanban::TickRequest<'_>,
+        sink: &mut dyn crate::policy::dispatch::PlanSink,
+    ) -> Result<(), Self::Error> {
+        let snap = self.snapshot(req)?;
+        crate::policy::dispatch::plan_tick_into(req.now, &snap, req.cfg, sink);
+        Ok(())
+    }
+
     /// One serialized unit: snapshot, `plan(snapshot)`, then housekeeping, promotion, default assignment and
     /// compare-and-swap claims (each new claim a spawn lease of `req.spawn_lease`), each appending its event.
     ///
@@ -249,6 +267,25 @@ pub trait KanbanStore {
         req: &crate::kanban::TickRequest<'_>,
         plan: &dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan,
     ) -> Result<crate::kanban::TickOutcome, Self::Error>;
+
+    /// [`KanbanStore::tick`] with the domain's planner, the whole plan streamed into `sink` as it is made. The
+    /// outcome's `plan` holds at least the housekeeping, the promotions and every decision the tick applied (spawns,
+    /// default assignments). The default plans over the snapshot, replays the whole plan into `sink` and returns it
+    /// whole; a store that streams (SQLite) keeps only what it applies, so a tick's memory does not grow with the
+    /// ready tasks.
+    ///
+    /// # Errors
+    /// A storage error; nothing is applied then (part of the plan may have reached `sink`).
+    fn tick_into(
+        &mut self,
+        req: &crate::kanban::TickRequest<'_>,
+        sink: &mut dyn crate::policy::dispatch::PlanSink,
+    ) -> Result<crate::kanban::TickOutcome, Self::Error> {
+        let (now, cfg) = (req.now, req.cfg);
+        let out = self.tick(req, &|snap| crate::policy::dispatch::plan_tick(now, snap, cfg))?;
+        out.plan.replay(sink);
+        Ok(out)
+    }
 
     /// Records started workers (pid, start, log) on runs still unconfirmed; the spawn lease restarts from `now`.
     ///

@@ -97,15 +97,49 @@ const MAX_ROUNDS: u32 = 64;
 /// # Errors
 /// A [`SandboxError`] when the runtime fails or the sandbox does not settle.
 pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<Acquired, SandboxError> {
+    match attach_running(rt, req).await {
+        Some(found) => Ok(found),
+        None => acquire_listed(rt, req).await,
+    }
+}
+
+fn reuse_policy(req: &AcquireRequest) -> ReusePolicy {
     let fingerprint = req.spec.labels.get(crate::label::LABEL_FINGERPRINT).cloned().unwrap_or_default();
-    let mut policy = ReusePolicy {
+    ReusePolicy {
         persist_across_processes: req.persist_across_processes,
         recreate_on_config_change: req.recreate_on_config_change,
         fingerprint,
         legacy_fingerprint: None,
         air_gapped: req.spec.network_mode.as_deref() == Some("none"),
         fields: req.spec.labels.get(crate::label::LABEL_FIELDS).cloned().unwrap_or_default(),
+    }
+}
+
+/// The fast path of [`acquire`]: one inspect of the identity's deterministic container name; `Some` when that
+/// container runs and the reuse policy attaches to it as it is (labels, lockdown, fingerprint). Anything else
+/// (missing, stopped, drifted, an engine error) is `None`, and the full path lists and decides.
+pub async fn attach_running(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Option<Acquired> {
+    if !req.persist_across_processes {
+        return None;
+    }
+    let d = rt.inspect(&req.spec.name).await.ok()?;
+    let ReuseDecision::Attach { id } =
+        select_reusable(&req.identity, std::slice::from_ref(&d.summary), &reuse_policy(req))
+    else {
+        return None;
     };
+    Some(Acquired {
+        id,
+        name: d.summary.name.clone(),
+        action: AcquireAction::Attached,
+        labels: d.summary.labels.clone(),
+        notes: Vec::new(),
+    })
+}
+
+/// [`acquire`] by listing the identity's containers (upstream's labels) and deciding over all of them.
+async fn acquire_listed(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<Acquired, SandboxError> {
+    let mut policy = reuse_policy(req);
     let mut notes = Vec::new();
     let mut recreated = false;
     // What the last wait saw, used instead of a fresh listing (which may lag behind inspect on Docker).
@@ -284,7 +318,25 @@ pub async fn run(
     exec: &ExecSpec,
     sink: &mut dyn OutputSink,
 ) -> Result<(Acquired, ExecOutcome), SandboxError> {
-    let acquired = acquire(rt, req).await?;
+    run_from(rt, req, None, exec, sink).await
+}
+
+/// [`run`] starting from a sandbox already found running ([`attach_running`]), or acquiring one when `found` is
+/// `None`.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_from(
+    rt: &dyn ContainerRuntime,
+    req: &AcquireRequest,
+    found: Option<Acquired>,
+    exec: &ExecSpec,
+    sink: &mut dyn OutputSink,
+) -> Result<(Acquired, ExecOutcome), SandboxError> {
+    let acquired = match found {
+        Some(a) => a,
+        None => acquire(rt, req).await?,
+    };
     match rt.exec(&acquired.id, exec, sink).await {
         Ok(outcome) => Ok((acquired, outcome)),
         Err(e) if is_gone(&e) && req.persist_across_processes => {

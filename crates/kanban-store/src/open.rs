@@ -87,6 +87,31 @@ pub fn adopt_legacy_board(home: &Path) -> std::io::Result<Option<PathBuf>> {
     Ok(Some(legacy))
 }
 
+/// The tables every berth board has (migration 1); a berth file without one of them is damaged.
+const OWNED_TABLES: [&str; 5] = ["boards", "tasks", "task_links", "task_events", "task_runs"];
+
+/// A file shorter than the pages SQLite says the database has (read from the header, or from the WAL when it holds
+/// frames): cut off. Only `stat` touches the files here: opening and closing another descriptor of a database file
+/// would drop the POSIX locks of every SQLite connection this process holds on it.
+fn check_length(path: &Path, conn: &Connection) -> Result<()> {
+    let pages: u64 = conn.pragma_query_value(None, "page_count", |r| r.get(0))?;
+    let page_size: u64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    // A WAL with frames may hold pages the main file does not have yet: then the length says nothing.
+    let wal_frames = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 32);
+    if !wal_frames && pages.saturating_mul(page_size) > len {
+        return Err(StoreError::Corrupt {
+            path: path.to_owned(),
+            message: format!(
+                "database disk image is malformed (truncated: {pages} pages of {page_size} bytes, the file has {len} bytes)"
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl SqliteKanbanStore {
     /// Opens (creating when missing or empty) the board database at `path`, read-write.
     ///
@@ -136,7 +161,11 @@ impl SqliteKanbanStore {
         Ok(store)
     }
 
-    /// Checks, read-only, that `path` is a berth board database this version understands.
+    /// Checks, read-only and in constant time, that `path` is a berth board database this version understands: the
+    /// SQLite header (read by SQLite), a file at least as long as the pages it declares (so a truncated file is
+    /// caught), the `application_id`, the schema version and the tables berth owns. Damage deeper in the file
+    /// surfaces as a corruption error of the operation that reads it ([`StoreError::Corrupt`], file untouched);
+    /// [`SqliteKanbanStore::check`] reads every page on request.
     pub(crate) fn verify(path: &Path) -> Result<()> {
         // Damage is only what SQLite calls damage; a full or read-only disk is named as such.
         let corrupt = |e: rusqlite::Error| match disk_cause(path, &e) {
@@ -149,22 +178,53 @@ impl SqliteKanbanStore {
         conn.busy_timeout(Duration::from_secs(30)).map_err(corrupt)?;
         let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(corrupt)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(corrupt)?;
-        let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(corrupt)?;
-        if check != "ok" {
-            return Err(StoreError::Corrupt { path: path.to_owned(), message: check });
-        }
+        check_length(path, &conn).map_err(|e| match e {
+            StoreError::Sqlite(e) => corrupt(e),
+            other => other,
+        })?;
+        let mut stmt = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            .map_err(corrupt)?;
+        let tables: Vec<String> = stmt.query_map([], |r| r.get(0)).and_then(Iterator::collect).map_err(corrupt)?;
         if app_id != APPLICATION_ID {
-            let tables: i64 =
-                conn.query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0)).map_err(corrupt)?;
-            if app_id != 0 || tables > 0 {
+            if app_id != 0 || !tables.is_empty() {
                 return Err(StoreError::Foreign { path: path.to_owned(), app_id });
             }
+            return Ok(());
         }
         let known = MIGRATIONS.len() as i64;
         if version > known {
             return Err(StoreError::TooNew { path: path.to_owned(), found: version, known });
         }
+        if version > 0
+            && let Some(missing) = OWNED_TABLES.iter().find(|t| !tables.iter().any(|have| have == *t))
+        {
+            return Err(StoreError::Corrupt {
+                path: path.to_owned(),
+                message: format!("berth's table {missing} is missing"),
+            });
+        }
         Ok(())
+    }
+
+    /// The full check (`berth kanban check`): [`SqliteKanbanStore::verify`], then SQLite's `integrity_check`, which
+    /// reads every page. Read-only. Returns SQLite's findings, `["ok"]` for a sound file.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`], [`StoreError::Foreign`], [`StoreError::TooNew`], [`StoreError::Unavailable`].
+    pub fn check(path: &Path) -> Result<Vec<String>> {
+        Self::verify(path)?;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        let findings = conn
+            .prepare("PRAGMA integrity_check")
+            .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>());
+        match findings {
+            Ok(f) => Ok(f),
+            Err(e) if is_corruption(&e) => Ok(vec![e.to_string()]),
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub(crate) fn classify(&self, e: rusqlite::Error) -> StoreError {

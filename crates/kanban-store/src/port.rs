@@ -26,12 +26,28 @@ impl KanbanStore for SqliteKanbanStore {
         self.read_snapshot(req)
     }
 
+    fn plan_into(
+        &self,
+        req: &TickRequest<'_>,
+        sink: &mut dyn domain::policy::dispatch::PlanSink,
+    ) -> Result<(), StoreError> {
+        self.stream_dry_plan(req, sink)
+    }
+
     fn tick(
         &mut self,
         req: &TickRequest<'_>,
         plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
     ) -> Result<TickOutcome, StoreError> {
         self.apply_tick(req, plan)
+    }
+
+    fn tick_into(
+        &mut self,
+        req: &TickRequest<'_>,
+        sink: &mut dyn domain::policy::dispatch::PlanSink,
+    ) -> Result<TickOutcome, StoreError> {
+        self.apply_tick_streamed(req, sink)
     }
 
     fn record_spawned(

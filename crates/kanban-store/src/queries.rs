@@ -195,6 +195,16 @@ impl SqliteKanbanStore {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
+    /// SQLite's `data_version` of this connection: it changes whenever another connection (another process, or
+    /// another store on the same file) commits a change to the board. Reading it touches no page of the file, so a
+    /// gateway can poll it to wake on events.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self.conn.pragma_query_value(None, "data_version", |r| r.get(0))?)
+    }
+
     /// Running tasks per assignee on this host (all boards).
     ///
     /// # Errors

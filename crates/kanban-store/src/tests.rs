@@ -40,6 +40,10 @@ impl Fixture {
     }
 
     fn add_on(&mut self, b: &BoardSlug, assignee: Option<&str>, parents: &[String]) -> String {
+        self.add_full(b, assignee, parents, 0)
+    }
+
+    fn add_full(&mut self, b: &BoardSlug, assignee: Option<&str>, parents: &[String], priority: i64) -> String {
         self.n += 1;
         self.now = self.now.plus(Duration::from_millis(1));
         let id = format!("t_{:04}", self.n);
@@ -47,6 +51,7 @@ impl Fixture {
             title: format!("task {}", self.n),
             assignee: assignee.map(Into::into),
             parents: parents.to_vec(),
+            priority,
             ..NewTask::default()
         };
         self.store.create_task(b, &id, &new, self.now).unwrap();
@@ -63,7 +68,11 @@ impl Fixture {
             claim_ttl: Duration::from_secs(900),
             spawn_lease: Duration::from_secs(20),
         };
-        let out = domain::dispatcher::apply(&mut self.store, &req).unwrap();
+        // The streamed tick (what `berth kanban dispatch` runs); the sink gets the whole plan.
+        let mut whole = domain::policy::dispatch::TickPlan::default();
+        let mut out = domain::ports::KanbanStore::tick_into(&mut self.store, &req, &mut whole).unwrap();
+        assert!(out.plan.decisions.iter().all(|d| d.decision == Decision::Spawn || d.auto_assigned));
+        out.plan = whole;
         if spawn {
             for c in &out.claimed {
                 let pid = 10_000 + u32::try_from(c.run_id).unwrap();
@@ -86,16 +95,20 @@ impl Fixture {
 
     fn dry(&self, cfg: &TickConfig) -> domain::policy::dispatch::TickPlan {
         let b = board();
-        let req = TickRequest {
-            board: &b,
+        let req = self.request(&b, cfg);
+        domain::dispatcher::plan(&self.store, &req).unwrap()
+    }
+
+    fn request<'a>(&'a self, b: &'a BoardSlug, cfg: &'a TickConfig) -> TickRequest<'a> {
+        TickRequest {
+            board: b,
             cfg,
             now: self.now,
             probe: &self.probe,
             claimer: "host:1",
             claim_ttl: Duration::from_secs(900),
             spawn_lease: Duration::from_secs(20),
-        };
-        domain::dispatcher::plan(&self.store, &req).unwrap()
+        }
     }
 
     fn status(&self, id: &str) -> TaskStatus {
@@ -622,9 +635,9 @@ fn dry_run_leaves_the_file_byte_identical() {
 /// Operations of the property test.
 #[derive(Clone, Debug)]
 enum Op {
-    Create(Option<u8>),
+    Create(Option<u8>, i64, Option<usize>),
     Assign(usize, Option<u8>),
-    Dispatch { cap: u8, max_in_progress: Option<u8> },
+    Dispatch { cap: u8, max_in_progress: Option<u8>, max_spawn: Option<u8>, default: bool },
     Complete(usize),
     Crash(usize),
     Block(usize),
@@ -634,9 +647,10 @@ const WHO: [&str; 4] = ["alpha", "beta", "default", "ghost"];
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => proptest::option::of(0u8..4).prop_map(Op::Create),
+        3 => (proptest::option::of(0u8..4), 0i64..3, proptest::option::of(0usize..30)).prop_map(|(w, p, parent)| Op::Create(w, p, parent)),
         1 => (0usize..30, proptest::option::of(0u8..4)).prop_map(|(i, w)| Op::Assign(i, w)),
-        3 => (1u8..4, proptest::option::of(1u8..6)).prop_map(|(cap, max_in_progress)| Op::Dispatch { cap, max_in_progress }),
+        3 => (1u8..4, proptest::option::of(1u8..6), proptest::option::of(1u8..4), proptest::bool::ANY)
+            .prop_map(|(cap, max_in_progress, max_spawn, default)| Op::Dispatch { cap, max_in_progress, max_spawn, default }),
         2 => (0usize..30).prop_map(Op::Complete),
         1 => (0usize..30).prop_map(Op::Crash),
         1 => (0usize..30).prop_map(Op::Block),
@@ -652,13 +666,27 @@ proptest! {
         for op in ops {
             f.now = f.now.plus(Duration::from_secs(1));
             match op {
-                Op::Create(w) => ids.push(f.add(w.map(|i| WHO[i as usize]))),
+                Op::Create(w, priority, parent) => {
+                    let parents: Vec<String> = parent.and_then(|i| ids.get(i).cloned()).into_iter().collect();
+                    ids.push(f.add_full(&board(), w.map(|i| WHO[i as usize]), &parents, priority));
+                }
                 Op::Assign(i, w) => if let Some(id) = ids.get(i) { let _ = f.store.assign(id, w.map(|i| WHO[i as usize]), f.now); },
-                Op::Dispatch { cap, max_in_progress } => {
+                Op::Dispatch { cap, max_in_progress, max_spawn, default } => {
                     let mut c = cfg(Some(u32::from(cap)));
                     c.caps.max_in_progress = max_in_progress.map(u32::from);
+                    c.caps.max_spawn = max_spawn.map(u32::from);
+                    c.default_assignee = default.then(|| "alpha".to_owned());
+                    // The streamed dry plan (one pass over the ready index) is the plan over the whole snapshot.
+                    let b = board();
+                    let req = f.request(&b, &c);
+                    let mut streamed = domain::policy::dispatch::TickPlan::default();
+                    domain::ports::KanbanStore::plan_into(&f.store, &req, &mut streamed).unwrap();
+                    let whole = domain::policy::dispatch::plan_tick(f.now, &domain::ports::KanbanStore::snapshot(&f.store, &req).unwrap(), &c);
+                    prop_assert_eq!(&streamed, &whole);
                     let before: BTreeMap<String, i64> = f.store.running_by_assignee().unwrap().into_iter().collect();
                     let out = f.tick(&c);
+                    // The real tick streamed the same plan the dry run saw.
+                    prop_assert_eq!(&out.plan, &whole);
                     for (who, n) in f.store.running_by_assignee().unwrap() {
                         let had = before.get(&who).copied().unwrap_or(0);
                         prop_assert!(n <= i64::from(cap).max(had), "{who} runs {n} > cap {cap}");
@@ -719,4 +747,40 @@ fn a_berth_board_named_kanban_db_moves_to_berth_kanban_db_and_a_foreign_one_is_n
     assert_eq!(board_path(other.path()), other.path().join(BOARD_FILE));
     assert_eq!(std::fs::read(&foreign).unwrap(), before);
     assert_eq!(std::fs::read(other.path().join(LEGACY_BOARD_FILE)).unwrap(), before);
+}
+
+#[test]
+fn opening_checks_the_header_and_tables_and_check_reads_every_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("board.db");
+    {
+        let mut s = SqliteKanbanStore::open(&path).unwrap();
+        for i in 0..300 {
+            let new = NewTask { title: format!("task {i} {}", "y".repeat(300)), ..NewTask::default() };
+            s.create_task(&board(), &format!("t_{i}"), &new, T0).unwrap();
+        }
+        s.conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+    }
+    assert_eq!(SqliteKanbanStore::check(&path).unwrap(), vec!["ok".to_owned()]);
+    // Garbage in the middle of the file, length unchanged: opening (constant time) cannot see it, the full check does,
+    // and neither writes a byte.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let page = 4096;
+    let mid = (bytes.len() / page / 2) * page;
+    bytes[mid..mid + page].fill(0xA5);
+    std::fs::write(&path, &bytes).unwrap();
+    let findings = SqliteKanbanStore::check(&path).unwrap();
+    assert_ne!(findings, vec!["ok".to_owned()]);
+    assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    // A berth file that lost one of its tables is reported, not repaired.
+    let lost = dir.path().join("lost.db");
+    {
+        let s = SqliteKanbanStore::open(&lost).unwrap();
+        s.conn.execute_batch("DROP TABLE task_links").unwrap();
+        s.conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+    }
+    let before = std::fs::read(&lost).unwrap();
+    let err = SqliteKanbanStore::open(&lost).err().expect("refused");
+    assert!(matches!(&err, StoreError::Corrupt { message, .. } if message.contains("task_links")), "{err}");
+    assert_eq!(std::fs::read(&lost).unwrap(), before);
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{BoardSnapshot, Claimed, TaskRow, TaskStatus, TickOutcome, TickRequest};
-use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
+use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink, Planner, ReadyTask, TickPlan, requeues};
 use domain::ports::ProcessProbe;
 use domain::time::Timestamp;
 use rusqlite::{Connection, params};
@@ -24,13 +24,26 @@ fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
 /// Ready and todo tasks come from one scan of a covering index with only the columns planning needs; running tasks
 /// (few) are read whole.
 fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> Result<BoardSnapshot> {
+    let mut snap = snapshot_of(conn, board, probe, true)?;
+    (snap.running_elsewhere, snap.total_running_elsewhere) = running_elsewhere(conn, board)?;
+    Ok(snap)
+}
+
+/// This board's running tasks and its `todo` tasks (with whether their parents are done); with `ready`, its
+/// ready tasks too. No counts of the other boards.
+fn snapshot_of(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe, ready: bool) -> Result<BoardSnapshot> {
     let mut tasks = Vec::new();
-    let mut stmt = conn.prepare_cached(
+    let sql = if ready {
         "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
          CASE WHEN t.status = 'todo' THEN NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
               WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE 0 END \
-         FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'todo') ORDER BY t.status, t.priority DESC, t.created_at",
-    )?;
+         FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'todo') ORDER BY t.status, t.priority DESC, t.created_at"
+    } else {
+        "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, 1 FROM tasks t \
+         WHERE t.board = ?1 AND t.status = 'todo' AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON \
+         p.id = l.parent_id WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query([board.as_str()])?;
     while let Some(r) = rows.next()? {
         let status = status_of(r.get_ref(2)?.as_str().map_err(|e| StoreError::Invalid(e.to_string()))?)?;
@@ -81,23 +94,104 @@ fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> R
             parents_done: false,
         });
     }
-    let mut running_elsewhere = BTreeMap::new();
-    let mut total_running_elsewhere = 0;
+    Ok(BoardSnapshot { tasks, ..BoardSnapshot::default() })
+}
+
+/// Running tasks per assignee on the other boards of this host, and their total (assigned or not); from the
+/// `(status, assignee)` index.
+fn running_elsewhere(conn: &Connection, board: &BoardSlug) -> Result<(BTreeMap<String, u32>, u32)> {
+    let mut per = BTreeMap::new();
+    let mut total = 0;
     let mut stmt = conn.prepare_cached(
         "SELECT assignee, COUNT(*) FROM tasks WHERE status = 'running' AND board != ?1 GROUP BY assignee",
     )?;
     let mut rows = stmt.query([board.as_str()])?;
     while let Some(r) = rows.next()? {
         let n = u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX);
-        total_running_elsewhere += n;
+        total += n;
         if let Some(a) = r.get::<_, Option<String>>(0)?.filter(|a| !a.is_empty()) {
-            running_elsewhere.insert(a, n);
+            per.insert(a, n);
         }
     }
-    Ok(BoardSnapshot { tasks, running_elsewhere, total_running_elsewhere })
+    Ok((per, total))
+}
+
+fn text(v: rusqlite::types::ValueRef<'_>) -> Result<Option<&str>> {
+    match v {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        v => v.as_str().map(Some).map_err(|e| StoreError::Invalid(e.to_string())),
+    }
+}
+
+/// A dry run's plan, streamed: the board's running tasks (few, read whole) and promotable `todo` tasks first, then
+/// one pass over the covering `tasks_dispatch` index of ready tasks in dispatch order, merged with the tasks
+/// housekeeping requeues and the promoted ones. No row outlives its decision, so memory does not grow with the
+/// ready tasks.
+fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<()> {
+    let board = req.board;
+    let (elsewhere, total) = running_elsewhere(conn, board)?;
+    let mut planner = Planner::new(req.now, req.cfg, &elsewhere, total);
+    let snap = snapshot_of(conn, board, req.probe, false)?;
+    let mut extra: Vec<ReadyTask<'_>> = Vec::new();
+    for t in &snap.tasks {
+        match t.status {
+            TaskStatus::Running => {
+                if let Some(h) = planner.running(t) {
+                    if requeues(&h) {
+                        extra.push(ReadyTask::of(t));
+                    }
+                    sink.housekeeping(&t.id, &h);
+                }
+            }
+            TaskStatus::Todo if t.parents_done => {
+                sink.promoted(&t.id);
+                extra.push(ReadyTask::of(t));
+            }
+            _ => {}
+        }
+    }
+    extra.sort_by(ReadyTask::dispatch_order);
+    let mut extra = extra.into_iter().peekable();
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, assignee, priority, created_at FROM tasks INDEXED BY tasks_dispatch \
+         WHERE board = ?1 AND status = 'ready' AND claim_lock IS NULL ORDER BY priority DESC, created_at, id",
+    )?;
+    let mut rows = stmt.query([board.as_str()])?;
+    while let Some(r) = rows.next()? {
+        let t = ReadyTask {
+            id: text(r.get_ref(0)?)?.unwrap_or_default(),
+            assignee: text(r.get_ref(1)?)?,
+            priority: r.get(2)?,
+            created_at: Timestamp::from_millis(r.get(3)?),
+        };
+        while let Some(e) = extra.next_if(|e| e.dispatch_order(&t).is_lt()) {
+            if let Some(d) = planner.decide(e) {
+                sink.decision(&d);
+            }
+        }
+        if let Some(d) = planner.decide(t) {
+            sink.decision(&d);
+        }
+    }
+    for e in extra {
+        if let Some(d) = planner.decide(e) {
+            sink.decision(&d);
+        }
+    }
+    Ok(())
 }
 
 impl SqliteKanbanStore {
+    /// Streams a dry run's plan into `sink` in one read transaction, writing nothing.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`], [`StoreError::Invalid`] for undecodable rows, or an SQLite error.
+    pub(crate) fn stream_dry_plan(&self, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<()> {
+        self.board(req.board)?;
+        let tx = self.conn.unchecked_transaction()?;
+        stream_plan(&tx, req, sink)
+    }
+
     /// Reads a tick's snapshot in one read transaction, writing nothing (dry run).
     ///
     /// # Errors
@@ -119,129 +213,172 @@ impl SqliteKanbanStore {
         plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
     ) -> Result<TickOutcome> {
         self.board(req.board)?;
-        let now = req.now;
-        let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
-        let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
         let tx = self.write()?;
         let snap = snapshot(&tx, req.board, req.probe)?;
         let plan = plan(&snap);
-        let mut out = TickOutcome::default();
+        drop(snap);
+        let out = apply_plan(&tx, req, plan)?;
+        tx.commit()?;
+        Ok(out)
+    }
 
-        for (id, hk) in &plan.housekeeping {
-            match hk {
-                Housekeeping::ExtendClaim => {
-                    tx.execute(
-                        "UPDATE tasks SET claim_expires = ?2 WHERE id = ?1",
-                        params![id, now.as_millis().saturating_add(ttl_ms)],
-                    )?;
-                    event(
-                        &tx,
-                        id,
-                        None,
-                        "claim_extended",
-                        &json!({"expires": now.as_millis().saturating_add(ttl_ms)}),
-                        now,
-                    )?;
-                }
-                Housekeeping::Crashed { pid, .. } => {
-                    let err = format!("worker pid {pid} exited without completing the task");
-                    record_task_failure(&tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
-                }
-                Housekeeping::LeaseExpired { .. } => {
-                    out.stop_workers.extend(worker_of(&tx, id)?);
-                    record_task_failure(
-                        &tx,
-                        id,
-                        "lease_expired",
-                        "no worker confirmed the run within the spawn lease",
-                        None,
-                        req.cfg.failure_limit,
-                        now,
-                    )?;
-                }
-                Housekeeping::TimedOut { .. } => {
-                    out.stop_workers.extend(worker_of(&tx, id)?);
-                    record_task_failure(
-                        &tx,
-                        id,
-                        "timed_out",
-                        "max runtime exceeded",
-                        None,
-                        req.cfg.failure_limit,
-                        now,
-                    )?;
-                }
-                Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
-                    let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
-                    out.stop_workers.extend(worker_of(&tx, id)?);
-                    let run = close_run(&tx, id, kind, None, None, now)?;
-                    tx.execute(
-                        concat!(
-                            "UPDATE tasks SET status = 'ready', ",
-                            crate::transitions::clear_claim!(),
-                            " WHERE id = ?1"
-                        ),
-                        [id],
-                    )?;
-                    event(&tx, id, run, kind, &json!({"pid": pid}), now)?;
-                }
-            }
+    /// A real tick whose plan is streamed (one pass over the ready index, as a dry run) into `sink` while only what
+    /// the tick applies is kept: housekeeping, promotions, spawns and default assignments. Then their application,
+    /// all in one `BEGIN IMMEDIATE` transaction.
+    ///
+    /// # Errors
+    /// As [`SqliteKanbanStore::apply_tick`].
+    pub(crate) fn apply_tick_streamed(
+        &mut self,
+        req: &TickRequest<'_>,
+        sink: &mut dyn PlanSink,
+    ) -> Result<TickOutcome> {
+        self.board(req.board)?;
+        let tx = self.write()?;
+        let mut kept = Applied { plan: TickPlan::default(), sink };
+        stream_plan(&tx, req, &mut kept)?;
+        let out = apply_plan(&tx, req, kept.plan)?;
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+/// Forwards a streamed plan to the caller's sink and keeps what the tick must apply.
+struct Applied<'s> {
+    plan: TickPlan,
+    sink: &'s mut dyn PlanSink,
+}
+
+impl PlanSink for Applied<'_> {
+    fn housekeeping(&mut self, task_id: &str, action: &Housekeeping) {
+        self.plan.housekeeping(task_id, action);
+        self.sink.housekeeping(task_id, action);
+    }
+    fn promoted(&mut self, task_id: &str) {
+        self.plan.promoted(task_id);
+        self.sink.promoted(task_id);
+    }
+    fn decision(&mut self, d: &DecisionRef<'_>) {
+        if d.auto_assigned || d.decision == Decision::Spawn {
+            self.plan.decision(d);
         }
-        for id in &plan.promoted {
-            tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id])?;
-            event(&tx, id, None, "promoted", &json!({}), now)?;
-        }
-        for d in &plan.decisions {
-            if d.auto_assigned {
-                let who = d.assignee.as_deref().unwrap_or_default();
+        self.sink.decision(d);
+    }
+}
+
+/// Applies a tick's plan inside its transaction: housekeeping, promotion, default assignment and compare-and-swap
+/// claims; the outcome carries the plan.
+fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, plan: TickPlan) -> Result<TickOutcome> {
+    let now = req.now;
+    let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
+    let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
+    let mut out = TickOutcome::default();
+
+    for (id, hk) in &plan.housekeeping {
+        match hk {
+            Housekeeping::ExtendClaim => {
                 tx.execute(
-                    "UPDATE tasks SET assignee = ?2 WHERE id = ?1 AND (assignee IS NULL OR trim(assignee) = '')",
-                    params![d.task_id, who],
+                    "UPDATE tasks SET claim_expires = ?2 WHERE id = ?1",
+                    params![id, now.as_millis().saturating_add(ttl_ms)],
                 )?;
                 event(
-                    &tx,
-                    &d.task_id,
+                    tx,
+                    id,
                     None,
-                    "assigned",
-                    &json!({"assignee": who, "source": "kanban.default_assignee"}),
+                    "claim_extended",
+                    &json!({"expires": now.as_millis().saturating_add(ttl_ms)}),
                     now,
                 )?;
             }
-            if d.decision != Decision::Spawn {
-                continue;
+            Housekeeping::Crashed { pid, .. } => {
+                let err = format!("worker pid {pid} exited without completing the task");
+                record_task_failure(tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
             }
-            // The claim starts as a short spawn lease; the worker's confirmation turns it into a `claim_ttl` claim.
-            let expires = now.as_millis().saturating_add(lease_ms);
-            // Compare-and-swap: a claim that lost a race writes nothing.
-            let n = tx
-                .prepare_cached(
-                    "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
-                     worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
-                )?
-                .execute(params![d.task_id, req.claimer, expires, now.as_millis()])?;
-            if n != 1 {
-                continue;
+            Housekeeping::LeaseExpired { .. } => {
+                out.stop_workers.extend(worker_of(tx, id)?);
+                record_task_failure(
+                    tx,
+                    id,
+                    "lease_expired",
+                    "no worker confirmed the run within the spawn lease",
+                    None,
+                    req.cfg.failure_limit,
+                    now,
+                )?;
             }
-            tx.prepare_cached(
-                "INSERT INTO task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) VALUES (?1, 'running', ?2, ?3, ?4, ?5)",
-            )?
-            .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()])?;
-            let run_id = tx.last_insert_rowid();
-            let assignee: Option<String> = tx
-                .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee")?
-                .query_row(params![d.task_id, run_id], |r| r.get(0))?;
+            Housekeeping::TimedOut { .. } => {
+                out.stop_workers.extend(worker_of(tx, id)?);
+                record_task_failure(tx, id, "timed_out", "max runtime exceeded", None, req.cfg.failure_limit, now)?;
+            }
+            Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
+                let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
+                out.stop_workers.extend(worker_of(tx, id)?);
+                let run = close_run(tx, id, kind, None, None, now)?;
+                tx.execute(
+                    concat!(
+                        "UPDATE tasks SET status = 'ready', ",
+                        crate::transitions::clear_claim!(),
+                        " WHERE id = ?1"
+                    ),
+                    [id],
+                )?;
+                event(tx, id, run, kind, &json!({"pid": pid}), now)?;
+            }
+        }
+    }
+    for id in &plan.promoted {
+        tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id])?;
+        event(tx, id, None, "promoted", &json!({}), now)?;
+    }
+    for d in &plan.decisions {
+        if d.auto_assigned {
+            let who = d.assignee.as_deref().unwrap_or_default();
+            tx.execute(
+                "UPDATE tasks SET assignee = ?2 WHERE id = ?1 AND (assignee IS NULL OR trim(assignee) = '')",
+                params![d.task_id, who],
+            )?;
             event(
-                &tx,
+                tx,
                 &d.task_id,
-                Some(run_id),
-                "claimed",
-                &json!({"lock": req.claimer, "expires": expires, "run_id": run_id}),
+                None,
+                "assigned",
+                &json!({"assignee": who, "source": "kanban.default_assignee"}),
                 now,
             )?;
-            out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id });
         }
-        tx.commit()?;
-        out.plan = plan;
-        Ok(out)
+        if d.decision != Decision::Spawn {
+            continue;
+        }
+        // The claim starts as a short spawn lease; the worker's confirmation turns it into a `claim_ttl` claim.
+        let expires = now.as_millis().saturating_add(lease_ms);
+        // Compare-and-swap: a claim that lost a race writes nothing.
+        let n = tx
+            .prepare_cached(
+                "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
+                 worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
+            )?
+            .execute(params![d.task_id, req.claimer, expires, now.as_millis()])?;
+        if n != 1 {
+            continue;
+        }
+        tx.prepare_cached(
+            "INSERT INTO task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) VALUES (?1, 'running', ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()])?;
+        let run_id = tx.last_insert_rowid();
+        let assignee: Option<String> = tx
+            .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee")?
+            .query_row(params![d.task_id, run_id], |r| r.get(0))?;
+        event(
+            tx,
+            &d.task_id,
+            Some(run_id),
+            "claimed",
+            &json!({"lock": req.claimer, "expires": expires, "run_id": run_id}),
+            now,
+        )?;
+        out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id });
     }
+    out.plan = plan;
+    Ok(out)
 }

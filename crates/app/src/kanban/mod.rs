@@ -3,6 +3,7 @@
 
 mod report;
 mod show;
+mod stream;
 
 pub use report::{DispatchArgs, DispatchReport, dispatch, report_json, tick_config};
 
@@ -12,7 +13,7 @@ use domain::ports::Clock;
 use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task};
 use serde_json::{Value as Json, json};
 
-pub(crate) use self::report::print_dispatch;
+pub(crate) use self::report::{dispatch_and_print, print_dispatch};
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
@@ -57,6 +58,34 @@ pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Fai
         return Ok(None);
     }
     Ok(Some(SqliteKanbanStore::open_read_only(&path)?))
+}
+
+/// `berth kanban check`: the full, read-only integrity check of the board file. Exit 1 when it finds damage.
+fn check(ctx: &Ctx) -> Result<u8, Failure> {
+    let path = ctx.db_path();
+    if !path.exists() {
+        return Err(Failure::other(format!("no board database at {} yet", path.display())));
+    }
+    let findings = SqliteKanbanStore::check(&path)?;
+    let ok = findings.len() == 1 && findings[0] == "ok";
+    if ctx.json {
+        output::json(&json!({"path": path, "ok": ok, "findings": findings}));
+    } else if ok {
+        output::line(&format!("{}: ok", path.display()));
+    } else {
+        for f in &findings {
+            output::line(&format!("{}: {f}", path.display()));
+        }
+    }
+    if ok {
+        Ok(0)
+    } else {
+        Err(Failure::other(format!(
+            "{} is damaged ({} finding(s) above); it was left untouched — move it aside to start a new board",
+            path.display(),
+            findings.len()
+        )))
+    }
 }
 
 fn slug(raw: &str) -> Result<BoardSlug, Failure> {
@@ -253,6 +282,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
         }
         KanbanCmd::Prune { dry_run } => return prune(ctx, *dry_run, now).await,
+        KanbanCmd::Check => return check(ctx),
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
             let args = DispatchArgs {
@@ -266,19 +296,14 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board, .. } => {
             let b = slug(&board.board)?;
-            let report = dispatch(
-                ctx,
-                &b,
-                &DispatchArgs {
-                    dry_run: *dry_run,
-                    max: *max,
-                    failure_limit: *failure_limit,
-                    task: task.clone(),
-                    detach_stops: false,
-                },
-            )
-            .await?;
-            print_dispatch(ctx, &report, *explain);
+            let args = DispatchArgs {
+                dry_run: *dry_run,
+                max: *max,
+                failure_limit: *failure_limit,
+                task: task.clone(),
+                detach_stops: false,
+            };
+            dispatch_and_print(ctx, &b, &args, *explain).await?;
         }
     }
     Ok(0)

@@ -5,16 +5,17 @@ use std::collections::BTreeSet;
 use domain::dispatcher::{self, DispatchError, DispatchOptions, SpawnedWorker};
 use domain::ids::BoardSlug;
 use domain::kanban::TickConfig;
-use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
+use domain::policy::dispatch::{Decision, TickPlan};
 use domain::ports::{Clock, ProfileResolver};
 use kanban_store::{StoreError, TickRequest};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
+use std::io::Write;
 
+use super::stream::{Extras, ReportWriter};
 use super::{open_read_only, open_store};
 use crate::context::{Ctx, ProcProbe, SystemClock};
 use crate::error::Failure;
 use crate::launcher::ProcessLauncher;
-use crate::output;
 use crate::process;
 use crate::worker;
 
@@ -76,6 +77,17 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
 /// # Errors
 /// Store failures, or a usage failure for an unknown board or task.
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
+    dispatch_with(ctx, board, args, None).await
+}
+
+/// [`dispatch`]; with `sink`, a real tick streams its whole plan there and the report's plan keeps only what the
+/// tick applied.
+async fn dispatch_with(
+    ctx: &Ctx,
+    board: &BoardSlug,
+    args: &DispatchArgs,
+    sink: Option<&mut ReportWriter>,
+) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args, &ctx.profiles());
     let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
     let spawn_lease = ctx.settings.kanban.spawn_lease_seconds.duration();
@@ -105,11 +117,12 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
     } else {
         open_store(ctx)?
     };
-    let tick =
-        dispatcher::dispatch(&mut store, &ProcessLauncher { ctx }, &clock, &req, opts).await.map_err(|e| match e {
-            DispatchError::Store(e) => Failure::from(e),
-            wrong @ DispatchError::WrongBoard { .. } => Failure::usage(wrong.to_string()),
-        })?;
+    let launcher = ProcessLauncher { ctx };
+    let tick = match sink {
+        Some(sink) if !args.dry_run => dispatcher::dispatch_into(&mut store, &launcher, &clock, &req, opts, sink).await,
+        _ => dispatcher::dispatch(&mut store, &launcher, &clock, &req, opts).await,
+    }
+    .map_err(dispatch_failure)?;
     report.plan = tick.plan;
     report.spawned = tick.spawned;
     report.spawn_failed = tick.spawn_failed;
@@ -119,144 +132,85 @@ pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Resu
     Ok(report)
 }
 
-fn ids_where(plan: &TickPlan, f: impl Fn(&Housekeeping) -> bool) -> Vec<String> {
-    plan.housekeeping.iter().filter(|(_, h)| f(h)).map(|(id, _)| id.clone()).collect()
+/// The report as JSON: the eleven upstream keys first, then berth's own (the streamed report, parsed back).
+pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
+    let mut buf = Vec::new();
+    write_report(r, true, explain, &mut buf);
+    serde_json::from_slice(&buf).unwrap_or(Json::Null)
 }
 
-/// The report as JSON: the eleven upstream keys first, then berth's own.
-pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
-    let p = &r.plan;
-    let by = |want: &Decision| -> Vec<String> {
-        p.decisions.iter().filter(|d| d.decision == *want).map(|d| d.task_id.clone()).collect()
-    };
-    let mut auto_blocked = ids_where(p, Housekeeping::gave_up);
-    for id in &r.auto_blocked {
-        if !auto_blocked.contains(id) {
-            auto_blocked.push(id.clone());
-        }
+/// Writes a finished report (a real tick, or a dry run gathered in memory) through the streaming writer.
+fn write_report(r: &DispatchReport, json: bool, explain: bool, out: &mut dyn Write) {
+    let mut w = ReportWriter::new(json, explain, r.not_considered.is_some());
+    r.plan.replay(&mut w);
+    let _ = w.finish(&extras(r, (!r.dry_run).then_some(&r.spawned[..])), out);
+}
+
+fn extras<'a>(r: &'a DispatchReport, spawned: Option<&'a [SpawnedWorker]>) -> Extras<'a> {
+    Extras {
+        board: &r.board,
+        dry_run: r.dry_run,
+        spawned,
+        spawn_failed: &r.spawn_failed,
+        auto_blocked: &r.auto_blocked,
+        default_assignee: r.default_assignee.as_deref(),
+        not_considered: r.not_considered.as_ref(),
     }
-    let mut v = json!({
-        "reclaimed": p.housekeeping.iter().filter(|(_, h)| matches!(h, Housekeeping::Reclaim { .. })).count(),
-        "crashed": ids_where(p, |h| matches!(h, Housekeeping::Crashed { .. })),
-        "timed_out": ids_where(p, |h| matches!(h, Housekeeping::TimedOut { .. })),
-        "stale": ids_where(p, |h| matches!(h, Housekeeping::Stale { .. })),
-        "auto_blocked": auto_blocked,
-        "promoted": p.promoted.len(),
-        "spawned": r.spawned.iter().map(|w| json!({"task_id": w.task_id, "assignee": w.assignee, "workspace": w.sandbox})).collect::<Vec<_>>(),
-        "skipped_unassigned": by(&Decision::SkippedUnassigned),
-        "skipped_nonspawnable": by(&Decision::SkippedNonspawnable),
-        "skipped_per_profile_capped": p.decisions.iter().filter_map(|d| match d.decision {
-            Decision::SkippedPerProfileCapped { current, .. } => Some(json!({"task_id": d.task_id, "assignee": d.assignee, "current": current})),
-            _ => None,
-        }).collect::<Vec<_>>(),
-        "auto_assigned_default": p.decisions.iter().filter(|d| d.auto_assigned).map(|d| d.task_id.clone()).collect::<Vec<_>>(),
-    });
-    let extra = json!({
-        "board": r.board,
-        "dry_run": r.dry_run,
-        "claim_extended": ids_where(p, |h| matches!(h, Housekeeping::ExtendClaim)),
-        "lease_expired": ids_where(p, |h| matches!(h, Housekeeping::LeaseExpired { .. })),
-        "deferred": p.decisions.iter().filter(|d| matches!(d.decision, Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. }))
-            .map(|d| json!({"task_id": d.task_id, "assignee": d.assignee, "reason": d.decision.code()})).collect::<Vec<_>>(),
-        "spawn_failed": r.spawn_failed.iter().map(|(t, e)| json!({"task_id": t, "error": e})).collect::<Vec<_>>(),
-        "workers": r.spawned.iter().filter_map(|w| w.pid.map(|p| json!({"task_id": w.task_id, "pid": p}))).collect::<Vec<_>>(),
-    });
-    if let (Json::Object(m), Json::Object(e)) = (&mut v, extra) {
-        m.extend(e);
-        if explain || r.not_considered.is_some() {
-            let mut reasons: Vec<Json> = p
-                .decisions
-                .iter()
-                .map(|d| json!({"task_id": d.task_id, "code": d.decision.code(), "assignee": d.assignee, "detail": d.decision}))
-                .collect();
-            if let Some((id, why)) = &r.not_considered {
-                reasons.push(json!({"task_id": id, "code": why.code(), "assignee": null, "detail": why.reason()}));
-            }
-            m.insert("explain".into(), Json::Array(reasons));
-        }
-    }
-    v
 }
 
 pub(crate) fn print_dispatch(ctx: &Ctx, r: &DispatchReport, explain: bool) {
-    if ctx.json {
-        output::json(&report_json(r, explain));
-        return;
+    write_report(r, ctx.json, explain, &mut std::io::BufWriter::new(std::io::stdout().lock()));
+}
+
+/// `kanban dispatch` on one board, printed as it goes: a dry run streams its plan from the store through the
+/// report writer (no per-task tree, memory bounded by the profiles and spawns); a real tick prints its report.
+///
+/// # Errors
+/// As [`dispatch`].
+pub(crate) async fn dispatch_and_print(
+    ctx: &Ctx,
+    board: &BoardSlug,
+    args: &DispatchArgs,
+    explain: bool,
+) -> Result<(), Failure> {
+    if !args.dry_run {
+        // The tick streams its plan into the writer; the workers it started are added at the end.
+        let mut writer = ReportWriter::new(ctx.json, explain, args.task.is_some());
+        let report = dispatch_with(ctx, board, args, Some(&mut writer)).await?;
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+        let _ = writer.finish(&extras(&report, Some(&report.spawned)), &mut out);
+        return Ok(());
     }
-    let v = report_json(r, explain);
-    let list = |k: &str| -> Vec<String> {
-        v[k].as_array().map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+    let cfg = tick_config(ctx, args, &ctx.profiles());
+    let mut report = DispatchReport {
+        board: board.as_str().to_owned(),
+        dry_run: true,
+        default_assignee: cfg.default_assignee.clone(),
+        ..DispatchReport::default()
     };
-    let counted = |label: &str, ids: Vec<String>| {
-        output::line(&format!("{label:<14}{}", ids.len()));
-        if !ids.is_empty() {
-            output::line(&format!("  {}", ids.join(", ")));
-        }
-    };
-    output::line(&format!("{:<14}{}", "Reclaimed:", v["reclaimed"]));
-    counted("Crashed:", list("crashed"));
-    counted("Timed out:", list("timed_out"));
-    counted("Stale:", list("stale"));
-    counted("Lease lapsed:", list("lease_expired"));
-    counted("Auto-blocked:", list("auto_blocked"));
-    output::line(&format!("{:<14}{}", "Promoted:", v["promoted"]));
-    output::line(&format!("{:<14}{}", "Spawned:", r.spawned.len()));
-    for w in &r.spawned {
-        let ws = if w.sandbox.is_empty() { "-" } else { &w.sandbox };
-        output::line(&format!(
-            "  - {}  ->  {}  @ {ws}{}",
-            w.task_id,
-            w.assignee,
-            if r.dry_run { " (dry)" } else { "" }
-        ));
+    let mut writer = ReportWriter::new(ctx.json, explain, args.task.is_some());
+    if let Some(store) = open_read_only(ctx)? {
+        let req = TickRequest {
+            board,
+            cfg: &cfg,
+            now: SystemClock.now(),
+            probe: &ProcProbe,
+            claimer: "",
+            claim_ttl: worker::claim_ttl(ctx),
+            spawn_lease: ctx.settings.kanban.spawn_lease_seconds.duration(),
+        };
+        report.not_considered = dispatcher::dry_run_into(&store, &req, &mut writer).map_err(dispatch_failure)?;
+    } else if board.as_str() != "default" {
+        return Err(StoreError::NoBoard(board.as_str().to_owned()).into());
     }
-    let auto = list("auto_assigned_default");
-    if !auto.is_empty() {
-        output::line(&format!(
-            "Auto-assigned to kanban.default_assignee='{}': {}",
-            r.default_assignee.as_deref().unwrap_or(""),
-            auto.join(", ")
-        ));
-    }
-    let unassigned = list("skipped_unassigned");
-    if !unassigned.is_empty() {
-        output::line(&format!("Skipped (unassigned): {}", unassigned.join(", ")));
-    }
-    for c in v["skipped_per_profile_capped"].as_array().into_iter().flatten() {
-        output::line(&format!(
-            "Deferred ({} at per-profile cap, {} running): {}",
-            c["assignee"].as_str().unwrap_or(""),
-            c["current"],
-            c["task_id"].as_str().unwrap_or("")
-        ));
-    }
-    let nonspawnable = list("skipped_nonspawnable");
-    if !nonspawnable.is_empty() {
-        output::line(&format!("Skipped (non-spawnable assignee — terminal lane, OK): {}", nonspawnable.join(", ")));
-    }
-    for d in v["deferred"].as_array().into_iter().flatten() {
-        output::line(&format!(
-            "Deferred ({}): {} ({})",
-            d["reason"].as_str().unwrap_or(""),
-            d["task_id"].as_str().unwrap_or(""),
-            d["assignee"].as_str().unwrap_or("unassigned")
-        ));
-    }
-    for f in &r.spawn_failed {
-        output::line(&format!("Spawn failed: {}: {}", f.0, f.1));
-    }
-    if let Some(reasons) = v["explain"].as_array() {
-        output::line("");
-        let rows: Vec<Vec<String>> = reasons
-            .iter()
-            .map(|e| {
-                vec![
-                    e["task_id"].as_str().unwrap_or("").to_owned(),
-                    e["code"].as_str().unwrap_or("").to_owned(),
-                    e["assignee"].as_str().unwrap_or("-").to_owned(),
-                ]
-            })
-            .collect();
-        output::table(&["TASK", "REASON", "ASSIGNEE"], &rows);
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let _ = writer.finish(&extras(&report, None), &mut out);
+    Ok(())
+}
+
+fn dispatch_failure(e: DispatchError<StoreError>) -> Failure {
+    match e {
+        DispatchError::Store(e) => Failure::from(e),
+        wrong @ DispatchError::WrongBoard { .. } => Failure::usage(wrong.to_string()),
     }
 }

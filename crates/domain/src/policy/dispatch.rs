@@ -184,8 +184,8 @@ fn leaves_running(h: &Housekeeping) -> bool {
     !matches!(h, Housekeeping::ExtendClaim)
 }
 
-/// Whether housekeeping puts the task back in `ready`.
-fn requeues(h: &Housekeeping) -> bool {
+/// Whether housekeeping puts the task back in `ready` (it then joins this tick's ready tasks).
+pub fn requeues(h: &Housekeeping) -> bool {
     match h {
         Housekeeping::Crashed { outcome, .. }
         | Housekeeping::TimedOut { outcome, .. }
@@ -197,63 +197,154 @@ fn requeues(h: &Housekeeping) -> bool {
     }
 }
 
-/// Plans a whole tick: housekeeping, promotion, then one decision per ready task under every cap.
-pub fn plan_tick(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig) -> TickPlan {
-    let mut plan = TickPlan::default();
-    let mut per_profile: BTreeMap<&str, u32> =
-        snapshot.running_elsewhere.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    let mut total_running = snapshot.total_running_elsewhere;
-    let mut ready: Vec<&TaskRow> = Vec::new();
+/// A ready task as the planner reads it, borrowed from wherever the store keeps the row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadyTask<'a> {
+    pub id: &'a str,
+    pub assignee: Option<&'a str>,
+    pub priority: i64,
+    pub created_at: Timestamp,
+}
 
-    for t in &snapshot.tasks {
-        match t.status {
-            TaskStatus::Running => {
-                let hk = plan_housekeeping(now, t, cfg);
-                let still_running = hk.as_ref().is_none_or(|h| !leaves_running(h));
-                if hk.as_ref().is_some_and(requeues) {
-                    ready.push(t);
-                }
-                if still_running {
-                    total_running += 1;
-                    if let Some(a) = t.assignee.as_deref().filter(|a| !a.is_empty()) {
-                        *per_profile.entry(a).or_default() += 1;
-                    }
-                }
-                if let Some(h) = hk {
-                    plan.housekeeping.push((t.id.clone(), h));
-                }
-            }
-            TaskStatus::Todo if t.parents_done => {
-                plan.promoted.push(t.id.clone());
-                ready.push(t);
-            }
-            TaskStatus::Ready if !t.claimed => ready.push(t),
-            _ => {}
+impl<'a> ReadyTask<'a> {
+    /// The ready view of a snapshot row.
+    pub fn of(t: &'a TaskRow) -> Self {
+        Self { id: &t.id, assignee: t.assignee.as_deref(), priority: t.priority, created_at: t.created_at }
+    }
+
+    /// Dispatch order: priority descending, then age, then id.
+    pub fn dispatch_order(&self, other: &Self) -> std::cmp::Ordering {
+        other.priority.cmp(&self.priority).then(self.created_at.cmp(&other.created_at)).then(self.id.cmp(other.id))
+    }
+}
+
+/// One decision, borrowing the task's id and assignee (a streaming consumer copies nothing it does not keep).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecisionRef<'a> {
+    pub task_id: &'a str,
+    /// The assignee the task runs under (after the default assignee), if any.
+    pub assignee: Option<&'a str>,
+    /// Whether `kanban.default_assignee` was applied to this task in this tick.
+    pub auto_assigned: bool,
+    pub decision: Decision,
+}
+
+impl DecisionRef<'_> {
+    /// The owned decision.
+    pub fn to_decision(&self) -> TaskDecision {
+        TaskDecision {
+            task_id: self.task_id.to_owned(),
+            assignee: self.assignee.map(str::to_owned),
+            auto_assigned: self.auto_assigned,
+            decision: self.decision.clone(),
         }
     }
-    ready.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.created_at.cmp(&b.created_at)).then(a.id.cmp(&b.id)));
+}
 
-    let caps = &cfg.caps;
-    let mut spawned = 0u32;
-    for t in ready {
+impl TaskDecision {
+    /// The borrowed view.
+    pub fn as_ref(&self) -> DecisionRef<'_> {
+        DecisionRef {
+            task_id: &self.task_id,
+            assignee: self.assignee.as_deref(),
+            auto_assigned: self.auto_assigned,
+            decision: self.decision.clone(),
+        }
+    }
+}
+
+/// Where a streamed plan goes, in order: every housekeeping action and promotion, then one decision per ready task
+/// in dispatch order. [`TickPlan`] collects one; a report writer prints one as it comes.
+pub trait PlanSink {
+    fn housekeeping(&mut self, task_id: &str, action: &Housekeeping);
+    fn promoted(&mut self, task_id: &str);
+    fn decision(&mut self, decision: &DecisionRef<'_>);
+}
+
+impl PlanSink for TickPlan {
+    fn housekeeping(&mut self, task_id: &str, action: &Housekeeping) {
+        self.housekeeping.push((task_id.to_owned(), action.clone()));
+    }
+    fn promoted(&mut self, task_id: &str) {
+        self.promoted.push(task_id.to_owned());
+    }
+    fn decision(&mut self, decision: &DecisionRef<'_>) {
+        self.decisions.push(decision.to_decision());
+    }
+}
+
+impl TickPlan {
+    /// Feeds this plan to `sink`, in the order a streaming planner would.
+    pub fn replay(&self, sink: &mut dyn PlanSink) {
+        for (id, h) in &self.housekeeping {
+            sink.housekeeping(id, h);
+        }
+        for id in &self.promoted {
+            sink.promoted(id);
+        }
+        for d in &self.decisions {
+            sink.decision(&d.as_ref());
+        }
+    }
+}
+
+/// The planner of one tick, fed row by row: first every running task of the board ([`Planner::running`]), then the
+/// ready tasks in dispatch order ([`Planner::decide`]). Its state is the running counts per profile and the spawns
+/// planned so far, so a store can stream a board of any size through it in memory bounded by the profiles.
+pub struct Planner<'c> {
+    now: Timestamp,
+    cfg: &'c TickConfig,
+    per_profile: BTreeMap<String, u32>,
+    total_running: u32,
+    spawned: u32,
+}
+
+impl<'c> Planner<'c> {
+    /// A planner that starts from what runs on the other boards of this host.
+    pub fn new(
+        now: Timestamp,
+        cfg: &'c TickConfig,
+        running_elsewhere: &BTreeMap<String, u32>,
+        total_running_elsewhere: u32,
+    ) -> Self {
+        Self { now, cfg, per_profile: running_elsewhere.clone(), total_running: total_running_elsewhere, spawned: 0 }
+    }
+
+    /// A running task of this board: its housekeeping (`None` when healthy); it counts against the caps while it
+    /// stays running. When the action [`requeues`] it, the caller adds the task to the ready tasks.
+    pub fn running(&mut self, t: &TaskRow) -> Option<Housekeeping> {
+        let hk = plan_housekeeping(self.now, t, self.cfg);
+        if hk.as_ref().is_none_or(|h| !leaves_running(h)) {
+            self.total_running += 1;
+            if let Some(a) = t.assignee.as_deref().filter(|a| !a.is_empty()) {
+                *self.per_profile.entry(a.to_owned()).or_default() += 1;
+            }
+        }
+        hk
+    }
+
+    /// The decision for the next ready task in dispatch order; `None` when `--task` names another task.
+    pub fn decide<'r>(&mut self, t: ReadyTask<'r>) -> Option<DecisionRef<'r>>
+    where
+        'c: 'r,
+    {
+        let cfg = self.cfg;
         if cfg.only_task.as_deref().is_some_and(|only| only != t.id) {
-            continue;
+            return None;
         }
+        let caps = &cfg.caps;
         // A deferred task still names its assignee, so `--explain` says whose task waits.
-        let named = t.assignee.clone().filter(|a| !a.trim().is_empty());
-        let mut d =
-            TaskDecision { task_id: t.id.clone(), assignee: named, auto_assigned: false, decision: Decision::Spawn };
-        if let Some(cap) = caps.max_in_progress.filter(|cap| total_running >= *cap) {
-            d.decision = Decision::DeferredMaxInProgress { running: total_running, cap };
-            plan.decisions.push(d);
-            continue;
+        let named = t.assignee.filter(|a| !a.trim().is_empty());
+        let mut d = DecisionRef { task_id: t.id, assignee: named, auto_assigned: false, decision: Decision::Spawn };
+        if let Some(cap) = caps.max_in_progress.filter(|cap| self.total_running >= *cap) {
+            d.decision = Decision::DeferredMaxInProgress { running: self.total_running, cap };
+            return Some(d);
         }
-        if let Some(cap) = caps.max_spawn.filter(|cap| spawned >= *cap) {
+        if let Some(cap) = caps.max_spawn.filter(|cap| self.spawned >= *cap) {
             d.decision = Decision::DeferredMaxSpawn { cap };
-            plan.decisions.push(d);
-            continue;
+            return Some(d);
         }
-        let assignee = match t.assignee.as_deref().filter(|a| !a.trim().is_empty()) {
+        let assignee: &'r str = match named {
             Some(a) => a,
             None => match cfg.default_assignee.as_deref().filter(|d| cfg.profiles.contains(*d)) {
                 Some(default) => {
@@ -262,29 +353,67 @@ pub fn plan_tick(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig) -> 
                 }
                 None => {
                     d.decision = Decision::SkippedUnassigned;
-                    plan.decisions.push(d);
-                    continue;
+                    return Some(d);
                 }
             },
         };
-        d.assignee = Some(assignee.to_owned());
+        d.assignee = Some(assignee);
         if !cfg.profiles.contains(assignee) {
             d.decision = Decision::SkippedNonspawnable;
-            plan.decisions.push(d);
-            continue;
+            return Some(d);
         }
-        let current = per_profile.get(assignee).copied().unwrap_or(0);
+        let current = self.per_profile.get(assignee).copied().unwrap_or(0);
         if let Some(cap) = caps.cap_for(assignee).filter(|cap| current >= *cap) {
             d.decision = Decision::SkippedPerProfileCapped { current, cap };
-            plan.decisions.push(d);
-            continue;
+            return Some(d);
         }
-        per_profile.insert(assignee, current + 1);
-        total_running += 1;
-        spawned += 1;
-        plan.decisions.push(d);
+        match self.per_profile.get_mut(assignee) {
+            Some(n) => *n += 1,
+            None => {
+                self.per_profile.insert(assignee.to_owned(), 1);
+            }
+        }
+        self.total_running += 1;
+        self.spawned += 1;
+        Some(d)
     }
+}
+
+/// Plans a whole tick: housekeeping, promotion, then one decision per ready task under every cap.
+pub fn plan_tick(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig) -> TickPlan {
+    let mut plan = TickPlan::default();
+    plan_tick_into(now, snapshot, cfg, &mut plan);
     plan
+}
+
+/// [`plan_tick`] into any sink (the order of [`PlanSink`]).
+pub fn plan_tick_into(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig, sink: &mut dyn PlanSink) {
+    let mut planner = Planner::new(now, cfg, &snapshot.running_elsewhere, snapshot.total_running_elsewhere);
+    let mut ready: Vec<ReadyTask<'_>> = Vec::new();
+    for t in &snapshot.tasks {
+        match t.status {
+            TaskStatus::Running => {
+                if let Some(h) = planner.running(t) {
+                    if requeues(&h) {
+                        ready.push(ReadyTask::of(t));
+                    }
+                    sink.housekeeping(&t.id, &h);
+                }
+            }
+            TaskStatus::Todo if t.parents_done => {
+                sink.promoted(&t.id);
+                ready.push(ReadyTask::of(t));
+            }
+            TaskStatus::Ready if !t.claimed => ready.push(ReadyTask::of(t)),
+            _ => {}
+        }
+    }
+    ready.sort_by(ReadyTask::dispatch_order);
+    for t in ready {
+        if let Some(d) = planner.decide(t) {
+            sink.decision(&d);
+        }
+    }
 }
 
 #[cfg(test)]

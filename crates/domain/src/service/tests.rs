@@ -531,11 +531,35 @@ mod interactions {
         rt.expect_inspect().with(eq(c.id.clone())).returning(move |_| Ok(d.clone()));
     }
 
+    fn expect_no_container_named(rt: &mut MockContainerRuntime, req: &AcquireRequest) {
+        rt.expect_inspect()
+            .with(eq(req.spec.name.clone()))
+            .returning(|name| Err(RuntimeError::NotFound(name.to_owned())));
+    }
+
     #[test]
-    fn reuse_of_a_listed_running_sandbox_never_calls_create_or_start() {
+    fn reuse_of_a_running_sandbox_is_one_inspect_by_its_name_and_never_lists_creates_or_starts() {
         let req = request("abc", "default", &settings(true), 0);
         let running = summary("cid-running", &req.spec, ContainerState::Running, T0);
         let mut rt = MockContainerRuntime::new();
+        let d = details(running.clone(), T0);
+        rt.expect_inspect().with(eq(req.spec.name.clone())).times(1).returning(move |_| Ok(d.clone()));
+        rt.expect_list().never();
+        rt.expect_create().never();
+        rt.expect_start().never();
+        rt.expect_remove().never();
+        let got = block_on(acquire(&rt, &req)).unwrap();
+        assert_eq!((got.action, got.id.as_str()), (AcquireAction::Attached, "cid-running"));
+    }
+
+    #[test]
+    fn a_running_sandbox_under_another_name_is_found_by_listing_and_never_created_or_started() {
+        let req = request("abc", "default", &settings(true), 0);
+        // hermes-agent's container of the same identity: its own name, upstream's labels.
+        let mut running = summary("cid-hermes", &req.spec, ContainerState::Running, T0);
+        running.name = "hermes-abc".to_owned();
+        let mut rt = MockContainerRuntime::new();
+        expect_no_container_named(&mut rt, &req);
         let listed = vec![running.clone()];
         rt.expect_list().times(1).returning(move |_| Ok(listed.clone()));
         expect_inspect(&mut rt, &running);
@@ -543,7 +567,7 @@ mod interactions {
         rt.expect_start().never();
         rt.expect_remove().never();
         let got = block_on(acquire(&rt, &req)).unwrap();
-        assert_eq!((got.action, got.id.as_str()), (AcquireAction::Attached, "cid-running"));
+        assert_eq!((got.action, got.id.as_str()), (AcquireAction::Attached, "cid-hermes"));
     }
 
     #[test]
@@ -553,6 +577,7 @@ mod interactions {
         let new = summary("cid-new", &req.spec, ContainerState::Running, T0);
         let mut rt = MockContainerRuntime::new();
         let mut seq = Sequence::new();
+        expect_no_container_named(&mut rt, &req);
         let listed = vec![old.clone()];
         rt.expect_list().times(1).in_sequence(&mut seq).returning(move |_| Ok(listed.clone()));
         expect_inspect(&mut rt, &old);
@@ -608,6 +633,7 @@ mod interactions {
     fn a_failed_start_is_followed_by_exactly_one_remove() {
         let req = request("abc", "default", &settings(true), 0);
         let mut rt = MockContainerRuntime::new();
+        expect_no_container_named(&mut rt, &req);
         rt.expect_list().times(1).returning(|_| Ok(Vec::new()));
         rt.expect_create().times(1).returning(|_| Ok("cid-new".to_owned()));
         rt.expect_start()
