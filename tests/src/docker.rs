@@ -180,10 +180,11 @@ fn distinct_raw_ids_never_share_a_sandbox(e: &Engine) {
 }
 
 fn twenty_concurrent_ensures_make_exactly_one_container(e: &Engine) {
-    let home = Home::on(e);
-    // 20 callers race for one identity, 20 rounds, each round from no container: every caller succeeds (a loser of
-    // the name race follows the winner's container) and every round ends with exactly one container.
+    // 20 callers race for one identity, 20 rounds, each round from no container and a fresh home (so the callers
+    // are also the first to probe the engine and write its answers to the home's cache): every caller succeeds (a
+    // loser of the name race follows the winner's container) and every round ends with exactly one container.
     for round in 0..20 {
+        let home = Home::on(e);
         let children: Vec<_> = (0..20)
             .map(|_| {
                 home.cmd()

@@ -55,47 +55,49 @@ pub fn profile_label(ctx: &Ctx) -> String {
     }
 }
 
-/// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint.
+/// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint; an
+/// engine that cannot answer counts as `false`.
 async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
-    let cache = ctx
-        .home
-        .join("cache")
-        .join(format!("storage-opt-{}", domain::sha256::hex_digest(rt.endpoint().as_bytes()).get(..12).unwrap_or("x")));
-    if let Ok(v) = std::fs::read_to_string(&cache) {
-        return v.trim() == "yes";
-    }
-    let supported = rt.supports_disk_quota().await.unwrap_or(false);
-    if let Some(dir) = cache.parent() {
-        let _ = std::fs::create_dir_all(dir);
-        let _ = std::fs::write(&cache, if supported { "yes" } else { "no" });
-    }
-    supported
+    cached_probe(ctx, rt, "storage-opt", rt.supports_disk_quota(), false).await
 }
 
 /// Whether the engine can apply cgroup limits (cpu, memory, pids), asked once per process: hermes probes once per
-/// process too, and an engine without the controllers would otherwise fail every create.
+/// process too, and an engine without the controllers would otherwise fail every create. An engine that cannot
+/// answer counts as `true`.
 async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bool {
     static PROBED: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
-    *PROBED.get_or_init(|| async { cached_probe(ctx, rt, "cgroup-limits", rt.supports_cgroup_limits()).await }).await
+    *PROBED
+        .get_or_init(|| async { cached_probe(ctx, rt, "cgroup-limits", rt.supports_cgroup_limits(), true).await })
+        .await
 }
 
 /// An engine fact asked once per home and endpoint (an `info` call costs a round trip on every command otherwise),
-/// kept in `<home>/cache/<what>-<endpoint hash>`; an engine that cannot answer counts as `true` and is not cached.
+/// kept in `<home>/cache/<what>-<endpoint hash>` as `yes` or `no`. The file is replaced whole (written beside it,
+/// then renamed), so a process reading while another writes sees the old answer or the new one, never a torn one:
+/// concurrent first commands once read a half-written file as `no`, built specs without limits and recreated each
+/// other's sandboxes. Anything but `yes`/`no` counts as not cached; an engine that cannot answer gives `on_error`,
+/// not cached.
 async fn cached_probe(
     ctx: &Ctx,
     rt: &DockerRuntime,
     what: &str,
     probe: impl std::future::Future<Output = Result<bool, domain::ports::RuntimeError>>,
+    on_error: bool,
 ) -> bool {
     let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
     let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));
-    if let Ok(v) = std::fs::read_to_string(&cache) {
-        return v.trim() == "yes";
+    match std::fs::read_to_string(&cache).as_deref().map(str::trim) {
+        Ok("yes") => return true,
+        Ok("no") => return false,
+        _ => {}
     }
-    let Ok(answer) = probe.await else { return true };
+    let Ok(answer) = probe.await else { return on_error };
     if let Some(dir) = cache.parent() {
         let _ = std::fs::create_dir_all(dir);
-        let _ = std::fs::write(&cache, if answer { "yes" } else { "no" });
+        let tmp = dir.join(format!(".{what}.{}.tmp", std::process::id()));
+        if std::fs::write(&tmp, if answer { "yes" } else { "no" }).is_ok() && std::fs::rename(&tmp, &cache).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
     answer
 }
