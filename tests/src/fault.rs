@@ -349,7 +349,7 @@ fn ten_dispatchers_race_real_workers_on_one_board() {
 fn kanban_check_reads_every_page_and_reports_damage_the_cheap_open_cannot_see() {
     let home = Home::new();
     for i in 0..300 {
-        home.ok(&["kanban", "create", &format!("task {i} {}", "q".repeat(300))]);
+        home.ok(&["kanban", "create", &format!("task {i} {}", "q".repeat(300)), "--command", "true"]);
     }
     let db = home.path().join("berth-kanban.db");
     drop(rusqlite::Connection::open(&db).unwrap().pragma_update(None, "wal_checkpoint", "TRUNCATE"));

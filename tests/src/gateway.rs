@@ -261,7 +261,7 @@ fn a_gateway_with_an_hour_interval_wakes_on_new_tasks_and_on_finished_workers() 
     // Cap 1: each task can only be claimed after the one before it finished, so without waking on events the
     // second would wait an hour for the next tick.
     for i in 0..4 {
-        home.json(&["kanban", "create", &format!("job {i}"), "--assignee", "alpha"]);
+        home.json(&["kanban", "create", &format!("job {i}"), "--assignee", "alpha", "--command", "true"]);
     }
     wait_for("all four to finish one after another", Duration::from_secs(30), || {
         home.json(&["kanban", "ls"]).as_array().unwrap().iter().all(|t| t["status"] == "done")

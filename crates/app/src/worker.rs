@@ -4,8 +4,6 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use domain::ids::{BoardSlug, ProfileName, TaskId};
@@ -206,18 +204,18 @@ struct Beat {
 
 /// Heartbeats the run every `every` on its own connection until stopped, extending its claim by the claim TTL;
 /// stops beating once the task has left the run.
-fn heartbeat_thread(beat: Beat, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+/// Dropping `stop`'s sender ends it at once (the join does not wait out a sleep: every task's slot is held until
+/// its worker records the outcome).
+fn heartbeat_thread(beat: Beat, stop: std::sync::mpsc::Receiver<()>) -> std::thread::JoinHandle<()> {
     let Beat { db, task, run, every, claim_ttl } = beat;
     std::thread::spawn(move || {
         let Ok(mut store) = SqliteKanbanStore::open(&db) else { return };
-        while !stop.load(Ordering::SeqCst) {
+        loop {
             if let Ok(false) = store.heartbeat_run(&task, run, claim_ttl, SystemClock.now()) {
                 return;
             }
-            let mut waited = Duration::ZERO;
-            while waited < every && !stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(200));
-                waited += Duration::from_millis(200);
+            if stop.recv_timeout(every) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                return;
             }
         }
     })
@@ -303,16 +301,16 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     log_line(&format!("task {task_id} ({}) as {}: {command}", task.title, ctx.profile));
 
     let marker = run_marker(task_id, run_id);
-    let stop = Arc::new(AtomicBool::new(false));
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let beat = Beat { db: db.clone(), task: task_id.to_owned(), run, every: Duration::from_secs(30), claim_ttl };
-    let beats = heartbeat_thread(beat, stop.clone());
+    let beats = heartbeat_thread(beat, stopped);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::other(e.to_string()))?;
     let result = tokio::select! {
         r = run_in_sandbox(ctx, &task, &command, &marker) => Some(r),
         _ = term.recv() => None,
     };
-    stop.store(true, Ordering::SeqCst);
+    drop(stop);
     let _ = beats.join();
     let Some(result) = result else {
         log_line("SIGTERM: stopping the command in the sandbox; the dispatcher owns the task now");
