@@ -235,7 +235,7 @@ pub trait KanbanStore {
     fn tick(
         &mut self,
         req: &crate::kanban::TickRequest<'_>,
-        plan: &dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan,
+        plan: &(dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan + Sync),
     ) -> Result<crate::kanban::TickOutcome, Self::Error>;
 
     /// Records started workers (pid, start, log) on runs still unconfirmed; the spawn lease restarts from `now`.

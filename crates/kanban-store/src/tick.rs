@@ -116,7 +116,7 @@ impl SqliteKanbanStore {
     pub(crate) fn apply_tick(
         &mut self,
         req: &TickRequest<'_>,
-        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome> {
         self.board(req.board)?;
         let now = req.now;

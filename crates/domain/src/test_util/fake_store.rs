@@ -277,7 +277,7 @@ impl KanbanStore for FakeKanbanStore {
     fn tick(
         &mut self,
         req: &TickRequest<'_>,
-        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome, Self::Error> {
         // Everything below happens under `&mut self`: the in-memory equivalent of one write transaction.
         let plan = plan(&self.snapshot(req)?);
