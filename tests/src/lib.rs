@@ -3,6 +3,8 @@
 
 #[cfg(test)]
 mod support;
+#[cfg(test)]
+mod pg;
 
 #[cfg(test)]
 mod board_port;
