@@ -2,9 +2,9 @@
 //! surfaces, and tidy checks of the workspace itself. Everything lives in test modules of this one crate.
 
 #[cfg(test)]
-mod support;
-#[cfg(test)]
 mod pg;
+#[cfg(test)]
+mod support;
 
 #[cfg(test)]
 mod board_port;

@@ -28,6 +28,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 pub struct Housekeeper {
     endpoint: String,
     home: std::path::PathBuf,
+    /// The PostgreSQL board (`kanban.database_url`) and this host's id, when the board is not the home's file.
+    board_url: Option<(String, String)>,
     /// `terminal.sandbox_dir`: this profile's folders live in `docker/<profile label>/` under it.
     sandbox_dir: String,
     profile_label: String,
@@ -70,6 +72,7 @@ impl Housekeeper {
         Self {
             endpoint: ctx.docker_endpoint(),
             home: ctx.home.clone(),
+            board_url: ctx.database_url().map(|u| (u.to_owned(), ctx.host_id())),
             sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
             scope: ReapScope {
                 profile_label: Some(profile_label.clone()),
@@ -269,7 +272,7 @@ impl Housekeeper {
         let mut live: BTreeSet<String> = listed.iter().filter_map(|c| c.identity().map(str::to_owned)).collect();
         // A finished task's workspace is its output: it stays, container or not, until the task is archived or
         // removed from its board.
-        live.extend(board_task_digests(&self.home));
+        live.extend(board_task_digests(&self.home, self.board_url.as_ref()));
         for gone in gone_folders(&seen, &live, self.scope.max_age_secs) {
             match std::fs::remove_dir_all(root.join(&gone.name)) {
                 Ok(()) => tracing::info!(
@@ -286,13 +289,19 @@ impl Housekeeper {
 
 /// The sandbox identity digests of every task on the boards of `home` that is not archived: their folders are kept.
 /// An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
-fn board_task_digests(home: &std::path::Path) -> Vec<String> {
+fn board_task_digests(home: &std::path::Path, board_url: Option<&(String, String)>) -> Vec<String> {
     use domain::ids::{ProfileName, TaskId};
-    let path = kanban_store::board_path(home);
-    if !path.exists() {
-        return Vec::new();
-    }
-    let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return Vec::new() };
+    let store: crate::kanban::Board = if let Some((url, host)) = board_url {
+        let Ok(store) = kanban_postgres::PgKanbanStore::open(url, host) else { return Vec::new() };
+        Box::new(store)
+    } else {
+        let path = kanban_store::board_path(home);
+        if !path.exists() {
+            return Vec::new();
+        }
+        let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return Vec::new() };
+        Box::new(store)
+    };
     let boards = store.boards().unwrap_or_default();
     let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
     slugs

@@ -149,11 +149,13 @@ macro_rules! settings {
 settings! {
     kanban: Kanban {
         claim_ttl_seconds: PositiveSeconds = "900", "Seconds a dispatcher's claim on a task lasts before housekeeping re-checks the worker.";
+        database_url: String = "", "Where the board lives: empty keeps it in `<home>/berth-kanban.db` (SQLite); a `postgres://user:password@host:port/db` URL puts it on PostgreSQL, shared by gateways on several hosts.";
         default_assignee: String = "", "Profile that unassigned ready tasks are routed to at dispatch time; empty or whitespace means unset.";
         dispatch_in_gateway: bool = "true", "Whether `berth gateway run` dispatches the boards; false leaves the gateway idle.";
         dispatch_interval_seconds: FloatSeconds = "60", "Seconds between the gateway's dispatch ticks (floor 1).";
         dispatch_stale_timeout_seconds: Seconds = "14400", "Running tasks older than this without a fresh heartbeat are requeued; 0 disables.";
         failure_limit: NonZeroU32 = "2", "Consecutive failures (spawn failures, crashes, timeouts) after which a task is blocked with `gave_up`.";
+        host_id: String = "", "This host's identity on a shared board (claims, runs, liveness): empty means the hostname. Each host sharing a PostgreSQL board needs its own.";
         max_in_progress: Option<u32> = "", "Most running workers on this host, all boards together; unset means no cap.";
         max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
         max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";

@@ -216,7 +216,8 @@ fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
 }
 
 fn read_board(c: &mut impl GenericClient, slug: &str) -> PgResult<Board> {
-    let row = c.query_opt("SELECT slug, name, created_at FROM berth.boards WHERE slug = $1 AND archived = 0", &[&slug])?;
+    let row =
+        c.query_opt("SELECT slug, name, created_at FROM berth.boards WHERE slug = $1 AND archived = 0", &[&slug])?;
     board_from_row(&row.ok_or_else(|| StoreError::NoBoard(slug.to_owned()))?)
 }
 
@@ -229,7 +230,12 @@ impl BoardStore for PgKanbanStore {
         Some(&self.host)
     }
 
-    fn create_board(&mut self, slug: &BoardSlug, name: Option<&str>, now: Timestamp) -> Result<(Board, bool), StoreError> {
+    fn create_board(
+        &mut self,
+        slug: &BoardSlug,
+        name: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(Board, bool), StoreError> {
         self.with(|c| {
             let n = c.client.execute(
                 "INSERT INTO berth.boards (slug, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (slug) DO NOTHING",
@@ -317,7 +323,12 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| read_task(&mut c.client, id))
     }
 
-    fn tasks(&self, board: &BoardSlug, status: Option<TaskStatus>, assignee: Option<&str>) -> Result<Vec<Task>, StoreError> {
+    fn tasks(
+        &self,
+        board: &BoardSlug,
+        status: Option<TaskStatus>,
+        assignee: Option<&str>,
+    ) -> Result<Vec<Task>, StoreError> {
         self.with(|c| {
             let sql = format!(
                 "SELECT {TASK_COLUMNS} FROM berth.tasks WHERE board = $1 AND ($2::text IS NULL OR status = $2) \
@@ -475,10 +486,7 @@ impl BoardStore for PgKanbanStore {
             let status = status_in(&mut tx, id)?;
             let t = allowed(TaskCommand::Unblock, id, status)?;
             let next = if parents_done(&mut tx, id)? { "ready" } else { "todo" };
-            tx.execute(
-                "UPDATE berth.tasks SET status = $2, consecutive_failures = 0 WHERE id = $1",
-                &[&id, &next],
-            )?;
+            tx.execute("UPDATE berth.tasks SET status = $2, consecutive_failures = 0 WHERE id = $1", &[&id, &next])?;
             event(&mut tx, id, None, t.event, &json!({"status": next}), now)?;
             let task = read_task(&mut tx, id)?;
             tx.commit()?;
@@ -513,7 +521,9 @@ impl BoardStore for PgKanbanStore {
                 tx.query_one("SELECT claim_lock FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
             let run = close_run(&mut tx, id, t.event, reason, None, now)?;
             tx.execute(
-                &format!("UPDATE berth.tasks SET status = 'ready', consecutive_failures = 0, {CLEAR_CLAIM} WHERE id = $1"),
+                &format!(
+                    "UPDATE berth.tasks SET status = 'ready', consecutive_failures = 0, {CLEAR_CLAIM} WHERE id = $1"
+                ),
                 &[&id],
             )?;
             event(&mut tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now)?;
@@ -648,10 +658,7 @@ impl BoardStore for PgKanbanStore {
             let worker = worker_of(&mut tx, id, &host)?;
             let run = close_run(&mut tx, id, "removed", None, None, now)?;
             let children: Option<String> = tx
-                .query_one(
-                    "SELECT string_agg(child_id, ',') FROM berth.task_links WHERE parent_id = $1",
-                    &[&id],
-                )?
+                .query_one("SELECT string_agg(child_id, ',') FROM berth.task_links WHERE parent_id = $1", &[&id])?
                 .try_get(0)?;
             let payload = json!({
                 "prev_status": status.as_str(), "title": task.title, "board": task.board, "children": children,

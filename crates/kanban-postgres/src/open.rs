@@ -52,17 +52,17 @@ fn redact_params(text: &str) -> String {
 fn connect_error(shown: &str, e: &postgres::Error) -> StoreError {
     let code = e.code();
     let text = server_message(e);
-    StoreError::Server(if code == Some(&SqlState::INVALID_PASSWORD)
-        || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION)
-    {
-        format!("the board database at {shown} refused the credentials ({text}); nothing was changed")
-    } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
-        format!("the board database at {shown} does not exist ({text}); create it first, nothing was changed")
-    } else if e.as_db_error().is_some() {
-        format!("the board database at {shown} refused the connection ({text}); nothing was changed")
-    } else {
-        format!("cannot reach the board database at {shown} ({text}); nothing was changed")
-    })
+    StoreError::Server(
+        if code == Some(&SqlState::INVALID_PASSWORD) || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
+            format!("the board database at {shown} refused the credentials ({text}); nothing was changed")
+        } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
+            format!("the board database at {shown} does not exist ({text}); create it first, nothing was changed")
+        } else if e.as_db_error().is_some() {
+            format!("the board database at {shown} refused the connection ({text}); nothing was changed")
+        } else {
+            format!("cannot reach the board database at {shown} ({text}); nothing was changed")
+        },
+    )
 }
 
 impl PgKanbanStore {
@@ -188,8 +188,14 @@ mod tests {
     #[test]
     fn passwords_never_reach_a_message() {
         assert_eq!(redact_url("postgres://berth:s3cret@db:5432/board"), "postgres://berth:***@db:5432/board");
-        assert_eq!(redact_url("postgres://berth@db/board?password=s3cret&x=1"), "postgres://berth@db/board?password=***&x=1");
-        assert_eq!(redact_url("host=db user=berth password=s3cret dbname=b"), "host=db user=berth password=*** dbname=b");
+        assert_eq!(
+            redact_url("postgres://berth@db/board?password=s3cret&x=1"),
+            "postgres://berth@db/board?password=***&x=1"
+        );
+        assert_eq!(
+            redact_url("host=db user=berth password=s3cret dbname=b"),
+            "host=db user=berth password=*** dbname=b"
+        );
         assert_eq!(redact_url("postgres://db/board"), "postgres://db/board");
     }
 }

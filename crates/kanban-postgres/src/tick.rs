@@ -225,7 +225,15 @@ fn apply_tick(
             }
             Housekeeping::TimedOut { .. } => {
                 out.stop_workers.extend(worker_of(&mut tx, id, host)?);
-                record_task_failure(&mut tx, id, "timed_out", "max runtime exceeded", None, req.cfg.failure_limit, now)?;
+                record_task_failure(
+                    &mut tx,
+                    id,
+                    "timed_out",
+                    "max runtime exceeded",
+                    None,
+                    req.cfg.failure_limit,
+                    now,
+                )?;
             }
             Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
                 let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
@@ -237,7 +245,10 @@ fn apply_tick(
         }
     }
     if !plan.promoted.is_empty() {
-        tx.execute("UPDATE berth.tasks SET status = 'ready' WHERE id = ANY($1) AND status = 'todo'", &[&plan.promoted])?;
+        tx.execute(
+            "UPDATE berth.tasks SET status = 'ready' WHERE id = ANY($1) AND status = 'todo'",
+            &[&plan.promoted],
+        )?;
         for id in &plan.promoted {
             events.push(id, None, "promoted", &json!({}));
         }
@@ -267,10 +278,8 @@ fn apply_tick(
             .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
             .collect::<PgResult<_>>()?;
         // In plan order; a claim that lost its compare-and-swap wrote nothing.
-        let (ids, assignees): (Vec<&str>, Vec<Option<&str>>) = spawn_ids
-            .iter()
-            .filter_map(|id| won.get(*id).map(|a| (*id, a.as_deref())))
-            .unzip();
+        let (ids, assignees): (Vec<&str>, Vec<Option<&str>>) =
+            spawn_ids.iter().filter_map(|id| won.get(*id).map(|a| (*id, a.as_deref()))).unzip();
         if !ids.is_empty() {
             let runs: HashMap<String, i64> = tx
                 .query(&s.new_runs, &[&ids, &assignees, &req.claimer, &expires, &now.as_millis()])?
@@ -299,7 +308,8 @@ fn apply_tick(
 /// Reads a tick's snapshot in one read-only transaction, writing nothing (dry run).
 fn read_snapshot(c: &mut Conn, host: &str, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
     let s = Stmts::prepare(c)?;
-    let mut tx = c.client.build_transaction().read_only(true).isolation_level(IsolationLevel::RepeatableRead).start()?;
+    let mut tx =
+        c.client.build_transaction().read_only(true).isolation_level(IsolationLevel::RepeatableRead).start()?;
     if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
@@ -333,13 +343,22 @@ impl KanbanStore for PgKanbanStore {
         self.with(move |c| read_snapshot(c, &host, req))
     }
 
-    fn tick(&mut self, req: &TickRequest<'_>, plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync)) -> Result<TickOutcome, StoreError> {
+    fn tick(
+        &mut self,
+        req: &TickRequest<'_>,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
+    ) -> Result<TickOutcome, StoreError> {
         let host = self.host.clone();
         self.with(move |c| apply_tick(c, &host, req, plan))
     }
 
     /// Records started workers (with this host as theirs, so only this host probes or stops them).
-    fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<(), StoreError> {
+    fn record_spawned(
+        &mut self,
+        spawned: &[SpawnRecord<'_>],
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
         if spawned.is_empty() {
             return Ok(());
         }
@@ -350,7 +369,8 @@ impl KanbanStore for PgKanbanStore {
             let ids: Vec<&str> = spawned.iter().map(|s| s.task).collect();
             let runs: Vec<i64> = spawned.iter().map(|s| s.run_id).collect();
             let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.pid)).collect();
-            let starts: Vec<Option<i64>> = spawned.iter().map(|s| s.start.and_then(|v| i64::try_from(v).ok())).collect();
+            let starts: Vec<Option<i64>> =
+                spawned.iter().map(|s| s.start.and_then(|v| i64::try_from(v).ok())).collect();
             let mut tx = c.client.transaction()?;
             tx.execute(&tasks_stmt, &[&ids, &runs, &pids, &starts, &host, &expires])?;
             tx.execute(&runs_stmt, &[&runs, &pids, &host])?;

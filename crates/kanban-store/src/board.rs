@@ -241,7 +241,11 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
         (**self).snapshot(req)
     }
-    fn tick(&mut self, req: &TickRequest<'_>, plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync)) -> Result<TickOutcome> {
+    fn tick(
+        &mut self,
+        req: &TickRequest<'_>,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
+    ) -> Result<TickOutcome> {
         (**self).tick(req, plan)
     }
     fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {

@@ -9,7 +9,7 @@ pub use report::{DispatchArgs, DispatchReport, dispatch, report_json, tick_confi
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
 use domain::ports::Clock;
-use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task};
+use kanban_store::{BoardStore, NewTask, SqliteKanbanStore, StoreError, Task};
 use serde_json::{Value as Json, json};
 
 pub(crate) use self::report::print_dispatch;
@@ -28,16 +28,25 @@ impl From<StoreError> for Failure {
                 Failure::usage_of(e)
             }
             StoreError::Sqlite(inner) => Failure::other(format!("board database error: {inner}")),
+            StoreError::Server(message) => Failure::other(message),
             other => Failure::other(other.to_string()),
         }
     }
 }
 
-/// Opens the board database for writing (created when missing).
+/// A board, whichever engine holds it: `app` reaches every store through the one `BoardStore` trait.
+pub type Board = Box<dyn BoardStore + Send>;
+
+/// Opens the board for writing: on PostgreSQL when `kanban.database_url` is set (schema created or migrated), else
+/// the SQLite file (created when missing).
 ///
 /// # Errors
-/// A failure naming the file when it is corrupt or foreign (left untouched).
-pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
+/// A failure naming the file when it is corrupt or foreign, or the server when it is unreachable, refuses the
+/// credentials, is too old or holds a foreign schema (left untouched).
+pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
+    if let Some(url) = ctx.database_url() {
+        return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &ctx.host_id())?));
+    }
     match kanban_store::adopt_legacy_board(&ctx.home) {
         Ok(Some(old)) => tracing::info!(
             "moved berth's board {} to {} (hermes-agent keeps its own kanban.db)",
@@ -47,16 +56,20 @@ pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
         Ok(None) => {}
         Err(e) => return Err(Failure::other(format!("cannot move berth's board out of kanban.db: {e}"))),
     }
-    Ok(SqliteKanbanStore::open(&ctx.db_path())?)
+    Ok(Box::new(SqliteKanbanStore::open(&ctx.db_path())?))
 }
 
-/// Opens the board database read-only; `None` when it does not exist yet.
-pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
+/// Opens the board to read; `None` when a SQLite board does not exist yet (nothing is created for a read). Reads
+/// never write: the SQLite file is opened read-only, and PostgreSQL reads run in read-only transactions.
+pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<Board>, Failure> {
+    if ctx.database_url().is_some() {
+        return open_store(ctx).map(Some);
+    }
     let path = ctx.db_path();
     if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
         return Ok(None);
     }
-    Ok(Some(SqliteKanbanStore::open_read_only(&path)?))
+    Ok(Some(Box::new(SqliteKanbanStore::open_read_only(&path)?)))
 }
 
 fn slug(raw: &str) -> Result<BoardSlug, Failure> {
@@ -248,6 +261,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             store.heartbeat(id, note.as_deref(), now)?;
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
         }
+        KanbanCmd::Migrate { to } => migrate(ctx, to)?,
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
             let args = DispatchArgs {
@@ -281,11 +295,34 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
 
 /// A task finished by hand (completed or archived) no longer needs its sandbox; one that never ran has none, so the
 /// engine is only asked when the task has runs.
-async fn release_finished(ctx: &Ctx, store: &SqliteKanbanStore, t: &Task) -> Result<(), Failure> {
+async fn release_finished(ctx: &Ctx, store: &Board, t: &Task) -> Result<(), Failure> {
     if let Some(assignee) = &t.assignee
         && !store.runs(&t.id)?.is_empty()
     {
         worker::remove_task_sandbox(ctx, &t.id, assignee).await;
+    }
+    Ok(())
+}
+
+/// `kanban migrate --to URL`: copies the SQLite board of this home into an empty PostgreSQL board.
+fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
+    let source = ctx.db_path();
+    if !source.exists() {
+        return Err(Failure::usage(format!("there is no SQLite board to copy at {}", source.display())));
+    }
+    let target = kanban_postgres::PgKanbanStore::open(to, &ctx.host_id())?;
+    let report = kanban_postgres::copy_sqlite_board(&source, &target)?;
+    if ctx.json {
+        output::json(&json!({"from": source.display().to_string(), "to": target.url(), "copied": report.to_json()}));
+    } else {
+        let counts: Vec<String> = report.tables.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        output::line(&format!(
+            "copied {} into {} ({}); counts verified",
+            source.display(),
+            target.url(),
+            counts.join(", ")
+        ));
+        output::line("to use it: berth config set kanban.database_url URL (the URL given to --to)");
     }
     Ok(())
 }

@@ -77,7 +77,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
 /// Store failures, or a usage failure for an unknown board or task.
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args, &ctx.profiles());
-    let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
+    let claimer = format!("{}:{}", ctx.host_id(), std::process::id());
     let spawn_lease = ctx.settings.kanban.spawn_lease_seconds.duration();
     let clock = SystemClock;
     let req = TickRequest {

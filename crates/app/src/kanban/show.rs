@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use domain::kanban::TaskStatus;
-use kanban_store::{SqliteKanbanStore, Task};
+use kanban_store::Task;
 use serde_json::{Value as Json, json};
 
 use super::{ms, open_read_only, task_json};
@@ -31,7 +31,7 @@ fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
 ///
 /// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
 /// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
-pub(crate) fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+pub(crate) fn listed(store: &super::Board, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
     let mut t = t.clone();
     let mut alive = worker_alive(&t, now);
     if alive == Some(false)
