@@ -31,6 +31,8 @@ mod kanban;
 #[cfg(test)]
 mod lifecycle;
 #[cfg(test)]
+mod multihost;
+#[cfg(test)]
 mod parity;
 #[cfg(test)]
 mod signals;

@@ -83,7 +83,9 @@ fn snapshot(
     board: &BoardSlug,
     probe: &dyn ProcessProbe,
     host: &str,
+    claim_ttl: Duration,
 ) -> PgResult<BoardSnapshot> {
+    let grace = i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX);
     let mut tasks = Vec::new();
     for r in tx.query(&s.open, &[&board.as_str()])? {
         tasks.push(TaskRow {
@@ -109,8 +111,15 @@ fn snapshot(
         let start: Option<i64> = r.try_get(7)?;
         let on: Option<String> = r.try_get(13)?;
         // Only this host's process table says anything about a pid; a worker elsewhere is judged by its lease.
-        let pid = pid.and_then(|p| u32::try_from(p).ok()).filter(|_| on.as_deref() == Some(host));
+        let local = on.as_deref() == Some(host);
+        let pid = pid.and_then(|p| u32::try_from(p).ok()).filter(|_| local);
         let worker_alive = pid.map(|p| probe.is_alive(p, start.and_then(|s| u64::try_from(s).ok())));
+        // A confirmed worker elsewhere gets one more claim TTL before it is judged gone: its own host extends a live
+        // worker's lapsed claim on its next tick (a `kanban.worker_command` worker does not beat), and must get
+        // there first. A dead host's tasks are reclaimed within two TTLs.
+        let confirmed = r.try_get::<_, Option<i64>>(9)?.is_some();
+        let expires: Option<i64> = r.try_get(5)?;
+        let expires = if local || !confirmed { expires } else { expires.map(|e| e.saturating_add(grace)) };
         tasks.push(TaskRow {
             id: r.try_get(0)?,
             assignee: r.try_get(1)?,
@@ -118,7 +127,7 @@ fn snapshot(
             priority: r.try_get(2)?,
             created_at: Timestamp::from_millis(r.try_get(3)?),
             claimed: r.try_get(4)?,
-            claim_expires: opt_ts(r.try_get(5)?),
+            claim_expires: opt_ts(expires),
             worker_pid: pid,
             worker_alive,
             last_heartbeat: opt_ts(r.try_get(8)?),
@@ -202,7 +211,7 @@ fn apply_tick(
     if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
-    let snap = snapshot(&s, &mut tx, req.board, req.probe, host)?;
+    let snap = snapshot(&s, &mut tx, req.board, req.probe, host, req.claim_ttl)?;
     let plan = plan(&snap);
     let mut out = TickOutcome::default();
     let mut events = Events::default();
@@ -313,7 +322,7 @@ fn read_snapshot(c: &mut Conn, host: &str, req: &TickRequest<'_>) -> PgResult<Bo
     if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
-    let snap = snapshot(&s, &mut tx, req.board, req.probe, host)?;
+    let snap = snapshot(&s, &mut tx, req.board, req.probe, host, req.claim_ttl)?;
     tx.commit()?;
     Ok(snap)
 }
