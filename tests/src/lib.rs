@@ -35,6 +35,8 @@ mod multihost;
 #[cfg(test)]
 mod parity;
 #[cfg(test)]
+mod pg_board;
+#[cfg(test)]
 mod signals;
 #[cfg(test)]
 mod tidy;

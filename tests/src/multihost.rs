@@ -127,7 +127,9 @@ fn three_gateways_share_one_board_hold_the_caps_and_survive_a_dead_host() {
                 assignee: Some(profiles[i % PROFILES].clone()),
                 ..NewTask::default()
             };
-            store.create_task(&board, &format!("t_{i:012x}"), &new, Timestamp::from_millis(1_700_000_000_000 + i as i64)).unwrap();
+            store
+                .create_task(&board, &format!("t_{i:012x}"), &new, Timestamp::from_millis(1_700_000_000_000 + i as i64))
+                .unwrap();
         }
     }
     let stop = Arc::new(AtomicBool::new(false));

@@ -172,7 +172,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         process::reap_children();
         while stopping.try_join_next().is_some() {}
         let tick = tick_all(ctx, &mut quarantined, &mut stopping).await;
-        next = Instant::now() + period;
+        next = Instant::now() + jittered(period);
         if tick.pending && tick.spawned == 0 {
             bad_ticks += 1;
         } else {
@@ -191,6 +191,16 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
         write_state(&ctx.home, &state);
     }
+}
+
+/// `period` ± 10 %, drawn afresh each tick: gateways of several hosts sharing a board drift apart instead of ticking
+/// in lockstep, where the same host would always find the slots just freed.
+fn jittered(period: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    let unit = (h.finish() % 10_001) as f64 / 10_000.0;
+    period.mul_f64(0.9 + 0.2 * unit)
 }
 
 fn finish(ctx: &Ctx, state: &mut Json, signal: &str) -> u8 {

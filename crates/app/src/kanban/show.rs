@@ -58,6 +58,10 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
     output::line(&format!("  status:    {status}"));
     if task.status == TaskStatus::Running {
         let pid = task.worker_pid.map(|p| format!("pid {p}")).unwrap_or_else(|| "no pid yet".to_owned());
+        let pid = match &task.worker_host {
+            Some(host) => format!("{pid} on {host}"),
+            None => pid,
+        };
         let how = match task.confirmed_at {
             Some(at) => format!("confirmed {}", ms(Some(at))),
             None => format!("unconfirmed, spawn lease until {}", ms(task.claim_expires)),
@@ -93,6 +97,7 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
             vec![
                 r.id.to_string(),
                 r.assignee.clone().unwrap_or_default(),
+                r.worker_host.clone().unwrap_or_else(|| "-".into()),
                 r.worker_pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
                 ms(Some(r.started_at)),
                 ms(r.ended_at),
@@ -101,7 +106,7 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
             ]
         })
         .collect();
-    output::table(&["RUN", "ASSIGNEE", "PID", "STARTED", "ENDED", "OUTCOME", "EXIT"], &rows);
+    output::table(&["RUN", "ASSIGNEE", "HOST", "PID", "STARTED", "ENDED", "OUTCOME", "EXIT"], &rows);
 }
 
 pub(super) async fn tail(ctx: &Ctx, id: &str, interval: f64, no_follow: bool) -> Result<(), Failure> {
