@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
+use domain::policy::dispatch::Decision;
 use domain::time::Timestamp;
 use kanban_postgres::PgKanbanStore;
 use kanban_store::{BoardStore, Confirmation, NewTask, RunEnd, SqliteKanbanStore, StoreError};
@@ -148,4 +149,58 @@ fn kanban_migrate_copies_a_board_with_its_ids_events_and_runs_and_leaves_the_fil
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("berth: ") && err.contains("already holds tasks") && err.lines().count() == 1, "{err}");
     assert_eq!(dst.tasks(&BoardSlug::default_board(), None, None).unwrap().len(), 4);
+}
+
+/// Sandbox affinity on a shared board: a task that failed on host A is left to A (which holds its sandbox) by host
+/// B for `sandbox_affinity_secs`, A retries it at once, and past the window B may take it; `kanban show`'s runs say
+/// where each one ran.
+#[test]
+fn a_failed_task_is_retried_first_on_the_host_holding_its_sandbox() {
+    let Some(db) = TestDb::create() else { return };
+    let mut a = PgKanbanStore::open(&db.url, "host-a").unwrap();
+    let mut b = PgKanbanStore::open(&db.url, "host-b").unwrap();
+    let board = BoardSlug::default_board();
+    let t0 = Timestamp::from_millis(1_700_000_000_000);
+    let new = NewTask { title: "retry me".into(), assignee: Some("alpha".into()), ..NewTask::default() };
+    a.create_task(&board, "t_r", &new, t0).unwrap();
+    let cfg = domain::kanban::TickConfig {
+        profiles: ["alpha".to_owned()].into(),
+        failure_limit: 5,
+        sandbox_affinity_secs: 120,
+        ..domain::kanban::TickConfig::default()
+    };
+    let probe = domain::test_util::FakeProcessProbe::default();
+    let tick = |store: &mut PgKanbanStore, host: &str, at: Timestamp| {
+        let claimer = format!("{host}:1");
+        let req = domain::kanban::TickRequest {
+            board: &board,
+            cfg: &cfg,
+            now: at,
+            probe: &probe,
+            claimer: &claimer,
+            claim_ttl: Duration::from_secs(900),
+            spawn_lease: Duration::from_secs(20),
+        };
+        domain::dispatcher::apply(store, &req).unwrap()
+    };
+    let run_and_fail = |store: &mut PgKanbanStore, host: &str, run: i64, at: Timestamp| {
+        let c = Confirmation { task: "t_r", run_id: run, pid: 77, start: Some(1), host };
+        store.confirm_run(&c, Duration::from_secs(900), at).unwrap();
+        let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1) };
+        store.fail("t_r", Some(run), &end, 5, at).unwrap();
+    };
+    let secs = |s: u64| t0.plus(Duration::from_secs(s));
+
+    let first = tick(&mut a, "host-a", t0);
+    run_and_fail(&mut a, "host-a", first.claimed[0].run_id, secs(1));
+    let on_b = tick(&mut b, "host-b", secs(11));
+    assert!(on_b.claimed.is_empty(), "host B leaves the retry to host A");
+    assert_eq!(on_b.plan.decisions[0].decision, Decision::DeferredSandboxElsewhere { wait_secs: 110 });
+    let again = tick(&mut a, "host-a", secs(12));
+    assert_eq!(again.claimed.len(), 1, "host A retries it at once");
+    run_and_fail(&mut a, "host-a", again.claimed[0].run_id, secs(13));
+    let later = tick(&mut b, "host-b", secs(13 + 121));
+    assert_eq!(later.claimed.len(), 1, "past the window host B takes it");
+    let hosts: Vec<Option<String>> = a.runs("t_r").unwrap().into_iter().map(|r| r.worker_host).collect();
+    assert_eq!(hosts, [Some("host-a".to_owned()), Some("host-a".to_owned()), None]);
 }

@@ -37,7 +37,11 @@ fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
 
 const SNAPSHOT_OPEN: &str = "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
      CASE WHEN t.status = 'todo' THEN NOT EXISTS (SELECT 1 FROM berth.task_links l JOIN berth.tasks p \
-          ON p.id = l.parent_id WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE false END \
+          ON p.id = l.parent_id WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE false END, \
+     CASE WHEN t.consecutive_failures > 0 THEN (SELECT r.worker_host FROM berth.task_runs r WHERE r.task_id = t.id \
+          ORDER BY r.id DESC LIMIT 1) END, \
+     CASE WHEN t.consecutive_failures > 0 THEN (SELECT r.ended_at FROM berth.task_runs r WHERE r.task_id = t.id \
+          ORDER BY r.id DESC LIMIT 1) END \
      FROM berth.tasks t WHERE t.board = $1 AND t.status IN ('ready', 'todo')";
 
 const SNAPSHOT_RUNNING: &str = "SELECT id, assignee, priority, created_at, claim_lock IS NOT NULL, claim_expires, \
@@ -88,6 +92,8 @@ fn snapshot(
     let grace = i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX);
     let mut tasks = Vec::new();
     for r in tx.query(&s.open, &[&board.as_str()])? {
+        let (last_host, last_ended): (Option<String>, Option<i64>) = (r.try_get(7)?, r.try_get(8)?);
+        let elsewhere = last_host.filter(|h| h != host).and(last_ended).map(Timestamp::from_millis);
         tasks.push(TaskRow {
             id: r.try_get(0)?,
             assignee: r.try_get(1)?,
@@ -104,6 +110,7 @@ fn snapshot(
             consecutive_failures: 0,
             max_retries: None,
             parents_done: r.try_get(6)?,
+            sandbox_elsewhere_since: elsewhere,
         });
     }
     for r in tx.query(&s.running, &[&board.as_str()])? {
@@ -136,6 +143,7 @@ fn snapshot(
             consecutive_failures: u32::try_from(r.try_get::<_, i64>(11)?).unwrap_or(0),
             max_retries: r.try_get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
             parents_done: false,
+            sandbox_elsewhere_since: None,
         });
     }
     let mut running_elsewhere = BTreeMap::new();

@@ -50,6 +50,7 @@ fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> R
             consecutive_failures: 0,
             max_retries: None,
             parents_done: r.get(6)?,
+            sandbox_elsewhere_since: None,
         });
     }
     let mut stmt = conn.prepare_cached(
@@ -79,6 +80,7 @@ fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> R
             consecutive_failures: u32::try_from(r.get::<_, i64>(11)?).unwrap_or(0),
             max_retries: r.get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
             parents_done: false,
+            sandbox_elsewhere_since: None,
         });
     }
     let mut running_elsewhere = BTreeMap::new();

@@ -67,6 +67,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         failure_limit,
         stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
+        sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),
     }
 }
 
@@ -156,7 +157,7 @@ pub fn report_json(r: &DispatchReport, explain: bool) -> Json {
         "dry_run": r.dry_run,
         "claim_extended": ids_where(p, |h| matches!(h, Housekeeping::ExtendClaim)),
         "lease_expired": ids_where(p, |h| matches!(h, Housekeeping::LeaseExpired { .. })),
-        "deferred": p.decisions.iter().filter(|d| matches!(d.decision, Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. }))
+        "deferred": p.decisions.iter().filter(|d| matches!(d.decision, Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. } | Decision::DeferredSandboxElsewhere { .. }))
             .map(|d| json!({"task_id": d.task_id, "assignee": d.assignee, "reason": d.decision.code()})).collect::<Vec<_>>(),
         "spawn_failed": r.spawn_failed.iter().map(|(t, e)| json!({"task_id": t, "error": e})).collect::<Vec<_>>(),
         "workers": r.spawned.iter().filter_map(|w| w.pid.map(|p| json!({"task_id": w.task_id, "pid": p}))).collect::<Vec<_>>(),

@@ -47,6 +47,8 @@ pub enum Decision {
     DeferredMaxInProgress { running: u32, cap: u32 },
     /// `--max` / `kanban.max_spawn` spawns already planned this tick.
     DeferredMaxSpawn { cap: u32 },
+    /// A retry whose sandbox is on another host of a shared board: left to that host for a while longer.
+    DeferredSandboxElsewhere { wait_secs: i64 },
     /// `--task ID` names a task that is not ready (blocked, done, …): not considered.
     NotReady { status: TaskStatus },
     /// `--task ID` names a task that already runs: not considered.
@@ -65,6 +67,7 @@ impl Decision {
             Self::SkippedPerProfileCapped { .. } => "skipped_per_profile_capped",
             Self::DeferredMaxInProgress { .. } => "deferred_max_in_progress",
             Self::DeferredMaxSpawn { .. } => "deferred_max_spawn",
+            Self::DeferredSandboxElsewhere { .. } => "deferred_sandbox_elsewhere",
             Self::NotReady { .. } => "not_ready",
             Self::AlreadyRunning => "already_running",
             Self::WaitingOnParents => "waiting_on_parents",
@@ -243,6 +246,14 @@ pub fn plan_tick(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig) -> 
         let named = t.assignee.clone().filter(|a| !a.trim().is_empty());
         let mut d =
             TaskDecision { task_id: t.id.clone(), assignee: named, auto_assigned: false, decision: Decision::Spawn };
+        if let Some(since) = t.sandbox_elsewhere_since {
+            let left = cfg.sandbox_affinity_secs - now.secs_since(since).floor() as i64;
+            if left > 0 {
+                d.decision = Decision::DeferredSandboxElsewhere { wait_secs: left };
+                plan.decisions.push(d);
+                continue;
+            }
+        }
         if let Some(cap) = caps.max_in_progress.filter(|cap| total_running >= *cap) {
             d.decision = Decision::DeferredMaxInProgress { running: total_running, cap };
             plan.decisions.push(d);

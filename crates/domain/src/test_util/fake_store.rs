@@ -254,6 +254,7 @@ impl KanbanStore for FakeKanbanStore {
             let pid = t.worker.and_then(|w| u32::try_from(w.pid).ok());
             let start = t.worker.and_then(|w| w.start).and_then(|s| u64::try_from(s).ok());
             snap.tasks.push(TaskRow {
+                sandbox_elsewhere_since: None,
                 id: t.id.clone(),
                 assignee: t.assignee.clone(),
                 status: t.status,
