@@ -94,6 +94,9 @@ impl PgKanbanStore {
 
 /// Checks the server version and the schema, then applies the missing migrations (all in one transaction).
 fn prepare(c: &mut Conn, shown: &str) -> PgResult<()> {
+    // A tick's snapshot is a plain scan whose cost estimate (its per-row subplans) crosses the JIT threshold at
+    // 100 000 tasks; compiling it takes longer than running it. Berth's statements are short OLTP: no JIT.
+    c.client.batch_execute("SET jit = off")?;
     let version: i32 = c.client.query_one("SELECT current_setting('server_version_num')::int", &[])?.get(0);
     if version < MIN_SERVER_VERSION {
         return Err(StoreError::Server(format!(

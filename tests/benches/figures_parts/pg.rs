@@ -71,11 +71,11 @@ impl Server {
              SELECT 't_' || lpad(to_hex(i), 8, '0'), 'default', 'bench', 'p' || (i % 100), 'ready', i % 5, \
              1700000000000 + i FROM generate_series(0, {last}) AS i; \
              INSERT INTO berth.task_events (task_id, kind, payload, created_at) \
-             SELECT 't_' || lpad(to_hex(i), 8, '0'), 'created', '{{}}', 1700000000000 + i FROM generate_series(0, {last}) AS i; \
-             VACUUM ANALYZE;",
+             SELECT 't_' || lpad(to_hex(i), 8, '0'), 'created', '{{}}', 1700000000000 + i FROM generate_series(0, {last}) AS i;",
             last = n - 1
         ))
         .unwrap();
+        c.simple_query("VACUUM ANALYZE").unwrap();
         (name, url)
     }
 }
