@@ -291,17 +291,8 @@ impl Housekeeper {
 /// An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
 fn board_task_digests(home: &std::path::Path, board_url: Option<&(String, String)>) -> Vec<String> {
     use domain::ids::{ProfileName, TaskId};
-    let store: crate::kanban::Board = if let Some((url, host)) = board_url {
-        let Ok(store) = kanban_postgres::PgKanbanStore::open(url, host) else { return Vec::new() };
-        Box::new(store)
-    } else {
-        let path = kanban_store::board_path(home);
-        if !path.exists() {
-            return Vec::new();
-        }
-        let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return Vec::new() };
-        Box::new(store)
-    };
+    let server = board_url.map(|(url, host)| (url.as_str(), host.as_str()));
+    let Ok(Some(store)) = crate::kanban::open_read_only_at(home, server) else { return Vec::new() };
     let boards = store.boards().unwrap_or_default();
     let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
     slugs

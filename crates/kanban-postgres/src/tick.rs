@@ -58,8 +58,6 @@ struct Stmts {
     running: Statement,
     elsewhere: Statement,
     claim: Statement,
-    new_runs: Statement,
-    current_runs: Statement,
     assign: Statement,
     events: Statement,
 }
@@ -72,8 +70,6 @@ impl Stmts {
             running: c.stmt(SNAPSHOT_RUNNING)?,
             elsewhere: c.stmt(SNAPSHOT_ELSEWHERE)?,
             claim: c.stmt(CLAIM)?,
-            new_runs: c.stmt(NEW_RUNS)?,
-            current_runs: c.stmt(CURRENT_RUNS)?,
             assign: c.stmt(AUTO_ASSIGN)?,
             events: c.stmt(EVENTS)?,
         })
@@ -190,17 +186,19 @@ const EVENTS: &str = "INSERT INTO berth.task_events (task_id, run_id, kind, payl
 const AUTO_ASSIGN: &str = "UPDATE berth.tasks t SET assignee = u.who FROM unnest($1::text[], $2::text[]) AS u(id, who) \
      WHERE t.id = u.id AND (t.assignee IS NULL OR trim(t.assignee) = '')";
 
-const CLAIM: &str = "UPDATE berth.tasks SET status = 'running', claim_lock = $2, claim_expires = $3, started_at = $4, \
-     worker_pid = NULL, worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL \
-     WHERE id IN (SELECT id FROM berth.tasks WHERE id = ANY($1) AND status = 'ready' AND claim_lock IS NULL \
-     FOR UPDATE SKIP LOCKED) RETURNING id, assignee";
-
-const NEW_RUNS: &str = "INSERT INTO berth.task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) \
-     SELECT u.id, 'running', u.assignee, $3, $4, $5 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY \
-     AS u(id, assignee, n) ORDER BY u.n RETURNING id, task_id";
-
-const CURRENT_RUNS: &str = "UPDATE berth.tasks t SET current_run_id = u.run FROM unnest($1::text[], $2::bigint[]) \
-     AS u(id, run) WHERE t.id = u.id";
+/// The claims of one tick in one statement: lock the planned tasks still ready and unclaimed (`SKIP LOCKED`: a row
+/// another command holds is left for the next tick), add a run for each, and turn each into a spawn-lease claim on
+/// that run. A task that lost its compare-and-swap gets neither.
+const CLAIM: &str = "WITH won AS (SELECT t.id, t.assignee FROM berth.tasks t \
+       WHERE t.id = ANY($1) AND t.status = 'ready' AND t.claim_lock IS NULL FOR UPDATE SKIP LOCKED), \
+     runs AS (INSERT INTO berth.task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) \
+       SELECT won.id, 'running', coalesce(u.assignee, won.assignee), $3, $4, $5 \
+       FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, assignee, n) JOIN won ON won.id = u.id \
+       ORDER BY u.n RETURNING id, task_id) \
+     UPDATE berth.tasks t SET status = 'running', claim_lock = $3, claim_expires = $4, started_at = $5, \
+       worker_pid = NULL, worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL, \
+       current_run_id = runs.id \
+     FROM runs WHERE t.id = runs.task_id RETURNING t.id, t.assignee, runs.id";
 
 /// Applies one tick in one transaction under [`TICK_LOCK`]: snapshot, `plan`, housekeeping, promotion, default
 /// assignment and claims.
@@ -271,7 +269,7 @@ fn apply_tick(
         }
     }
     let (mut assign_ids, mut assign_who) = (Vec::new(), Vec::new());
-    let mut spawn_ids: Vec<&str> = Vec::new();
+    let (mut spawn_ids, mut spawn_assignees): (Vec<&str>, Vec<Option<&str>>) = (Vec::new(), Vec::new());
     for d in &plan.decisions {
         if d.auto_assigned {
             let who = d.assignee.as_deref().unwrap_or_default();
@@ -281,6 +279,7 @@ fn apply_tick(
         }
         if d.decision == Decision::Spawn {
             spawn_ids.push(&d.task_id);
+            spawn_assignees.push(d.assignee.as_deref());
         }
     }
     if !assign_ids.is_empty() {
@@ -289,31 +288,18 @@ fn apply_tick(
     if !spawn_ids.is_empty() {
         // The claim starts as a short spawn lease; the worker's confirmation turns it into a `claim_ttl` claim.
         let expires = now.as_millis().saturating_add(lease_ms);
-        let won: HashMap<String, Option<String>> = tx
-            .query(&s.claim, &[&spawn_ids, &req.claimer, &expires, &now.as_millis()])?
+        let assignees: Vec<Option<&str>> = spawn_assignees;
+        let won: HashMap<String, (Option<String>, i64)> = tx
+            .query(&s.claim, &[&spawn_ids, &assignees, &req.claimer, &expires, &now.as_millis()])?
             .iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
             .collect::<PgResult<_>>()?;
         // In plan order; a claim that lost its compare-and-swap wrote nothing.
-        let (ids, assignees): (Vec<&str>, Vec<Option<&str>>) =
-            spawn_ids.iter().filter_map(|id| won.get(*id).map(|a| (*id, a.as_deref()))).unzip();
-        if !ids.is_empty() {
-            let runs: HashMap<String, i64> = tx
-                .query(&s.new_runs, &[&ids, &assignees, &req.claimer, &expires, &now.as_millis()])?
-                .iter()
-                .map(|r| Ok((r.try_get(1)?, r.try_get(0)?)))
-                .collect::<PgResult<_>>()?;
-            let run_ids: Vec<i64> = ids.iter().map(|id| runs[*id]).collect();
-            tx.execute(&s.current_runs, &[&ids, &run_ids])?;
-            for ((id, assignee), run_id) in ids.iter().zip(&assignees).zip(&run_ids) {
-                let payload = json!({"lock": req.claimer, "expires": expires, "run_id": run_id});
-                events.push(id, Some(*run_id), "claimed", &payload);
-                out.claimed.push(Claimed {
-                    task_id: (*id).to_owned(),
-                    assignee: assignee.map(str::to_owned),
-                    run_id: *run_id,
-                });
-            }
+        for id in &spawn_ids {
+            let Some((assignee, run_id)) = won.get(*id) else { continue };
+            let payload = json!({"lock": req.claimer, "expires": expires, "run_id": run_id});
+            events.push(id, Some(*run_id), "claimed", &payload);
+            out.claimed.push(Claimed { task_id: (*id).to_owned(), assignee: assignee.clone(), run_id: *run_id });
         }
     }
     events.flush(&s.events, &mut tx, now)?;

@@ -60,12 +60,23 @@ pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
 }
 
 /// Opens the board to read; `None` when a SQLite board does not exist yet (nothing is created for a read). Reads
-/// never write: the SQLite file is opened read-only, and PostgreSQL reads run in read-only transactions.
+/// write nothing: the SQLite file is opened read-only; on PostgreSQL they are plain queries (opening creates or
+/// migrates berth's schema, as any berth command on that board does).
 pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<Board>, Failure> {
-    if ctx.database_url().is_some() {
-        return open_store(ctx).map(Some);
+    let host = ctx.host_id();
+    open_read_only_at(&ctx.home, ctx.database_url().map(|url| (url, host.as_str())))
+}
+
+/// [`open_read_only`] for a home and, when the board is on PostgreSQL, its URL and this host's id (for code that
+/// holds no `Ctx`, such as the gateway's cleanup loop).
+pub(crate) fn open_read_only_at(
+    home: &std::path::Path,
+    server: Option<(&str, &str)>,
+) -> Result<Option<Board>, Failure> {
+    if let Some((url, host)) = server {
+        return Ok(Some(Box::new(kanban_postgres::PgKanbanStore::open(url, host)?)));
     }
-    let path = ctx.db_path();
+    let path = kanban_store::board_path(home);
     if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
         return Ok(None);
     }
