@@ -29,6 +29,13 @@ use kanban_store::StoreError;
 use postgres::{Client, Statement};
 
 pub use copy::{CopyReport, copy_sqlite_board};
+pub use open::redact_url;
+
+/// The password in a board URL, if it holds one (for masking it in logs).
+pub fn url_password(url: &str) -> Option<String> {
+    let config = <postgres::Config as std::str::FromStr>::from_str(url).ok()?;
+    config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).filter(|p| !p.is_empty())
+}
 pub use schema::{MIGRATIONS, SCHEMA};
 
 /// The board on a PostgreSQL server.

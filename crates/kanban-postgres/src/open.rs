@@ -190,6 +190,8 @@ mod tests {
 
     #[test]
     fn passwords_never_reach_a_message() {
+        assert_eq!(crate::url_password("postgres://berth:s3cret@db/board").as_deref(), Some("s3cret"));
+        assert_eq!(crate::url_password("postgres://berth@db/board"), None);
         assert_eq!(redact_url("postgres://berth:s3cret@db:5432/board"), "postgres://berth:***@db:5432/board");
         assert_eq!(
             redact_url("postgres://berth@db/board?password=s3cret&x=1"),
