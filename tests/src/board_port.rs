@@ -1,5 +1,5 @@
-//! The dispatcher suite of `domain` (written once, generic over the `KanbanStore` port) run on the real SQLite
-//! store, on disk: the same scenarios `domain` runs on its in-memory store.
+//! The dispatcher suite of `domain` (written once, generic over the `KanbanStore` port) run on both real stores:
+//! SQLite on disk and PostgreSQL (a fresh database per test), through the one `BoardStore` trait `app` uses.
 
 use std::time::Duration;
 
@@ -7,23 +7,38 @@ use domain::ids::BoardSlug;
 use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest, WorkerRef};
 use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
-use domain::test_util::{self as suite, DispatchBoard};
+use domain::test_util::DispatchBoard;
 use domain::time::Timestamp;
-use kanban_store::{Confirmation, NewTask, SqliteKanbanStore, StoreError};
+use kanban_store::{BoardStore, Confirmation, NewTask, SqliteKanbanStore, StoreError};
 
-/// A board file in a temporary directory; the wrapper only exists because both traits and the store are foreign here.
-struct SqliteBoard {
-    store: SqliteKanbanStore,
-    _dir: tempfile::TempDir,
+use crate::pg::TestDb;
+
+/// A board and what keeps it alive (its temporary directory or database); the wrapper only exists because both
+/// traits and the store are foreign here.
+pub struct AnyBoard {
+    pub store: Box<dyn BoardStore + Send>,
+    _dir: Option<tempfile::TempDir>,
+    _db: Option<TestDb>,
 }
 
-fn board() -> SqliteBoard {
+pub fn sqlite() -> AnyBoard {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteKanbanStore::open(&dir.path().join(kanban_store::BOARD_FILE)).unwrap();
-    SqliteBoard { store, _dir: dir }
+    AnyBoard { store: Box::new(store), _dir: Some(dir), _db: None }
 }
 
-impl KanbanStore for SqliteBoard {
+/// A board in a fresh PostgreSQL database as host `host`; `None` without a test server (outside CI).
+pub fn postgres_as(host: &str) -> Option<AnyBoard> {
+    let db = TestDb::create()?;
+    let store = kanban_postgres::PgKanbanStore::open(&db.url, host).unwrap();
+    Some(AnyBoard { store: Box::new(store), _dir: None, _db: Some(db) })
+}
+
+pub fn postgres() -> Option<AnyBoard> {
+    postgres_as("host")
+}
+
+impl KanbanStore for AnyBoard {
     type Error = StoreError;
 
     fn check_board(&self, board: &BoardSlug) -> Result<(), StoreError> {
@@ -41,9 +56,9 @@ impl KanbanStore for SqliteBoard {
     fn tick(
         &mut self,
         req: &TickRequest<'_>,
-        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome, StoreError> {
-        KanbanStore::tick(&mut self.store, req, plan)
+        self.store.tick(req, plan)
     }
 
     fn record_spawned(
@@ -52,7 +67,7 @@ impl KanbanStore for SqliteBoard {
         lease: Duration,
         now: Timestamp,
     ) -> Result<(), StoreError> {
-        KanbanStore::record_spawned(&mut self.store, spawned, lease, now)
+        self.store.record_spawned(spawned, lease, now)
     }
 
     fn record_spawn_failure(
@@ -62,11 +77,11 @@ impl KanbanStore for SqliteBoard {
         limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
-        KanbanStore::record_spawn_failure(&mut self.store, id, error, limit, now)
+        self.store.record_spawn_failure(id, error, limit, now)
     }
 }
 
-impl DispatchBoard for SqliteBoard {
+impl DispatchBoard for AnyBoard {
     fn add_board(&mut self, slug: &str) {
         self.store.create_board(&BoardSlug::parse(slug).unwrap(), None, Timestamp::from_millis(0)).unwrap();
     }
@@ -110,32 +125,23 @@ impl DispatchBoard for SqliteBoard {
     }
 }
 
-#[test]
-fn caps_hold_across_ticks() {
-    suite::caps_hold_across_ticks(board());
+/// Each scenario once per store: `sqlite::NAME` and `postgres::NAME`.
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { domain::test_util::$name(super::sqlite()); } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { if let Some(b) = super::postgres() { domain::test_util::$name(b); } } )*
+        }
+    };
 }
 
-#[test]
-fn crash_requeues_then_gives_up() {
-    suite::crash_requeues_then_gives_up(board());
-}
-
-#[test]
-fn spawn_failure_is_recorded() {
-    suite::spawn_failure_is_recorded(board());
-}
-
-#[test]
-fn lapsed_lease_stops_the_recorded_worker() {
-    suite::lapsed_lease_stops_the_recorded_worker(board());
-}
-
-#[test]
-fn only_task_reasons() {
-    suite::only_task_reasons(board());
-}
-
-#[test]
-fn dry_run_changes_nothing() {
-    suite::dry_run_changes_nothing(board());
-}
+on_both_stores!(
+    caps_hold_across_ticks,
+    crash_requeues_then_gives_up,
+    spawn_failure_is_recorded,
+    lapsed_lease_stops_the_recorded_worker,
+    only_task_reasons,
+    dry_run_changes_nothing,
+);

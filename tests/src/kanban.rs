@@ -53,7 +53,10 @@ fn dispatch_json_keeps_the_eleven_upstream_keys_in_order() {
 
 #[test]
 fn seed_example_five_alpha_three_beta_cap_two() {
-    let home = Home::new();
+    seed_example_five_alpha_three_beta_cap_two_on(Home::new());
+}
+
+fn seed_example_five_alpha_three_beta_cap_two_on(home: Home) {
     profiles(&home, &["alpha", "beta"]);
     for _ in 0..5 {
         create(&home, &["a", "--assignee", "alpha"]);
@@ -77,7 +80,10 @@ fn seed_example_five_alpha_three_beta_cap_two() {
 
 #[test]
 fn default_assignee_unassigned_and_nonspawnable() {
-    let home = Home::new();
+    default_assignee_unassigned_and_nonspawnable_on(Home::new());
+}
+
+fn default_assignee_unassigned_and_nonspawnable_on(home: Home) {
     let t = create(&home, &["unassigned"]);
     let lane = create(&home, &["lane", "--assignee", "orion-cc", "--allow-unknown-assignee"]);
     let v = home.json(&["kanban", "dispatch", "--dry-run"]);
@@ -113,7 +119,10 @@ fn stop_workers(home: &Home) {
 
 #[test]
 fn explain_and_exact_task_dispatch() {
-    let home = Home::new();
+    explain_and_exact_task_dispatch_on(Home::new());
+}
+
+fn explain_and_exact_task_dispatch_on(home: Home) {
     profiles(&home, &["alpha"]);
     let a = create(&home, &["a", "--assignee", "alpha"]);
     let b = create(&home, &["b", "--assignee", "alpha"]);
@@ -187,7 +196,10 @@ fn dry_run_leaves_the_database_byte_identical() {
 
 #[test]
 fn a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit() {
-    let home = Home::new();
+    a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit_on(Home::new());
+}
+
+fn a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit_on(home: Home) {
     profiles(&home, &["alpha"]);
     let id = create(&home, &["crashy", "--assignee", "alpha"]);
     let c = ["-c", "kanban.worker_command=sleep 300"];
@@ -223,7 +235,10 @@ fn a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit() {
 
 #[test]
 fn spawn_failures_count_toward_the_failure_limit() {
-    let home = Home::new();
+    spawn_failures_count_toward_the_failure_limit_on(Home::new());
+}
+
+fn spawn_failures_count_toward_the_failure_limit_on(home: Home) {
     profiles(&home, &["alpha"]);
     let id = create(&home, &["x", "--assignee", "alpha"]);
     // A home that cannot hold logs makes every spawn fail.
@@ -239,7 +254,10 @@ fn spawn_failures_count_toward_the_failure_limit() {
 
 #[test]
 fn concurrent_dispatchers_claim_each_task_once_and_hold_the_caps() {
-    let home = Home::new();
+    concurrent_dispatchers_claim_each_task_once_and_hold_the_caps_on(Home::new());
+}
+
+fn concurrent_dispatchers_claim_each_task_once_and_hold_the_caps_on(home: Home) {
     profiles(&home, &["alpha", "beta"]);
     let mut ids = Vec::new();
     for i in 0..24 {
@@ -293,7 +311,10 @@ fn concurrent_dispatchers_claim_each_task_once_and_hold_the_caps() {
 
 #[test]
 fn task_lifecycle_commands_and_bad_input() {
-    let home = Home::new();
+    task_lifecycle_commands_and_bad_input_on(Home::new());
+}
+
+fn task_lifecycle_commands_and_bad_input_on(home: Home) {
     profiles(&home, &["alpha"]);
     let parent = create(&home, &["parent", "--assignee", "alpha"]);
     let child = create(&home, &["child", "--parent", &parent, "--priority", "5"]);
@@ -438,5 +459,26 @@ fn archiving_a_running_task_stops_its_worker_and_removes_its_sandbox() {
         !std::path::Path::new(&format!("/proc/{pid}/stat")).exists()
             || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap().contains(") Z"),
         "worker stopped"
+    );
+}
+
+/// The same CLI scenarios with the board on PostgreSQL (`kanban.database_url`), each in a fresh database.
+mod on_postgres {
+    use crate::support::Home;
+
+    macro_rules! on_postgres {
+        ($($name:ident => $body:ident),* $(,)?) => {
+            $( #[test] fn $name() { if let Some(home) = Home::on_postgres() { super::$body(home); } } )*
+        };
+    }
+
+    on_postgres!(
+        seed_example_five_alpha_three_beta_cap_two => seed_example_five_alpha_three_beta_cap_two_on,
+        default_assignee_unassigned_and_nonspawnable => default_assignee_unassigned_and_nonspawnable_on,
+        explain_and_exact_task_dispatch => explain_and_exact_task_dispatch_on,
+        a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit => a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit_on,
+        spawn_failures_count_toward_the_failure_limit => spawn_failures_count_toward_the_failure_limit_on,
+        concurrent_dispatchers_claim_each_task_once_and_hold_the_caps => concurrent_dispatchers_claim_each_task_once_and_hold_the_caps_on,
+        task_lifecycle_commands_and_bad_input => task_lifecycle_commands_and_bad_input_on,
     );
 }

@@ -2,6 +2,8 @@
 //! surfaces, and tidy checks of the workspace itself. Everything lives in test modules of this one crate.
 
 #[cfg(test)]
+mod pg;
+#[cfg(test)]
 mod support;
 
 #[cfg(test)]
@@ -29,7 +31,11 @@ mod kanban;
 #[cfg(test)]
 mod lifecycle;
 #[cfg(test)]
+mod multihost;
+#[cfg(test)]
 mod parity;
+#[cfg(test)]
+mod pg_board;
 #[cfg(test)]
 mod signals;
 #[cfg(test)]

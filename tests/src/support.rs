@@ -124,6 +124,10 @@ pub struct Home {
     pub profile: String,
     /// The engine berth is pointed at; `None` leaves `DOCKER_HOST` as the test process has it.
     pub engine: Option<Engine>,
+    /// The PostgreSQL board this home's commands use (`kanban.database_url`); `None` keeps the SQLite file.
+    pub board_url: Option<String>,
+    /// The test database this home owns (dropped with it), when it made one.
+    pub board_db: Option<crate::pg::TestDb>,
 }
 
 impl Home {
@@ -154,7 +158,16 @@ impl Home {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let profile = format!("bt{}x{n}x{:x}", std::process::id(), nanos);
         std::fs::create_dir_all(dir.path().join("profiles").join(&profile)).expect("profile dir");
-        Self { dir, profile, engine: None }
+        Self { dir, profile, engine: None, board_url: None, board_db: None }
+    }
+
+    /// A home whose board is a fresh PostgreSQL database; `None` without a test server (outside CI).
+    pub fn on_postgres() -> Option<Self> {
+        let db = crate::pg::TestDb::create()?;
+        let mut home = Self::new();
+        home.board_url = Some(db.url.clone());
+        home.board_db = Some(db);
+        Some(home)
     }
 
     pub fn path(&self) -> &Path {
@@ -170,6 +183,9 @@ impl Home {
         c.env("BERTH_HOME", self.path()).env("BERTH_PROFILE", &self.profile).stdin(Stdio::null());
         if let Some(e) = &self.engine {
             c.env("DOCKER_HOST", &e.endpoint);
+        }
+        if let Some(url) = &self.board_url {
+            c.env("KANBAN_DATABASE_URL", url);
         }
         // Small sandboxes so tests stay light; the image is the locally built one.
         c.env("TERMINAL_CONTAINER_MEMORY", "256").env("TERMINAL_CONTAINER_DISK", "0");

@@ -7,8 +7,18 @@ use std::process::Command;
 use crate::support::workspace;
 
 /// Crates `domain` must never reach through its normal dependencies.
-const FORBIDDEN_IN_DOMAIN: &[&str] =
-    &["bollard", "rusqlite", "tokio", "clap", "hyper", "serde_json", "tracing-subscriber", "async-std"];
+const FORBIDDEN_IN_DOMAIN: &[&str] = &[
+    "bollard",
+    "rusqlite",
+    "postgres",
+    "tokio-postgres",
+    "tokio",
+    "clap",
+    "hyper",
+    "serde_json",
+    "tracing-subscriber",
+    "async-std",
+];
 
 #[test]
 fn domain_reaches_no_runtime_docker_sqlite_or_cli_crate() {

@@ -433,6 +433,13 @@ pub enum KanbanCmd {
     },
     /// Check the whole board file (every page, read-only); opening a board only checks its header and tables.
     Check,
+    /// Copy this home's SQLite board (tasks, events, runs, links, ids) into an empty PostgreSQL board and verify
+    /// the counts; the SQLite file is left as it was. Then set `kanban.database_url` to use it.
+    Migrate {
+        /// The PostgreSQL board to copy into, e.g. postgres://berth:secret@db-host:5432/berth.
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
     /// Run one dispatch tick: housekeeping, then start workers for ready tasks within the caps.
     Dispatch {
         /// Report exactly what a tick would do; write nothing, start nothing, signal nothing.

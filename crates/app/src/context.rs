@@ -82,7 +82,19 @@ impl Ctx {
         Ok(Self { home, profile, env, settings, resolved, json })
     }
 
-    /// The board database.
+    /// This host's identity on a board (`kanban.host_id`, else the hostname): written into claims and runs; only
+    /// this host's workers are probed by pid or signalled.
+    pub fn host_id(&self) -> String {
+        let set = self.settings.kanban.host_id.trim();
+        if set.is_empty() { hostname() } else { set.to_owned() }
+    }
+
+    /// The PostgreSQL board's URL (`kanban.database_url`), or `None` for the SQLite file.
+    pub fn database_url(&self) -> Option<&str> {
+        Some(self.settings.kanban.database_url.trim()).filter(|u| !u.is_empty())
+    }
+
+    /// The board database file (when the board is on SQLite).
     pub fn db_path(&self) -> PathBuf {
         kanban_store::board_path(&self.home)
     }

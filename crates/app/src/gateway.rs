@@ -40,6 +40,11 @@ struct BoardWatch {
 
 impl BoardWatch {
     fn version(&mut self, ctx: &Ctx) -> Option<i64> {
+        // A PostgreSQL board has no file to watch (its changes are seen at the next tick; a local worker's exit still
+        // wakes the gateway): never open, let alone create, a SQLite file beside it.
+        if ctx.database_url().is_some() {
+            return None;
+        }
         if self.store.is_none() && self.failed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             // No board file yet (or an unreadable one, which the tick reports): nothing to watch until there is.
             // A read-write connection (that writes nothing): a read-only one on a WAL file can disturb the writers'
@@ -246,7 +251,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         let before = watch.version(ctx);
         let tick = tick_all(ctx, &mut quarantined, &mut stopping).await;
         watch.seen = before.or(watch.seen);
-        next = Instant::now() + period;
+        next = Instant::now() + jittered(period);
         if tick.pending && tick.spawned == 0 {
             bad_ticks += 1;
         } else {
@@ -265,6 +270,16 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
         write_state(&ctx.home, &state);
     }
+}
+
+/// `period` ± 10 %, drawn afresh each tick: gateways of several hosts sharing a board drift apart instead of ticking
+/// in lockstep, where the same host would always find the slots just freed.
+fn jittered(period: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    let unit = (h.finish() % 10_001) as f64 / 10_000.0;
+    period.mul_f64(0.9 + 0.2 * unit)
 }
 
 fn finish(ctx: &Ctx, state: &mut Json, signal: &str) -> u8 {

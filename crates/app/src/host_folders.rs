@@ -25,6 +25,8 @@ pub struct Folders {
     pub image: String,
     /// `terminal.docker_shared_container_key` (empty when unset): a task's sandbox, and so its folder, is keyed by it.
     pub shared_key: String,
+    /// The PostgreSQL board (`kanban.database_url`) and this host's id, when the board is not the home's file.
+    pub board: Option<(String, String)>,
 }
 
 /// A folder a sweep removed (or would remove), or failed to.
@@ -44,7 +46,16 @@ impl Folders {
             sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
             image: ctx.settings.terminal.docker_image.clone(),
             shared_key: crate::sandbox::shared_key(ctx),
+            board: ctx.database_url().map(|u| (u.to_owned(), ctx.host_id())),
         }
+    }
+
+    /// This home's board, read-only (`None` when there is none yet).
+    ///
+    /// # Errors
+    /// The board cannot be opened.
+    pub fn open_board(&self) -> Result<Option<crate::kanban::Board>, crate::error::Failure> {
+        crate::kanban::open_read_only_at(&self.home, self.board.as_ref().map(|(u, h)| (u.as_str(), h.as_str())))
     }
 
     /// The sandbox identity of `task` run by `assignee` (keyed by the shared key when one is set): the one the
@@ -233,11 +244,7 @@ impl Folders {
     /// The sandbox identity digests of every task on this home's boards that is not archived: their folders are
     /// kept. An unreadable board keeps nothing extra (the sweep still needs the age and the missing container).
     fn board_task_digests(&self) -> BTreeSet<String> {
-        let path = kanban_store::board_path(&self.home);
-        if !path.exists() {
-            return BTreeSet::new();
-        }
-        let Ok(store) = kanban_store::SqliteKanbanStore::open_read_only(&path) else { return BTreeSet::new() };
+        let Ok(Some(store)) = self.open_board() else { return BTreeSet::new() };
         let boards = store.boards().unwrap_or_default();
         let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
         slugs
@@ -258,6 +265,7 @@ mod tests {
             sandbox_dir: dir.join("sandboxes").display().to_string(),
             image: "unused".into(),
             shared_key: String::new(),
+            board: None,
         }
     }
 

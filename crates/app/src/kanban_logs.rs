@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use domain::ports::ProcessProbe;
-use kanban_store::{Run, SqliteKanbanStore};
+use kanban_store::Run;
 use serde_json::json;
 
 use crate::context::Ctx;
@@ -98,11 +98,9 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     if follow && ctx.json {
         return Err(Failure::usage("--follow prints the log as it grows; drop --json"));
     }
-    let db = ctx.db_path();
-    if !db.exists() {
+    let Some(store) = crate::kanban::open_read_only(ctx)? else {
         return Err(Failure::usage(format!("no task {id}")));
-    }
-    let store = SqliteKanbanStore::open_read_only(&db)?;
+    };
     let task = store.task(id)?;
     let runs = store.runs(id)?;
     if let Some(r) = run

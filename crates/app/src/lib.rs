@@ -105,7 +105,9 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     let ctx = Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)?;
     // Before anything can log a request carrying them (bollard logs exec bodies at debug level).
     let forwarded = &ctx.settings.terminal.docker_forward_env;
-    redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)));
+    // The board server's password too: the URL travels in workers' environments and may reach a debug log.
+    let board_password = ctx.database_url().and_then(kanban_postgres::url_password);
+    redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.as_deref()));
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     match &cli.command {

@@ -66,11 +66,7 @@ pub fn retention_secs(ctx: &Ctx) -> Option<i64> {
 /// # Errors
 /// One line when the board file cannot be opened.
 pub fn plan(folders: &Folders, now: Timestamp, retention_secs: Option<i64>) -> Result<Vec<Pruned>, String> {
-    let path = kanban_store::board_path(&folders.home);
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let store = kanban_store::SqliteKanbanStore::open_read_only(&path).map_err(|e| e.to_string())?;
+    let Some(store) = folders.open_board().map_err(|e| e.to_string())? else { return Ok(Vec::new()) };
     let boards = store.boards().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for b in boards {

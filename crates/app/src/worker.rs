@@ -12,7 +12,9 @@ use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use kanban_store::{Confirmation, RunEnd, SqliteKanbanStore, Task};
+use kanban_store::{Confirmation, RunEnd, Task};
+
+use crate::kanban::{Board, open_store};
 
 use crate::context::{Ctx, SystemClock};
 use crate::error::{Exit, Failure};
@@ -195,26 +197,35 @@ impl OutputSink for LogSink {
 
 /// What a heartbeat thread beats for.
 struct Beat {
-    db: PathBuf,
+    /// A connection of its own to the board.
+    store: Board,
     task: String,
     run: i64,
     every: Duration,
     claim_ttl: Duration,
 }
 
-/// Heartbeats the run every `every` on its own connection until stopped, extending its claim by the claim TTL;
-/// stops beating once the task has left the run.
-/// Dropping `stop`'s sender ends it at once (the join does not wait out a sleep: every task's slot is held until
-/// its worker records the outcome).
-fn heartbeat_thread(beat: Beat, stop: std::sync::mpsc::Receiver<()>) -> std::thread::JoinHandle<()> {
-    let Beat { db, task, run, every, claim_ttl } = beat;
+/// Heartbeats the run every `every` on its own connection until stopped, extending its claim by the claim TTL.
+/// Once the task has left the run (reclaimed, blocked or archived, perhaps by another host) it says so on `lost`
+/// and stops beating: the worker then stops its command, so a task never runs twice at once. Dropping `stop`'s
+/// sender ends it at once (the join does not wait out a sleep: the task's slot is held until its worker records
+/// the outcome).
+fn heartbeat_thread(
+    beat: Beat,
+    stop: std::sync::mpsc::Receiver<()>,
+    lost: tokio::sync::oneshot::Sender<()>,
+) -> std::thread::JoinHandle<()> {
+    use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+    let Beat { mut store, task, run, every, claim_ttl } = beat;
     std::thread::spawn(move || {
-        let Ok(mut store) = SqliteKanbanStore::open(&db) else { return };
         loop {
             if let Ok(false) = store.heartbeat_run(&task, run, claim_ttl, SystemClock.now()) {
+                if stop.try_recv() == Err(TryRecvError::Empty) {
+                    let _ = lost.send(());
+                }
                 return;
             }
-            if stop.recv_timeout(every) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            if stop.recv_timeout(every) != Err(RecvTimeoutError::Timeout) {
                 return;
             }
         }
@@ -256,8 +267,7 @@ pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
 /// # Errors
 /// A failure when the task cannot be read or is not running; command failures are recorded on the task instead.
 pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
-    let db = ctx.db_path();
-    let mut store = SqliteKanbanStore::open(&db)?;
+    let mut store = open_store(ctx)?;
     let task = store.task(task_id)?;
     if task.status != TaskStatus::Running {
         return Err(Failure::usage(format!(
@@ -271,7 +281,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     // The worker's first act: confirm its own run (compare-and-swap on task, run, still claimed, not yet confirmed).
     // A run that was superseded, or that a tick expired when its spawn lease ran out, fails here and nothing runs.
     let claim_ttl = claim_ttl(ctx);
-    let task = confirm(&mut store, task_id, run, claim_ttl)?;
+    let task = confirm(ctx, &mut store, task_id, run, claim_ttl)?;
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
     let template = ctx.settings.kanban.worker_command.clone();
     if !template.trim().is_empty() {
@@ -280,11 +290,7 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     }
     let run_id = Some(run);
     let failure_limit = ctx.settings.kanban.failure_limit.get();
-    let fail = |store: &mut SqliteKanbanStore,
-                outcome: &str,
-                error: &str,
-                code: Option<i64>|
-     -> Result<FailureOutcome, Failure> {
+    let fail = |store: &mut Board, outcome: &str, error: &str, code: Option<i64>| -> Result<FailureOutcome, Failure> {
         log_line(&format!("{outcome}: {error}"));
         Ok(store.fail(
             task_id,
@@ -302,18 +308,24 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
 
     let marker = run_marker(task_id, run_id);
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
-    let beat = Beat { db: db.clone(), task: task_id.to_owned(), run, every: Duration::from_secs(30), claim_ttl };
-    let beats = heartbeat_thread(beat, stopped);
+    // A beat at least three times per claim TTL: on a shared board, other hosts judge this worker by its lease.
+    let every = Duration::from_secs(30).min(claim_ttl / 3).max(Duration::from_millis(200));
+    let beat = Beat { store: open_store(ctx)?, task: task_id.to_owned(), run, every, claim_ttl };
+    let (lost_tx, mut lost) = tokio::sync::oneshot::channel();
+    let beats = heartbeat_thread(beat, stopped, lost_tx);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::other(e.to_string()))?;
     let result = tokio::select! {
         r = run_in_sandbox(ctx, &task, &command, &marker) => Some(r),
         _ = term.recv() => None,
+        Ok(()) = &mut lost => None,
     };
     drop(stop);
     let _ = beats.join();
     let Some(result) = result else {
-        log_line("SIGTERM: stopping the command in the sandbox; the dispatcher owns the task now");
+        log_line(
+            "SIGTERM, or the run was taken back: stopping the command in the sandbox; the board owns the task now",
+        );
         if let Ok(identity) = sandbox::identity(ctx, task_id) {
             sandbox::stop_marked(ctx, &identity, &marker, None).await;
         }
@@ -364,9 +376,9 @@ pub fn claim_ttl(ctx: &Ctx) -> Duration {
 }
 
 /// Confirms this process as the worker of `run`.
-fn confirm(store: &mut SqliteKanbanStore, task: &str, run: i64, claim_ttl: Duration) -> Result<Task, Failure> {
+fn confirm(ctx: &Ctx, store: &mut Board, task: &str, run: i64, claim_ttl: Duration) -> Result<Task, Failure> {
     let pid = std::process::id();
-    let host = crate::context::hostname();
+    let host = ctx.host_id();
     let start = domain::ports::ProcessProbe::start_fingerprint(&crate::context::ProcProbe, pid);
     let c = Confirmation { task, run_id: run, pid, start, host: &host };
     Ok(store.confirm_run(&c, claim_ttl, SystemClock.now())?)

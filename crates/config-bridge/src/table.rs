@@ -149,16 +149,19 @@ macro_rules! settings {
 settings! {
     kanban: Kanban {
         claim_ttl_seconds: PositiveSeconds = "900", "Seconds a dispatcher's claim on a task lasts before housekeeping re-checks the worker.";
+        database_url: String = "", "Where the board lives: empty keeps it in `<home>/berth-kanban.db` (SQLite); a `postgres://user:password@host:port/db` URL puts it on PostgreSQL, shared by gateways on several hosts.";
         default_assignee: String = "", "Profile that unassigned ready tasks are routed to at dispatch time; empty or whitespace means unset.";
         dispatch_in_gateway: bool = "true", "Whether `berth gateway run` dispatches the boards; false leaves the gateway idle.";
         dispatch_interval_seconds: FloatSeconds = "60", "Seconds between the gateway's dispatch ticks (floor 1).";
         dispatch_stale_timeout_seconds: Seconds = "14400", "Running tasks older than this without a fresh heartbeat are requeued; 0 disables.";
         failure_limit: NonZeroU32 = "2", "Consecutive failures (spawn failures, crashes, timeouts) after which a task is blocked with `gave_up`.";
+        host_id: String = "", "This host's identity on a shared board (claims, runs, liveness): empty means the hostname. Each host sharing a PostgreSQL board needs its own.";
         max_in_progress: Option<u32> = "", "Most running workers on this host, all boards together; unset means no cap.";
         max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
         max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
         max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
         retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";
+        sandbox_affinity_seconds: Seconds = "120", "On a shared (PostgreSQL) board, how long a task that failed on one host waits for that host (which holds its sandbox and files) before any host may retry it; 0 is off.";
         spawn_lease_seconds: PositiveSeconds = "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
         worker_command: String = "", "Worker command template ({task_id}, {assignee}, {board}, each substituted as one shell-quoted word); empty runs the built-in `berth worker run`.";
         worker_log_backup_count: NonZeroU32 = "1", "Rotated worker logs kept per task.";

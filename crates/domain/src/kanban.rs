@@ -92,6 +92,9 @@ pub struct TaskRow {
     pub max_retries: Option<u32>,
     /// For `todo` tasks: whether every parent is done or archived.
     pub parents_done: bool,
+    /// For a ready task retried after a failure on another host of a shared board: when that run ended. Its sandbox
+    /// (its files) is there, so this host leaves it to that one for `TickConfig::sandbox_affinity_secs`.
+    pub sandbox_elsewhere_since: Option<Timestamp>,
 }
 
 /// Everything one tick plans over: this board's open tasks and what runs on the other boards of this host.
@@ -137,6 +140,8 @@ pub struct TickConfig {
     pub stale_timeout_secs: i64,
     /// Dispatch only this task (`--task ID`).
     pub only_task: Option<String>,
+    /// `kanban.sandbox_affinity_seconds`: how long a retried task waits for the host holding its sandbox; 0 is off.
+    pub sandbox_affinity_secs: i64,
 }
 
 /// A heartbeat older than this no longer proves a worker is making progress.

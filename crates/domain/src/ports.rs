@@ -265,7 +265,7 @@ pub trait KanbanStore {
     fn tick(
         &mut self,
         req: &crate::kanban::TickRequest<'_>,
-        plan: &dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan,
+        plan: &(dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan + Sync),
     ) -> Result<crate::kanban::TickOutcome, Self::Error>;
 
     /// [`KanbanStore::tick`] with the domain's planner, the whole plan streamed into `sink` as it is made. The

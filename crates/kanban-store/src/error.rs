@@ -36,6 +36,13 @@ pub enum StoreError {
     Invalid(String),
     #[error("board database error")]
     Sqlite(#[from] rusqlite::Error),
+    /// A board on a database server cannot be used as it is (unreachable, refused credentials, a schema berth did
+    /// not make, a server too old or a schema too new); the message names which, and nothing was written.
+    #[error("{0}")]
+    Server(String),
+    /// A database server's error during an operation (the transaction was rolled back).
+    #[error("board database error: {0}")]
+    Backend(String),
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,13 +1,14 @@
 //! `SqliteKanbanStore`: the board on one SQLite file (`<home>/berth-kanban.db`) holding boards, tasks, links, an
 //! append-only event log and one run row per attempt; the domain's `KanbanStore` port (`port.rs`).
 //!
-//! `open.rs` verifies and migrates the file, `rows.rs` holds the row types, `queries.rs` the reads, `transitions.rs`
+//! `board.rs` is the whole board as one trait (`BoardStore`, which `kanban-postgres` implements too), `open.rs` verifies and migrates the file, `rows.rs` holds the row types, `queries.rs` the reads, `transitions.rs`
 //! the state changes (through the domain's transition table), `tick.rs` the dispatch tick, `error.rs` the errors.
 //!
 //! WAL, a busy timeout and `BEGIN IMMEDIATE` for every read-then-write; a whole dispatch tick (housekeeping,
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
 //! A file that is not a berth board database is reported and never modified.
 
+mod board;
 mod edit;
 mod error;
 mod open;
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 
 use rusqlite::Connection;
 
+pub use board::BoardStore;
 pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerRef};
 pub use edit::TaskEdit;
 pub use error::{Result, StoreError};

@@ -37,7 +37,7 @@ impl KanbanStore for SqliteKanbanStore {
     fn tick(
         &mut self,
         req: &TickRequest<'_>,
-        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome, StoreError> {
         self.apply_tick(req, plan)
     }

@@ -63,6 +63,7 @@ fn snapshot_of(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe, r
             consecutive_failures: 0,
             max_retries: None,
             parents_done: r.get(6)?,
+            sandbox_elsewhere_since: None,
         });
     }
     let mut stmt = conn.prepare_cached(
@@ -92,6 +93,7 @@ fn snapshot_of(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe, r
             consecutive_failures: u32::try_from(r.get::<_, i64>(11)?).unwrap_or(0),
             max_retries: r.get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
             parents_done: false,
+            sandbox_elsewhere_since: None,
         });
     }
     Ok(BoardSnapshot { tasks, ..BoardSnapshot::default() })
@@ -163,6 +165,8 @@ fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink
             assignee: text(r.get_ref(1)?)?,
             priority: r.get(2)?,
             created_at: Timestamp::from_millis(r.get(3)?),
+            // SQLite boards live on one host: no retry waits for another.
+            sandbox_elsewhere_since: None,
         };
         while let Some(e) = extra.next_if(|e| e.dispatch_order(&t).is_lt()) {
             if let Some(d) = planner.decide(e) {
@@ -210,7 +214,7 @@ impl SqliteKanbanStore {
     pub(crate) fn apply_tick(
         &mut self,
         req: &TickRequest<'_>,
-        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome> {
         self.board(req.board)?;
         let tx = self.write()?;

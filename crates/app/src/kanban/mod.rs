@@ -10,7 +10,7 @@ pub use report::{DispatchArgs, DispatchReport, dispatch, report_json, tick_confi
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
 use domain::ports::Clock;
-use kanban_store::{NewTask, SqliteKanbanStore, StoreError, Task};
+use kanban_store::{BoardStore, NewTask, SqliteKanbanStore, StoreError, Task};
 use serde_json::{Value as Json, json};
 
 pub(crate) use self::report::{dispatch_and_print, print_dispatch};
@@ -29,16 +29,25 @@ impl From<StoreError> for Failure {
                 Failure::usage_of(e)
             }
             StoreError::Sqlite(inner) => Failure::other(format!("board database error: {inner}")),
+            StoreError::Server(message) => Failure::other(message),
             other => Failure::other(other.to_string()),
         }
     }
 }
 
-/// Opens the board database for writing (created when missing).
+/// A board, whichever engine holds it: `app` reaches every store through the one `BoardStore` trait.
+pub type Board = Box<dyn BoardStore + Send>;
+
+/// Opens the board for writing: on PostgreSQL when `kanban.database_url` is set (schema created or migrated), else
+/// the SQLite file (created when missing).
 ///
 /// # Errors
-/// A failure naming the file when it is corrupt or foreign (left untouched).
-pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
+/// A failure naming the file when it is corrupt or foreign, or the server when it is unreachable, refuses the
+/// credentials, is too old or holds a foreign schema (left untouched).
+pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
+    if let Some(url) = ctx.database_url() {
+        return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &ctx.host_id())?));
+    }
     match kanban_store::adopt_legacy_board(&ctx.home) {
         Ok(Some(old)) => tracing::info!(
             "moved berth's board {} to {} (hermes-agent keeps its own kanban.db)",
@@ -48,16 +57,31 @@ pub fn open_store(ctx: &Ctx) -> Result<SqliteKanbanStore, Failure> {
         Ok(None) => {}
         Err(e) => return Err(Failure::other(format!("cannot move berth's board out of kanban.db: {e}"))),
     }
-    Ok(SqliteKanbanStore::open(&ctx.db_path())?)
+    Ok(Box::new(SqliteKanbanStore::open(&ctx.db_path())?))
 }
 
-/// Opens the board database read-only; `None` when it does not exist yet.
-pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<SqliteKanbanStore>, Failure> {
-    let path = ctx.db_path();
+/// Opens the board to read; `None` when a SQLite board does not exist yet (nothing is created for a read). Reads
+/// write nothing: the SQLite file is opened read-only; on PostgreSQL they are plain queries (opening creates or
+/// migrates berth's schema, as any berth command on that board does).
+pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<Board>, Failure> {
+    let host = ctx.host_id();
+    open_read_only_at(&ctx.home, ctx.database_url().map(|url| (url, host.as_str())))
+}
+
+/// [`open_read_only`] for a home and, when the board is on PostgreSQL, its URL and this host's id (for code that
+/// holds no `Ctx`, such as the gateway's cleanup loop).
+pub(crate) fn open_read_only_at(
+    home: &std::path::Path,
+    server: Option<(&str, &str)>,
+) -> Result<Option<Board>, Failure> {
+    if let Some((url, host)) = server {
+        return Ok(Some(Box::new(kanban_postgres::PgKanbanStore::open(url, host)?)));
+    }
+    let path = kanban_store::board_path(home);
     if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
         return Ok(None);
     }
-    Ok(Some(SqliteKanbanStore::open_read_only(&path)?))
+    Ok(Some(Box::new(SqliteKanbanStore::open_read_only(&path)?)))
 }
 
 /// `berth kanban check`: the full, read-only integrity check of the board file. Exit 1 when it finds damage.
@@ -283,6 +307,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Prune { dry_run } => return prune(ctx, *dry_run, now).await,
         KanbanCmd::Check => return check(ctx),
+        KanbanCmd::Migrate { to } => migrate(ctx, to)?,
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
             let args = DispatchArgs {
@@ -311,7 +336,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
 
 /// A task finished by hand (completed or archived) no longer needs its sandbox; one that never ran has none, so the
 /// engine is only asked when the task has runs.
-async fn release_finished(ctx: &Ctx, store: &SqliteKanbanStore, t: &Task) -> Result<(), Failure> {
+async fn release_finished(ctx: &Ctx, store: &Board, t: &Task) -> Result<(), Failure> {
     if let Some(assignee) = &t.assignee
         && !store.runs(&t.id)?.is_empty()
     {
@@ -354,6 +379,29 @@ async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result
         output::table(&["TASK", "ACTION", "REASON"], &rows);
     }
     Ok(if failed { 1 } else { 0 })
+}
+
+/// `kanban migrate --to URL`: copies the SQLite board of this home into an empty PostgreSQL board.
+fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
+    let source = ctx.db_path();
+    if !source.exists() {
+        return Err(Failure::usage(format!("there is no SQLite board to copy at {}", source.display())));
+    }
+    let target = kanban_postgres::PgKanbanStore::open(to, &ctx.host_id())?;
+    let report = kanban_postgres::copy_sqlite_board(&source, &target)?;
+    if ctx.json {
+        output::json(&json!({"from": source.display().to_string(), "to": target.url(), "copied": report.to_json()}));
+    } else {
+        let counts: Vec<String> = report.tables.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        output::line(&format!(
+            "copied {} into {} ({}); counts verified",
+            source.display(),
+            target.url(),
+            counts.join(", ")
+        ));
+        output::line("to use it: berth config set kanban.database_url URL (the URL given to --to)");
+    }
+    Ok(())
 }
 
 fn done(ctx: &Ctx, t: &Task, text: &str) {

@@ -68,6 +68,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         failure_limit,
         stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
+        sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),
     }
 }
 
@@ -89,7 +90,7 @@ async fn dispatch_with(
     sink: Option<&mut ReportWriter>,
 ) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args, &ctx.profiles());
-    let claimer = format!("{}:{}", crate::context::hostname(), std::process::id());
+    let claimer = format!("{}:{}", ctx.host_id(), std::process::id());
     let spawn_lease = ctx.settings.kanban.spawn_lease_seconds.duration();
     let clock = SystemClock;
     let req = TickRequest {

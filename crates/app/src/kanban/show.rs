@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use domain::kanban::TaskStatus;
-use kanban_store::{SqliteKanbanStore, Task};
+use kanban_store::Task;
 use serde_json::{Value as Json, json};
 
 use super::{ms, open_read_only, task_json};
@@ -31,7 +31,7 @@ fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
 ///
 /// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
 /// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
-pub(crate) fn listed(store: &SqliteKanbanStore, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+pub(crate) fn listed(store: &super::Board, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
     let mut t = t.clone();
     let mut alive = worker_alive(&t, now);
     if alive == Some(false)
@@ -58,6 +58,10 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
     output::line(&format!("  status:    {status}"));
     if task.status == TaskStatus::Running {
         let pid = task.worker_pid.map(|p| format!("pid {p}")).unwrap_or_else(|| "no pid yet".to_owned());
+        let pid = match &task.worker_host {
+            Some(host) => format!("{pid} on {host}"),
+            None => pid,
+        };
         let how = match task.confirmed_at {
             Some(at) => format!("confirmed {}", ms(Some(at))),
             None => format!("unconfirmed, spawn lease until {}", ms(task.claim_expires)),
@@ -95,6 +99,7 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
             vec![
                 r.id.to_string(),
                 r.assignee.clone().unwrap_or_default(),
+                r.worker_host.clone().unwrap_or_else(|| "-".into()),
                 r.worker_pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),
                 ms(Some(r.started_at)),
                 ms(r.ended_at),
@@ -103,7 +108,7 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event
             ]
         })
         .collect();
-    output::table(&["RUN", "ASSIGNEE", "PID", "STARTED", "ENDED", "OUTCOME", "EXIT"], &rows);
+    output::table(&["RUN", "ASSIGNEE", "HOST", "PID", "STARTED", "ENDED", "OUTCOME", "EXIT"], &rows);
 }
 
 pub(super) async fn tail(ctx: &Ctx, id: &str, interval: f64, no_follow: bool) -> Result<(), Failure> {

@@ -405,7 +405,9 @@ impl PlanSink for ReportWriter {
                     });
                 }
             }
-            Decision::DeferredMaxInProgress { .. } | Decision::DeferredMaxSpawn { .. } => {
+            Decision::DeferredMaxInProgress { .. }
+            | Decision::DeferredMaxSpawn { .. }
+            | Decision::DeferredSandboxElsewhere { .. } => {
                 let reason = d.decision.code();
                 if json {
                     self.deferred.push(ITEM_SEP, |b| {

@@ -47,6 +47,8 @@ pub enum Decision {
     DeferredMaxInProgress { running: u32, cap: u32 },
     /// `--max` / `kanban.max_spawn` spawns already planned this tick.
     DeferredMaxSpawn { cap: u32 },
+    /// A retry whose sandbox is on another host of a shared board: left to that host for a while longer.
+    DeferredSandboxElsewhere { wait_secs: i64 },
     /// `--task ID` names a task that is not ready (blocked, done, …): not considered.
     NotReady { status: TaskStatus },
     /// `--task ID` names a task that already runs: not considered.
@@ -65,6 +67,7 @@ impl Decision {
             Self::SkippedPerProfileCapped { .. } => "skipped_per_profile_capped",
             Self::DeferredMaxInProgress { .. } => "deferred_max_in_progress",
             Self::DeferredMaxSpawn { .. } => "deferred_max_spawn",
+            Self::DeferredSandboxElsewhere { .. } => "deferred_sandbox_elsewhere",
             Self::NotReady { .. } => "not_ready",
             Self::AlreadyRunning => "already_running",
             Self::WaitingOnParents => "waiting_on_parents",
@@ -204,12 +207,20 @@ pub struct ReadyTask<'a> {
     pub assignee: Option<&'a str>,
     pub priority: i64,
     pub created_at: Timestamp,
+    /// Since when the task (a retry) waits for another host that holds its sandbox (shared boards only).
+    pub sandbox_elsewhere_since: Option<Timestamp>,
 }
 
 impl<'a> ReadyTask<'a> {
     /// The ready view of a snapshot row.
     pub fn of(t: &'a TaskRow) -> Self {
-        Self { id: &t.id, assignee: t.assignee.as_deref(), priority: t.priority, created_at: t.created_at }
+        Self {
+            id: &t.id,
+            assignee: t.assignee.as_deref(),
+            priority: t.priority,
+            created_at: t.created_at,
+            sandbox_elsewhere_since: t.sandbox_elsewhere_since,
+        }
     }
 
     /// Dispatch order: priority descending, then age, then id.
@@ -336,6 +347,14 @@ impl<'c> Planner<'c> {
         // A deferred task still names its assignee, so `--explain` says whose task waits.
         let named = t.assignee.filter(|a| !a.trim().is_empty());
         let mut d = DecisionRef { task_id: t.id, assignee: named, auto_assigned: false, decision: Decision::Spawn };
+        // A retry waits a while for the host that holds its sandbox (and its files), then any host takes it.
+        if let Some(since) = t.sandbox_elsewhere_since {
+            let left = cfg.sandbox_affinity_secs - self.now.secs_since(since).floor() as i64;
+            if left > 0 {
+                d.decision = Decision::DeferredSandboxElsewhere { wait_secs: left };
+                return Some(d);
+            }
+        }
         if let Some(cap) = caps.max_in_progress.filter(|cap| self.total_running >= *cap) {
             d.decision = Decision::DeferredMaxInProgress { running: self.total_running, cap };
             return Some(d);

@@ -254,6 +254,7 @@ impl KanbanStore for FakeKanbanStore {
             let pid = t.worker.and_then(|w| u32::try_from(w.pid).ok());
             let start = t.worker.and_then(|w| w.start).and_then(|s| u64::try_from(s).ok());
             snap.tasks.push(TaskRow {
+                sandbox_elsewhere_since: None,
                 id: t.id.clone(),
                 assignee: t.assignee.clone(),
                 status: t.status,
@@ -277,7 +278,7 @@ impl KanbanStore for FakeKanbanStore {
     fn tick(
         &mut self,
         req: &TickRequest<'_>,
-        plan: &dyn Fn(&BoardSnapshot) -> TickPlan,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome, Self::Error> {
         // Everything below happens under `&mut self`: the in-memory equivalent of one write transaction.
         let plan = plan(&self.snapshot(req)?);

@@ -11,6 +11,7 @@ const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
 
 fn task(id: &str, assignee: Option<&str>, status: TaskStatus) -> TaskRow {
     TaskRow {
+        sandbox_elsewhere_since: None,
         id: id.into(),
         assignee: assignee.map(Into::into),
         status,
@@ -419,6 +420,28 @@ fn arb_cfg() -> impl Strategy<Value = TickConfig> {
 fn dedup(tasks: Vec<TaskRow>) -> Vec<TaskRow> {
     let mut seen = BTreeSet::new();
     tasks.into_iter().filter(|t| seen.insert(t.id.clone())).collect()
+}
+
+/// A retry whose sandbox is on another host waits for that host for the affinity window (taking no slot), then
+/// any host may run it; off at 0.
+#[test]
+fn a_retry_waits_for_the_host_holding_its_sandbox_for_a_bounded_time() {
+    let mut t = task("r", Some("alpha"), TaskStatus::Ready);
+    t.sandbox_elsewhere_since = Some(Timestamp::from_secs(1_800_000_000 - 30));
+    let other = task("o", Some("alpha"), TaskStatus::Ready);
+    let mut c = TickConfig { sandbox_affinity_secs: 120, ..cfg(Some(1)) };
+    let plan = plan_tick(NOW, &snapshot(vec![t.clone(), other.clone()]), &c);
+    assert_eq!(
+        plan.decisions.iter().map(|d| (d.task_id.as_str(), d.decision.clone())).collect::<Vec<_>>(),
+        [("o", Decision::Spawn), ("r", Decision::DeferredSandboxElsewhere { wait_secs: 90 })],
+        "the deferred retry does not hold the profile's one slot"
+    );
+    t.sandbox_elsewhere_since = Some(Timestamp::from_secs(1_800_000_000 - 121));
+    let plan = plan_tick(NOW, &snapshot(vec![t.clone()]), &c);
+    assert_eq!(plan.decisions[0].decision, Decision::Spawn, "past the window any host takes it");
+    t.sandbox_elsewhere_since = Some(NOW);
+    c.sandbox_affinity_secs = 0;
+    assert_eq!(plan_tick(NOW, &snapshot(vec![t]), &c).decisions[0].decision, Decision::Spawn, "0 is off");
 }
 
 proptest! {

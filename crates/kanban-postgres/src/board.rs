@@ -1,0 +1,674 @@
+//! Reads, creations and task transitions on PostgreSQL: each write is one transaction with its event, each
+//! transition looked up in the domain's table, as on SQLite (`kanban-store`'s `queries.rs`, `transitions.rs`,
+//! `edit.rs`).
+
+use std::time::Duration;
+
+use domain::ids::BoardSlug;
+use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef, record_failure};
+use domain::time::Timestamp;
+use domain::transitions::{TaskCommand, Transition, transition};
+use kanban_store::{Board, BoardStore, Confirmation, Event, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
+use postgres::GenericClient;
+use serde_json::{Map, Value as Json, json};
+
+use crate::{PgKanbanStore, PgResult};
+
+pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
+    completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
+    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at";
+
+/// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
+pub(crate) const CLEAR_CLAIM: &str = "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL";
+
+pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
+    Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
+}
+
+pub(crate) fn task_from_row(r: &postgres::Row) -> PgResult<Task> {
+    Ok(Task {
+        id: r.try_get(0)?,
+        board: r.try_get(1)?,
+        title: r.try_get(2)?,
+        body: r.try_get(3)?,
+        command: r.try_get(4)?,
+        assignee: r.try_get(5)?,
+        status: status_of(r.try_get(6)?)?,
+        priority: r.try_get(7)?,
+        created_by: r.try_get(8)?,
+        created_at: r.try_get(9)?,
+        started_at: r.try_get(10)?,
+        completed_at: r.try_get(11)?,
+        claim_lock: r.try_get(12)?,
+        claim_expires: r.try_get(13)?,
+        worker_pid: r.try_get(14)?,
+        worker_start: r.try_get(15)?,
+        consecutive_failures: r.try_get(16)?,
+        last_failure_error: r.try_get(17)?,
+        max_runtime_seconds: r.try_get(18)?,
+        max_retries: r.try_get(19)?,
+        last_heartbeat_at: r.try_get(20)?,
+        current_run_id: r.try_get(21)?,
+        result: r.try_get(22)?,
+        worker_host: r.try_get(23)?,
+        confirmed_at: r.try_get(24)?,
+        parents: Vec::new(),
+    })
+}
+
+fn board_from_row(r: &postgres::Row) -> PgResult<Board> {
+    Ok(Board { slug: r.try_get(0)?, name: r.try_get(1)?, created_at: r.try_get(2)? })
+}
+
+fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> PgResult<&'static Transition> {
+    Ok(transition(command, status).map_err(|e| StoreError::Transition {
+        task: id.to_owned(),
+        status,
+        action: e.action,
+    })?)
+}
+
+/// The task's status, locking its row for the rest of the transaction.
+pub(crate) fn status_in(tx: &mut impl GenericClient, id: &str) -> PgResult<TaskStatus> {
+    let row = tx.query_opt("SELECT status FROM berth.tasks WHERE id = $1 FOR UPDATE", &[&id])?;
+    let row = row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
+    status_of(row.try_get(0)?)
+}
+
+/// Appends an event.
+pub(crate) fn event(
+    tx: &mut impl GenericClient,
+    task: &str,
+    run: Option<i64>,
+    kind: &str,
+    payload: &Json,
+    now: Timestamp,
+) -> PgResult<()> {
+    tx.execute(
+        "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
+        &[&task, &run, &kind, &payload.to_string(), &now.as_millis()],
+    )?;
+    Ok(())
+}
+
+/// The worker recorded on task `id` when it runs on `host` (a worker of another host is that host's to stop).
+pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> PgResult<Option<WorkerRef>> {
+    let row = tx.query_one("SELECT worker_pid, worker_start, worker_host FROM berth.tasks WHERE id = $1", &[&id])?;
+    let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) =
+        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+    Ok(pid.filter(|_| on.as_deref() == Some(host)).map(|pid| WorkerRef { pid, start }))
+}
+
+/// Closes the task's current run with `outcome`; returns the run id.
+pub(crate) fn close_run(
+    tx: &mut impl GenericClient,
+    task: &str,
+    outcome: &str,
+    error: Option<&str>,
+    exit_code: Option<i64>,
+    now: Timestamp,
+) -> PgResult<Option<i64>> {
+    let run: Option<i64> =
+        tx.query_one("SELECT current_run_id FROM berth.tasks WHERE id = $1", &[&task])?.try_get(0)?;
+    if let Some(run) = run {
+        tx.execute(
+            "UPDATE berth.task_runs SET status = 'ended', ended_at = $2, outcome = $3, error = $4, exit_code = $5 \
+             WHERE id = $1 AND ended_at IS NULL",
+            &[&run, &now.as_millis(), &outcome, &error, &exit_code],
+        )?;
+        tx.execute("UPDATE berth.tasks SET current_run_id = NULL WHERE id = $1", &[&task])?;
+    }
+    Ok(run)
+}
+
+fn parents_done(tx: &mut impl GenericClient, id: &str) -> PgResult<bool> {
+    Ok(tx
+        .query_one(
+            "SELECT NOT EXISTS (SELECT 1 FROM berth.task_links l JOIN berth.tasks p ON p.id = l.parent_id \
+             WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived'))",
+            &[&id],
+        )?
+        .try_get(0)?)
+}
+
+/// Promotes `todo` children of `parent` whose parents are now all done.
+fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -> PgResult<()> {
+    let children: Vec<String> = tx
+        .query(
+            "SELECT t.id FROM berth.task_links l JOIN berth.tasks t ON t.id = l.child_id \
+             WHERE l.parent_id = $1 AND t.status = 'todo' ORDER BY t.id",
+            &[&parent],
+        )?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    for c in children {
+        if parents_done(tx, &c)? {
+            tx.execute("UPDATE berth.tasks SET status = 'ready' WHERE id = $1 AND status = 'todo'", &[&c])?;
+            event(tx, &c, None, "promoted", &json!({"parent": parent}), now)?;
+        }
+    }
+    Ok(())
+}
+
+/// The failure breaker on a task: requeue below the limit, block with `gave_up` at it.
+pub(crate) fn record_task_failure(
+    tx: &mut impl GenericClient,
+    id: &str,
+    outcome: &str,
+    error: &str,
+    exit_code: Option<i64>,
+    failure_limit: u32,
+    now: Timestamp,
+) -> PgResult<FailureOutcome> {
+    let row = tx.query_one("SELECT consecutive_failures, max_retries FROM berth.tasks WHERE id = $1", &[&id])?;
+    let (failures, max_retries): (i64, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
+    let res = record_failure(
+        u32::try_from(failures).unwrap_or(0),
+        max_retries.and_then(|m| u32::try_from(m).ok()),
+        failure_limit,
+    );
+    let run = close_run(tx, id, outcome, Some(error), exit_code, now)?;
+    let (status, n) = match res {
+        FailureOutcome::Requeue { failures, .. } => ("ready", failures),
+        FailureOutcome::GiveUp { failures, .. } => ("blocked", failures),
+    };
+    tx.execute(
+        &format!(
+            "UPDATE berth.tasks SET status = $2, consecutive_failures = $3, last_failure_error = $4, {CLEAR_CLAIM} \
+             WHERE id = $1"
+        ),
+        &[&id, &status, &i64::from(n), &error],
+    )?;
+    event(tx, id, run, outcome, &json!({"error": error, "exit_code": exit_code, "failures": n}), now)?;
+    if let FailureOutcome::GiveUp { failures, limit } = res {
+        let payload =
+            json!({"failures": failures, "effective_limit": limit, "error": error, "trigger_outcome": outcome});
+        event(tx, id, run, "gave_up", &payload, now)?;
+    }
+    Ok(res)
+}
+
+fn check_run(tx: &mut impl GenericClient, id: &str, run: Option<i64>, status: TaskStatus) -> PgResult<()> {
+    let Some(run) = run else { return Ok(()) };
+    let current: Option<i64> =
+        tx.query_one("SELECT current_run_id FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
+    if current == Some(run) {
+        Ok(())
+    } else {
+        Err(StoreError::Transition { task: id.to_owned(), status, action: "finish a superseded run of" }.into())
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
+    let row = c.query_opt(&format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1"), &[&id])?;
+    let mut t = task_from_row(&row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)?;
+    t.parents = c
+        .query("SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id", &[&id])?
+        .iter()
+        .map(|r| r.try_get(0))
+        .collect::<Result<_, _>>()?;
+    Ok(t)
+}
+
+fn read_board(c: &mut impl GenericClient, slug: &str) -> PgResult<Board> {
+    let row =
+        c.query_opt("SELECT slug, name, created_at FROM berth.boards WHERE slug = $1 AND archived = 0", &[&slug])?;
+    board_from_row(&row.ok_or_else(|| StoreError::NoBoard(slug.to_owned()))?)
+}
+
+impl BoardStore for PgKanbanStore {
+    fn location(&self) -> String {
+        self.shown.clone()
+    }
+
+    fn host(&self) -> Option<&str> {
+        Some(&self.host)
+    }
+
+    fn create_board(
+        &mut self,
+        slug: &BoardSlug,
+        name: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(Board, bool), StoreError> {
+        self.with(|c| {
+            let n = c.client.execute(
+                "INSERT INTO berth.boards (slug, name, created_at) VALUES ($1, $2, $3) ON CONFLICT (slug) DO NOTHING",
+                &[&slug.as_str(), &name.unwrap_or(slug.as_str()), &now.as_millis()],
+            )?;
+            Ok((read_board(&mut c.client, slug.as_str())?, n == 1))
+        })
+    }
+
+    fn board(&self, slug: &BoardSlug) -> Result<Board, StoreError> {
+        self.with(|c| read_board(&mut c.client, slug.as_str()))
+    }
+
+    fn boards(&self) -> Result<Vec<Board>, StoreError> {
+        self.with(|c| {
+            c.client
+                .query(
+                    "SELECT slug, name, created_at FROM berth.boards WHERE archived = 0 \
+                     ORDER BY slug <> 'default', slug COLLATE \"C\"",
+                    &[],
+                )?
+                .iter()
+                .map(board_from_row)
+                .collect()
+        })
+    }
+
+    fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task, StoreError> {
+        if new.title.trim().is_empty() {
+            return Err(StoreError::Invalid("a task needs a non-empty title".into()));
+        }
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            read_board(&mut tx, board.as_str())?;
+            let mut pending_parents = 0;
+            for p in &new.parents {
+                let row = tx.query_opt("SELECT status FROM berth.tasks WHERE id = $1", &[p])?;
+                match row.map(|r| r.try_get::<_, String>(0)).transpose()? {
+                    None => return Err(StoreError::NoTask(p.clone()).into()),
+                    Some(s) if s != "done" && s != "archived" => pending_parents += 1,
+                    Some(_) => {}
+                }
+            }
+            let status = if new.triage {
+                TaskStatus::Triage
+            } else if pending_parents > 0 {
+                TaskStatus::Todo
+            } else {
+                TaskStatus::Ready
+            };
+            let assignee = new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty());
+            tx.execute(
+                "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, created_by, \
+                 created_at, max_runtime_seconds, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                &[
+                    &id,
+                    &board.as_str(),
+                    &new.title,
+                    &new.body,
+                    &new.command,
+                    &assignee,
+                    &status.as_str(),
+                    &new.priority,
+                    &new.created_by,
+                    &now.as_millis(),
+                    &new.max_runtime_seconds,
+                    &new.max_retries,
+                ],
+            )?;
+            for p in &new.parents {
+                tx.execute(
+                    "INSERT INTO berth.task_links (parent_id, child_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    &[p, &id],
+                )?;
+            }
+            let payload = json!({"assignee": assignee, "status": status.as_str(), "parents": new.parents, "board": board.as_str()});
+            event(&mut tx, id, None, "created", &payload, now)?;
+            let t = read_task(&mut tx, id)?;
+            tx.commit()?;
+            Ok(t)
+        })
+    }
+
+    fn task(&self, id: &str) -> Result<Task, StoreError> {
+        self.with(|c| read_task(&mut c.client, id))
+    }
+
+    fn tasks(
+        &self,
+        board: &BoardSlug,
+        status: Option<TaskStatus>,
+        assignee: Option<&str>,
+    ) -> Result<Vec<Task>, StoreError> {
+        self.with(|c| {
+            let sql = format!(
+                "SELECT {TASK_COLUMNS} FROM berth.tasks WHERE board = $1 AND ($2::text IS NULL OR status = $2) \
+                 AND ($3::text IS NULL OR assignee = $3) ORDER BY priority DESC, created_at, id COLLATE \"C\""
+            );
+            let rows = c.client.query(&sql, &[&board.as_str(), &status.map(TaskStatus::as_str), &assignee])?;
+            rows.iter().map(task_from_row).collect()
+        })
+    }
+
+    fn events(&self, task: &str, after: i64) -> Result<Vec<Event>, StoreError> {
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT id, task_id, run_id, kind, payload, created_at FROM berth.task_events \
+                 WHERE task_id = $1 AND id > $2 ORDER BY id",
+                &[&task, &after],
+            )?;
+            rows.iter()
+                .map(|r| {
+                    let payload: Option<String> = r.try_get(4)?;
+                    Ok(Event {
+                        id: r.try_get(0)?,
+                        task_id: r.try_get(1)?,
+                        run_id: r.try_get(2)?,
+                        kind: r.try_get(3)?,
+                        payload: payload.and_then(|p| serde_json::from_str(&p).ok()).unwrap_or(Json::Null),
+                        created_at: r.try_get(5)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn runs(&self, task: &str) -> Result<Vec<Run>, StoreError> {
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT id, task_id, status, assignee, claim_lock, worker_pid, started_at, ended_at, outcome, error, \
+                 exit_code, worker_start, worker_host, confirmed_at FROM berth.task_runs WHERE task_id = $1 ORDER BY id",
+                &[&task],
+            )?;
+            rows.iter()
+                .map(|r| {
+                    Ok(Run {
+                        id: r.try_get(0)?,
+                        task_id: r.try_get(1)?,
+                        status: r.try_get(2)?,
+                        assignee: r.try_get(3)?,
+                        claim_lock: r.try_get(4)?,
+                        worker_pid: r.try_get(5)?,
+                        started_at: r.try_get(6)?,
+                        ended_at: r.try_get(7)?,
+                        outcome: r.try_get(8)?,
+                        error: r.try_get(9)?,
+                        exit_code: r.try_get(10)?,
+                        worker_start: r.try_get(11)?,
+                        worker_host: r.try_get(12)?,
+                        confirmed_at: r.try_get(13)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn running_by_assignee(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT assignee, COUNT(*) FROM berth.tasks WHERE status = 'running' AND assignee IS NOT NULL \
+                 GROUP BY assignee ORDER BY assignee COLLATE \"C\"",
+                &[],
+            )?;
+            rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
+        })
+    }
+
+    fn assign(&mut self, id: &str, assignee: Option<&str>, now: Timestamp) -> Result<Task, StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            let t = allowed(TaskCommand::Assign, id, status)?;
+            let assignee = assignee.map(str::trim).filter(|a| !a.is_empty());
+            tx.execute("UPDATE berth.tasks SET assignee = $2 WHERE id = $1", &[&id, &assignee])?;
+            event(&mut tx, id, None, t.event, &json!({"assignee": assignee, "source": "cli"}), now)?;
+            let task = read_task(&mut tx, id)?;
+            tx.commit()?;
+            Ok(task)
+        })
+    }
+
+    fn complete(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        result: Option<&str>,
+        exit_code: Option<i64>,
+        now: Timestamp,
+    ) -> Result<Task, StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            check_run(&mut tx, id, run, status)?;
+            let t = allowed(TaskCommand::Complete, id, status)?;
+            let run = close_run(&mut tx, id, t.event, None, exit_code, now)?;
+            tx.execute(
+                &format!(
+                    "UPDATE berth.tasks SET status = 'done', result = $2, completed_at = $3, consecutive_failures = 0, \
+                     {CLEAR_CLAIM} WHERE id = $1"
+                ),
+                &[&id, &result, &now.as_millis()],
+            )?;
+            event(&mut tx, id, run, t.event, &json!({"result": result, "exit_code": exit_code}), now)?;
+            promote_children(&mut tx, id, now)?;
+            let task = read_task(&mut tx, id)?;
+            tx.commit()?;
+            Ok(task)
+        })
+    }
+
+    fn fail(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        end: &RunEnd<'_>,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome, StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            allowed(TaskCommand::Fail, id, status)?;
+            check_run(&mut tx, id, run, status)?;
+            let res = record_task_failure(&mut tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
+            tx.commit()?;
+            Ok(res)
+        })
+    }
+
+    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>, StoreError> {
+        let host = self.host.clone();
+        self.with(move |c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            let t = allowed(TaskCommand::Block, id, status)?;
+            let pid = worker_of(&mut tx, id, &host)?;
+            let run = close_run(&mut tx, id, t.event, reason, None, now)?;
+            tx.execute(&format!("UPDATE berth.tasks SET status = 'blocked', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
+            event(&mut tx, id, run, t.event, &json!({"reason": reason}), now)?;
+            tx.commit()?;
+            Ok(pid)
+        })
+    }
+
+    fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task, StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            let t = allowed(TaskCommand::Unblock, id, status)?;
+            let next = if parents_done(&mut tx, id)? { "ready" } else { "todo" };
+            tx.execute("UPDATE berth.tasks SET status = $2, consecutive_failures = 0 WHERE id = $1", &[&id, &next])?;
+            event(&mut tx, id, None, t.event, &json!({"status": next}), now)?;
+            let task = read_task(&mut tx, id)?;
+            tx.commit()?;
+            Ok(task)
+        })
+    }
+
+    fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>, StoreError> {
+        let host = self.host.clone();
+        self.with(move |c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            let t = allowed(TaskCommand::Archive, id, status)?;
+            let pid = worker_of(&mut tx, id, &host)?;
+            let run = close_run(&mut tx, id, t.event, None, None, now)?;
+            tx.execute(&format!("UPDATE berth.tasks SET status = 'archived', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
+            event(&mut tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now)?;
+            promote_children(&mut tx, id, now)?;
+            tx.commit()?;
+            Ok(pid)
+        })
+    }
+
+    fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>, StoreError> {
+        let host = self.host.clone();
+        self.with(move |c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            let t = allowed(TaskCommand::Reclaim, id, status)?;
+            let pid = worker_of(&mut tx, id, &host)?;
+            let lock: Option<String> =
+                tx.query_one("SELECT claim_lock FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
+            let run = close_run(&mut tx, id, t.event, reason, None, now)?;
+            tx.execute(
+                &format!(
+                    "UPDATE berth.tasks SET status = 'ready', consecutive_failures = 0, {CLEAR_CLAIM} WHERE id = $1"
+                ),
+                &[&id],
+            )?;
+            event(&mut tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now)?;
+            tx.commit()?;
+            Ok(pid)
+        })
+    }
+
+    fn heartbeat(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<(), StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            let t = allowed(TaskCommand::Heartbeat, id, status)?;
+            tx.execute("UPDATE berth.tasks SET last_heartbeat_at = $2 WHERE id = $1", &[&id, &now.as_millis()])?;
+            if let Some(note) = note {
+                let run: Option<i64> =
+                    tx.query_one("SELECT current_run_id FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
+                event(&mut tx, id, run, t.event, &json!({"note": note}), now)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task, StoreError> {
+        let start = c.start.and_then(|v| i64::try_from(v).ok());
+        let expires = now.as_millis().saturating_add(millis(claim_ttl));
+        let (task, run, pid, host) = (c.task, c.run_id, i64::from(c.pid), c.host);
+        self.with(move |conn| {
+            let mut tx = conn.client.transaction()?;
+            status_in(&mut tx, task)?;
+            let n = tx.execute(
+                "UPDATE berth.tasks SET worker_pid = $3, worker_start = $4, worker_host = $5, confirmed_at = $6, \
+                 started_at = $6, last_heartbeat_at = $6, claim_expires = $7 \
+                 WHERE id = $1 AND current_run_id = $2 AND status = 'running' AND claim_lock IS NOT NULL \
+                 AND confirmed_at IS NULL",
+                &[&task, &run, &pid, &start, &host, &now.as_millis(), &expires],
+            )?;
+            if n != 1 {
+                return Err(StoreError::Superseded { task: task.to_owned(), run }.into());
+            }
+            tx.execute(
+                "UPDATE berth.task_runs SET worker_pid = $2, worker_start = $3, worker_host = $4, confirmed_at = $5, \
+                 claim_expires = $6 WHERE id = $1",
+                &[&run, &pid, &start, &host, &now.as_millis(), &expires],
+            )?;
+            let payload = json!({"pid": pid, "start": start, "host": host, "expires": expires});
+            event(&mut tx, task, Some(run), "confirmed", &payload, now)?;
+            let t = read_task(&mut tx, task)?;
+            tx.commit()?;
+            Ok(t)
+        })
+    }
+
+    fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool, StoreError> {
+        let expires = now.as_millis().saturating_add(millis(claim_ttl));
+        self.with(|c| {
+            let n = c.client.execute(
+                "UPDATE berth.tasks SET last_heartbeat_at = $3, claim_expires = greatest(coalesce(claim_expires, 0), $4) \
+                 WHERE id = $1 AND current_run_id = $2 AND status = 'running' AND confirmed_at IS NOT NULL",
+                &[&id, &run, &now.as_millis(), &expires],
+            )?;
+            Ok(n == 1)
+        })
+    }
+
+    fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task, StoreError> {
+        if edit.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(StoreError::Invalid("a task's title cannot be empty".to_owned()));
+        }
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            if status == TaskStatus::Archived {
+                return Err(StoreError::Transition { task: id.to_owned(), status, action: "edit" }.into());
+            }
+            if status == TaskStatus::Running && (edit.command.is_some() || edit.assignee.is_some()) {
+                return Err(StoreError::Transition {
+                    task: id.to_owned(),
+                    status,
+                    action: "change the command or assignee of",
+                }
+                .into());
+            }
+            let r = tx.query_one(
+                "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM berth.tasks WHERE id = $1",
+                &[&id],
+            )?;
+            let before: (String, Option<String>, Option<String>, i64, Option<String>, Option<i64>) =
+                (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?, r.try_get(5)?);
+            let text = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+            let after = (
+                edit.title.clone().unwrap_or_else(|| before.0.clone()),
+                if edit.body.is_some() { text(&edit.body) } else { before.1.clone() },
+                if edit.command.is_some() { text(&edit.command) } else { before.2.clone() },
+                edit.priority.unwrap_or(before.3),
+                if edit.assignee.is_some() { text(&edit.assignee) } else { before.4.clone() },
+                edit.max_runtime_seconds.or(before.5),
+            );
+            let mut changes = Map::new();
+            let mut note = |name: &str, from: Json, to: Json| {
+                if from != to {
+                    changes.insert(name.to_owned(), json!({"from": from, "to": to}));
+                }
+            };
+            note("title", json!(before.0), json!(after.0));
+            note("body", json!(before.1), json!(after.1));
+            note("command", json!(before.2), json!(after.2));
+            note("priority", json!(before.3), json!(after.3));
+            note("assignee", json!(before.4), json!(after.4));
+            note("max_runtime_seconds", json!(before.5), json!(after.5));
+            if !changes.is_empty() {
+                tx.execute(
+                    "UPDATE berth.tasks SET title = $2, body = $3, command = $4, priority = $5, assignee = $6, \
+                     max_runtime_seconds = $7 WHERE id = $1",
+                    &[&id, &after.0, &after.1, &after.2, &after.3, &after.4, &after.5],
+                )?;
+                event(&mut tx, id, None, "edited", &Json::Object(changes), now)?;
+            }
+            let task = read_task(&mut tx, id)?;
+            tx.commit()?;
+            Ok(task)
+        })
+    }
+
+    fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>), StoreError> {
+        let host = self.host.clone();
+        self.with(move |c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            let task = read_task(&mut tx, id)?;
+            let worker = worker_of(&mut tx, id, &host)?;
+            let run = close_run(&mut tx, id, "removed", None, None, now)?;
+            let children: Option<String> = tx
+                .query_one("SELECT string_agg(child_id, ',') FROM berth.task_links WHERE parent_id = $1", &[&id])?
+                .try_get(0)?;
+            let payload = json!({
+                "prev_status": status.as_str(), "title": task.title, "board": task.board, "children": children,
+            });
+            event(&mut tx, id, run, "removed", &payload, now)?;
+            tx.execute("DELETE FROM berth.task_links WHERE parent_id = $1 OR child_id = $1", &[&id])?;
+            tx.execute("DELETE FROM berth.task_runs WHERE task_id = $1", &[&id])?;
+            tx.execute("DELETE FROM berth.tasks WHERE id = $1", &[&id])?;
+            tx.commit()?;
+            Ok((task, worker))
+        })
+    }
+}

@@ -1,0 +1,150 @@
+//! `PgKanbanStore`: the board on PostgreSQL, for gateways on several hosts sharing one board.
+//!
+//! The same tables, statuses, events, runs and links as the SQLite board (`kanban-store`), in a `berth` schema that
+//! berth creates and migrates with append-only migrations (`schema.rs`); the same `BoardStore` trait, so `app` and
+//! the behaviour suites do not know which engine holds a board.
+//!
+//! - `open.rs`: connecting, the one-line errors (unreachable, bad credentials, foreign schema, too old a server),
+//!   the migrations under an advisory lock.
+//! - `board.rs`: reads, creations and task transitions (each one transaction with its event).
+//! - `tick.rs`: the dispatch tick. Every tick of every host takes one transaction-scoped advisory lock, so the
+//!   snapshot → plan → claims step is serialized over all hosts and the caps hold globally; claims lock their rows
+//!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
+//! - `copy.rs`: `kanban migrate --to`, copying a SQLite board with its ids.
+//!
+//! The blocking `postgres` client runs its own small runtime and panics inside another one; berth's commands run on
+//! a current-thread tokio runtime. Every call therefore goes through [`off_runtime`]: on a runtime thread the call
+//! runs on a scoped helper thread (the caller blocks, as it does on SQLite's file), elsewhere directly.
+
+mod board;
+mod copy;
+mod open;
+mod schema;
+mod tick;
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use kanban_store::StoreError;
+use postgres::{Client, Statement};
+
+pub use copy::{CopyReport, copy_sqlite_board};
+pub use open::redact_url;
+
+/// The password in a board URL, if it holds one (for masking it in logs).
+pub fn url_password(url: &str) -> Option<String> {
+    let config = <postgres::Config as std::str::FromStr>::from_str(url).ok()?;
+    config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).filter(|p| !p.is_empty())
+}
+pub use schema::{MIGRATIONS, SCHEMA};
+
+/// The board on a PostgreSQL server.
+pub struct PgKanbanStore {
+    conn: Mutex<Option<Conn>>,
+    /// The URL without its password, for messages.
+    shown: String,
+    /// This host's identity (`kanban.host_id`): written into claims and runs; only its own workers are probed by
+    /// pid or stopped.
+    host: String,
+}
+
+/// The connection and its prepared statements (a statement is parsed once per connection, not per call).
+pub(crate) struct Conn {
+    pub(crate) client: Client,
+    pub(crate) stmts: HashMap<&'static str, Statement>,
+}
+
+/// An error inside the store: a server error or a board error, turned into a [`StoreError`] at the boundary.
+#[derive(Debug)]
+pub(crate) struct PgErr(pub(crate) StoreError);
+
+impl From<postgres::Error> for PgErr {
+    fn from(e: postgres::Error) -> Self {
+        PgErr(StoreError::Backend(server_message(&e)))
+    }
+}
+
+impl From<StoreError> for PgErr {
+    fn from(e: StoreError) -> Self {
+        PgErr(e)
+    }
+}
+
+impl From<PgErr> for StoreError {
+    fn from(e: PgErr) -> Self {
+        e.0
+    }
+}
+
+pub(crate) type PgResult<T> = Result<T, PgErr>;
+
+/// A server error as one line: the server's own message when it sent one, else the client's.
+pub(crate) fn server_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                text = format!("{text}: {s}");
+                source = s.source();
+            }
+            text
+        }
+    }
+}
+
+/// Runs `f` where the blocking client may run: on a scoped helper thread when called from an async runtime's
+/// thread (the blocking client would panic there), else right here.
+pub(crate) fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(r) => r,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+impl Conn {
+    /// The prepared statement for `sql`, parsed on first use.
+    pub(crate) fn stmt(&mut self, sql: &'static str) -> PgResult<Statement> {
+        if let Some(s) = self.stmts.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql)?;
+        self.stmts.insert(sql, s.clone());
+        Ok(s)
+    }
+}
+
+impl PgKanbanStore {
+    /// Runs `f` on the connection, off the async runtime.
+    pub(crate) fn with<R: Send>(&self, f: impl FnOnce(&mut Conn) -> PgResult<R> + Send) -> Result<R, StoreError> {
+        let mut guard = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(conn) = guard.as_mut() else {
+            return Err(StoreError::Backend("the connection is closed".to_owned()));
+        };
+        off_runtime(move || f(conn)).map_err(StoreError::from)
+    }
+
+    /// This host's identity.
+    pub fn host_id(&self) -> &str {
+        &self.host
+    }
+
+    /// The server URL without its password.
+    pub fn url(&self) -> &str {
+        &self.shown
+    }
+}
+
+impl Drop for PgKanbanStore {
+    /// The client closes its connection on its own runtime, which may not be dropped on an async runtime's thread.
+    fn drop(&mut self) {
+        let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(conn) = conn {
+            off_runtime(move || drop(conn));
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Connecting to the server and making sure `berth` is berth's schema at a version this build understands; the
+//! migrations run in one transaction under an advisory lock, so gateways starting together migrate once.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kanban_store::StoreError;
+use postgres::error::SqlState;
+use postgres::{Client, Config, NoTls};
+
+use crate::schema::{APPLICATION, MIGRATIONS, MIN_SERVER_VERSION};
+use crate::{Conn, PgKanbanStore, PgResult, off_runtime, server_message};
+
+/// The advisory lock key of migrations ("BRTHMIGR").
+const MIGRATE_LOCK: i64 = 0x4252_5448_4d49_4752;
+
+/// `url` with its password replaced by `***`, for messages.
+pub fn redact_url(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (authority, tail) = rest.split_once('/').map_or((rest, None), |(a, t)| (a, Some(t)));
+        let authority = match authority.rsplit_once('@') {
+            Some((userinfo, host)) => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***@{host}"),
+                None => format!("{userinfo}@{host}"),
+            },
+            None => authority.to_owned(),
+        };
+        let tail = tail.map(|t| format!("/{}", redact_params(t))).unwrap_or_default();
+        return format!("{scheme}://{authority}{tail}");
+    }
+    redact_params(url)
+}
+
+/// `password=…` in a query string or a key-value connection string, replaced by `***`.
+fn redact_params(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("password=") {
+        out.push_str(&rest[..at + "password=".len()]);
+        out.push_str("***");
+        rest = &rest[at + "password=".len()..];
+        let end = rest.find(['&', ' ']).unwrap_or(rest.len());
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A connection failure as the one-line reason it is.
+fn connect_error(shown: &str, e: &postgres::Error) -> StoreError {
+    let code = e.code();
+    let text = server_message(e);
+    StoreError::Server(
+        if code == Some(&SqlState::INVALID_PASSWORD) || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
+            format!("the board database at {shown} refused the credentials ({text}); nothing was changed")
+        } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
+            format!("the board database at {shown} does not exist ({text}); create it first, nothing was changed")
+        } else if e.as_db_error().is_some() {
+            format!("the board database at {shown} refused the connection ({text}); nothing was changed")
+        } else {
+            format!("cannot reach the board database at {shown} ({text}); nothing was changed")
+        },
+    )
+}
+
+impl PgKanbanStore {
+    /// Connects to the board at `url` as host `host`, checks the server and the schema, and migrates it.
+    ///
+    /// # Errors
+    /// [`StoreError::Server`] for a malformed URL, an unreachable server, refused credentials, a server older
+    /// than 12, a `berth` schema berth did not make, or one from a newer berth; nothing is written then.
+    pub fn open(url: &str, host: &str) -> Result<Self, StoreError> {
+        let shown = redact_url(url);
+        let mut config = Config::from_str(url)
+            .map_err(|e| StoreError::Server(format!("kanban.database_url {shown:?} is not a PostgreSQL URL: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("berth");
+        }
+        let client: Client = off_runtime(|| config.connect(NoTls)).map_err(|e| connect_error(&shown, &e))?;
+        let store = Self {
+            conn: Mutex::new(Some(Conn { client, stmts: HashMap::new() })),
+            shown: shown.clone(),
+            host: host.to_owned(),
+        };
+        store.with(move |c| prepare(c, &shown))?;
+        Ok(store)
+    }
+}
+
+/// Checks the server version and the schema, then applies the missing migrations (all in one transaction).
+fn prepare(c: &mut Conn, shown: &str) -> PgResult<()> {
+    // A tick's snapshot is a plain scan whose cost estimate (its per-row subplans) crosses the JIT threshold at
+    // 100 000 tasks; compiling it takes longer than running it. Berth's statements are short OLTP: no JIT.
+    c.client.batch_execute("SET jit = off")?;
+    let version: i32 = c.client.query_one("SELECT current_setting('server_version_num')::int", &[])?.get(0);
+    if version < MIN_SERVER_VERSION {
+        return Err(StoreError::Server(format!(
+            "the PostgreSQL server at {shown} is version {}.{}; berth needs 12 or newer (nothing was changed)",
+            version / 10_000,
+            version % 10_000
+        ))
+        .into());
+    }
+    let known = MIGRATIONS.len() as i64;
+    if let Some(found) = schema_version(&mut c.client, shown)?
+        && found == known
+    {
+        return Ok(());
+    }
+    let mut tx = c.client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])?;
+    let found = match schema_version_in(&mut tx, shown)? {
+        Some(v) => v,
+        None => {
+            tx.batch_execute(
+                "CREATE SCHEMA IF NOT EXISTS berth; \
+                 CREATE TABLE berth.meta (application TEXT NOT NULL, version BIGINT NOT NULL);",
+            )?;
+            tx.execute("INSERT INTO berth.meta (application, version) VALUES ($1, 0)", &[&APPLICATION])?;
+            0
+        }
+    };
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(usize::try_from(found).unwrap_or(0)) {
+        tx.batch_execute(sql)?;
+        tx.execute("UPDATE berth.meta SET version = $1", &[&(i as i64 + 1)])?;
+    }
+    tx.execute(
+        "INSERT INTO berth.boards (slug, name, created_at) VALUES ('default', 'default', \
+         (extract(epoch from now()) * 1000)::bigint) ON CONFLICT (slug) DO NOTHING",
+        &[],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+fn schema_version(client: &mut Client, shown: &str) -> PgResult<Option<i64>> {
+    let mut tx = client.transaction()?;
+    let v = schema_version_in(&mut tx, shown)?;
+    tx.commit()?;
+    Ok(v)
+}
+
+/// The applied migrations of berth's schema; `None` when there is no schema yet (or an empty one). A schema named
+/// `berth` that berth did not make, or one from a newer berth, is an error.
+fn schema_version_in(tx: &mut postgres::Transaction<'_>, shown: &str) -> PgResult<Option<i64>> {
+    let row = tx.query_one(
+        "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'berth'), to_regclass('berth.meta') IS NOT NULL, \
+         (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'berth')",
+        &[],
+    )?;
+    let (schema, meta, objects): (bool, bool, i64) = (row.get(0), row.get(1), row.get(2));
+    let foreign = || {
+        StoreError::Server(format!(
+            "schema berth on {shown} was not made by berth (no berth board marks in it); it was left untouched — \
+             point kanban.database_url at another database"
+        ))
+    };
+    if !schema {
+        return Ok(None);
+    }
+    if !meta {
+        return if objects == 0 { Ok(None) } else { Err(foreign().into()) };
+    }
+    let rows = tx.query("SELECT application, version FROM berth.meta", &[]).map_err(|_| foreign())?;
+    let [row] = rows.as_slice() else { return Err(foreign().into()) };
+    let (application, version): (String, i64) =
+        (row.try_get(0).map_err(|_| foreign())?, row.try_get(1).map_err(|_| foreign())?);
+    if application != APPLICATION {
+        return Err(foreign().into());
+    }
+    let known = MIGRATIONS.len() as i64;
+    if version > known {
+        return Err(StoreError::Server(format!(
+            "the board schema on {shown} has version {version}, newer than this berth understands ({known}); \
+             it was left untouched"
+        ))
+        .into());
+    }
+    Ok(Some(version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_reach_a_message() {
+        assert_eq!(crate::url_password("postgres://berth:s3cret@db/board").as_deref(), Some("s3cret"));
+        assert_eq!(crate::url_password("postgres://berth@db/board"), None);
+        assert_eq!(redact_url("postgres://berth:s3cret@db:5432/board"), "postgres://berth:***@db:5432/board");
+        assert_eq!(
+            redact_url("postgres://berth@db/board?password=s3cret&x=1"),
+            "postgres://berth@db/board?password=***&x=1"
+        );
+        assert_eq!(
+            redact_url("host=db user=berth password=s3cret dbname=b"),
+            "host=db user=berth password=*** dbname=b"
+        );
+        assert_eq!(redact_url("postgres://db/board"), "postgres://db/board");
+    }
+}

@@ -1,0 +1,404 @@
+//! The dispatch tick on PostgreSQL, and the store as the domain's `KanbanStore` port.
+//!
+//! A tick is one transaction that first takes [`TICK_LOCK`] (`pg_advisory_xact_lock`): every dispatcher of every
+//! host reads its snapshot only once the previous tick committed, so the running counts it plans with are the
+//! board's, and `kanban.max_in_progress` and the per-profile caps hold over all hosts together. The lock is the
+//! transaction's: a crashed or disconnected holder releases it with its rollback. Claims are compare-and-swaps on
+//! rows locked `FOR UPDATE SKIP LOCKED` (a row another command is changing is left for the next tick), written in
+//! a few set-based statements so 300 claims cost a handful of round trips.
+//!
+//! Liveness across hosts: a running task whose worker is on this host (`worker_host` = this host's id) is probed by
+//! pid and start time; a worker elsewhere is judged by its heartbeat lease only (`claim_expires`, which its
+//! heartbeats extend), so a dead host's tasks are reclaimed once their leases lapse, and a live one's never are.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use domain::ids::BoardSlug;
+use domain::kanban::{
+    BoardSnapshot, Claimed, FailureOutcome, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickOutcome, TickRequest,
+};
+use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
+use domain::ports::{KanbanStore, ProcessProbe};
+use domain::time::Timestamp;
+use kanban_store::{BoardStore, StoreError};
+use postgres::{GenericClient, IsolationLevel, Statement};
+use serde_json::json;
+
+use crate::board::{CLEAR_CLAIM, close_run, record_task_failure, status_of, worker_of};
+use crate::{Conn, PgKanbanStore, PgResult};
+
+/// The advisory lock every tick takes for its transaction ("BRTHTICK").
+pub const TICK_LOCK: i64 = 0x4252_5448_5449_434b;
+
+fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
+    ms.map(Timestamp::from_millis)
+}
+
+const SNAPSHOT_OPEN: &str = "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
+     CASE WHEN t.status = 'todo' THEN NOT EXISTS (SELECT 1 FROM berth.task_links l JOIN berth.tasks p \
+          ON p.id = l.parent_id WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE false END, \
+     CASE WHEN t.consecutive_failures > 0 THEN (SELECT r.worker_host FROM berth.task_runs r WHERE r.task_id = t.id \
+          ORDER BY r.id DESC LIMIT 1) END, \
+     CASE WHEN t.consecutive_failures > 0 THEN (SELECT r.ended_at FROM berth.task_runs r WHERE r.task_id = t.id \
+          ORDER BY r.id DESC LIMIT 1) END \
+     FROM berth.tasks t WHERE t.board = $1 AND t.status IN ('ready', 'todo')";
+
+const SNAPSHOT_RUNNING: &str = "SELECT id, assignee, priority, created_at, claim_lock IS NOT NULL, claim_expires, \
+     worker_pid, worker_start, last_heartbeat_at, confirmed_at, max_runtime_seconds, consecutive_failures, \
+     max_retries, worker_host FROM berth.tasks WHERE board = $1 AND status = 'running'";
+
+const SNAPSHOT_ELSEWHERE: &str = "SELECT assignee, COUNT(*) FROM berth.tasks WHERE status = 'running' AND board <> $1 \
+     GROUP BY assignee";
+
+/// The statements of a tick, prepared (once per connection) before its transaction starts.
+struct Stmts {
+    lock: Statement,
+    open: Statement,
+    running: Statement,
+    elsewhere: Statement,
+    claim: Statement,
+    assign: Statement,
+    events: Statement,
+}
+
+impl Stmts {
+    fn prepare(c: &mut Conn) -> PgResult<Self> {
+        Ok(Self {
+            lock: c.stmt("SELECT pg_advisory_xact_lock($1)")?,
+            open: c.stmt(SNAPSHOT_OPEN)?,
+            running: c.stmt(SNAPSHOT_RUNNING)?,
+            elsewhere: c.stmt(SNAPSHOT_ELSEWHERE)?,
+            claim: c.stmt(CLAIM)?,
+            assign: c.stmt(AUTO_ASSIGN)?,
+            events: c.stmt(EVENTS)?,
+        })
+    }
+}
+
+/// Reads the board's open tasks and the running counts of the other boards (of every host).
+fn snapshot(
+    s: &Stmts,
+    tx: &mut impl GenericClient,
+    board: &BoardSlug,
+    probe: &dyn ProcessProbe,
+    host: &str,
+    claim_ttl: Duration,
+) -> PgResult<BoardSnapshot> {
+    let grace = i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX);
+    let mut tasks = Vec::new();
+    for r in tx.query(&s.open, &[&board.as_str()])? {
+        let (last_host, last_ended): (Option<String>, Option<i64>) = (r.try_get(7)?, r.try_get(8)?);
+        let elsewhere = last_host.filter(|h| h != host).and(last_ended).map(Timestamp::from_millis);
+        tasks.push(TaskRow {
+            id: r.try_get(0)?,
+            assignee: r.try_get(1)?,
+            status: status_of(r.try_get(2)?)?,
+            priority: r.try_get(3)?,
+            created_at: Timestamp::from_millis(r.try_get(4)?),
+            claimed: r.try_get(5)?,
+            claim_expires: None,
+            worker_pid: None,
+            worker_alive: None,
+            last_heartbeat: None,
+            started_at: None,
+            max_runtime_secs: None,
+            consecutive_failures: 0,
+            max_retries: None,
+            parents_done: r.try_get(6)?,
+            sandbox_elsewhere_since: elsewhere,
+        });
+    }
+    for r in tx.query(&s.running, &[&board.as_str()])? {
+        let pid: Option<i64> = r.try_get(6)?;
+        let start: Option<i64> = r.try_get(7)?;
+        let on: Option<String> = r.try_get(13)?;
+        // Only this host's process table says anything about a pid; a worker elsewhere is judged by its lease.
+        let local = on.as_deref() == Some(host);
+        let pid = pid.and_then(|p| u32::try_from(p).ok()).filter(|_| local);
+        let worker_alive = pid.map(|p| probe.is_alive(p, start.and_then(|s| u64::try_from(s).ok())));
+        // A confirmed worker elsewhere gets one more claim TTL before it is judged gone: its own host extends a live
+        // worker's lapsed claim on its next tick (a `kanban.worker_command` worker does not beat), and must get
+        // there first. A dead host's tasks are reclaimed within two TTLs.
+        let confirmed = r.try_get::<_, Option<i64>>(9)?.is_some();
+        let expires: Option<i64> = r.try_get(5)?;
+        let expires = if local || !confirmed { expires } else { expires.map(|e| e.saturating_add(grace)) };
+        tasks.push(TaskRow {
+            id: r.try_get(0)?,
+            assignee: r.try_get(1)?,
+            status: TaskStatus::Running,
+            priority: r.try_get(2)?,
+            created_at: Timestamp::from_millis(r.try_get(3)?),
+            claimed: r.try_get(4)?,
+            claim_expires: opt_ts(expires),
+            worker_pid: pid,
+            worker_alive,
+            last_heartbeat: opt_ts(r.try_get(8)?),
+            started_at: opt_ts(r.try_get(9)?),
+            max_runtime_secs: r.try_get(10)?,
+            consecutive_failures: u32::try_from(r.try_get::<_, i64>(11)?).unwrap_or(0),
+            max_retries: r.try_get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
+            parents_done: false,
+            sandbox_elsewhere_since: None,
+        });
+    }
+    let mut running_elsewhere = BTreeMap::new();
+    let mut total_running_elsewhere = 0;
+    for r in tx.query(&s.elsewhere, &[&board.as_str()])? {
+        let n = u32::try_from(r.try_get::<_, i64>(1)?).unwrap_or(u32::MAX);
+        total_running_elsewhere += n;
+        if let Some(a) = r.try_get::<_, Option<String>>(0)?.filter(|a| !a.is_empty()) {
+            running_elsewhere.insert(a, n);
+        }
+    }
+    Ok(BoardSnapshot { tasks, running_elsewhere, total_running_elsewhere })
+}
+
+/// A tick's events, appended in one statement at its end, in order.
+#[derive(Default)]
+struct Events {
+    task: Vec<String>,
+    run: Vec<Option<i64>>,
+    kind: Vec<&'static str>,
+    payload: Vec<String>,
+}
+
+impl Events {
+    fn push(&mut self, task: &str, run: Option<i64>, kind: &'static str, payload: &serde_json::Value) {
+        self.task.push(task.to_owned());
+        self.run.push(run);
+        self.kind.push(kind);
+        self.payload.push(payload.to_string());
+    }
+
+    fn flush(self, stmt: &Statement, tx: &mut impl GenericClient, now: Timestamp) -> PgResult<()> {
+        if !self.task.is_empty() {
+            tx.execute(stmt, &[&self.task, &self.run, &self.kind, &self.payload, &now.as_millis()])?;
+        }
+        Ok(())
+    }
+}
+
+const EVENTS: &str = "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) \
+     SELECT u.task, u.run, u.kind, u.payload, $5 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) \
+     WITH ORDINALITY AS u(task, run, kind, payload, n) ORDER BY u.n";
+
+const AUTO_ASSIGN: &str = "UPDATE berth.tasks t SET assignee = u.who FROM unnest($1::text[], $2::text[]) AS u(id, who) \
+     WHERE t.id = u.id AND (t.assignee IS NULL OR trim(t.assignee) = '')";
+
+/// The claims of one tick in one statement: lock the planned tasks still ready and unclaimed (`SKIP LOCKED`: a row
+/// another command holds is left for the next tick), add a run for each, and turn each into a spawn-lease claim on
+/// that run. A task that lost its compare-and-swap gets neither.
+const CLAIM: &str = "WITH won AS (SELECT t.id, t.assignee FROM berth.tasks t \
+       WHERE t.id = ANY($1) AND t.status = 'ready' AND t.claim_lock IS NULL FOR UPDATE SKIP LOCKED), \
+     runs AS (INSERT INTO berth.task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) \
+       SELECT won.id, 'running', coalesce(u.assignee, won.assignee), $3, $4, $5 \
+       FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(id, assignee, n) JOIN won ON won.id = u.id \
+       ORDER BY u.n RETURNING id, task_id) \
+     UPDATE berth.tasks t SET status = 'running', claim_lock = $3, claim_expires = $4, started_at = $5, \
+       worker_pid = NULL, worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL, \
+       current_run_id = runs.id \
+     FROM runs WHERE t.id = runs.task_id RETURNING t.id, t.assignee, runs.id";
+
+/// Applies one tick in one transaction under [`TICK_LOCK`]: snapshot, `plan`, housekeeping, promotion, default
+/// assignment and claims.
+fn apply_tick(
+    c: &mut Conn,
+    host: &str,
+    req: &TickRequest<'_>,
+    plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
+) -> PgResult<TickOutcome> {
+    let now = req.now;
+    let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
+    let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
+    let s = Stmts::prepare(c)?;
+    let mut tx = c.client.transaction()?;
+    tx.execute(&s.lock, &[&TICK_LOCK])?;
+    if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
+        return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
+    }
+    let snap = snapshot(&s, &mut tx, req.board, req.probe, host, req.claim_ttl)?;
+    let plan = plan(&snap);
+    let mut out = TickOutcome::default();
+    let mut events = Events::default();
+
+    for (id, hk) in &plan.housekeeping {
+        match hk {
+            Housekeeping::ExtendClaim => {
+                let expires = now.as_millis().saturating_add(ttl_ms);
+                tx.execute("UPDATE berth.tasks SET claim_expires = $2 WHERE id = $1", &[id, &expires])?;
+                events.push(id, None, "claim_extended", &json!({"expires": expires}));
+            }
+            Housekeeping::Crashed { pid, .. } => {
+                let err = format!("worker pid {pid} exited without completing the task");
+                record_task_failure(&mut tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
+            }
+            Housekeeping::LeaseExpired { .. } => {
+                out.stop_workers.extend(worker_of(&mut tx, id, host)?);
+                let why = "no worker confirmed the run within the spawn lease";
+                record_task_failure(&mut tx, id, "lease_expired", why, None, req.cfg.failure_limit, now)?;
+            }
+            Housekeeping::TimedOut { .. } => {
+                out.stop_workers.extend(worker_of(&mut tx, id, host)?);
+                record_task_failure(
+                    &mut tx,
+                    id,
+                    "timed_out",
+                    "max runtime exceeded",
+                    None,
+                    req.cfg.failure_limit,
+                    now,
+                )?;
+            }
+            Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
+                let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
+                out.stop_workers.extend(worker_of(&mut tx, id, host)?);
+                let run = close_run(&mut tx, id, kind, None, None, now)?;
+                tx.execute(&format!("UPDATE berth.tasks SET status = 'ready', {CLEAR_CLAIM} WHERE id = $1"), &[id])?;
+                events.push(id, run, kind, &json!({"pid": pid}));
+            }
+        }
+    }
+    if !plan.promoted.is_empty() {
+        tx.execute(
+            "UPDATE berth.tasks SET status = 'ready' WHERE id = ANY($1) AND status = 'todo'",
+            &[&plan.promoted],
+        )?;
+        for id in &plan.promoted {
+            events.push(id, None, "promoted", &json!({}));
+        }
+    }
+    let (mut assign_ids, mut assign_who) = (Vec::new(), Vec::new());
+    let (mut spawn_ids, mut spawn_assignees): (Vec<&str>, Vec<Option<&str>>) = (Vec::new(), Vec::new());
+    for d in &plan.decisions {
+        if d.auto_assigned {
+            let who = d.assignee.as_deref().unwrap_or_default();
+            assign_ids.push(d.task_id.as_str());
+            assign_who.push(who);
+            events.push(&d.task_id, None, "assigned", &json!({"assignee": who, "source": "kanban.default_assignee"}));
+        }
+        if d.decision == Decision::Spawn {
+            spawn_ids.push(&d.task_id);
+            spawn_assignees.push(d.assignee.as_deref());
+        }
+    }
+    if !assign_ids.is_empty() {
+        tx.execute(&s.assign, &[&assign_ids, &assign_who])?;
+    }
+    if !spawn_ids.is_empty() {
+        // The claim starts as a short spawn lease; the worker's confirmation turns it into a `claim_ttl` claim.
+        let expires = now.as_millis().saturating_add(lease_ms);
+        let assignees: Vec<Option<&str>> = spawn_assignees;
+        let won: HashMap<String, (Option<String>, i64)> = tx
+            .query(&s.claim, &[&spawn_ids, &assignees, &req.claimer, &expires, &now.as_millis()])?
+            .iter()
+            .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
+            .collect::<PgResult<_>>()?;
+        // In plan order; a claim that lost its compare-and-swap wrote nothing.
+        for id in &spawn_ids {
+            let Some((assignee, run_id)) = won.get(*id) else { continue };
+            let payload = json!({"lock": req.claimer, "expires": expires, "run_id": run_id});
+            events.push(id, Some(*run_id), "claimed", &payload);
+            out.claimed.push(Claimed { task_id: (*id).to_owned(), assignee: assignee.clone(), run_id: *run_id });
+        }
+    }
+    events.flush(&s.events, &mut tx, now)?;
+    tx.commit()?;
+    out.plan = plan;
+    Ok(out)
+}
+
+/// Reads a tick's snapshot in one read-only transaction, writing nothing (dry run).
+fn read_snapshot(c: &mut Conn, host: &str, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
+    let s = Stmts::prepare(c)?;
+    let mut tx =
+        c.client.build_transaction().read_only(true).isolation_level(IsolationLevel::RepeatableRead).start()?;
+    if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
+        return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
+    }
+    let snap = snapshot(&s, &mut tx, req.board, req.probe, host, req.claim_ttl)?;
+    tx.commit()?;
+    Ok(snap)
+}
+
+const SPAWNED_TASKS: &str = "UPDATE berth.tasks t SET worker_pid = u.pid, worker_start = u.start, worker_host = $5, \
+     claim_expires = greatest(coalesce(t.claim_expires, 0), $6) \
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(id, run, pid, start) \
+     WHERE t.id = u.id AND t.current_run_id = u.run AND t.status = 'running' AND t.confirmed_at IS NULL";
+
+const SPAWNED_RUNS: &str = "UPDATE berth.task_runs r SET worker_pid = u.pid, worker_host = $3 \
+     FROM unnest($1::bigint[], $2::bigint[]) AS u(run, pid) WHERE r.id = u.run AND r.confirmed_at IS NULL";
+
+impl KanbanStore for PgKanbanStore {
+    type Error = StoreError;
+
+    fn check_board(&self, board: &BoardSlug) -> Result<(), StoreError> {
+        BoardStore::board(self, board).map(drop)
+    }
+
+    fn task_brief(&self, id: &str) -> Result<TaskBrief, StoreError> {
+        let t = BoardStore::task(self, id)?;
+        Ok(TaskBrief { id: t.id, board: t.board, status: t.status, assignee: t.assignee })
+    }
+
+    fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, StoreError> {
+        let host = self.host.clone();
+        self.with(move |c| read_snapshot(c, &host, req))
+    }
+
+    fn tick(
+        &mut self,
+        req: &TickRequest<'_>,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
+    ) -> Result<TickOutcome, StoreError> {
+        let host = self.host.clone();
+        self.with(move |c| apply_tick(c, &host, req, plan))
+    }
+
+    /// Records started workers (with this host as theirs, so only this host probes or stops them).
+    fn record_spawned(
+        &mut self,
+        spawned: &[SpawnRecord<'_>],
+        lease: Duration,
+        now: Timestamp,
+    ) -> Result<(), StoreError> {
+        if spawned.is_empty() {
+            return Ok(());
+        }
+        let host = self.host.clone();
+        let expires = now.as_millis().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        self.with(move |c| {
+            let (tasks_stmt, runs_stmt, events_stmt) = (c.stmt(SPAWNED_TASKS)?, c.stmt(SPAWNED_RUNS)?, c.stmt(EVENTS)?);
+            let ids: Vec<&str> = spawned.iter().map(|s| s.task).collect();
+            let runs: Vec<i64> = spawned.iter().map(|s| s.run_id).collect();
+            let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.pid)).collect();
+            let starts: Vec<Option<i64>> =
+                spawned.iter().map(|s| s.start.and_then(|v| i64::try_from(v).ok())).collect();
+            let mut tx = c.client.transaction()?;
+            tx.execute(&tasks_stmt, &[&ids, &runs, &pids, &starts, &host, &expires])?;
+            tx.execute(&runs_stmt, &[&runs, &pids, &host])?;
+            let mut events = Events::default();
+            for s in spawned {
+                events.push(s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log, "host": host}));
+            }
+            events.flush(&events_stmt, &mut tx, now)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    fn record_spawn_failure(
+        &mut self,
+        id: &str,
+        error: &str,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome, StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let res = record_task_failure(&mut tx, id, "spawn_failed", error, None, failure_limit, now)?;
+            tx.commit()?;
+            Ok(res)
+        })
+    }
+}

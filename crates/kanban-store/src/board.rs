@@ -1,0 +1,263 @@
+//! The whole board as one trait, [`BoardStore`]: the dispatcher's port plus every command's reads and transitions.
+//! `SqliteKanbanStore` implements it here by delegating to its inherent methods; `kanban-postgres` implements it on
+//! PostgreSQL. `app` holds a `Box<dyn BoardStore + Send>` and never names a store type.
+
+use std::time::Duration;
+
+use domain::ids::BoardSlug;
+use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest};
+use domain::policy::dispatch::TickPlan;
+use domain::ports::KanbanStore;
+use domain::time::Timestamp;
+
+use crate::{
+    Board, Confirmation, Event, NewTask, Result, Run, RunEnd, SqliteKanbanStore, StoreError, Task, TaskEdit, WorkerRef,
+};
+
+/// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
+/// transition is looked up in the domain's transition table; errors are [`StoreError`]s.
+pub trait BoardStore: KanbanStore<Error = StoreError> {
+    /// Where the board lives, for messages (a file path, or a server URL without its password).
+    fn location(&self) -> String;
+    /// Creates a board (an existing one is returned as it is, with `false`).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn create_board(&mut self, slug: &BoardSlug, name: Option<&str>, now: Timestamp) -> Result<(Board, bool)>;
+    /// One board.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`].
+    fn board(&self, slug: &BoardSlug) -> Result<Board>;
+    /// Every board, `default` first.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn boards(&self) -> Result<Vec<Board>>;
+    /// Creates a task: `ready`, `todo` while parents are unfinished, or `triage`.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`], [`StoreError::NoTask`] for a missing parent, [`StoreError::Invalid`].
+    fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task>;
+    /// One task with its parents.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`].
+    fn task(&self, id: &str) -> Result<Task>;
+    /// Tasks of a board, optionally filtered, by priority then age.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn tasks(&self, board: &BoardSlug, status: Option<TaskStatus>, assignee: Option<&str>) -> Result<Vec<Task>>;
+    /// A task's events after event id `after`, oldest first.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn events(&self, task: &str, after: i64) -> Result<Vec<Event>>;
+    /// A task's runs, oldest first.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn runs(&self, task: &str) -> Result<Vec<Run>>;
+    /// Running tasks per assignee, all boards.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn running_by_assignee(&self) -> Result<Vec<(String, i64)>>;
+    /// Sets or clears a task's assignee.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn assign(&mut self, id: &str, assignee: Option<&str>, now: Timestamp) -> Result<Task>;
+    /// Marks a task done (while still on `run`, when given) and promotes its ready children.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn complete(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        result: Option<&str>,
+        exit_code: Option<i64>,
+        now: Timestamp,
+    ) -> Result<Task>;
+    /// A worker's failure through the breaker.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn fail(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        end: &RunEnd<'_>,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome>;
+    /// Blocks a task; returns the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>>;
+    /// Unblocks a task.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task>;
+    /// Archives a task; returns the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>>;
+    /// Reclaims a running task by hand; returns the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>>;
+    /// Records a heartbeat (an event when there is a note).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`].
+    fn heartbeat(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<()>;
+    /// A worker confirms its own run (compare-and-swap).
+    ///
+    /// # Errors
+    /// [`StoreError::Superseded`] when the swap fails.
+    fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task>;
+    /// A confirmed worker's heartbeat; whether the task is still on `run`.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool>;
+    /// Edits a task's fields (one `edited` event).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`], [`StoreError::Transition`], [`StoreError::Invalid`].
+    fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task>;
+    /// Takes a task off its board; returns it as it was and the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`].
+    fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)>;
+    /// The host whose workers this store may signal: a recorded worker of another host is never returned as one to
+    /// stop. `None` for a single-host store (every worker is local).
+    fn host(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl BoardStore for SqliteKanbanStore {
+    fn location(&self) -> String {
+        self.path().display().to_string()
+    }
+    fn create_board(&mut self, slug: &BoardSlug, name: Option<&str>, now: Timestamp) -> Result<(Board, bool)> {
+        Self::create_board(self, slug, name, now)
+    }
+    fn board(&self, slug: &BoardSlug) -> Result<Board> {
+        Self::board(self, slug)
+    }
+    fn boards(&self) -> Result<Vec<Board>> {
+        Self::boards(self)
+    }
+    fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task> {
+        Self::create_task(self, board, id, new, now)
+    }
+    fn task(&self, id: &str) -> Result<Task> {
+        Self::task(self, id)
+    }
+    fn tasks(&self, board: &BoardSlug, status: Option<TaskStatus>, assignee: Option<&str>) -> Result<Vec<Task>> {
+        Self::tasks(self, board, status, assignee)
+    }
+    fn events(&self, task: &str, after: i64) -> Result<Vec<Event>> {
+        Self::events(self, task, after)
+    }
+    fn runs(&self, task: &str) -> Result<Vec<Run>> {
+        Self::runs(self, task)
+    }
+    fn running_by_assignee(&self) -> Result<Vec<(String, i64)>> {
+        Self::running_by_assignee(self)
+    }
+    fn assign(&mut self, id: &str, assignee: Option<&str>, now: Timestamp) -> Result<Task> {
+        Self::assign(self, id, assignee, now)
+    }
+    fn complete(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        result: Option<&str>,
+        exit_code: Option<i64>,
+        now: Timestamp,
+    ) -> Result<Task> {
+        Self::complete(self, id, run, result, exit_code, now)
+    }
+    fn fail(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        end: &RunEnd<'_>,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome> {
+        Self::fail(self, id, run, end, failure_limit, now)
+    }
+    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        Self::block(self, id, reason, now)
+    }
+    fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task> {
+        Self::unblock(self, id, now)
+    }
+    fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>> {
+        Self::archive(self, id, now)
+    }
+    fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        Self::reclaim(self, id, reason, now)
+    }
+    fn heartbeat(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<()> {
+        Self::heartbeat(self, id, note, now)
+    }
+    fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task> {
+        Self::confirm_run(self, c, claim_ttl, now)
+    }
+    fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool> {
+        Self::heartbeat_run(self, id, run, claim_ttl, now)
+    }
+    fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task> {
+        Self::edit(self, id, edit, now)
+    }
+    fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
+        Self::remove(self, id, now)
+    }
+}
+
+/// A boxed board is a dispatcher port too, so `domain::dispatcher::dispatch` runs on whichever store `app` opened.
+impl KanbanStore for Box<dyn BoardStore + Send> {
+    type Error = StoreError;
+
+    fn check_board(&self, board: &BoardSlug) -> Result<()> {
+        (**self).check_board(board)
+    }
+    fn task_brief(&self, id: &str) -> Result<TaskBrief> {
+        (**self).task_brief(id)
+    }
+    fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
+        (**self).snapshot(req)
+    }
+    fn tick(
+        &mut self,
+        req: &TickRequest<'_>,
+        plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
+    ) -> Result<TickOutcome> {
+        (**self).tick(req, plan)
+    }
+    fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
+        (**self).record_spawned(spawned, lease, now)
+    }
+    fn record_spawn_failure(
+        &mut self,
+        id: &str,
+        error: &str,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome> {
+        (**self).record_spawn_failure(id, error, failure_limit, now)
+    }
+}

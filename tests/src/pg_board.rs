@@ -1,0 +1,206 @@
+//! The PostgreSQL board's own edges: the one-line refusals (unreachable, foreign schema, newer schema) that leave
+//! the server as it was, and `kanban migrate --to`, which copies a SQLite board with its ids and verifies counts.
+
+use std::time::Duration;
+
+use domain::ids::BoardSlug;
+use domain::policy::dispatch::Decision;
+use domain::time::Timestamp;
+use kanban_postgres::PgKanbanStore;
+use kanban_store::{BoardStore, Confirmation, NewTask, RunEnd, SqliteKanbanStore, StoreError};
+
+use crate::pg::TestDb;
+use crate::support::Home;
+
+fn server_error(r: Result<PgKanbanStore, StoreError>) -> String {
+    match r {
+        Err(StoreError::Server(m)) => m,
+        Err(other) => panic!("expected a server error, got {other:?}"),
+        Ok(_) => panic!("expected a server error, the board opened"),
+    }
+}
+
+#[test]
+fn a_foreign_or_newer_schema_and_an_unreachable_server_are_refused_untouched() {
+    let Some(db) = TestDb::create() else { return };
+    let mut c = db.client();
+    c.batch_execute("CREATE SCHEMA berth; CREATE TABLE berth.theirs (x int); INSERT INTO berth.theirs VALUES (7);")
+        .unwrap();
+    let m = server_error(PgKanbanStore::open(&db.url, "h"));
+    assert!(m.contains("was not made by berth") && !m.contains('\n'), "{m}");
+    let tables: i64 = c.query_one("SELECT count(*) FROM pg_tables WHERE schemaname = 'berth'", &[]).unwrap().get(0);
+    assert_eq!(tables, 1, "nothing was added to the foreign schema");
+    assert_eq!(c.query_one("SELECT x FROM berth.theirs", &[]).unwrap().get::<_, i32>(0), 7);
+
+    let Some(db) = TestDb::create() else { return };
+    drop(PgKanbanStore::open(&db.url, "h").unwrap());
+    let mut c = db.client();
+    c.batch_execute("UPDATE berth.meta SET version = 99").unwrap();
+    let m = server_error(PgKanbanStore::open(&db.url, "h"));
+    assert!(m.contains("newer than this berth understands"), "{m}");
+    assert_eq!(c.query_one("SELECT version FROM berth.meta", &[]).unwrap().get::<_, i64>(0), 99);
+
+    let m = server_error(PgKanbanStore::open("postgres://berth@127.0.0.1:1/none", "h"));
+    assert!(m.starts_with("cannot reach the board database at postgres://berth@127.0.0.1:1/none"), "{m}");
+    let m = server_error(PgKanbanStore::open("postgres://berth:s3cret@127.0.0.1:1/none", "h"));
+    assert!(!m.contains("s3cret"), "the password never reaches a message: {m}");
+}
+
+/// A SQLite board with a finished task (claimed, confirmed, failed once, completed), a blocked one, a linked child,
+/// a removed task (its events outlive it) and a second board.
+fn busy_sqlite_board(path: &std::path::Path) {
+    let mut s = SqliteKanbanStore::open(path).unwrap();
+    let t0 = Timestamp::from_millis(1_700_000_000_000);
+    let b = BoardSlug::default_board();
+    let new = |title: &str, parents: &[&str]| NewTask {
+        title: title.to_owned(),
+        assignee: Some("alpha".to_owned()),
+        parents: parents.iter().map(|p| (*p).to_owned()).collect(),
+        ..NewTask::default()
+    };
+    s.create_task(&b, "t_a", &new("a", &[]), t0).unwrap();
+    s.create_task(&b, "t_b", &new("b", &["t_a"]), t0).unwrap();
+    s.create_task(&b, "t_c", &new("c", &[]), t0).unwrap();
+    s.create_task(&b, "t_gone", &new("gone", &[]), t0).unwrap();
+    BoardStore::create_board(&mut s, &BoardSlug::parse("side").unwrap(), Some("Side"), t0).unwrap();
+    s.create_task(&BoardSlug::parse("side").unwrap(), "t_side", &new("side", &[]), t0).unwrap();
+    let cfg = domain::kanban::TickConfig {
+        profiles: ["alpha".to_owned()].into(),
+        failure_limit: 3,
+        ..domain::kanban::TickConfig::default()
+    };
+    for round in 0..2 {
+        let req = domain::kanban::TickRequest {
+            board: &b,
+            cfg: &cfg,
+            now: t0,
+            probe: &domain::test_util::FakeProcessProbe::default(),
+            claimer: "src:1",
+            claim_ttl: Duration::from_secs(900),
+            spawn_lease: Duration::from_secs(20),
+        };
+        let out = domain::dispatcher::apply(&mut s, &req).unwrap();
+        let a = out.claimed.iter().find(|c| c.task_id == "t_a").unwrap();
+        let c = Confirmation { task: "t_a", run_id: a.run_id, pid: 4242, start: Some(1), host: "src-host" };
+        s.confirm_run(&c, Duration::from_secs(900), t0).unwrap();
+        if round == 0 {
+            let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1) };
+            s.fail("t_a", Some(a.run_id), &end, 3, t0).unwrap();
+        } else {
+            s.complete("t_a", Some(a.run_id), Some("ok"), Some(0), t0).unwrap();
+        }
+    }
+    s.block("t_c", Some("waiting"), t0).unwrap();
+    s.remove("t_gone", t0).unwrap();
+}
+
+#[test]
+fn kanban_migrate_copies_a_board_with_its_ids_events_and_runs_and_leaves_the_file_alone() {
+    let Some(db) = TestDb::create() else { return };
+    let home = Home::new();
+    let file = home.path().join(kanban_store::BOARD_FILE);
+    busy_sqlite_board(&file);
+    let before = std::fs::read(&file).unwrap();
+    let v = home.json(&["kanban", "migrate", "--to", &db.url]);
+    assert_eq!(v["copied"]["tasks"], 4, "{v}");
+    assert_eq!(v["copied"]["task_runs"], 3, "{v}");
+    assert_eq!(v["copied"]["boards"], 2, "{v}");
+
+    // Read both boards back through the one trait: every task, event and run is the same, ids included.
+    let src = SqliteKanbanStore::open_read_only(&file).unwrap();
+    let dst = PgKanbanStore::open(&db.url, "h").unwrap();
+    assert_eq!(BoardStore::boards(&src).unwrap(), dst.boards().unwrap());
+    let mut runs = 0;
+    let mut events = 0;
+    for board in src.boards().unwrap() {
+        let slug = BoardSlug::parse(&board.slug).unwrap();
+        let tasks = src.tasks(&slug, None, None).unwrap();
+        assert_eq!(dst.tasks(&slug, None, None).unwrap(), tasks);
+        for t in &tasks {
+            assert_eq!(BoardStore::task(&dst, &t.id).unwrap(), BoardStore::task(&src, &t.id).unwrap());
+            let e = src.events(&t.id, 0).unwrap();
+            assert_eq!(dst.events(&t.id, 0).unwrap(), e);
+            let r = src.runs(&t.id).unwrap();
+            assert_eq!(dst.runs(&t.id).unwrap(), r);
+            events += e.len();
+            runs += r.len();
+        }
+    }
+    assert_eq!(runs, 3, "t_a's failed and completed runs, t_c's blocked one");
+    assert!(events > 10);
+    // The removed task's log stayed with its events.
+    assert_eq!(src.events("t_gone", 0).unwrap(), dst.events("t_gone", 0).unwrap());
+    assert!(dst.events("t_gone", 0).unwrap().iter().any(|e| e.kind == "removed"));
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the SQLite file is left byte for byte");
+
+    // New rows continue after the copied ids; the home then works on the copy through the one setting.
+    let mut home = home;
+    home.board_url = Some(db.url.clone());
+    let id = home.json(&["kanban", "create", "after the move"])["id"].as_str().unwrap().to_owned();
+    let last_event = dst.events(&id, 0).unwrap()[0].id;
+    let copied_max = src.events("t_a", 0).unwrap().iter().map(|e| e.id).max().unwrap();
+    assert!(last_event > copied_max);
+    assert_eq!(home.json(&["kanban", "ls"]).as_array().unwrap().len(), 4);
+
+    // A second copy into a board that now holds tasks is refused, with nothing changed.
+    home.board_url = None;
+    let out = home.run(&["kanban", "migrate", "--to", &db.url]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("berth: ") && err.contains("already holds tasks") && err.lines().count() == 1, "{err}");
+    assert_eq!(dst.tasks(&BoardSlug::default_board(), None, None).unwrap().len(), 4);
+}
+
+/// Sandbox affinity on a shared board: a task that failed on host A is left to A (which holds its sandbox) by host
+/// B for `sandbox_affinity_secs`, A retries it at once, and past the window B may take it; `kanban show`'s runs say
+/// where each one ran.
+#[test]
+fn a_failed_task_is_retried_first_on_the_host_holding_its_sandbox() {
+    let Some(db) = TestDb::create() else { return };
+    let mut a = PgKanbanStore::open(&db.url, "host-a").unwrap();
+    let mut b = PgKanbanStore::open(&db.url, "host-b").unwrap();
+    let board = BoardSlug::default_board();
+    let t0 = Timestamp::from_millis(1_700_000_000_000);
+    let new = NewTask { title: "retry me".into(), assignee: Some("alpha".into()), ..NewTask::default() };
+    a.create_task(&board, "t_r", &new, t0).unwrap();
+    let cfg = domain::kanban::TickConfig {
+        profiles: ["alpha".to_owned()].into(),
+        failure_limit: 5,
+        sandbox_affinity_secs: 120,
+        ..domain::kanban::TickConfig::default()
+    };
+    let probe = domain::test_util::FakeProcessProbe::default();
+    let tick = |store: &mut PgKanbanStore, host: &str, at: Timestamp| {
+        let claimer = format!("{host}:1");
+        let req = domain::kanban::TickRequest {
+            board: &board,
+            cfg: &cfg,
+            now: at,
+            probe: &probe,
+            claimer: &claimer,
+            claim_ttl: Duration::from_secs(900),
+            spawn_lease: Duration::from_secs(20),
+        };
+        domain::dispatcher::apply(store, &req).unwrap()
+    };
+    let run_and_fail = |store: &mut PgKanbanStore, host: &str, run: i64, at: Timestamp| {
+        let c = Confirmation { task: "t_r", run_id: run, pid: 77, start: Some(1), host };
+        store.confirm_run(&c, Duration::from_secs(900), at).unwrap();
+        let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1) };
+        store.fail("t_r", Some(run), &end, 5, at).unwrap();
+    };
+    let secs = |s: u64| t0.plus(Duration::from_secs(s));
+
+    let first = tick(&mut a, "host-a", t0);
+    run_and_fail(&mut a, "host-a", first.claimed[0].run_id, secs(1));
+    let on_b = tick(&mut b, "host-b", secs(11));
+    assert!(on_b.claimed.is_empty(), "host B leaves the retry to host A");
+    assert_eq!(on_b.plan.decisions[0].decision, Decision::DeferredSandboxElsewhere { wait_secs: 110 });
+    let again = tick(&mut a, "host-a", secs(12));
+    assert_eq!(again.claimed.len(), 1, "host A retries it at once");
+    run_and_fail(&mut a, "host-a", again.claimed[0].run_id, secs(13));
+    let later = tick(&mut b, "host-b", secs(13 + 121));
+    assert_eq!(later.claimed.len(), 1, "past the window host B takes it");
+    let hosts: Vec<Option<String>> = a.runs("t_r").unwrap().into_iter().map(|r| r.worker_host).collect();
+    assert_eq!(hosts, [Some("host-a".to_owned()), Some("host-a".to_owned()), None]);
+}
