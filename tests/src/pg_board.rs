@@ -136,7 +136,7 @@ fn kanban_migrate_copies_a_board_with_its_ids_events_and_runs_and_leaves_the_fil
     // New rows continue after the copied ids; the home then works on the copy through the one setting.
     let mut home = home;
     home.board_url = Some(db.url.clone());
-    let id = home.json(&["kanban", "create", "after the move"])["id"].as_str().unwrap().to_owned();
+    let id = home.json(&["kanban", "create", "after the move", "--command", "true"])["id"].as_str().unwrap().to_owned();
     let last_event = dst.events(&id, 0).unwrap()[0].id;
     let copied_max = src.events("t_a", 0).unwrap().iter().map(|e| e.id).max().unwrap();
     assert!(last_event > copied_max);
