@@ -10,7 +10,7 @@ use domain::time::Timestamp;
 use domain::transitions::{TaskCommand, Transition, transition};
 use kanban_store::{Board, BoardStore, Confirmation, Event, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
 use postgres::GenericClient;
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 
 use crate::{PgKanbanStore, PgResult};
 
@@ -612,29 +612,9 @@ impl BoardStore for PgKanbanStore {
                 "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM berth.tasks WHERE id = $1",
                 &[&id],
             )?;
-            let before: (String, Option<String>, Option<String>, i64, Option<String>, Option<i64>) =
+            let before: kanban_store::EditableFields =
                 (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?, r.try_get(5)?);
-            let text = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-            let after = (
-                edit.title.clone().unwrap_or_else(|| before.0.clone()),
-                if edit.body.is_some() { text(&edit.body) } else { before.1.clone() },
-                if edit.command.is_some() { text(&edit.command) } else { before.2.clone() },
-                edit.priority.unwrap_or(before.3),
-                if edit.assignee.is_some() { text(&edit.assignee) } else { before.4.clone() },
-                edit.max_runtime_seconds.or(before.5),
-            );
-            let mut changes = Map::new();
-            let mut note = |name: &str, from: Json, to: Json| {
-                if from != to {
-                    changes.insert(name.to_owned(), json!({"from": from, "to": to}));
-                }
-            };
-            note("title", json!(before.0), json!(after.0));
-            note("body", json!(before.1), json!(after.1));
-            note("command", json!(before.2), json!(after.2));
-            note("priority", json!(before.3), json!(after.3));
-            note("assignee", json!(before.4), json!(after.4));
-            note("max_runtime_seconds", json!(before.5), json!(after.5));
+            let (after, changes) = edit.apply_to(&before);
             if !changes.is_empty() {
                 tx.execute(
                     "UPDATE berth.tasks SET title = $2, body = $3, command = $4, priority = $5, assignee = $6, \

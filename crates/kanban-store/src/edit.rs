@@ -21,6 +21,38 @@ pub struct TaskEdit {
     pub max_runtime_seconds: Option<i64>,
 }
 
+/// The fields `kanban edit` may change, as stored: title, body, command, priority, assignee, max runtime.
+pub type EditableFields = (String, Option<String>, Option<String>, i64, Option<String>, Option<i64>);
+
+impl TaskEdit {
+    /// The fields after this edit of `before` (blank text clears a field), and the `edited` event's payload: each
+    /// changed field as from/to (empty when nothing changes). Every store applies edits through this one rule.
+    pub fn apply_to(&self, before: &EditableFields) -> (EditableFields, Map<String, Json>) {
+        let text = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
+        let after = (
+            self.title.clone().unwrap_or_else(|| before.0.clone()),
+            if self.body.is_some() { text(&self.body) } else { before.1.clone() },
+            if self.command.is_some() { text(&self.command) } else { before.2.clone() },
+            self.priority.unwrap_or(before.3),
+            if self.assignee.is_some() { text(&self.assignee) } else { before.4.clone() },
+            self.max_runtime_seconds.or(before.5),
+        );
+        let mut changes = Map::new();
+        let mut note = |name: &str, from: Json, to: Json| {
+            if from != to {
+                changes.insert(name.to_owned(), json!({"from": from, "to": to}));
+            }
+        };
+        note("title", json!(before.0), json!(after.0));
+        note("body", json!(before.1), json!(after.1));
+        note("command", json!(before.2), json!(after.2));
+        note("priority", json!(before.3), json!(after.3));
+        note("assignee", json!(before.4), json!(after.4));
+        note("max_runtime_seconds", json!(before.5), json!(after.5));
+        (after, changes)
+    }
+}
+
 impl SqliteKanbanStore {
     /// Changes the given fields of a task and records one `edited` event naming each change; returns the task.
     /// A running task keeps its command and assignee (its worker already runs them); an archived task is final.
@@ -43,32 +75,12 @@ impl SqliteKanbanStore {
                 action: "change the command or assignee of",
             });
         }
-        let before: (String, Option<String>, Option<String>, i64, Option<String>, Option<i64>) = tx.query_row(
+        let before: EditableFields = tx.query_row(
             "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM tasks WHERE id = ?1",
             [id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
         )?;
-        let text = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-        let after = (
-            edit.title.clone().unwrap_or_else(|| before.0.clone()),
-            if edit.body.is_some() { text(&edit.body) } else { before.1.clone() },
-            if edit.command.is_some() { text(&edit.command) } else { before.2.clone() },
-            edit.priority.unwrap_or(before.3),
-            if edit.assignee.is_some() { text(&edit.assignee) } else { before.4.clone() },
-            edit.max_runtime_seconds.or(before.5),
-        );
-        let mut changes = Map::new();
-        let mut note = |name: &str, from: Json, to: Json| {
-            if from != to {
-                changes.insert(name.to_owned(), json!({"from": from, "to": to}));
-            }
-        };
-        note("title", json!(before.0), json!(after.0));
-        note("body", json!(before.1), json!(after.1));
-        note("command", json!(before.2), json!(after.2));
-        note("priority", json!(before.3), json!(after.3));
-        note("assignee", json!(before.4), json!(after.4));
-        note("max_runtime_seconds", json!(before.5), json!(after.5));
+        let (after, changes) = edit.apply_to(&before);
         if !changes.is_empty() {
             tx.execute(
                 "UPDATE tasks SET title = ?2, body = ?3, command = ?4, priority = ?5, assignee = ?6, \

@@ -25,7 +25,7 @@ use rusqlite::Connection;
 
 pub use board::BoardStore;
 pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerRef};
-pub use edit::TaskEdit;
+pub use edit::{EditableFields, TaskEdit};
 pub use error::{Result, StoreError};
 pub use open::{BOARD_FILE, LEGACY_BOARD_FILE, adopt_legacy_board, board_path, is_berth_board};
 pub use rows::{Board, Confirmation, Event, NewTask, Run, RunEnd, Task};
