@@ -203,13 +203,19 @@ fn a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit_on(home: Home)
     profiles(&home, &["alpha"]);
     let id = create(&home, &["crashy", "--assignee", "alpha"]);
     let c = ["-c", "kanban.worker_command=sleep 300"];
+    // SIGKILL the worker's group until it is gone (or only a zombie): a worker caught between two execs (berth
+    // execs `sh`, which execs the command) shows no environment for an instant, and `signal_group` then sends
+    // nothing, so one signal is not enough.
     let kill_worker = |home: &Home| {
         let pid = home.json(&["kanban", "show", &id])["task"]["worker_pid"].as_i64().expect("a worker pid");
-        crate::support::signal_group(home, pid, rustix::process::Signal::KILL);
-        let start = Instant::now();
-        while std::path::Path::new(&format!("/proc/{pid}")).exists() && start.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let running = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s.contains(") Z ") && !s.contains(") X "))
+        };
+        crate::support::wait_until("the killed worker to exit", Duration::from_secs(10), || {
+            crate::support::signal_group(home, pid, rustix::process::Signal::KILL);
+            !running()
+        });
     };
     let first = home.json(&[c[0], c[1], "kanban", "dispatch"]);
     assert_eq!(first["spawned"][0]["task_id"], id.as_str());
