@@ -473,5 +473,12 @@ pub enum WorkerCmd {
         task: String,
         #[command(flatten)]
         board: BoardArg,
+        /// Append stdout and stderr to this file (created when missing, rotated past
+        /// `kanban.worker_log_rotate_bytes`), before anything else.
+        #[arg(long, value_name = "FILE")]
+        log: Option<std::path::PathBuf>,
+        /// Work in this directory (created when missing).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<std::path::PathBuf>,
     },
 }

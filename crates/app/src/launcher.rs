@@ -11,15 +11,27 @@ use crate::{process, worker};
 /// Starts workers as detached processes of this host.
 pub struct ProcessLauncher<'a> {
     pub ctx: &'a Ctx,
+    /// The workers' shared environment, worked out at the first launch.
+    env: std::sync::OnceLock<Result<worker::WorkerEnv, String>>,
+}
+
+impl<'a> ProcessLauncher<'a> {
+    pub fn new(ctx: &'a Ctx) -> Self {
+        Self { ctx, env: std::sync::OnceLock::new() }
+    }
 }
 
 #[async_trait]
 impl WorkerLauncher for ProcessLauncher<'_> {
     fn launch(&self, board: &BoardSlug, claimed: &Claimed) -> Result<Launched, LaunchError> {
-        let s = worker::spawn(self.ctx, board, claimed).map_err(|e| {
-            tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
-            LaunchError(e)
-        })?;
+        let env = self.env.get_or_init(|| worker::WorkerEnv::new(self.ctx));
+        let s =
+            env.as_ref().map_err(Clone::clone).and_then(|env| worker::spawn(self.ctx, env, board, claimed)).map_err(
+                |e| {
+                    tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
+                    LaunchError(e)
+                },
+            )?;
         Ok(Launched { pid: s.pid, start: s.start, log: s.log.display().to_string(), sandbox: s.sandbox })
     }
 

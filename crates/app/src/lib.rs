@@ -102,7 +102,19 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     }
     // A worker never reads the config file: its dispatcher resolved every setting into its environment.
     let read_file = !matches!(cli.command, Command::Worker(_));
-    let ctx = Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)?;
+    let ctx = match Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file) {
+        Ok(ctx) => ctx,
+        Err(f) => {
+            // A worker's only reader is its log: the reason goes there.
+            if let Command::Worker(cli::WorkerCmd::Run { log: Some(log), .. }) = &cli.command {
+                let _ = worker::redirect_output(log);
+            }
+            return Err(f);
+        }
+    };
+    if let Command::Worker(cli::WorkerCmd::Run { log, workdir, .. }) = &cli.command {
+        worker::enter(&ctx, log.as_deref(), workdir.as_deref())?;
+    }
     // Before anything can log a request carrying them (bollard logs exec bodies at debug level).
     let forwarded = &ctx.settings.terminal.docker_forward_env;
     // The board server's password too: the URL travels in workers' environments and may reach a debug log.

@@ -70,7 +70,7 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
     let _ = std::fs::rename(log, name(1));
 }
 
-/// A worker's working directory: its task's own sandbox folder (`<sandbox_dir>/docker/…/workspace`), never the home,
+/// A worker's working directory (the worker creates it): its task's own sandbox folder (`<sandbox_dir>/docker/…/workspace`), never the home,
 /// so `terminal.docker_mount_cwd_to_workspace` gives the sandbox only what it has anyway.
 fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     let dir = ctx.settings.terminal.sandbox_dir.clone();
@@ -79,57 +79,42 @@ fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
     let identity = SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx));
-    let path = PathBuf::from(identity.host_dir(&dir)).join("workspace");
-    std::fs::create_dir_all(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    Ok(path)
+    Ok(PathBuf::from(identity.host_dir(&dir)).join("workspace"))
 }
 
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
 ///
-/// The worker runs in its own process group with stdin closed and stdout/stderr appended to
-/// `<home>/kanban/logs/<task>.log`, and receives the task, board, database, profile and every resolved setting.
+/// The worker runs in its own process group with stdin closed, and receives the task, board, database, profile and
+/// every resolved setting. It creates its own log (`<home>/kanban/logs/<task>.log`, given as `--log`) and working
+/// directory (`--workdir`) as its first acts: the dispatcher creates no file per worker, so 300 spawns cost 300
+/// process starts and nothing more.
 ///
 /// # Errors
 /// A one-line reason when the process cannot be started.
-pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Claimed) -> Result<Spawned, String> {
+pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> Result<Spawned, String> {
     let assignee = task.assignee.clone().ok_or("the task has no assignee")?;
     let log = log_path(ctx, &task.task_id);
-    if let Some(logs) = log.parent() {
-        std::fs::create_dir_all(logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
-    }
-    rotate(&log, ctx.settings.kanban.worker_log_rotate_bytes, ctx.settings.kanban.worker_log_backup_count.get());
-    let out = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let dir = workdir(ctx, &task.task_id, &assignee)?;
     // Always `berth worker run`, even for a `kanban.worker_command`: it confirms the run first and then replaces
     // itself with that command (same pid, same start time), so every worker confirms its own run.
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = Command::new(&env.exe);
     cmd.args(["worker", "run", &task.task_id, "--board", board.as_str()]);
-    for (k, v) in ctx.resolved.worker_env() {
-        cmd.env(k, v);
-    }
-    let db = ctx.db_path().display().to_string();
+    cmd.arg("--log").arg(&log).arg("--workdir").arg(&dir);
+    cmd.envs(env.vars.iter().map(|(k, v)| (k, v)));
     let run = task.run_id.to_string();
     for (k, v) in [
-        ("BERTH_HOME", ctx.home.display().to_string()),
-        ("BERTH_PROFILE", assignee.clone()),
-        ("BERTH_KANBAN_TASK", task.task_id.clone()),
-        ("BERTH_KANBAN_BOARD", board.as_str().to_owned()),
-        ("BERTH_KANBAN_DB", db.clone()),
-        ("BERTH_KANBAN_RUN_ID", run),
+        ("BERTH_PROFILE", assignee.as_str()),
+        ("BERTH_KANBAN_TASK", &task.task_id),
+        ("BERTH_KANBAN_BOARD", board.as_str()),
+        ("BERTH_KANBAN_RUN_ID", &run),
         // The names hermes-agent workers read, so an external worker command works unchanged.
-        ("HERMES_KANBAN_TASK", task.task_id.clone()),
-        ("HERMES_KANBAN_BOARD", board.as_str().to_owned()),
-        ("HERMES_KANBAN_DB", db),
-        ("HERMES_PROFILE", assignee.clone()),
+        ("HERMES_KANBAN_TASK", &task.task_id),
+        ("HERMES_KANBAN_BOARD", board.as_str()),
+        ("HERMES_PROFILE", &assignee),
     ] {
         cmd.env(k, v);
     }
-    cmd.current_dir(workdir(ctx, &task.task_id, &assignee)?).stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.task_id), ProfileName::parse(&assignee)) {
         (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx)).persistent_name(),
@@ -137,6 +122,65 @@ pub fn spawn(ctx: &Ctx, board: &BoardSlug, task: &Claimed) -> Result<Spawned, St
     };
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
     Ok(Spawned { pid: child.id(), start, log, sandbox })
+}
+
+/// What every worker of one dispatch shares, worked out once: the executable and the environment (every resolved
+/// setting, the home, the board's database).
+pub struct WorkerEnv {
+    exe: PathBuf,
+    vars: Vec<(String, String)>,
+}
+
+impl WorkerEnv {
+    /// # Errors
+    /// A one-line reason when the berth executable cannot be found.
+    pub fn new(ctx: &Ctx) -> Result<Self, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
+        let mut vars = ctx.resolved.worker_env();
+        let db = ctx.db_path().display().to_string();
+        vars.push(("BERTH_HOME".into(), ctx.home.display().to_string()));
+        vars.push(("BERTH_KANBAN_DB".into(), db.clone()));
+        vars.push(("HERMES_KANBAN_DB".into(), db));
+        Ok(Self { exe, vars })
+    }
+}
+
+/// A worker's first acts, before anything that can fail or print: its output goes to its log (rotated past
+/// `kanban.worker_log_rotate_bytes`, created when missing), then it enters its working directory (created when
+/// missing). A worker that cannot do either exits, and the dispatcher's next tick counts the crash.
+///
+/// # Errors
+/// A one-line reason (also written to the log when it could be opened).
+pub fn enter(ctx: &Ctx, log: Option<&Path>, workdir: Option<&Path>) -> Result<(), Failure> {
+    if let Some(log) = log {
+        let k = &ctx.settings.kanban;
+        rotate(log, k.worker_log_rotate_bytes, k.worker_log_backup_count.get());
+        redirect_output(log)?;
+    }
+    if let Some(dir) = workdir {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::env::set_current_dir(dir))
+            .map_err(|e| Failure::other(format!("cannot enter the working directory {}: {e}", dir.display())))?;
+    }
+    Ok(())
+}
+
+/// Appends this process's stdout and stderr to `log` (its directory and the file created when missing).
+///
+/// # Errors
+/// A one-line reason when the log cannot be opened.
+pub fn redirect_output(log: &Path) -> Result<(), Failure> {
+    let open = || {
+        if let Some(dir) = log.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        OpenOptions::new().create(true).append(true).open(log)
+    };
+    let file = open().map_err(|e| Failure::other(format!("cannot open the worker log {}: {e}", log.display())))?;
+    rustix::stdio::dup2_stdout(&file)
+        .and_then(|()| rustix::stdio::dup2_stderr(&file))
+        .map_err(|e| Failure::other(format!("cannot write to the worker log {}: {e}", log.display())))?;
+    Ok(())
 }
 
 /// Stops a task's worker, given the task row's `worker_pid` and `worker_start`, through the one verified stop:

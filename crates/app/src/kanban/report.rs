@@ -118,7 +118,7 @@ async fn dispatch_with(
     } else {
         open_store(ctx)?
     };
-    let launcher = ProcessLauncher { ctx };
+    let launcher = ProcessLauncher::new(ctx);
     let tick = match sink {
         Some(sink) if !args.dry_run => dispatcher::dispatch_into(&mut store, &launcher, &clock, &req, opts, sink).await,
         _ => dispatcher::dispatch(&mut store, &launcher, &clock, &req, opts).await,
