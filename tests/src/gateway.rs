@@ -1,5 +1,5 @@
 //! The gateway as a real process with a 1 s interval: dispatching, caps over time, warnings, one gateway per home,
-//! a quarantined board, and clean shutdown.
+//! a quarantined board, and clean shutdown; with an hour's interval, waking on events (on SQLite and on PostgreSQL).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -273,4 +273,72 @@ fn a_gateway_with_an_hour_interval_wakes_on_new_tasks_and_on_finished_workers() 
     assert!(later <= settled + 1, "an idle gateway kept ticking: {settled} then {later}");
     let (code, _, _) = gw.stop();
     assert_eq!(code, Some(0));
+}
+
+/// The ticks once none came for a second (bounded): the gateway has done what its last wake-up asked.
+fn settled_ticks(home: &Home) -> u64 {
+    let mut seen = ticks(home);
+    let mut settled = false;
+    wait_for("the gateway to settle", Duration::from_secs(30), || {
+        std::thread::sleep(Duration::from_secs(1)); // the quiet period that defines "settled"
+        let now = ticks(home);
+        settled = now == seen;
+        seen = now;
+        settled
+    });
+    seen
+}
+
+fn status_of(home: &Home, id: &str) -> String {
+    home.json(&["kanban", "show", id])["task"]["status"].as_str().unwrap_or_default().to_owned()
+}
+
+/// On a PostgreSQL board, with an hour's interval: a task another process creates is claimed at once (the gateway
+/// listens for the board's notifications), a heartbeat wakes nothing, and with every connection to the database cut
+/// (its listener's and the board connection it keeps) the next task is still claimed at once.
+#[test]
+fn a_gateway_on_postgres_wakes_on_board_changes_not_on_heartbeats_and_survives_cut_connections() {
+    let Some(home) = Home::on_postgres() else { return };
+    home.ok(&["profile", "create", "alpha"]);
+    let gw = Gateway::start(
+        &home,
+        &["-v", "-c", "kanban.dispatch_interval_seconds=3600", "-c", "kanban.worker_command=sleep 120"],
+    );
+    wait_for("the gateway to listen", Duration::from_secs(30), || gw.stderr().contains("listening for board changes"));
+    // Its first tick is behind it, so the next one the clock asks for is an hour away.
+    wait_for("a first tick", Duration::from_secs(30), || ticks(&home) >= 1);
+    let create = |title: &str| {
+        let v = home.json(&["kanban", "create", title, "--assignee", "alpha", "--command", "true"]);
+        (v["id"].as_str().unwrap().to_owned(), Instant::now())
+    };
+    let (first, created) = create("first");
+    wait_for("the new task to be claimed at once", Duration::from_secs(5), || status_of(&home, &first) == "running");
+    eprintln!("claimed {:?} after its creation returned", created.elapsed());
+
+    // Heartbeats (with and without a note) wake nothing: a wake-up would be a tick within milliseconds.
+    let settled = settled_ticks(&home);
+    home.ok(&["kanban", "heartbeat", &first]);
+    home.ok(&["kanban", "heartbeat", &first, "--note", "half way"]);
+    std::thread::sleep(Duration::from_millis(1500)); // the window in which a wake-up must not come
+    assert_eq!(ticks(&home), settled, "a heartbeat woke the gateway:\n{}", gw.stderr());
+
+    // Every other connection to the database cut: the gateway listens again and connects again, and misses nothing.
+    let mut admin = home.board_db.as_ref().unwrap().client();
+    let cut: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(cut >= 2, "the gateway's listener and board connection were cut ({cut})");
+    let (second, _) = create("second");
+    wait_for("the task after the cut to be claimed", Duration::from_secs(10), || {
+        status_of(&home, &second) == "running"
+    });
+    let (_, _, err) = gw.stop();
+    kill_workers(&home);
+    assert!(err.contains("listening for board changes") && err.contains("again"), "{err}");
+    assert!(err.contains("the board connection failed"), "the kept connection was replaced:\n{err}");
 }

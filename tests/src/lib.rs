@@ -37,6 +37,8 @@ mod parity;
 #[cfg(test)]
 mod pg_board;
 #[cfg(test)]
+mod pg_wake;
+#[cfg(test)]
 mod signals;
 #[cfg(test)]
 mod tidy;

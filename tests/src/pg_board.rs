@@ -1,5 +1,6 @@
 //! The PostgreSQL board's own edges: the one-line refusals (unreachable, foreign schema, newer schema) that leave
-//! the server as it was, and `kanban migrate --to`, which copies a SQLite board with its ids and verifies counts.
+//! the server as it was, a board of an earlier schema migrated in place, and `kanban migrate --to`, which copies a
+//! SQLite board with its ids and verifies counts.
 
 use std::time::Duration;
 
@@ -8,6 +9,7 @@ use domain::policy::dispatch::Decision;
 use domain::time::Timestamp;
 use kanban_postgres::PgKanbanStore;
 use kanban_store::{BoardStore, Confirmation, NewTask, RunEnd, SqliteKanbanStore, StoreError};
+use postgres::fallible_iterator::FallibleIterator;
 
 use crate::pg::TestDb;
 use crate::support::Home;
@@ -44,6 +46,37 @@ fn a_foreign_or_newer_schema_and_an_unreachable_server_are_refused_untouched() {
     assert!(m.starts_with("cannot reach the board database at postgres://berth@127.0.0.1:1/none"), "{m}");
     let m = server_error(PgKanbanStore::open("postgres://berth:s3cret@127.0.0.1:1/none", "h"));
     assert!(!m.contains("s3cret"), "the password never reaches a message: {m}");
+}
+
+/// A board made by an earlier berth (schema version 2, before the change notifications) is migrated in place on
+/// the next open: its tasks are kept and from then on its changes notify `berth_board`.
+#[test]
+fn a_board_from_before_the_notifications_is_migrated_and_then_notifies() {
+    let Some(db) = TestDb::create() else { return };
+    let mut c = db.client();
+    c.batch_execute(
+        "CREATE SCHEMA berth; CREATE TABLE berth.meta (application TEXT NOT NULL, version BIGINT NOT NULL); \
+         INSERT INTO berth.meta VALUES ('berth-kanban', 2);",
+    )
+    .unwrap();
+    for sql in &kanban_postgres::MIGRATIONS[..2] {
+        c.batch_execute(sql).unwrap();
+    }
+    c.batch_execute(
+        "INSERT INTO berth.boards VALUES ('default', 'default', 0, 0); \
+         INSERT INTO berth.tasks (id, board, title, status, created_at) VALUES ('t_old', 'default', 'old', 'ready', 0);",
+    )
+    .unwrap();
+    c.batch_execute(&format!("LISTEN {}", kanban_postgres::BOARD_CHANNEL)).unwrap();
+
+    let mut s = PgKanbanStore::open(&db.url, "h").unwrap();
+    let version: i64 = c.query_one("SELECT version FROM berth.meta", &[]).unwrap().get(0);
+    assert_eq!(version, kanban_postgres::MIGRATIONS.len() as i64);
+    assert_eq!(BoardStore::task(&s, "t_old").unwrap().title, "old");
+    s.assign("t_old", Some("alpha"), Timestamp::from_millis(1)).unwrap();
+    let mut notes = c.notifications();
+    let note = notes.timeout_iter(Duration::from_secs(30)).next().unwrap();
+    assert_eq!(note.map(|n| n.channel().to_owned()).as_deref(), Some(kanban_postgres::BOARD_CHANNEL));
 }
 
 /// A SQLite board with a finished task (claimed, confirmed, failed once, completed), a blocked one, a linked child,

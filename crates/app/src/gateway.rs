@@ -24,43 +24,69 @@ const STUCK_WARN_EVERY: Duration = Duration::from_secs(300);
 /// How long a failing board sits out before it is tried again.
 const QUARANTINE: Duration = Duration::from_secs(300);
 /// How often the gateway looks for a change to the board made by another process (a task created, unblocked,
-/// completed by its worker, …): SQLite's `data_version`, which costs no disk read. Events in between are one tick.
+/// completed by its worker, …): SQLite's `data_version`, or the count of PostgreSQL's notifications, neither of which
+/// costs a read of the board. Events in between are one tick.
 const WAKE_POLL: Duration = Duration::from_millis(10);
 
-/// Wakes the gateway when another process changed the board: polls `data_version` on a connection of its own. The gateway's own ticks write through other connections, so each tick is followed by at most one more
+/// Wakes the gateway when another process (or, on PostgreSQL, another host) changed the board, by a version it polls:
+/// on SQLite `data_version` on a connection of its own; on PostgreSQL the count of notifications a
+/// [`kanban_postgres::PgBoardListener`] received (the schema notifies on the changes that matter to dispatch, not on
+/// heartbeats). The gateway's own ticks write too, so a tick that changed something is followed by at most one more
 /// (which finds nothing to do and writes nothing); a change made while a tick ran is never missed, because the
 /// version to compare with is read before the tick starts.
 struct BoardWatch {
-    store: Option<kanban_store::SqliteKanbanStore>,
+    source: WatchSource,
     seen: Option<i64>,
-    /// When opening the board last failed (no file yet, or one the ticks quarantine): retried once a second, not
-    /// every poll.
-    failed_at: Option<Instant>,
+}
+
+/// What a [`BoardWatch`] polls.
+enum WatchSource {
+    Sqlite {
+        path: PathBuf,
+        store: Option<kanban_store::SqliteKanbanStore>,
+        /// When opening the board last failed (no file yet, or one the ticks quarantine): retried once a second, not
+        /// every poll.
+        failed_at: Option<Instant>,
+    },
+    /// `None` when the URL is malformed (each tick reports it).
+    Postgres(Option<kanban_postgres::PgBoardListener>),
 }
 
 impl BoardWatch {
-    fn version(&mut self, ctx: &Ctx) -> Option<i64> {
-        // A PostgreSQL board has no file to watch (its changes are seen at the next tick; a local worker's exit still
-        // wakes the gateway): never open, let alone create, a SQLite file beside it.
-        if ctx.database_url().is_some() {
-            return None;
-        }
-        if self.store.is_none() && self.failed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+    fn new(ctx: &Ctx) -> Self {
+        // A PostgreSQL board has no file to watch: never open, let alone create, a SQLite file beside it.
+        let source = match ctx.database_url() {
+            Some(url) => WatchSource::Postgres(
+                kanban_postgres::PgBoardListener::start(url)
+                    .inspect_err(|e| tracing::warn!("gateway: not listening for board changes: {e}"))
+                    .ok(),
+            ),
+            None => WatchSource::Sqlite { path: ctx.db_path(), store: None, failed_at: None },
+        };
+        let mut watch = Self { source, seen: None };
+        watch.seen = watch.version();
+        watch
+    }
+
+    fn version(&mut self) -> Option<i64> {
+        let (path, store, failed_at) = match &mut self.source {
+            WatchSource::Postgres(listener) => return listener.as_ref().map(|l| l.version().cast_signed()),
+            WatchSource::Sqlite { path, store, failed_at } => (path, store, failed_at),
+        };
+        if store.is_none() && failed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             // No board file yet (or an unreadable one, which the tick reports): nothing to watch until there is.
             // A read-write connection (that writes nothing): a read-only one on a WAL file can disturb the writers'
             // shared-memory index when it is the last to close.
-            let path = ctx.db_path();
-            if std::fs::metadata(&path).is_ok_and(|m| m.len() > 0) {
-                self.store = kanban_store::SqliteKanbanStore::open(&path).ok();
+            if std::fs::metadata(&*path).is_ok_and(|m| m.len() > 0) {
+                *store = kanban_store::SqliteKanbanStore::open(path).ok();
             }
-            self.failed_at = self.store.is_none().then(Instant::now);
+            *failed_at = store.is_none().then(Instant::now);
         }
-        let v = self.store.as_ref().map(kanban_store::SqliteKanbanStore::data_version);
-        match v {
+        match store.as_ref().map(kanban_store::SqliteKanbanStore::data_version) {
             Some(Ok(v)) => Some(v),
             Some(Err(_)) => {
-                self.store = None;
-                self.failed_at = Some(Instant::now());
+                *store = None;
+                *failed_at = Some(Instant::now());
                 None
             }
             None => None,
@@ -68,8 +94,8 @@ impl BoardWatch {
     }
 
     /// Whether the board changed since the version last seen.
-    fn changed(&mut self, ctx: &Ctx) -> bool {
-        let now = self.version(ctx);
+    fn changed(&mut self) -> bool {
+        let now = self.version();
         let changed = now.is_some() && now != self.seen;
         self.seen = now.or(self.seen);
         changed
@@ -223,8 +249,8 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let (mut bad_ticks, mut last_stuck_warning): (u32, Option<Instant>) = (0, None);
     // Wake at once on events (a worker's exit, any change to the board by another process); the interval stays the
     // fallback for what no event announces (time-based housekeeping).
-    let mut watch = BoardWatch { store: None, seen: None, failed_at: None };
-    let _ = watch.changed(ctx);
+    let mut watch = BoardWatch::new(ctx);
+    let mut kept = KeptBoard::default();
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
@@ -232,7 +258,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
             _ = poll.tick() => {
-                if !watch.changed(ctx) {
+                if !watch.changed() {
                     continue;
                 }
                 tracing::debug!("gateway: the board changed; ticking now");
@@ -248,8 +274,10 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         process::reap_children();
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
-        let before = watch.version(ctx);
-        let tick = tick_all(ctx, &mut quarantined, &mut stopping).await;
+        let before = watch.version();
+        let tick_started = Instant::now();
+        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping).await;
+        let took = tick_started.elapsed();
         watch.seen = before.or(watch.seen);
         next = Instant::now() + jittered(period);
         if tick.pending && tick.spawned == 0 {
@@ -265,7 +293,12 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             last_stuck_warning = Some(Instant::now());
         }
         state["ticks"] = json!(state["ticks"].as_u64().unwrap_or(0) + 1);
-        tracing::debug!("gateway: tick {} done ({} stop(s) under way)", state["ticks"], stopping.len());
+        tracing::debug!(
+            "gateway: tick {} done in {:.1} ms ({} stop(s) under way)",
+            state["ticks"],
+            took.as_secs_f64() * 1000.0,
+            stopping.len()
+        );
         state["last_tick"] =
             json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
         write_state(&ctx.home, &state);
@@ -299,14 +332,41 @@ struct TickSummary {
     pending: bool,
 }
 
+/// The gateway's connection to a PostgreSQL board, kept from tick to tick (connecting and checking the schema cost
+/// more than an idle tick). A SQLite board is opened afresh each tick, as before: that costs little, and a board file
+/// replaced or moved aside between ticks is then seen, not written through an old handle.
+#[derive(Default)]
+struct KeptBoard(Option<kanban::Board>);
+
+impl KeptBoard {
+    /// The boards to dispatch, listed on the kept connection when there is one; a kept connection that fails (the
+    /// server restarted, an idle connection was dropped) is replaced by a new one at once, so it costs no tick.
+    fn boards(&mut self, ctx: &Ctx) -> Result<Vec<kanban_store::Board>, Failure> {
+        if let Some(kept) = &self.0 {
+            match kept.boards() {
+                Ok(boards) => return Ok(boards),
+                Err(e) => tracing::info!("gateway: the board connection failed ({e}); connecting again"),
+            }
+            self.0 = None;
+        }
+        let store = kanban::open_store(ctx)?;
+        let boards = store.boards()?;
+        if ctx.database_url().is_some() {
+            self.0 = Some(store);
+        }
+        Ok(boards)
+    }
+}
+
 async fn tick_all(
     ctx: &Ctx,
+    kept: &mut KeptBoard,
     quarantined: &mut BTreeMap<String, Instant>,
     stopping: &mut JoinSet<process::StopOutcome>,
 ) -> TickSummary {
     let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
     // Boards are re-listed every tick, so new boards need no restart.
-    let boards = match kanban::open_store(ctx).and_then(|s| s.boards().map_err(Failure::from)) {
+    let boards = match kept.boards(ctx) {
         Ok(b) => b,
         Err(e) => {
             tracing::error!("kanban dispatcher: cannot list boards: {}", e.message);
@@ -321,7 +381,11 @@ async fn tick_all(
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
         let args = DispatchArgs { detach_stops: true, ..DispatchArgs::default() };
-        match kanban::dispatch(ctx, &slug, &args).await {
+        let dispatched = match kept.0.as_mut() {
+            Some(store) => kanban::dispatch_on(ctx, store, &slug, &args).await,
+            None => kanban::dispatch(ctx, &slug, &args).await,
+        };
+        match dispatched {
             Ok(mut r) => {
                 // Stops wait up to a grace period each; they run beside the loop, never inside a tick.
                 for w in std::mem::take(&mut r.stops) {

@@ -11,6 +11,8 @@
 //!   snapshot → plan → claims step is serialized over all hosts and the caps hold globally; claims lock their rows
 //!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
 //! - `copy.rs`: `kanban migrate --to`, copying a SQLite board with its ids.
+//! - `listen.rs`: [`PgBoardListener`], which counts the board's change notifications (`LISTEN`) so a gateway wakes
+//!   at once when another process or host changes the board.
 //!
 //! The blocking `postgres` client runs its own small runtime and panics inside another one; berth's commands run on
 //! a current-thread tokio runtime. Every call therefore goes through [`off_runtime`]: on a runtime thread the call
@@ -18,6 +20,7 @@
 
 mod board;
 mod copy;
+mod listen;
 mod open;
 mod schema;
 mod tick;
@@ -29,6 +32,7 @@ use kanban_store::StoreError;
 use postgres::{Client, Statement};
 
 pub use copy::{CopyReport, copy_sqlite_board};
+pub use listen::PgBoardListener;
 pub use open::redact_url;
 
 /// The password in a board URL, if it holds one (for masking it in logs).
@@ -36,7 +40,7 @@ pub fn url_password(url: &str) -> Option<String> {
     let config = <postgres::Config as std::str::FromStr>::from_str(url).ok()?;
     config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).filter(|p| !p.is_empty())
 }
-pub use schema::{MIGRATIONS, SCHEMA};
+pub use schema::{BOARD_CHANNEL, MIGRATIONS, SCHEMA};
 
 /// The board on a PostgreSQL server.
 pub struct PgKanbanStore {

@@ -48,8 +48,37 @@ fn redact_params(text: &str) -> String {
     out
 }
 
+/// The client configuration for `url` (and the URL without its password): a connection attempt gives up after 10 s,
+/// and a connection kept open (a gateway's, a listener's) notices a peer that went away silently within about a
+/// minute (TCP keepalives every 10 s after 30 s idle, unacknowledged data given up after 60 s) instead of hanging;
+/// what the URL sets itself is kept, except that a longer keepalive idle time is shortened.
+pub(crate) fn config(url: &str, application: &str) -> Result<(Config, String), StoreError> {
+    let shown = redact_url(url);
+    let mut config = Config::from_str(url)
+        .map_err(|e| StoreError::Server(format!("kanban.database_url {shown:?} is not a PostgreSQL URL: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(10));
+    }
+    if config.get_application_name().is_none() {
+        config.application_name(application);
+    }
+    if config.get_keepalives_idle() > Duration::from_secs(30) {
+        config.keepalives_idle(Duration::from_secs(30));
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(Duration::from_secs(10));
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(3);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(60));
+    }
+    Ok((config, shown))
+}
+
 /// A connection failure as the one-line reason it is.
-fn connect_error(shown: &str, e: &postgres::Error) -> StoreError {
+pub(crate) fn connect_error(shown: &str, e: &postgres::Error) -> StoreError {
     let code = e.code();
     let text = server_message(e);
     StoreError::Server(
@@ -72,15 +101,7 @@ impl PgKanbanStore {
     /// [`StoreError::Server`] for a malformed URL, an unreachable server, refused credentials, a server older
     /// than 12, a `berth` schema berth did not make, or one from a newer berth; nothing is written then.
     pub fn open(url: &str, host: &str) -> Result<Self, StoreError> {
-        let shown = redact_url(url);
-        let mut config = Config::from_str(url)
-            .map_err(|e| StoreError::Server(format!("kanban.database_url {shown:?} is not a PostgreSQL URL: {e}")))?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(Duration::from_secs(10));
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("berth");
-        }
+        let (config, shown) = config(url, "berth")?;
         let client: Client = off_runtime(|| config.connect(NoTls)).map_err(|e| connect_error(&shown, &e))?;
         let store = Self {
             conn: Mutex::new(Some(Conn { client, stmts: HashMap::new() })),

@@ -96,4 +96,22 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE berth.tasks SET (fillfactor = 80);
     ALTER TABLE berth.task_runs SET (fillfactor = 80);
     "#,
+    // 3: a notification on `berth_board` ([`BOARD_CHANNEL`]) whenever a change could give a dispatcher work or free
+    // a slot: a task created or removed, a change of its status, assignee, priority, claim or limits, a link added
+    // or removed. Heartbeats, claim extensions and a worker's pid are left out: they wake no one. The trigger is per
+    // statement, and the server delivers at commit and folds a transaction's identical notifications into one, so a
+    // tick's 300 claims are one notification (a rolled-back transaction sends none).
+    r#"
+    CREATE FUNCTION berth.notify_board() RETURNS trigger LANGUAGE plpgsql AS
+        $$ BEGIN PERFORM pg_notify('berth_board', ''); RETURN NULL; END $$;
+    CREATE TRIGGER tasks_notify AFTER INSERT OR DELETE
+        OR UPDATE OF board, status, assignee, priority, claim_lock, max_runtime_seconds, max_retries
+        ON berth.tasks FOR EACH STATEMENT EXECUTE FUNCTION berth.notify_board();
+    CREATE TRIGGER task_links_notify AFTER INSERT OR DELETE ON berth.task_links
+        FOR EACH STATEMENT EXECUTE FUNCTION berth.notify_board();
+    "#,
 ];
+
+/// The channel berth's schema notifies when the board changed in a way a dispatcher should see at once
+/// (migration 3); the payload is empty.
+pub const BOARD_CHANNEL: &str = "berth_board";

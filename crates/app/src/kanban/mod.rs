@@ -5,7 +5,7 @@ mod report;
 mod show;
 mod stream;
 
-pub use report::{DispatchArgs, DispatchReport, dispatch, report_json, tick_config};
+pub use report::{DispatchArgs, DispatchReport, dispatch, dispatch_on, report_json, tick_config};
 
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;

@@ -12,7 +12,7 @@ use serde_json::Value as Json;
 use std::io::Write;
 
 use super::stream::{Extras, ReportWriter};
-use super::{open_read_only, open_store};
+use super::{Board, open_read_only, open_store};
 use crate::context::{Ctx, ProcProbe, SystemClock};
 use crate::error::Failure;
 use crate::launcher::ProcessLauncher;
@@ -78,16 +78,30 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
 /// # Errors
 /// Store failures, or a usage failure for an unknown board or task.
 pub async fn dispatch(ctx: &Ctx, board: &BoardSlug, args: &DispatchArgs) -> Result<DispatchReport, Failure> {
-    dispatch_with(ctx, board, args, None).await
+    dispatch_with(ctx, board, args, None, None).await
+}
+
+/// [`dispatch`] (a real tick) through a store the caller keeps open (the gateway's PostgreSQL connection).
+///
+/// # Errors
+/// As [`dispatch`].
+pub async fn dispatch_on(
+    ctx: &Ctx,
+    store: &mut Board,
+    board: &BoardSlug,
+    args: &DispatchArgs,
+) -> Result<DispatchReport, Failure> {
+    dispatch_with(ctx, board, args, None, Some(store)).await
 }
 
 /// [`dispatch`]; with `sink`, a real tick streams its whole plan there and the report's plan keeps only what the
-/// tick applied.
+/// tick applied; with `store`, it runs on that store instead of opening the board.
 async fn dispatch_with(
     ctx: &Ctx,
     board: &BoardSlug,
     args: &DispatchArgs,
     sink: Option<&mut ReportWriter>,
+    store: Option<&mut Board>,
 ) -> Result<DispatchReport, Failure> {
     let cfg = tick_config(ctx, args, &ctx.profiles());
     let claimer = format!("{}:{}", ctx.host_id(), std::process::id());
@@ -109,19 +123,26 @@ async fn dispatch_with(
         ..DispatchReport::default()
     };
     let opts = DispatchOptions { dry_run: args.dry_run, detach_stops: args.detach_stops };
-    let mut store = if args.dry_run {
-        match open_read_only(ctx)? {
-            Some(store) => store,
+    let mut opened;
+    let store = match store {
+        Some(store) => store,
+        None if args.dry_run => match open_read_only(ctx)? {
+            Some(store) => {
+                opened = store;
+                &mut opened
+            }
             None if board.as_str() == "default" => return Ok(report),
             None => return Err(StoreError::NoBoard(board.as_str().to_owned()).into()),
+        },
+        None => {
+            opened = open_store(ctx)?;
+            &mut opened
         }
-    } else {
-        open_store(ctx)?
     };
     let launcher = ProcessLauncher::new(ctx);
     let tick = match sink {
-        Some(sink) if !args.dry_run => dispatcher::dispatch_into(&mut store, &launcher, &clock, &req, opts, sink).await,
-        _ => dispatcher::dispatch(&mut store, &launcher, &clock, &req, opts).await,
+        Some(sink) if !args.dry_run => dispatcher::dispatch_into(store, &launcher, &clock, &req, opts, sink).await,
+        _ => dispatcher::dispatch(store, &launcher, &clock, &req, opts).await,
     }
     .map_err(dispatch_failure)?;
     report.plan = tick.plan;
@@ -177,7 +198,7 @@ pub(crate) async fn dispatch_and_print(
     if !args.dry_run {
         // The tick streams its plan into the writer; the workers it started are added at the end.
         let mut writer = ReportWriter::new(ctx.json, explain, args.task.is_some());
-        let report = dispatch_with(ctx, board, args, Some(&mut writer)).await?;
+        let report = dispatch_with(ctx, board, args, Some(&mut writer), None).await?;
         let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
         let _ = writer.finish(&extras(&report, Some(&report.spawned)), &mut out);
         return Ok(());

@@ -1,0 +1,132 @@
+//! `PgBoardListener`: a connection of its own that `LISTEN`s on the board's channel (which migration 3's triggers
+//! notify), on a thread that counts the notifications, so a gateway wakes the moment another process or host
+//! changes the board instead of at its next interval.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use kanban_store::StoreError;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Config, NoTls};
+
+use crate::open::config;
+use crate::schema::BOARD_CHANNEL;
+use crate::server_message;
+
+/// How long the thread blocks on the connection before it looks whether the listener was dropped.
+const STOP_CHECK: Duration = Duration::from_secs(1);
+/// The wait before the first reconnection; it doubles with each failure, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Counts the notifications of a PostgreSQL board on a thread of its own, reconnecting (with backoff) when its
+/// connection drops; the thread ends within a second of the listener being dropped.
+pub struct PgBoardListener {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    version: AtomicU64,
+    listening: AtomicBool,
+    stop: AtomicBool,
+}
+
+impl PgBoardListener {
+    /// Starts listening to the board at `url`. An unreachable server is not an error here: the thread keeps trying
+    /// (logging the first failure of each outage, and the recovery), and [`version`](Self::version) stays put until
+    /// it listens.
+    ///
+    /// # Errors
+    /// [`StoreError::Server`] when `url` is not a PostgreSQL URL or the thread cannot be started.
+    pub fn start(url: &str) -> Result<Self, StoreError> {
+        let (config, shown) = config(url, "berth-listen")?;
+        let shared = Arc::new(Shared::default());
+        let theirs = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("berth-board-listen".to_owned())
+            .spawn(move || run(&config, &shown, &theirs))
+            .map_err(|e| StoreError::Server(format!("cannot start the board listener: {e}")))?;
+        Ok(Self { shared })
+    }
+
+    /// A number that grows whenever the board may have changed: by one for each notification, and for each
+    /// connection made (changes made while nothing listened were announced to no one, so a new connection counts as
+    /// one). Compare two readings; the value itself means nothing.
+    pub fn version(&self) -> u64 {
+        self.shared.version.load(Ordering::SeqCst)
+    }
+
+    /// Whether it is listening right now (connected, `LISTEN` done).
+    pub fn listening(&self) -> bool {
+        self.shared.listening.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for PgBoardListener {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The thread: one session after another until the listener is dropped.
+fn run(config: &Config, shown: &str, shared: &Shared) {
+    let mut backoff = FIRST_BACKOFF;
+    let mut outage = false;
+    let mut ever = false;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let on_listening = || {
+            if outage {
+                tracing::info!("listening for board changes on {shown} again");
+            } else if !ever {
+                tracing::info!("listening for board changes on {shown} (LISTEN {BOARD_CHANNEL})");
+            }
+        };
+        match session(config, shared, on_listening) {
+            Ok(()) => return,
+            Err((listened, why)) => {
+                shared.listening.store(false, Ordering::SeqCst);
+                ever |= listened;
+                if listened {
+                    outage = false;
+                    backoff = FIRST_BACKOFF;
+                }
+                if !outage {
+                    tracing::warn!(
+                        "cannot listen for board changes on {shown} ({why}); retrying, and until then the gateway \
+                         sees changes at its interval"
+                    );
+                    outage = true;
+                }
+            }
+        }
+        let until = Instant::now() + backoff;
+        while Instant::now() < until && !shared.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100).min(until.saturating_duration_since(Instant::now())));
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection: `LISTEN`, then count notifications until the listener is dropped (`Ok`) or the connection fails
+/// (`Err` with whether it got as far as listening, and why).
+fn session(config: &Config, shared: &Shared, on_listening: impl FnOnce()) -> Result<(), (bool, String)> {
+    let mut client = config.connect(NoTls).map_err(|e| (false, server_message(&e)))?;
+    client.batch_execute(&format!("LISTEN {BOARD_CHANNEL}")).map_err(|e| (false, server_message(&e)))?;
+    shared.listening.store(true, Ordering::SeqCst);
+    shared.version.fetch_add(1, Ordering::SeqCst);
+    on_listening();
+    while !shared.stop.load(Ordering::SeqCst) {
+        let got = client.notifications().timeout_iter(STOP_CHECK).next();
+        match got {
+            Ok(Some(_)) => {
+                shared.version.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(None) if client.is_closed() => return Err((true, "the server closed the connection".to_owned())),
+            Ok(None) => {}
+            Err(e) => return Err((true, server_message(&e))),
+        }
+    }
+    Ok(())
+}
