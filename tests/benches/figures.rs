@@ -703,7 +703,20 @@ fn bench_spawn_process(dir: &Path, reps: usize) -> Figure {
             times.push(t);
         }
     }
-    let m = median(&mut times);
+    // This machine's floor for the starts alone: one process starting 300 `true` processes, measured the same way.
+    let mut floor: Vec<f64> = (0..reps)
+        .map(|_| {
+            let start = Instant::now();
+            let children: Vec<_> =
+                (0..300).map(|_| Command::new("true").stdin(Stdio::null()).spawn().unwrap()).collect();
+            let t = ms(start.elapsed());
+            for mut c in children {
+                c.wait().unwrap();
+            }
+            t
+        })
+        .collect();
+    let (m, f) = (median(&mut times), median(&mut floor));
     Figure {
         name: "`berth kanban dispatch --json` as a process: claim, start and record 300 workers, 10 000 ready tasks"
             .into(),
@@ -715,7 +728,7 @@ fn bench_spawn_process(dir: &Path, reps: usize) -> Figure {
         target: "≤ 40 ms".into(),
         met: m <= 40.0,
         detail: format!(
-            "{reps} runs, each on a fresh copy of the board, stdout read through a pipe; p90 {:.1} ms; the workers (`kanban.worker_command=true`) confirm their runs and are waited for between runs",
+            "{reps} runs, each on a fresh copy of the board, stdout read through a pipe; p90 {:.1} ms; the workers (`kanban.worker_command=true`) wait at the launcher's gate until the tick recorded them, then confirm their runs, and are waited for between runs. Floor on this machine: one process starting 300 `true` processes takes {f:.1} ms (median), so no dispatcher that starts its own workers reaches 40 ms here",
             percentile(&mut times, 0.9)
         ),
     }

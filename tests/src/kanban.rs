@@ -239,6 +239,37 @@ fn a_crashed_worker_is_requeued_then_blocked_at_the_failure_limit_on(home: Home)
     assert!(kinds.ends_with(&["crashed".into(), "gave_up".into()]), "{kinds:?}");
 }
 
+/// The workers of one tick wait at the launcher's gate until the tick recorded them: every worker's confirmation
+/// comes after its `spawned` event, with the pid the dispatcher recorded; each worker made its own log and folder.
+#[test]
+fn workers_start_only_once_their_tick_recorded_them() {
+    let home = Home::new();
+    profiles(&home, &["alpha", "beta", "gamma"]);
+    let ids: Vec<String> =
+        (0..30).map(|i| create(&home, &["t", "--assignee", ["alpha", "beta", "gamma"][i % 3]])).collect();
+    let v = home.json(&[
+        "-c",
+        "kanban.worker_command=true",
+        "-c",
+        "kanban.max_in_progress_per_profile=10",
+        "kanban",
+        "dispatch",
+    ]);
+    assert_eq!(v["spawned"].as_array().unwrap().len(), 30, "{v}");
+    for id in &ids {
+        let mut events = Vec::new();
+        crate::support::wait_until("the worker's confirmation", Duration::from_secs(30), || {
+            events = home.json(&["kanban", "show", id])["events"].as_array().unwrap().clone();
+            events.iter().any(|e| e["kind"] == "confirmed")
+        });
+        let at =
+            |kind: &str| events.iter().position(|e| e["kind"] == kind).unwrap_or_else(|| panic!("{kind}: {events:?}"));
+        assert!(at("spawned") < at("confirmed"), "{id} confirmed before its tick recorded it: {events:?}");
+        assert_eq!(events[at("spawned")]["payload"]["pid"], events[at("confirmed")]["payload"]["pid"], "{events:?}");
+        assert!(home.path().join(format!("kanban/logs/{id}.log")).is_file(), "{id}'s worker made its log");
+    }
+}
+
 #[test]
 fn spawn_failures_count_toward_the_failure_limit() {
     spawn_failures_count_toward_the_failure_limit_on(Home::new());

@@ -480,5 +480,8 @@ pub enum WorkerCmd {
         /// Work in this directory (created when missing).
         #[arg(long, value_name = "DIR")]
         workdir: Option<std::path::PathBuf>,
+        /// Wait until stdin closes before doing anything (a dispatcher closes it once it recorded its workers).
+        #[arg(long)]
+        after_stdin_closes: bool,
     },
 }

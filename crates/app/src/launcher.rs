@@ -1,5 +1,7 @@
 //! The `WorkerLauncher` port on this host: `berth worker run` processes, the verified stop, the task's sandbox.
 
+use std::sync::{Mutex, OnceLock, PoisonError};
+
 use async_trait::async_trait;
 use domain::ids::BoardSlug;
 use domain::kanban::{Claimed, WorkerRef};
@@ -9,30 +11,47 @@ use crate::context::Ctx;
 use crate::{process, worker};
 
 /// Starts workers as detached processes of this host.
+///
+/// The workers of one tick wait at a gate (their stdin, a pipe whose only writer this launcher holds) until the
+/// tick has recorded them all: spawning is the dispatcher's slow part (a process start each), and a worker that runs
+/// meanwhile takes the CPU from it and the board's write lock from its last transaction. The gate opens when the
+/// writer closes: at [`WorkerLauncher::recorded`], or when the launcher (or the whole process) goes away.
 pub struct ProcessLauncher<'a> {
     pub ctx: &'a Ctx,
-    /// The workers' shared environment, worked out at the first launch.
-    env: std::sync::OnceLock<Result<worker::WorkerEnv, String>>,
+    /// The workers' shared environment and the gate's read end, made at the first launch.
+    env: OnceLock<Result<worker::WorkerEnv, String>>,
+    gate: Mutex<Option<std::io::PipeWriter>>,
 }
 
 impl<'a> ProcessLauncher<'a> {
     pub fn new(ctx: &'a Ctx) -> Self {
-        Self { ctx, env: std::sync::OnceLock::new() }
+        Self { ctx, env: OnceLock::new(), gate: Mutex::new(None) }
+    }
+
+    fn env(&self) -> Result<&worker::WorkerEnv, String> {
+        self.env
+            .get_or_init(|| {
+                let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot make the workers' gate: {e}"))?;
+                *self.gate.lock().unwrap_or_else(PoisonError::into_inner) = Some(writer);
+                worker::WorkerEnv::new(self.ctx, reader)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
 #[async_trait]
 impl WorkerLauncher for ProcessLauncher<'_> {
     fn launch(&self, board: &BoardSlug, claimed: &Claimed) -> Result<Launched, LaunchError> {
-        let env = self.env.get_or_init(|| worker::WorkerEnv::new(self.ctx));
-        let s =
-            env.as_ref().map_err(Clone::clone).and_then(|env| worker::spawn(self.ctx, env, board, claimed)).map_err(
-                |e| {
-                    tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
-                    LaunchError(e)
-                },
-            )?;
+        let s = self.env().and_then(|env| worker::spawn(self.ctx, env, board, claimed)).map_err(|e| {
+            tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
+            LaunchError(e)
+        })?;
         Ok(Launched { pid: s.pid, start: s.start, log: s.log.display().to_string(), sandbox: s.sandbox })
+    }
+
+    fn recorded(&self) {
+        self.gate.lock().unwrap_or_else(PoisonError::into_inner).take();
     }
 
     async fn stop(&self, workers: Vec<WorkerRef>) {

@@ -100,6 +100,10 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
         return Ok(0);
     }
+    if let Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) = &cli.command {
+        // The dispatcher's gate: it closes once the tick recorded its workers (or the dispatcher is gone).
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+    }
     // A worker never reads the config file: its dispatcher resolved every setting into its environment.
     let read_file = !matches!(cli.command, Command::Worker(_));
     let ctx = match Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file) {

@@ -30,9 +30,14 @@ pub struct Spawned {
     pub sandbox: String,
 }
 
+/// The workers' logs: `<home>/kanban/logs`.
+fn log_dir(ctx: &Ctx) -> PathBuf {
+    ctx.home.join("kanban").join("logs")
+}
+
 /// A task's worker log: `<home>/kanban/logs/<task>.log`.
 pub fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
-    ctx.home.join("kanban").join("logs").join(format!("{task}.log"))
+    log_dir(ctx).join(format!("{task}.log"))
 }
 
 /// Caps a log that is being written: past `max_bytes`, it keeps only its last half (the tail is what explains how a
@@ -84,7 +89,7 @@ fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
 
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
 ///
-/// The worker runs in its own process group with stdin closed, and receives the task, board, database, profile and
+/// The worker runs in its own process group, its stdin the launcher's gate (it starts once that closes), and receives the task, board, database, profile and
 /// every resolved setting. It creates its own log (`<home>/kanban/logs/<task>.log`, given as `--log`) and working
 /// directory (`--workdir`) as its first acts: the dispatcher creates no file per worker, so 300 spawns cost 300
 /// process starts and nothing more.
@@ -99,7 +104,7 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     // itself with that command (same pid, same start time), so every worker confirms its own run.
     let mut cmd = Command::new(&env.exe);
     cmd.args(["worker", "run", &task.task_id, "--board", board.as_str()]);
-    cmd.arg("--log").arg(&log).arg("--workdir").arg(&dir);
+    cmd.arg("--log").arg(&log).arg("--workdir").arg(&dir).arg("--after-stdin-closes");
     cmd.envs(env.vars.iter().map(|(k, v)| (k, v)));
     let run = task.run_id.to_string();
     for (k, v) in [
@@ -114,7 +119,8 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     ] {
         cmd.env(k, v);
     }
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    let gate = env.gate.try_clone().map_err(|e| format!("cannot pass the workers' gate: {e}"))?;
+    cmd.stdin(gate).stdout(Stdio::null()).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.task_id), ProfileName::parse(&assignee)) {
         (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx)).persistent_name(),
@@ -129,19 +135,24 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
 pub struct WorkerEnv {
     exe: PathBuf,
     vars: Vec<(String, String)>,
+    /// The read end of the launcher's gate: each worker's stdin, at end of file once the tick recorded them all.
+    gate: std::io::PipeReader,
 }
 
 impl WorkerEnv {
     /// # Errors
-    /// A one-line reason when the berth executable cannot be found.
-    pub fn new(ctx: &Ctx) -> Result<Self, String> {
+    /// A one-line reason when the berth executable cannot be found or the log directory cannot be made.
+    pub fn new(ctx: &Ctx, gate: std::io::PipeReader) -> Result<Self, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
+        // The log directory is every worker's: made (or found unusable, failing every spawn) once per tick.
+        let logs = log_dir(ctx);
+        std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
         let mut vars = ctx.resolved.worker_env();
         let db = ctx.db_path().display().to_string();
         vars.push(("BERTH_HOME".into(), ctx.home.display().to_string()));
         vars.push(("BERTH_KANBAN_DB".into(), db.clone()));
         vars.push(("HERMES_KANBAN_DB".into(), db));
-        Ok(Self { exe, vars })
+        Ok(Self { exe, vars, gate })
     }
 }
 

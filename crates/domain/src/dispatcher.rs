@@ -216,6 +216,7 @@ where
         .map(|(c, l)| SpawnRecord { task: &c.task_id, run_id: c.run_id, pid: l.pid, start: l.start, log: &l.log })
         .collect();
     store.record_spawned(&records, req.spawn_lease, clock.now())?;
+    launcher.recorded();
     report.spawned = started
         .into_iter()
         .map(|(c, l)| SpawnedWorker {

@@ -335,6 +335,10 @@ pub trait WorkerLauncher: Send + Sync {
     /// [`LaunchError`] when no process could be started.
     fn launch(&self, board: &crate::ids::BoardSlug, claimed: &crate::kanban::Claimed) -> Result<Launched, LaunchError>;
 
+    /// Every worker of this tick is recorded: the ones launched may go on (a launcher may hold them until then, so
+    /// they do not compete with the dispatcher for the CPU and the board while it finishes its tick).
+    fn recorded(&self) {}
+
     /// Stops workers housekeeping took their task from, concurrently, each verified against its start.
     async fn stop(&self, workers: Vec<crate::kanban::WorkerRef>);
 
