@@ -282,6 +282,49 @@ fn out_of_band_removal_is_recovered(e: &Engine) {
     assert_eq!(home.ok(&["run", "--task", "oob", "--", "echo", "back"]), "back\n");
 }
 
+/// The engine's API version is remembered per home with its socket file's identity, so later commands skip the
+/// ping: a remembered version for another socket file (a restarted engine) is not used, and one for a socket whose
+/// engine is gone still fails with the one-line "unavailable" error.
+#[test]
+fn the_remembered_api_version_follows_the_socket_file() {
+    crate::support::require_docker();
+    let home = Home::new();
+    let cache = |endpoint: &str| {
+        let hash = domain::sha256::hex_digest(endpoint.as_bytes());
+        home.path().join("cache").join(format!("api-version-{}", &hash[..12]))
+    };
+    let endpoint = std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".to_owned());
+    home.cmd().env("DOCKER_HOST", &endpoint).args(["sandbox", "ls"]).output().unwrap();
+    let remembered = std::fs::read_to_string(cache(&endpoint)).expect("the version is remembered");
+    let (socket, version) = remembered.trim().split_once(' ').unwrap();
+    assert!(version.starts_with("1."), "{remembered}");
+    // Another socket file's version (a restarted engine) is asked again, and the answer replaces it.
+    std::fs::write(cache(&endpoint), "0:0:0.0 1.25").unwrap();
+    let out = home.cmd().env("DOCKER_HOST", &endpoint).args(["sandbox", "ls", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(cache(&endpoint)).unwrap().trim(), format!("{socket} {version}"));
+    // A socket file left behind by a gone engine, with its version remembered: one line, exit 125, at once.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gone.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let gone = format!("unix://{}", path.display());
+    let id = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&path).unwrap();
+        format!("{}:{}:{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
+    };
+    std::fs::write(cache(&gone), format!("{id} {version}")).unwrap();
+    for args in [&["sandbox", "ls"][..], &["run", "--task", "x", "--", "true"][..]] {
+        let start = Instant::now();
+        let out = home.cmd().env("DOCKER_HOST", &gone).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.contains(&path.display().to_string()), "names the endpoint: {err}");
+    }
+}
+
 #[test]
 fn daemon_unreachable_fails_fast_with_one_line() {
     let home = Home::new();

@@ -27,7 +27,52 @@ pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
 /// # Errors
 /// An engine failure (exit 125).
 pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
-    Ok(DockerRuntime::connect(&ctx.docker_endpoint()).await?)
+    let endpoint = ctx.docker_endpoint();
+    // The API version this engine negotiated before, remembered with the identity of its socket file (device,
+    // inode, change time): an engine that restarts, is upgraded or is replaced makes a new socket, which misses.
+    // A hit saves the ping, one round trip of every command.
+    let remembered = socket_identity(&endpoint).map(|id| (api_version_cache(ctx, &endpoint), id));
+    if let Some((cache, id)) = &remembered
+        && let Ok(text) = std::fs::read_to_string(cache)
+        && let Some((seen, version)) = text.trim().split_once(' ')
+        && seen == id
+        && let Ok(rt) = DockerRuntime::connect_at(&endpoint, version)
+    {
+        return Ok(rt);
+    }
+    let rt = DockerRuntime::connect(&endpoint).await?;
+    if let Some((cache, id)) = remembered {
+        write_atomically(&cache, &format!("{id} {}", rt.api_version()));
+    }
+    Ok(rt)
+}
+
+/// `dev:inode:ctime` of a unix endpoint's socket file; `None` for TCP endpoints or a missing socket.
+fn socket_identity(endpoint: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    if !path.starts_with('/') {
+        return None;
+    }
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!("{}:{}:{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
+/// Where the engine's API version is remembered for `endpoint`: `<home>/cache/api-version-<hash>`.
+fn api_version_cache(ctx: &Ctx, endpoint: &str) -> std::path::PathBuf {
+    let hash = domain::sha256::hex_digest(endpoint.as_bytes());
+    ctx.home.join("cache").join(format!("api-version-{}", hash.get(..12).unwrap_or("x")))
+}
+
+/// Writes `text` to `path` through a temporary file and a rename, so a concurrent reader sees all of it or none.
+fn write_atomically(path: &std::path::Path, text: &str) {
+    let Some(dir) = path.parent() else { return };
+    let _ = std::fs::create_dir_all(dir);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
 }
 
 /// The identity of `task` under the active profile.
@@ -92,13 +137,7 @@ async fn cached_probe(
         _ => {}
     }
     let Ok(answer) = probe.await else { return on_error };
-    if let Some(dir) = cache.parent() {
-        let _ = std::fs::create_dir_all(dir);
-        let tmp = dir.join(format!(".{what}.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, if answer { "yes" } else { "no" }).is_ok() && std::fs::rename(&tmp, &cache).is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-    }
+    write_atomically(&cache, if answer { "yes" } else { "no" });
     answer
 }
 
@@ -225,7 +264,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let req = request(ctx, &rt, identity).await?;
     // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
     // once per process before a sandbox is created, so only when that misses.
-    let found = if args.interactive || args.tty { None } else { service::attach_running(&rt, &req).await };
+    let found = if args.interactive || args.tty { None } else { service::attach_running(&rt, &req).await? };
     if found.is_none() {
         maybe_reap(ctx, &rt).await;
     }

@@ -90,12 +90,7 @@ impl DockerRuntime {
             }
             _ => bollard::ClientVersion { major_version: default.major_version, minor_version: default.minor_version },
         };
-        let docker = if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
-            Docker::connect_with_http(endpoint, CALL_TIMEOUT_SECS, &client_version)
-        } else {
-            Docker::connect_with_unix(endpoint, CALL_TIMEOUT_SECS, &client_version)
-        }
-        .map_err(|e| unavailable(endpoint, format!("{e}; is the Docker daemon running?")))?;
+        let docker = client(endpoint, &client_version)?;
         let docker = if pinged.is_some() {
             docker
         } else {
@@ -119,6 +114,23 @@ impl DockerRuntime {
                 format!("engine API {major}.{minor} is older than {}.{}; upgrade Docker", MIN_API.0, MIN_API.1),
             ));
         }
+        Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}") })
+    }
+
+    /// A runtime on `endpoint` at an API version already negotiated with this same engine (`version` as
+    /// [`Self::api_version`] gave it, e.g. `1.41`), without a round trip. The caller vouches that the engine is the
+    /// one that answered (berth keys the version it remembers by the socket file, which an engine's restart
+    /// replaces); a wrong guess shows as the first call's error.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Unavailable`] for an endpoint or version that cannot be used.
+    pub fn connect_at(endpoint: &str, version: &str) -> Result<Self, RuntimeError> {
+        let parsed =
+            version.split_once('.').and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)));
+        let Some((major, minor)) = parsed.filter(|(a, b)| (*a as u32, *b as u32) >= MIN_API) else {
+            return Err(unavailable(endpoint, format!("{version:?} is not an engine API version berth uses")));
+        };
+        let docker = client(endpoint, &bollard::ClientVersion { major_version: major, minor_version: minor })?;
         Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}") })
     }
 
@@ -205,9 +217,23 @@ impl DockerRuntime {
             E::SocketNotFoundError(_) | E::HyperResponseError { .. } | E::IOError { .. } => {
                 unavailable(&self.endpoint, e.to_string())
             }
+            // No connection at all (nothing listens on the socket any more).
+            E::HyperLegacyError { err } if err.is_connect() => {
+                unavailable(&self.endpoint, format!("cannot connect ({err}); is the Docker daemon running?"))
+            }
             other => RuntimeError::Api { status: 0, message: format!("{op}: {other}") },
         }
     }
+}
+
+/// A client of `endpoint` (TCP or a unix socket) speaking API `version`; no request is made.
+fn client(endpoint: &str, version: &bollard::ClientVersion) -> Result<Docker, RuntimeError> {
+    if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
+        Docker::connect_with_http(endpoint, CALL_TIMEOUT_SECS, version)
+    } else {
+        Docker::connect_with_unix(endpoint, CALL_TIMEOUT_SECS, version)
+    }
+    .map_err(|e| unavailable(endpoint, format!("{e}; is the Docker daemon running?")))
 }
 
 /// How long ago a container was created, by the wall clock.

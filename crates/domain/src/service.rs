@@ -97,7 +97,7 @@ const MAX_ROUNDS: u32 = 64;
 /// # Errors
 /// A [`SandboxError`] when the runtime fails or the sandbox does not settle.
 pub async fn acquire(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<Acquired, SandboxError> {
-    match attach_running(rt, req).await {
+    match attach_running(rt, req).await? {
         Some(found) => Ok(found),
         None => acquire_listed(rt, req).await,
     }
@@ -117,24 +117,32 @@ fn reuse_policy(req: &AcquireRequest) -> ReusePolicy {
 
 /// The fast path of [`acquire`]: one inspect of the identity's deterministic container name; `Some` when that
 /// container runs and the reuse policy attaches to it as it is (labels, lockdown, fingerprint). Anything else
-/// (missing, stopped, drifted, an engine error) is `None`, and the full path lists and decides.
-pub async fn attach_running(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Option<Acquired> {
+/// (missing, stopped, drifted, an engine error) is `None`, and the full path lists and decides; only an engine that
+/// cannot be reached at all is an error (the full path would only fail the same way, later).
+///
+/// # Errors
+/// [`RuntimeError::Unavailable`].
+pub async fn attach_running(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Result<Option<Acquired>, RuntimeError> {
     if !req.persist_across_processes {
-        return None;
+        return Ok(None);
     }
-    let d = rt.inspect(&req.spec.name).await.ok()?;
+    let d = match rt.inspect(&req.spec.name).await {
+        Ok(d) => d,
+        Err(e @ RuntimeError::Unavailable { .. }) => return Err(e),
+        Err(_) => return Ok(None),
+    };
     let ReuseDecision::Attach { id } =
         select_reusable(&req.identity, std::slice::from_ref(&d.summary), &reuse_policy(req))
     else {
-        return None;
+        return Ok(None);
     };
-    Some(Acquired {
+    Ok(Some(Acquired {
         id,
         name: d.summary.name.clone(),
         action: AcquireAction::Attached,
         labels: d.summary.labels.clone(),
         notes: Vec::new(),
-    })
+    }))
 }
 
 /// [`acquire`] by listing the identity's containers (upstream's labels) and deciding over all of them.
