@@ -1148,6 +1148,8 @@ fn main() {
     eprintln!("bench: dispatch as a process …");
     let (process, process_rows) = bench_dispatch_process(home.path(), quick);
     figures.extend(process);
+    eprintln!("bench: 300 workers started by a dispatch process …");
+    figures.push(bench_spawn_process(home.path(), if quick { 5 } else { 11 }));
     eprintln!("bench: 20 concurrent ensures …");
     figures.push(bench_concurrent_ensure(if quick { 1 } else { 3 }));
     eprintln!("bench: gateway throughput …");

@@ -75,8 +75,9 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
     let _ = std::fs::rename(log, name(1));
 }
 
-/// A worker's working directory (the worker creates it): its task's own sandbox folder (`<sandbox_dir>/docker/…/workspace`), never the home,
-/// so `terminal.docker_mount_cwd_to_workspace` gives the sandbox only what it has anyway.
+/// A worker's working directory (the worker creates it): its task's own sandbox folder
+/// (`<sandbox_dir>/docker/…/workspace`), never the home, so `terminal.docker_mount_cwd_to_workspace` gives the
+/// sandbox only what it has anyway.
 fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     let dir = ctx.settings.terminal.sandbox_dir.clone();
     crate::mounts::check_sandbox_dir(&ctx.home, &dir)?;
@@ -89,10 +90,10 @@ fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
 
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
 ///
-/// The worker runs in its own process group, its stdin the launcher's gate (it starts once that closes), and receives the task, board, database, profile and
-/// every resolved setting. It creates its own log (`<home>/kanban/logs/<task>.log`, given as `--log`) and working
-/// directory (`--workdir`) as its first acts: the dispatcher creates no file per worker, so 300 spawns cost 300
-/// process starts and nothing more.
+/// The worker runs in its own process group, its stdin the launcher's gate (it starts once that closes), and
+/// receives the task, board, database, profile and every resolved setting. It creates its own log
+/// (`<home>/kanban/logs/<task>.log`, given as `--log`) and working directory (`--workdir`) as its first acts: the
+/// dispatcher creates no file per worker, so 300 spawns cost 300 process starts and nothing more.
 ///
 /// # Errors
 /// A one-line reason when the process cannot be started.
