@@ -320,6 +320,17 @@ fn sandbox_rm_and_opt_out_runs_remove_their_folders() {
     let shared = folder_of(&home, "shared").expect("an opt-out run removed a persistent sandbox's folder");
     assert!(shared.join("home").join("p").exists());
     assert!(running(&home, &persistent));
+
+    // By the name `sandbox ls` shows, as `--task` would: the container and its folder.
+    let name = home.json(&["sandbox", "ensure", "--task", "named"])["name"].as_str().unwrap().to_owned();
+    assert!(folder_of(&home, "named").is_some());
+    let out = home.ok(&["sandbox", "rm", &name]);
+    assert!(out.contains(&format!("removed {name}")) && out.contains("removed folder"), "{out}");
+    assert!(folder_of(&home, "named").is_none(), "the folder outlived `sandbox rm NAME`");
+    assert!(running(&home, &persistent), "only the named sandbox went");
+    let out = home.run(&["sandbox", "rm", "no-such-sandbox"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no sandbox \"no-such-sandbox\""));
 }
 
 /// `sandbox reap` finds folders whose container and task are both gone: the dry run lists them in words and removes

@@ -160,6 +160,10 @@ pub enum SandboxCmd {
     },
     /// Stop and remove a task's sandbox in any mode, with its host folder (unless --keep-files).
     Rm {
+        /// The sandbox's container id (at least 4 characters of it) or name, as `sandbox ls` shows it; or give
+        /// --task.
+        #[arg(conflicts_with = "task")]
+        id: Option<String>,
         #[command(flatten)]
         task: TaskArg,
         /// Keep the sandbox's host folder (its /root and /workspace under terminal.sandbox_dir).

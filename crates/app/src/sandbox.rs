@@ -455,7 +455,19 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             crate::sandbox_logs::logs(ctx, id.as_deref(), task.as_deref(), *all_profiles, *tail, *follow).await
         }
         SandboxCmd::Release { task, force, keep_files } => release(ctx, &task.task, *force, *keep_files).await,
-        SandboxCmd::Rm { task, keep_files } => release(ctx, &task.task, true, *keep_files).await,
+        SandboxCmd::Rm { id: None, task, keep_files } => release(ctx, &task.task, true, *keep_files).await,
+        SandboxCmd::Rm { id: Some(id), keep_files, .. } => {
+            // A sandbox named by id or name is its task's: removed as `--task` would, with its folder.
+            let rt = connect(ctx).await?;
+            let found = crate::sandbox_logs::find(ctx, &rt, Some(id), None, false).await?;
+            let Some(task) = found.labels.get(domain::label::LABEL_TASK) else {
+                return Err(Failure::usage(format!(
+                    "{id:?} is not a task's sandbox (no {} label)",
+                    domain::label::LABEL_TASK
+                )));
+            };
+            release(ctx, task, true, *keep_files).await
+        }
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
             let rt = connect(ctx).await?;
             let max_age_secs = max_age.unwrap_or_else(|| {

@@ -39,7 +39,7 @@ impl OutputSink for Chunks {
 }
 
 /// The sandbox `id` (a container id of at least 4 characters, or a name) or `task` names.
-async fn find(
+pub(crate) async fn find(
     ctx: &Ctx,
     rt: &docker_adapter::DockerRuntime,
     id: Option<&str>,
