@@ -176,6 +176,10 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     assert!(status.success());
     assert!(followed.contains("line-one\n") && followed.contains("line-two\n"), "{followed}");
     assert!(followed.trim_end().ends_with("completed"), "the worker's last line is there: {followed}");
+    // The sandbox the command ran in is named before the command's output, not after it.
+    let (sandbox, first) =
+        (followed.find("] sandbox ").expect("the sandbox line"), followed.find("\nline-one\n").unwrap());
+    assert!(sandbox < first, "{followed}");
     let show = home.json(&["kanban", "show", &id]);
     assert_eq!(show["task"]["status"], "done", "{show}");
 

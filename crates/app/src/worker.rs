@@ -487,9 +487,11 @@ async fn run_in_sandbox(
         since_check: 0,
     };
     let lease = (!req.persist_across_processes).then(|| crate::lease::hold(ctx, &rt, &req.spec.name));
-    let (acquired, outcome) = service::run(&rt, &req, &exec, &mut sink).await?;
+    // Which sandbox, before the command's output; `run_from` acquires again only if that one went away meanwhile.
+    let found = service::acquire(&rt, &req).await?;
+    log_line(&format!("sandbox {} ({})", found.name, found.action.as_str()));
+    let (acquired, outcome) = service::run_from(&rt, &req, Some(found), &exec, &mut sink).await?;
     drop(lease);
-    log_line(&format!("sandbox {} ({})", acquired.name, acquired.action.as_str()));
     if !req.persist_across_processes {
         let _ = tokio::time::timeout(
             sandbox::TEARDOWN_WAIT,
