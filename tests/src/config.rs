@@ -104,3 +104,17 @@ fn config_env_round_trips_into_a_worker() {
     let text = home.ok(&["config", "env"]);
     assert!(text.contains("export TERMINAL_DOCKER_ENV='{\"A\":\"1\"}'"), "{text}");
 }
+
+/// `config ls` (text and JSON) hides the board server's password; `config get` and `config env` give the value.
+#[test]
+fn config_ls_hides_the_board_password_and_get_gives_it() {
+    let home = Home::new();
+    let url = "postgres://berth:s3cret-pw@db.example/board";
+    let with = |args: &[&str]| home.cmd().env("KANBAN_DATABASE_URL", url).args(args).output().unwrap();
+    let ls = String::from_utf8(with(&["config", "ls"]).stdout).unwrap();
+    assert!(ls.contains("postgres://berth:***@db.example/board") && !ls.contains("s3cret-pw"), "{ls}");
+    let json = String::from_utf8(with(&["config", "ls", "--json"]).stdout).unwrap();
+    assert!(json.contains("berth:***@") && !json.contains("s3cret-pw"), "{json}");
+    assert_eq!(String::from_utf8(with(&["config", "get", "kanban.database_url"]).stdout).unwrap().trim(), url);
+    assert!(String::from_utf8(with(&["config", "env"]).stdout).unwrap().contains(url));
+}

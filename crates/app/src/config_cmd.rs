@@ -33,13 +33,23 @@ fn entry_json(e: &Entry) -> serde_json::Value {
 pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
     match cmd {
         ConfigCmd::Ls => {
+            // A listing hides secrets (the board server's password); `config get` and `config env` give the value.
             let entries = ctx.resolved.entries();
             if ctx.json {
-                output::json(&json!(entries.iter().map(entry_json).collect::<Vec<_>>()));
+                let rows = entries.iter().map(|e| {
+                    let mut row = entry_json(e);
+                    if let Some(text) = row["value"].as_str() {
+                        row["value"] = json!(crate::redact::redact(text));
+                    }
+                    row
+                });
+                output::json(&json!(rows.collect::<Vec<_>>()));
             } else {
                 let rows: Vec<Vec<String>> = entries
                     .iter()
-                    .map(|e| vec![e.setting.key.to_owned(), e.value.to_text(), e.source.describe()])
+                    .map(|e| {
+                        vec![e.setting.key.to_owned(), crate::redact::redact(&e.value.to_text()), e.source.describe()]
+                    })
                     .collect();
                 output::table(&["KEY", "VALUE", "SOURCE"], &rows);
                 output::line(config_bridge::PRECEDENCE_NOTE);
