@@ -1120,13 +1120,14 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn`: one group of rows, printed and not written to BENCHMARKS.md (for iterating).
+    // `--only run|gateway|spawn|process`: one group of rows, printed and not written to BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 31 }),
             "gateway" => bench_gateway_throughput(if quick { 40 } else { 120 }),
             "spawn" => vec![bench_spawn_process(home.path(), if quick { 5 } else { 11 })],
-            other => panic!("--only takes run, gateway or spawn, not {other:?}"),
+            "process" => bench_dispatch_process(home.path(), quick).0,
+            other => panic!("--only takes run, gateway, spawn or process, not {other:?}"),
         };
         remove_profile_containers(&bench_profile("run"));
         print!("{}", report(&figures, &json!({}), &json!([]), &machine()));

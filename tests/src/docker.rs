@@ -282,9 +282,9 @@ fn out_of_band_removal_is_recovered(e: &Engine) {
     assert_eq!(home.ok(&["run", "--task", "oob", "--", "echo", "back"]), "back\n");
 }
 
-/// The engine's API version is remembered per home with its socket file's identity, so later commands skip the
-/// ping: a remembered version for another socket file (a restarted engine) is not used, and one for a socket whose
-/// engine is gone still fails with the one-line "unavailable" error.
+/// The engine's API version is remembered per home with its socket file's identity, so `berth run` skips the ping:
+/// a remembered version for another socket file (a restarted engine) is not used, and one for a socket whose engine
+/// is gone, or hangs, still fails at once with the one-line "unavailable" error.
 #[test]
 fn the_remembered_api_version_follows_the_socket_file() {
     crate::support::require_docker();
@@ -314,14 +314,26 @@ fn the_remembered_api_version_follows_the_socket_file() {
         format!("{}:{}:{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
     };
     std::fs::write(cache(&gone), format!("{id} {version}")).unwrap();
-    for args in [&["sandbox", "ls"][..], &["run", "--task", "x", "--", "true"][..]] {
-        let start = Instant::now();
-        let out = home.cmd().env("DOCKER_HOST", &gone).args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(start.elapsed() < Duration::from_secs(5));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
-        assert!(err.contains(&path.display().to_string()), "names the endpoint: {err}");
+    // And an engine that accepts connections but never answers (hung), its version remembered too.
+    let hung_path = dir.path().join("hung.sock");
+    let _hung = std::os::unix::net::UnixListener::bind(&hung_path).unwrap();
+    let hung = format!("unix://{}", hung_path.display());
+    let hung_id = {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&hung_path).unwrap();
+        format!("{}:{}:{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
+    };
+    std::fs::write(cache(&hung), format!("{hung_id} {version}")).unwrap();
+    for (host, shown) in [(&gone, &path), (&hung, &hung_path)] {
+        for args in [&["sandbox", "ls"][..], &["run", "--task", "x", "--", "true"][..]] {
+            let start = Instant::now();
+            let out = home.cmd().env("DOCKER_HOST", host).args(args).output().unwrap();
+            assert_eq!(out.status.code(), Some(125), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(start.elapsed() < Duration::from_secs(8), "{args:?} on {host} took {:?}", start.elapsed());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+            assert!(err.contains(&shown.display().to_string()), "names the endpoint: {err}");
+        }
     }
 }
 

@@ -289,6 +289,26 @@ fn spawn_failures_count_toward_the_failure_limit_on(home: Home) {
     assert_eq!(status(&home, &id), "blocked");
 }
 
+/// A worker that cannot open its own log (a directory in its place) or make its working folder still confirms its
+/// run and fails it with the reason, on the board, where `kanban show` gives it.
+#[test]
+fn a_worker_that_cannot_set_up_fails_its_run_with_the_reason() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let id = create(&home, &["x", "--assignee", "alpha"]);
+    std::fs::create_dir_all(home.path().join(format!("kanban/logs/{id}.log"))).unwrap();
+    home.json(&["kanban", "dispatch"]);
+    let mut task = serde_json::Value::Null;
+    crate::support::wait_until("the run's failure", Duration::from_secs(30), || {
+        task = home.json(&["kanban", "show", &id]);
+        task["task"]["consecutive_failures"] == 1
+    });
+    let events = task["events"].as_array().unwrap();
+    let failed = events.iter().rev().find(|e| e["kind"] == "failed").unwrap_or_else(|| panic!("{events:?}"));
+    let error = failed["payload"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("cannot open the worker log") && error.contains(&format!("{id}.log")), "{failed}");
+}
+
 #[test]
 fn concurrent_dispatchers_claim_each_task_once_and_hold_the_caps() {
     concurrent_dispatchers_claim_each_task_once_and_hold_the_caps_on(Home::new());

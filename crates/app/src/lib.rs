@@ -116,9 +116,12 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
             return Err(f);
         }
     };
-    if let Command::Worker(cli::WorkerCmd::Run { log, workdir, .. }) = &cli.command {
-        worker::enter(&ctx, log.as_deref(), workdir.as_deref())?;
-    }
+    let setup = match &cli.command {
+        Command::Worker(cli::WorkerCmd::Run { log, workdir, .. }) => {
+            worker::enter(&ctx, log.as_deref(), workdir.as_deref()).err()
+        }
+        _ => None,
+    };
     // Before anything can log a request carrying them (bollard logs exec bodies at debug level).
     let forwarded = &ctx.settings.terminal.docker_forward_env;
     // The board server's password too: the URL travels in workers' environments and may reach a debug log.
@@ -132,7 +135,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Sandbox(cmd) => runtime()?.block_on(sandbox::command(&ctx, cmd)),
         Command::Run(args) => runtime()?.block_on(sandbox::run(&ctx, args)),
         Command::Kanban(cmd) => runtime()?.block_on(kanban::command(&ctx, cmd)),
-        Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task)),
+        Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task, setup)),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Completions { .. } => Ok(0),

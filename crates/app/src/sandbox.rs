@@ -28,23 +28,37 @@ pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
 /// An engine failure (exit 125).
 pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
     let endpoint = ctx.docker_endpoint();
-    // The API version this engine negotiated before, remembered with the identity of its socket file (device,
-    // inode, change time): an engine that restarts, is upgraded or is replaced makes a new socket, which misses.
-    // A hit saves the ping, one round trip of every command.
-    let remembered = socket_identity(&endpoint).map(|id| (api_version_cache(ctx, &endpoint), id));
-    if let Some((cache, id)) = &remembered
-        && let Ok(text) = std::fs::read_to_string(cache)
+    let rt = DockerRuntime::connect(&endpoint).await?;
+    if let Some(id) = socket_identity(&endpoint) {
+        write_atomically(&api_version_cache(ctx, &endpoint), &format!("{id} {}", rt.api_version()));
+    }
+    Ok(rt)
+}
+
+/// [`connect`] without the ping when this home already negotiated with the engine behind this very socket file:
+/// the version is remembered with the socket's identity (device, inode, change time), and an engine that restarts,
+/// is upgraded or is replaced makes a new socket, which misses. For `berth run`'s fast path, whose first request
+/// the caller bounds by [`docker_adapter::CONNECT_TIMEOUT`] as the ping would have been.
+///
+/// # Errors
+/// As [`connect`], on a miss.
+pub async fn connect_remembered(ctx: &Ctx) -> Result<(DockerRuntime, bool), Failure> {
+    let endpoint = ctx.docker_endpoint();
+    if let Some(id) = socket_identity(&endpoint)
+        && let Some(text) = read_small(&api_version_cache(ctx, &endpoint))
         && let Some((seen, version)) = text.trim().split_once(' ')
         && seen == id
         && let Ok(rt) = DockerRuntime::connect_at(&endpoint, version)
     {
-        return Ok(rt);
+        return Ok((rt, true));
     }
-    let rt = DockerRuntime::connect(&endpoint).await?;
-    if let Some((cache, id)) = remembered {
-        write_atomically(&cache, &format!("{id} {}", rt.api_version()));
-    }
-    Ok(rt)
+    Ok((connect(ctx).await?, false))
+}
+
+/// A small regular file's text; `None` for anything else (missing, a directory, a FIFO, over 4 KiB).
+fn read_small(path: &std::path::Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    (meta.is_file() && meta.len() <= 4096).then(|| std::fs::read_to_string(path).ok()).flatten()
 }
 
 /// `dev:inode:ctime` of a unix endpoint's socket file; `None` for TCP endpoints or a missing socket.
@@ -131,9 +145,9 @@ async fn cached_probe(
 ) -> bool {
     let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
     let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));
-    match std::fs::read_to_string(&cache).as_deref().map(str::trim) {
-        Ok("yes") => return true,
-        Ok("no") => return false,
+    match read_small(&cache).as_deref().map(str::trim) {
+        Some("yes") => return true,
+        Some("no") => return false,
         _ => {}
     }
     let Ok(answer) = probe.await else { return on_error };
@@ -260,11 +274,26 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     ctx.require_profile()?;
     let identity = identity(ctx, &args.task)?;
     let env = exec_env(ctx, &args.env)?;
-    let rt = connect(ctx).await?;
-    let req = request(ctx, &rt, identity).await?;
+    let (rt, remembered) = connect_remembered(ctx).await?;
     // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
     // once per process before a sandbox is created, so only when that misses.
-    let found = if args.interactive || args.tty { None } else { service::attach_running(&rt, &req).await? };
+    let first_contact = async {
+        let req = request(ctx, &rt, identity).await?;
+        let found = if args.interactive || args.tty { None } else { service::attach_running(&rt, &req).await? };
+        Ok::<_, Failure>((req, found))
+    };
+    let (req, found) = if remembered {
+        // The first requests to an engine not pinged: bounded as the ping is, so a hung engine fails as fast.
+        let bound = docker_adapter::CONNECT_TIMEOUT;
+        tokio::time::timeout(bound, first_contact).await.map_err(|_| {
+            Failure::from(domain::ports::RuntimeError::Unavailable {
+                endpoint: rt.endpoint().to_owned(),
+                message: format!("no answer within {}s; is the Docker daemon running?", bound.as_secs()),
+            })
+        })??
+    } else {
+        first_contact.await?
+    };
     if found.is_none() {
         maybe_reap(ctx, &rt).await;
     }

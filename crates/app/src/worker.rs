@@ -159,7 +159,7 @@ impl WorkerEnv {
 
 /// A worker's first acts, before anything that can fail or print: its output goes to its log (rotated past
 /// `kanban.worker_log_rotate_bytes`, created when missing), then it enters its working directory (created when
-/// missing). A worker that cannot do either exits, and the dispatcher's next tick counts the crash.
+/// missing). A worker that cannot do either confirms its run all the same and fails it with the reason.
 ///
 /// # Errors
 /// A one-line reason (also written to the log when it could be opened).
@@ -322,7 +322,7 @@ pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
 ///
 /// # Errors
 /// A failure when the task cannot be read or is not running; command failures are recorded on the task instead.
-pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
+pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8, Failure> {
     let mut store = open_store(ctx)?;
     let task = store.task(task_id)?;
     if task.status != TaskStatus::Running {
@@ -339,11 +339,6 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
     let claim_ttl = claim_ttl(ctx);
     let task = confirm(ctx, &mut store, task_id, run, claim_ttl)?;
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-    let template = ctx.settings.kanban.worker_command.clone();
-    if !template.trim().is_empty() {
-        drop(store);
-        return Err(exec_worker_command(ctx, &task, &template));
-    }
     let run_id = Some(run);
     let failure_limit = ctx.settings.kanban.failure_limit.get();
     let fail = |store: &mut Board, outcome: &str, error: &str, code: Option<i64>| -> Result<FailureOutcome, Failure> {
@@ -356,6 +351,17 @@ pub async fn run(ctx: &Ctx, task_id: &str) -> Result<u8, Failure> {
             SystemClock.now(),
         )?)
     };
+    // A log or working directory this worker could not set up fails the run with the reason, on the board where
+    // `kanban show` gives it (the log may be what could not be opened).
+    if let Some(setup) = setup {
+        fail(&mut store, "failed", &setup.message, None)?;
+        return Ok(Exit::FAILURE);
+    }
+    let template = ctx.settings.kanban.worker_command.clone();
+    if !template.trim().is_empty() {
+        drop(store);
+        return Err(exec_worker_command(ctx, &task, &template));
+    }
     let Some(command) = task.command.clone().filter(|c| !c.trim().is_empty()) else {
         fail(&mut store, "failed", "the task has no command for the built-in worker", None)?;
         return Ok(Exit::FAILURE);

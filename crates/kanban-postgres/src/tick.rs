@@ -324,7 +324,8 @@ fn read_snapshot(c: &mut Conn, host: &str, req: &TickRequest<'_>) -> PgResult<Bo
 const SPAWNED_TASKS: &str = "UPDATE berth.tasks t SET worker_pid = u.pid, worker_start = u.start, worker_host = $5, \
      claim_expires = greatest(coalesce(t.claim_expires, 0), $6) \
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(id, run, pid, start) \
-     WHERE t.id = u.id AND t.current_run_id = u.run AND t.status = 'running' AND t.confirmed_at IS NULL";
+     WHERE t.id = u.id AND t.current_run_id = u.run AND t.status = 'running' AND t.confirmed_at IS NULL \
+     RETURNING t.id";
 
 const SPAWNED_RUNS: &str = "UPDATE berth.task_runs r SET worker_pid = u.pid, worker_host = $3 \
      FROM unnest($1::bigint[], $2::bigint[]) AS u(run, pid) WHERE r.id = u.run AND r.confirmed_at IS NULL";
@@ -375,7 +376,15 @@ impl KanbanStore for PgKanbanStore {
             let starts: Vec<Option<i64>> =
                 spawned.iter().map(|s| s.start.and_then(|v| i64::try_from(v).ok())).collect();
             let mut tx = c.client.transaction()?;
-            tx.execute(&tasks_stmt, &[&ids, &runs, &pids, &starts, &host, &expires])?;
+            // Only the runs still their task's current one (a dispatcher held up past the lease writes nothing).
+            let current: std::collections::HashSet<String> = tx
+                .query(&tasks_stmt, &[&ids, &runs, &pids, &starts, &host, &expires])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            let spawned: Vec<&SpawnRecord<'_>> = spawned.iter().filter(|s| current.contains(s.task)).collect();
+            let runs: Vec<i64> = spawned.iter().map(|s| s.run_id).collect();
+            let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.pid)).collect();
             tx.execute(&runs_stmt, &[&runs, &pids, &host])?;
             let mut events = Events::default();
             for s in spawned {

@@ -241,12 +241,23 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
         (**self).snapshot(req)
     }
+    // Forwarded, never left to the defaults: a store's streaming plan is what bounds a tick's memory.
+    fn plan_into(&self, req: &TickRequest<'_>, sink: &mut dyn domain::policy::dispatch::PlanSink) -> Result<()> {
+        (**self).plan_into(req, sink)
+    }
     fn tick(
         &mut self,
         req: &TickRequest<'_>,
         plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome> {
         (**self).tick(req, plan)
+    }
+    fn tick_into(
+        &mut self,
+        req: &TickRequest<'_>,
+        sink: &mut dyn domain::policy::dispatch::PlanSink,
+    ) -> Result<TickOutcome> {
+        (**self).tick_into(req, sink)
     }
     fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
         (**self).record_spawned(spawned, lease, now)

@@ -14,6 +14,11 @@ pub(crate) fn is_corruption(e: &rusqlite::Error) -> bool {
     matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt))
 }
 
+/// Whether SQLite gave up waiting for a lock another connection holds.
+pub(crate) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
 /// What went wrong opening `path`, when it is not the file's content: SQLite's own "disk full", else the OS's answer
 /// to opening the file for writing (read-only file system, permission denied), else to creating a small file beside
 /// it (no space left). `None` when the disk looks fine, i.e. the file itself is the problem.
@@ -167,15 +172,25 @@ impl SqliteKanbanStore {
     /// surfaces as a corruption error of the operation that reads it ([`StoreError::Corrupt`], file untouched);
     /// [`SqliteKanbanStore::check`] reads every page on request.
     pub(crate) fn verify(path: &Path) -> Result<()> {
+        Self::verify_waiting(path, Duration::from_secs(30))
+    }
+
+    /// [`SqliteKanbanStore::verify`], waiting up to `busy` for a lock another process holds.
+    pub(crate) fn verify_waiting(path: &Path, busy: Duration) -> Result<()> {
         // Damage is only what SQLite calls damage; a full or read-only disk is named as such.
+        // A file another process holds locked past the busy timeout is busy, not damaged.
         let corrupt = |e: rusqlite::Error| match disk_cause(path, &e) {
             Some(cause) if !is_corruption(&e) => StoreError::Unavailable { path: path.to_owned(), cause },
+            _ if is_busy(&e) => StoreError::Unavailable {
+                path: path.to_owned(),
+                cause: format!("another process holds it locked ({e})"),
+            },
             _ => StoreError::Corrupt { path: path.to_owned(), message: e.to_string() },
         };
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(corrupt)?;
-        conn.busy_timeout(Duration::from_secs(30)).map_err(corrupt)?;
+        conn.busy_timeout(busy).map_err(corrupt)?;
         let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(corrupt)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(corrupt)?;
         check_length(path, &conn).map_err(|e| match e {

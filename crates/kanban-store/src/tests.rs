@@ -784,3 +784,43 @@ fn opening_checks_the_header_and_tables_and_check_reads_every_page() {
     assert!(matches!(&err, StoreError::Corrupt { message, .. } if message.contains("task_links")), "{err}");
     assert_eq!(std::fs::read(&lost).unwrap(), before);
 }
+
+/// A board another process holds locked past the busy timeout is busy, not damaged: no advice to move it aside.
+#[test]
+fn a_locked_board_is_busy_not_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("board.db");
+    drop(SqliteKanbanStore::open(&path).unwrap());
+    let holder = rusqlite::Connection::open(&path).unwrap();
+    holder.execute_batch("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;").unwrap();
+    let err = SqliteKanbanStore::verify_waiting(&path, std::time::Duration::from_millis(100)).unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("locked") && !err.to_string().contains("move it aside"), "{err}");
+    holder.execute_batch("COMMIT;").unwrap();
+}
+
+/// A boxed board (what `app` holds) streams as the store itself does: its tick keeps only the decisions it applied,
+/// not a row per ready task (the trait's defaults would materialize the whole plan).
+#[test]
+fn a_boxed_board_streams_its_tick() {
+    let mut f = Fixture::new();
+    for _ in 0..5 {
+        f.add(Some("alpha"));
+    }
+    let mut boxed: Box<dyn BoardStore + Send> = Box::new(f.store);
+    let (b, c) = (board(), cfg(Some(1)));
+    let req = TickRequest {
+        board: &b,
+        cfg: &c,
+        now: f.now,
+        probe: &f.probe,
+        claimer: "host:1",
+        claim_ttl: Duration::from_secs(900),
+        spawn_lease: Duration::from_secs(20),
+    };
+    let mut whole = domain::policy::dispatch::TickPlan::default();
+    let out = domain::ports::KanbanStore::tick_into(&mut boxed, &req, &mut whole).unwrap();
+    assert_eq!(whole.decisions.len(), 5, "the sink gets every decision");
+    assert_eq!(out.claimed.len(), 1);
+    assert!(out.plan.decisions.len() <= 1, "the outcome keeps at most the applied spawn: {:?}", out.plan.decisions);
+}

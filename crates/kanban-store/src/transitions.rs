@@ -252,7 +252,8 @@ impl SqliteKanbanStore {
     /// Records the workers a dispatcher started for claimed tasks, all in one transaction.
     ///
     /// This is informational (`kanban show` and stops can find the process before it confirms): the worker's own
-    /// confirmation is what counts, so a run it already confirmed is left as the worker wrote it. An unconfirmed
+    /// confirmation is what counts, so a run it already confirmed is left as the worker wrote it, and a run that is
+    /// no longer its task's current one gets nothing (no pid, no event). An unconfirmed
     /// run's spawn lease restarts here (`lease` from `now`), so a long spawn loop does not eat its workers' leases.
     ///
     /// # Errors
@@ -262,11 +263,16 @@ impl SqliteKanbanStore {
         let tx = self.write()?;
         for s in spawned {
             let start = s.start.and_then(|v| i64::try_from(v).ok());
-            tx.prepare_cached(
+            let n = tx.prepare_cached(
                 "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5) \
                  WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NULL",
             )?
             .execute(params![s.task, s.run_id, s.pid, start, expires])?;
+            // A run no longer the task's (its lease lapsed while this dispatcher was held up, and another took the
+            // task) is not this dispatcher's to write on: its worker will find the run superseded and run nothing.
+            if n == 0 {
+                continue;
+            }
             tx.prepare_cached("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?
                 .execute(params![s.run_id, s.pid])?;
             event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now)?;
