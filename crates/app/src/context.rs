@@ -179,10 +179,15 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".to_owned())
 }
 
-/// `<host>:<pid>:<start>` of this process.
+/// `<host>:<pid>:<start>` of this process (read once).
 pub fn owner_label() -> String {
-    let pid = std::process::id();
-    format!("{}:{pid}:{}", hostname(), ProcProbe.start_fingerprint(pid).unwrap_or(0))
+    static LABEL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    LABEL
+        .get_or_init(|| {
+            let pid = std::process::id();
+            format!("{}:{pid}:{}", hostname(), ProcProbe.start_fingerprint(pid).unwrap_or(0))
+        })
+        .clone()
 }
 
 /// The wall clock.

@@ -278,9 +278,19 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
     // once per process before a sandbox is created, so only when that misses.
     let first_contact = async {
-        let req = request(ctx, &rt, identity).await?;
-        let found = if args.interactive || args.tty { None } else { service::attach_running(&rt, &req).await? };
-        Ok::<_, Failure>((req, found))
+        if args.interactive || args.tty || !ctx.settings.terminal.docker_persist_across_processes {
+            return Ok::<_, Failure>((request(ctx, &rt, identity).await?, None));
+        }
+        // The inspect of the deterministic name goes out first; the request is built while it is answered.
+        let name = identity.persistent_name();
+        let (inspected, req) = tokio::join!(rt.inspect(&name), request(ctx, &rt, identity));
+        let req = req?;
+        let found = if req.spec.name == name {
+            service::attach_inspected(&req, inspected)?
+        } else {
+            service::attach_running(&rt, &req).await?
+        };
+        Ok((req, found))
     };
     let (req, found) = if remembered {
         // The first requests to an engine not pinged: bounded as the ping is, so a hung engine fails as fast.

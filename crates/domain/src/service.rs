@@ -126,11 +126,26 @@ pub async fn attach_running(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> 
     if !req.persist_across_processes {
         return Ok(None);
     }
-    let d = match rt.inspect(&req.spec.name).await {
+    attach_inspected(req, rt.inspect(&req.spec.name).await)
+}
+
+/// The decision of [`attach_running`] on an inspect of `req.spec.name` already made (a caller that overlapped it
+/// with building `req`).
+///
+/// # Errors
+/// [`RuntimeError::Unavailable`].
+pub fn attach_inspected(
+    req: &AcquireRequest,
+    inspected: Result<crate::container::ContainerDetails, RuntimeError>,
+) -> Result<Option<Acquired>, RuntimeError> {
+    let d = match inspected {
         Ok(d) => d,
         Err(e @ RuntimeError::Unavailable { .. }) => return Err(e),
         Err(_) => return Ok(None),
     };
+    if !req.persist_across_processes {
+        return Ok(None);
+    }
     let ReuseDecision::Attach { id } =
         select_reusable(&req.identity, std::slice::from_ref(&d.summary), &reuse_policy(req))
     else {
