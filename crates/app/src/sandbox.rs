@@ -29,8 +29,12 @@ pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
 pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
     let endpoint = ctx.docker_endpoint();
     let rt = DockerRuntime::connect(&endpoint).await?;
+    // Remembered for `berth run` (see `connect_remembered`); written only when it changed.
     if let Some(id) = socket_identity(&endpoint) {
-        write_atomically(&api_version_cache(ctx, &endpoint), &format!("{id} {}", rt.api_version()));
+        let (cache, text) = (api_version_cache(ctx, &endpoint), format!("{id} {}", rt.api_version()));
+        if read_small(&cache).is_none_or(|had| had != text) {
+            write_atomically(&cache, &text);
+        }
     }
     Ok(rt)
 }
