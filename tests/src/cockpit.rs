@@ -163,8 +163,11 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     home.ok(&["profile", "create", "alpha"]);
     let _cleanup = crate::kanban::ProfileContainers::new(&["alpha"], home.path());
     let id = create_task(&home, &["talk", "--assignee", "alpha", "--command", "echo line-one; sleep 2; echo line-two"]);
-    // Before any run: no log yet, said plainly.
+    // Before any run: no log yet, said plainly (and `kanban logs` says so on stderr, printing nothing).
     assert!(home.ok(&["kanban", "show", &id]).contains("(nothing yet)"));
+    let none = home.run(&["kanban", "logs", &id]);
+    assert!(none.status.success() && none.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&none.stderr).contains("does not exist yet"), "{none:?}");
     let v = home.json(&["kanban", "dispatch"]);
     assert_eq!(v["spawned"].as_array().unwrap().len(), 1, "{v}");
 

@@ -123,6 +123,15 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
         return Ok(0);
     }
     write_out(shown.as_bytes());
+    if shown.is_empty() && !follow {
+        // Nothing to print is said, on stderr (stdout stays the log's bytes, here none).
+        let why = match run {
+            _ if !path.is_file() => "does not exist yet (no worker has run)".to_owned(),
+            Some(r) => format!("has no lines of run {r}"),
+            None => "is empty".to_owned(),
+        };
+        eprintln!("berth: the log of {id} ({}) {why}", path.display());
+    }
     // The run to follow: the one asked for, else the task's current one; a finished run has nothing more to say.
     let followed = run.or(task.current_run_id);
     let Some(followed) = followed.filter(|_| follow) else { return Ok(0) };
