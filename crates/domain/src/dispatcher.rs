@@ -5,7 +5,7 @@ use thiserror::Error;
 
 use crate::ids::BoardSlug;
 use crate::kanban::{SpawnRecord, TaskStatus, TickRequest, WorkerRef};
-use crate::policy::dispatch::{Decision, TickPlan, plan_tick};
+use crate::policy::dispatch::{Decision, PlanSink, TickPlan, plan_tick};
 use crate::ports::{Clock, KanbanStore, Launched, WorkerLauncher};
 
 /// Why a dispatch did not run.
@@ -99,6 +99,29 @@ fn only_task<S: KanbanStore>(
     Ok(Decision::not_considered(t.status).map(|d| (id.to_owned(), d)))
 }
 
+/// Forwards a plan to `inner`, noting whether its housekeeping put `task` (`--task ID`) back in the queue: a running
+/// task whose worker died is requeued and considered by the same tick, so it is not "already running".
+struct NoteRequeue<'a, P: PlanSink + ?Sized> {
+    inner: &'a mut P,
+    task: Option<&'a str>,
+    requeued: bool,
+}
+
+impl<P: PlanSink + ?Sized> PlanSink for NoteRequeue<'_, P> {
+    fn housekeeping(&mut self, task_id: &str, action: &crate::policy::dispatch::Housekeeping) {
+        if self.task == Some(task_id) && crate::policy::dispatch::requeues(action) {
+            self.requeued = true;
+        }
+        self.inner.housekeeping(task_id, action);
+    }
+    fn promoted(&mut self, task_id: &str) {
+        self.inner.promoted(task_id);
+    }
+    fn decision(&mut self, decision: &crate::policy::dispatch::DecisionRef<'_>) {
+        self.inner.decision(decision);
+    }
+}
+
 /// A dry run streamed into `sink` (the plan a real tick would follow, as the store produces it); writes nothing.
 /// Returns, for `--task ID`, why that task was not even considered.
 ///
@@ -111,8 +134,9 @@ pub fn dry_run_into<S: KanbanStore>(
 ) -> Result<Option<(String, Decision)>, DispatchError<S::Error>> {
     store.check_board(req.board)?;
     let not_considered = only_task(store, req.board, req.cfg.only_task.as_deref())?;
-    store.plan_into(req, sink)?;
-    Ok(not_considered)
+    let mut note = NoteRequeue { inner: sink, task: req.cfg.only_task.as_deref(), requeued: false };
+    store.plan_into(req, &mut note)?;
+    Ok(not_considered.filter(|_| !note.requeued))
 }
 
 /// Runs one dispatch on `req.board`: plan (dry) or tick, stop the workers housekeeping took tasks from, release
@@ -175,11 +199,10 @@ where
     L: WorkerLauncher + ?Sized,
 {
     store.check_board(req.board)?;
-    let mut report = TickReport {
-        not_considered: only_task(store, req.board, req.cfg.only_task.as_deref())?,
-        ..TickReport::default()
-    };
-    let outcome = store.tick_into(req, sink)?;
+    let not_considered = only_task(store, req.board, req.cfg.only_task.as_deref())?;
+    let mut note = NoteRequeue { inner: sink, task: req.cfg.only_task.as_deref(), requeued: false };
+    let outcome = store.tick_into(req, &mut note)?;
+    let mut report = TickReport { not_considered: not_considered.filter(|_| !note.requeued), ..TickReport::default() };
     report.plan = outcome.plan;
     report.auto_blocked =
         report.plan.housekeeping.iter().filter(|(_, h)| h.gave_up()).map(|(id, _)| id.clone()).collect();

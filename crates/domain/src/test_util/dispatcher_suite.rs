@@ -208,6 +208,12 @@ pub fn only_task_reasons<B: DispatchBoard>(store: B) {
     assert_eq!(r.spawned.len(), 1);
     let r = w.tick();
     assert_eq!(r.not_considered, Some(("parent".to_owned(), Decision::AlreadyRunning)));
+    // A running task whose worker died is requeued and started again by the same tick: considered, not "running".
+    w.confirm_launched(&r);
+    w.launcher.kill(w.pid_of("parent"));
+    let r = w.tick();
+    assert_eq!(r.spawned.len(), 1, "{r:?}");
+    assert_eq!(r.not_considered, None, "{r:?}");
     w.cfg.only_task = Some("elsewhere".into());
     assert!(matches!(w.try_tick(DispatchOptions::default()), Err(DispatchError::WrongBoard { .. })));
 }
