@@ -7,7 +7,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::{Engine, Home};
+use crate::support::{Engine, Gateway, Home};
 use rustix::termios::{LocalModes, Winsize, tcgetattr, tcsetwinsize};
 
 /// Waits for `child` to exit within `limit`; kills it and fails otherwise.
@@ -493,13 +493,7 @@ fn explain_names_the_assignee_of_deferred_tasks() {
 fn gateway_status_text_shows_what_json_has() {
     let home = Home::new();
     home.ok(&["kanban", "board", "create", "default"]);
-    let mut gateway = home
-        .cmd()
-        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("berth runs");
+    let gateway = Gateway::start(&home, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let v = loop {
         let v = home.json(&["gateway", "status"]);
@@ -520,8 +514,7 @@ fn gateway_status_text_shows_what_json_has() {
         assert!(text.contains(&want), "{want:?} missing from:\n{text}");
     }
     assert!(text.lines().any(|l| l.starts_with("last tick:    ") && l.contains("(spawned ")), "{text}");
-    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
-    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    assert_eq!(gateway.stop().0, Some(0));
     let v = home.json(&["gateway", "status"]);
     let text = home.ok(&["gateway", "status"]);
     assert!(text.contains("running:      no"), "{text}");
@@ -549,22 +542,14 @@ fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     let id = create_task(&home, &["lost", "--assignee", "ghost", "--allow-unknown-assignee", "--command", "true"]);
     // A command-less task, made while an external worker was configured; the gateway runs the built-in one.
     let bare = create_task(&home, &["bare", "-c", "kanban.worker_command=my-agent", "--assignee", &home.profile]);
-    let mut gateway = home
-        .cmd()
-        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("berth runs");
+    let gateway = Gateway::start(&home, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) < 3 {
         assert!(Instant::now() < deadline, "the gateway did not tick three times");
         std::thread::sleep(Duration::from_millis(100));
     }
-    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
-    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
-    let mut err = String::new();
-    gateway.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let (code, _, err) = gateway.stop();
+    assert_eq!(code, Some(0));
     let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {id} "))).collect();
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("\"ghost\", which is no profile here: it will never run"), "{err}");
@@ -684,21 +669,14 @@ fn every_timestamp_in_every_json_output_is_rfc3339() {
     check(&home, &["kanban", "dispatch", "--all-boards", "--dry-run"]);
     check(&home, &["kanban", "board", "ls"]);
     check(&home, &["kanban", "edit", &id, "--priority", "3"]);
-    let mut gateway = home
-        .cmd()
-        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("berth runs");
+    let gateway = Gateway::start(&home, &[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     while home.json(&["kanban", "show", &id])["task"]["status"] != "done" {
         assert!(Instant::now() < deadline, "the task did not finish: {}", home.json(&["kanban", "show", &id]));
         std::thread::sleep(Duration::from_millis(200));
     }
     check(&home, &["gateway", "status"]);
-    crate::support::signal(gateway.id(), rustix::process::Signal::TERM);
-    assert!(wait_within(&mut gateway, Duration::from_secs(30)).success());
+    assert_eq!(gateway.stop().0, Some(0));
     check(&home, &["gateway", "status"]);
     check(&home, &["kanban", "show", &id]);
     check(&home, &["kanban", "ls"]);

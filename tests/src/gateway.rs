@@ -2,81 +2,9 @@
 //! a quarantined board, and clean shutdown; with an hour's interval, waking on events (on SQLite and on PostgreSQL).
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::{Home, require_docker};
-
-/// A running gateway, killed on drop if a test fails before stopping it; its stderr is collected as it comes, so
-/// a test can wait for a line instead of sleeping.
-struct Gateway {
-    child: Option<Child>,
-    stderr: Arc<Mutex<String>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Gateway {
-    fn start(home: &Home, extra: &[&str]) -> Self {
-        let mut args = vec!["-c", "kanban.dispatch_interval_seconds=1"];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["gateway", "run"]);
-        let mut child = home.cmd().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = Arc::clone(&stderr);
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        // Wait until it holds the lock and has written its state.
-        wait_for("the gateway to start", Duration::from_secs(10), || {
-            home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false)
-        });
-        Self { child: Some(child), stderr, reader: Some(reader) }
-    }
-
-    /// What the gateway wrote to stderr so far.
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    /// Sends SIGTERM and returns (exit code, time to exit, stderr).
-    fn stop(mut self) -> (Option<i32>, Duration, String) {
-        let mut child = self.child.take().unwrap();
-        let start = Instant::now();
-        crate::support::signal(child.id(), rustix::process::Signal::TERM);
-        let status = child.wait().unwrap();
-        let took = start.elapsed();
-        if let Some(r) = self.reader.take() {
-            r.join().unwrap();
-        }
-        (status.code(), took, self.stderr())
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use crate::support::{Gateway, Home, require_docker, wait_until};
 
 /// The ticks the running gateway has done, from `gateway status`.
 fn ticks(home: &Home) -> u64 {
@@ -99,7 +27,7 @@ fn kill_workers(home: &Home) {
 fn idle_gateway_exits_cleanly_on_sigterm() {
     let home = Home::new();
     let gw = Gateway::start(&home, &[]);
-    wait_for("a first tick", Duration::from_secs(10), || ticks(&home) >= 1);
+    wait_until("a first tick", Duration::from_secs(10), || ticks(&home) >= 1);
     let (code, took, _) = gw.stop();
     assert_eq!(code, Some(0));
     assert!(took < Duration::from_secs(2), "took {took:?}");
@@ -120,7 +48,7 @@ fn tasks_created_while_it_runs_are_dispatched_and_a_second_gateway_stays_out() {
         .as_str()
         .unwrap()
         .to_owned();
-    wait_for("the task to start", Duration::from_secs(10), || statuses(&home) == ["running"]);
+    wait_until("the task to start", Duration::from_secs(10), || statuses(&home) == ["running"]);
     let show = home.json(&["kanban", "show", &id]);
     assert_eq!(show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "claimed").count(), 1);
     let st = home.json(&["gateway", "status"]);
@@ -140,7 +68,7 @@ fn an_invalid_per_profile_cap_warns_and_means_no_cap() {
     // The cap comes from the config file, where an invalid value warns instead of failing.
     std::fs::write(home.path().join("config.yaml"), "kanban:\n  max_in_progress_per_profile: abc\n").unwrap();
     let gw = Gateway::start(&home, &["-c", "kanban.worker_command=sleep 30"]);
-    wait_for("all three to start", Duration::from_secs(10), || statuses(&home).iter().all(|s| s == "running"));
+    wait_until("all three to start", Duration::from_secs(10), || statuses(&home).iter().all(|s| s == "running"));
     kill_workers(&home);
     let (_, _, err) = gw.stop();
     assert!(
@@ -157,7 +85,7 @@ fn dispatch_in_gateway_false_leaves_the_board_alone() {
     let gw = Gateway::start(&home, &["-c", "kanban.dispatch_in_gateway=false", "-c", "kanban.worker_command=sleep 30"]);
     // The gateway logs this line where it takes the idle branch, which has no dispatch in it: from here on the
     // board cannot change, however long one waits.
-    wait_for("the idle line", Duration::from_secs(10), || gw.stderr().contains("dispatch_in_gateway=false"));
+    wait_until("the idle line", Duration::from_secs(10), || gw.stderr().contains("dispatch_in_gateway=false"));
     assert_eq!(statuses(&home), ["ready"]);
     assert_eq!(ticks(&home), 0, "an idle gateway never ticks");
     let (code, _, err) = gw.stop();
@@ -181,7 +109,7 @@ fn a_broken_board_is_quarantined_and_the_others_go_on() {
         .as_str()
         .unwrap()
         .to_owned();
-    wait_for("the good board's task to start", Duration::from_secs(10), || {
+    wait_until("the good board's task to start", Duration::from_secs(10), || {
         home.json(&["kanban", "show", &good])["task"]["status"] == "running"
     });
     let st = home.json(&["gateway", "status"]);
@@ -204,7 +132,7 @@ fn eight_tasks_two_profiles_cap_two_all_finish_never_more_than_two_each() {
     }
     let gw = Gateway::start(&home, &["-c", "kanban.max_in_progress_per_profile=2"]);
     let mut max_seen: BTreeMap<String, usize> = BTreeMap::new();
-    wait_for("all eight to finish", Duration::from_secs(90), || {
+    wait_until("all eight to finish", Duration::from_secs(90), || {
         let tasks = home.json(&["kanban", "ls"]);
         let mut running: BTreeMap<String, usize> = BTreeMap::new();
         for t in tasks.as_array().unwrap().iter().filter(|t| t["status"] == "running") {
@@ -232,7 +160,7 @@ fn stuck_work_gives_the_stuck_warning() {
     std::fs::create_dir_all(home.path().join("kanban")).unwrap();
     std::fs::write(home.path().join("kanban/logs"), b"not a directory").unwrap();
     let gw = Gateway::start(&home, &["-c", "kanban.failure_limit=1000"]);
-    wait_for("six bad ticks", Duration::from_secs(20), || {
+    wait_until("six bad ticks", Duration::from_secs(20), || {
         home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) >= 7
     });
     let (code, _, err) = gw.stop();
@@ -263,7 +191,7 @@ fn a_gateway_with_an_hour_interval_wakes_on_new_tasks_and_on_finished_workers() 
     for i in 0..4 {
         home.json(&["kanban", "create", &format!("job {i}"), "--assignee", "alpha", "--command", "true"]);
     }
-    wait_for("all four to finish one after another", Duration::from_secs(30), || {
+    wait_until("all four to finish one after another", Duration::from_secs(30), || {
         home.json(&["kanban", "ls"]).as_array().unwrap().iter().all(|t| t["status"] == "done")
     });
     // Idle, it stops ticking: a board nobody changes wakes nothing.
@@ -279,7 +207,7 @@ fn a_gateway_with_an_hour_interval_wakes_on_new_tasks_and_on_finished_workers() 
 fn settled_ticks(home: &Home) -> u64 {
     let mut seen = ticks(home);
     let mut settled = false;
-    wait_for("the gateway to settle", Duration::from_secs(30), || {
+    wait_until("the gateway to settle", Duration::from_secs(30), || {
         std::thread::sleep(Duration::from_secs(1)); // the quiet period that defines "settled"
         let now = ticks(home);
         settled = now == seen;
@@ -304,15 +232,17 @@ fn a_gateway_on_postgres_wakes_on_board_changes_not_on_heartbeats_and_survives_c
         &home,
         &["-v", "-c", "kanban.dispatch_interval_seconds=3600", "-c", "kanban.worker_command=sleep 120"],
     );
-    wait_for("the gateway to listen", Duration::from_secs(30), || gw.stderr().contains("listening for board changes"));
+    wait_until("the gateway to listen", Duration::from_secs(30), || {
+        gw.stderr().contains("listening for board changes")
+    });
     // Its first tick is behind it, so the next one the clock asks for is an hour away.
-    wait_for("a first tick", Duration::from_secs(30), || ticks(&home) >= 1);
+    wait_until("a first tick", Duration::from_secs(30), || ticks(&home) >= 1);
     let create = |title: &str| {
         let v = home.json(&["kanban", "create", title, "--assignee", "alpha", "--command", "true"]);
         (v["id"].as_str().unwrap().to_owned(), Instant::now())
     };
     let (first, created) = create("first");
-    wait_for("the new task to be claimed at once", Duration::from_secs(5), || status_of(&home, &first) == "running");
+    wait_until("the new task to be claimed at once", Duration::from_secs(5), || status_of(&home, &first) == "running");
     eprintln!("claimed {:?} after its creation returned", created.elapsed());
 
     // Heartbeats (with and without a note) wake nothing: a wake-up would be a tick within milliseconds.
@@ -334,7 +264,7 @@ fn a_gateway_on_postgres_wakes_on_board_changes_not_on_heartbeats_and_survives_c
         .get(0);
     assert!(cut >= 2, "the gateway's listener and board connection were cut ({cut})");
     let (second, _) = create("second");
-    wait_for("the task after the cut to be claimed", Duration::from_secs(10), || {
+    wait_until("the task after the cut to be claimed", Duration::from_secs(10), || {
         status_of(&home, &second) == "running"
     });
     let (_, _, err) = gw.stop();

@@ -281,3 +281,66 @@ pub fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut
         std::thread::sleep(std::time::Duration::from_millis(100)); // polling interval, not synchronization
     }
 }
+
+/// A running gateway, killed on drop if a test fails before stopping it; its stderr is collected as it comes, so
+/// a test can wait for a line instead of sleeping.
+pub struct Gateway {
+    child: Option<std::process::Child>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Starts `berth gateway run` at a 1 s interval with the `extra` arguments (`-c key=value` pairs) and waits
+    /// until it runs.
+    pub fn start(home: &Home, extra: &[&str]) -> Self {
+        let mut args = vec!["-c", "kanban.dispatch_interval_seconds=1"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["gateway", "run"]);
+        let mut child = home.cmd().args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = std::sync::Arc::clone(&stderr);
+        let reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut pipe, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        // Wait until it holds the lock and has written its state.
+        wait_until("the gateway to start", std::time::Duration::from_secs(10), || {
+            home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false)
+        });
+        Self { child: Some(child), stderr, reader: Some(reader) }
+    }
+
+    /// What the gateway wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Sends SIGTERM and returns (exit code, time to exit, stderr).
+    pub fn stop(mut self) -> (Option<i32>, std::time::Duration, String) {
+        let mut child = self.child.take().unwrap();
+        let start = std::time::Instant::now();
+        signal(child.id(), rustix::process::Signal::TERM);
+        let status = child.wait().unwrap();
+        let took = start.elapsed();
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
+        (status.code(), took, self.stderr())
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
