@@ -97,6 +97,37 @@ pub struct TaskRow {
     pub sandbox_elsewhere_since: Option<Timestamp>,
 }
 
+impl TaskRow {
+    /// A task as a snapshot reads a `todo` or `ready` one: unclaimed, no worker, no run yet; a store sets what
+    /// else it knows (a running task's claim and worker, `parents_done`, …) on top.
+    pub fn waiting(
+        id: String,
+        assignee: Option<String>,
+        status: TaskStatus,
+        priority: i64,
+        created_at: Timestamp,
+    ) -> Self {
+        Self {
+            id,
+            assignee,
+            status,
+            priority,
+            created_at,
+            claimed: false,
+            claim_expires: None,
+            worker_pid: None,
+            worker_alive: None,
+            last_heartbeat: None,
+            started_at: None,
+            max_runtime_secs: None,
+            consecutive_failures: 0,
+            max_retries: None,
+            parents_done: false,
+            sandbox_elsewhere_since: None,
+        }
+    }
+}
+
 /// Everything one tick plans over: this board's open tasks and what runs on the other boards of this host.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BoardSnapshot {

@@ -90,23 +90,12 @@ fn snapshot(
     for r in tx.query(&s.open, &[&board.as_str()])? {
         let (last_host, last_ended): (Option<String>, Option<i64>) = (r.try_get(7)?, r.try_get(8)?);
         let elsewhere = last_host.filter(|h| h != host).and(last_ended).map(Timestamp::from_millis);
+        let (id, assignee, status) = (r.try_get(0)?, r.try_get(1)?, status_of(r.try_get(2)?)?);
         tasks.push(TaskRow {
-            id: r.try_get(0)?,
-            assignee: r.try_get(1)?,
-            status: status_of(r.try_get(2)?)?,
-            priority: r.try_get(3)?,
-            created_at: Timestamp::from_millis(r.try_get(4)?),
             claimed: r.try_get(5)?,
-            claim_expires: None,
-            worker_pid: None,
-            worker_alive: None,
-            last_heartbeat: None,
-            started_at: None,
-            max_runtime_secs: None,
-            consecutive_failures: 0,
-            max_retries: None,
             parents_done: r.try_get(6)?,
             sandbox_elsewhere_since: elsewhere,
+            ..TaskRow::waiting(id, assignee, status, r.try_get(3)?, Timestamp::from_millis(r.try_get(4)?))
         });
     }
     for r in tx.query(&s.running, &[&board.as_str()])? {

@@ -48,22 +48,9 @@ fn snapshot_of(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe, r
     while let Some(r) = rows.next()? {
         let status = status_of(r.get_ref(2)?.as_str().map_err(|e| StoreError::Invalid(e.to_string()))?)?;
         tasks.push(TaskRow {
-            id: r.get(0)?,
-            assignee: r.get(1)?,
-            status,
-            priority: r.get(3)?,
-            created_at: Timestamp::from_millis(r.get(4)?),
             claimed: r.get(5)?,
-            claim_expires: None,
-            worker_pid: None,
-            worker_alive: None,
-            last_heartbeat: None,
-            started_at: None,
-            max_runtime_secs: None,
-            consecutive_failures: 0,
-            max_retries: None,
             parents_done: r.get(6)?,
-            sandbox_elsewhere_since: None,
+            ..TaskRow::waiting(r.get(0)?, r.get(1)?, status, r.get(3)?, Timestamp::from_millis(r.get(4)?))
         });
     }
     let mut stmt = conn.prepare_cached(

@@ -10,23 +10,18 @@ use crate::kanban::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
 const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
 
 fn task(id: &str, assignee: Option<&str>, status: TaskStatus) -> TaskRow {
+    let running = status == TaskStatus::Running;
     TaskRow {
-        sandbox_elsewhere_since: None,
-        id: id.into(),
-        assignee: assignee.map(Into::into),
-        status,
-        priority: 0,
-        created_at: Timestamp::from_secs(1_700_000_000 + id.len() as i64),
-        claimed: status == TaskStatus::Running,
-        claim_expires: (status == TaskStatus::Running).then_some(NOW.plus(std::time::Duration::from_secs(900))),
-        worker_pid: None,
-        worker_alive: None,
-        last_heartbeat: None,
-        started_at: (status == TaskStatus::Running).then_some(NOW),
-        max_runtime_secs: None,
-        consecutive_failures: 0,
-        max_retries: None,
-        parents_done: false,
+        claimed: running,
+        claim_expires: running.then_some(NOW.plus(std::time::Duration::from_secs(900))),
+        started_at: running.then_some(NOW),
+        ..TaskRow::waiting(
+            id.into(),
+            assignee.map(Into::into),
+            status,
+            0,
+            Timestamp::from_secs(1_700_000_000 + id.len() as i64),
+        )
     }
 }
 
