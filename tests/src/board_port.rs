@@ -73,11 +73,12 @@ impl KanbanStore for AnyBoard {
     fn record_spawn_failure(
         &mut self,
         id: &str,
+        run: i64,
         error: &str,
         limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
-        self.store.record_spawn_failure(id, error, limit, now)
+        self.store.record_spawn_failure(id, run, error, limit, now)
     }
 }
 

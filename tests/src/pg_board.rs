@@ -237,3 +237,119 @@ fn a_failed_task_is_retried_first_on_the_host_holding_its_sandbox() {
     let hosts: Vec<Option<String>> = a.runs("t_r").unwrap().into_iter().map(|r| r.worker_host).collect();
     assert_eq!(hosts, [Some("host-a".to_owned()), Some("host-a".to_owned()), None]);
 }
+
+/// The race that resurrected finished tasks: a tick reads a running task, its worker completes the run and exits
+/// (on another connection: workers do not take the tick's lock), and only then does the tick judge the worker gone.
+/// The crash verdict is guarded by the run it judged, so it changes nothing: the task stays done, nothing runs again.
+#[test]
+fn a_crash_verdict_on_a_run_its_worker_completed_meanwhile_changes_nothing() {
+    let Some(db) = TestDb::create() else { return };
+    let b = BoardSlug::default_board();
+    let t0 = Timestamp::from_millis(1_700_000_000_000);
+    let mut s = PgKanbanStore::open(&db.url, "h").unwrap();
+    let task = NewTask { title: "once".into(), assignee: Some("alpha".into()), ..NewTask::default() };
+    s.create_task(&b, "t_once", &task, t0).unwrap();
+    let cfg = domain::kanban::TickConfig {
+        profiles: ["alpha".to_owned()].into(),
+        failure_limit: 3,
+        host: "h".into(),
+        host_timeout: Duration::from_secs(30),
+        ..domain::kanban::TickConfig::default()
+    };
+    let probe = domain::test_util::FakeProcessProbe::default();
+    let req = domain::kanban::TickRequest {
+        board: &b,
+        cfg: &cfg,
+        now: t0,
+        probe: &probe,
+        claimer: "h:1",
+        claim_ttl: Duration::from_secs(900),
+        spawn_lease: Duration::from_secs(20),
+    };
+    let run = domain::dispatcher::apply(&mut s, &req).unwrap().claimed[0].run_id;
+    let c = Confirmation { task: "t_once", run_id: run, pid: 4242, start: Some(1), host: "h" };
+    s.confirm_run(&c, Duration::from_secs(900), t0).unwrap();
+
+    // The worker (pid 4242) is not alive in the probe: the tick will judge it crashed. Between the snapshot and the
+    // write, the worker completes its run on a connection of its own.
+    let worker = std::sync::Mutex::new(PgKanbanStore::open(&db.url, "h").unwrap());
+    let completed = std::sync::atomic::AtomicBool::new(false);
+    let plan = |snap: &domain::kanban::BoardSnapshot| {
+        if !completed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            worker.lock().unwrap().complete("t_once", Some(run), Some("ok"), Some(0), t0).unwrap();
+        }
+        domain::policy::dispatch::plan_tick(t0, snap, &cfg)
+    };
+    let out = domain::ports::KanbanStore::tick(&mut s, &req, &plan).unwrap();
+    assert!(completed.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(out.plan.housekeeping.is_empty(), "the verdict was not applied: {:?}", out.plan.housekeeping);
+    assert!(out.claimed.is_empty(), "the finished task was not claimed again");
+    let t = s.task("t_once").unwrap();
+    assert_eq!(t.status, domain::kanban::TaskStatus::Done);
+    let kinds: Vec<String> = s.events("t_once", 0).unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(!kinds.iter().any(|k| k == "crashed"), "{kinds:?}");
+    // The worker's completion retried (its reply lost to an outage) is a no-op; from an old run it is refused.
+    s.complete("t_once", Some(run), Some("ok"), Some(0), t0).unwrap();
+    assert!(matches!(
+        s.complete("t_once", Some(run - 1), None, Some(0), t0),
+        Err(StoreError::Moved { .. } | StoreError::NoTask(_))
+    ));
+    assert_eq!(s.events("t_once", 0).unwrap().iter().filter(|e| e.kind == "completed").count(), 1);
+}
+
+/// A worker on another host is judged by that host's heartbeat, never by this host's process table: alive while its
+/// host beats (though its pid means nothing here), taken over as `host_lost` once the host is silent past the host
+/// timeout, without counting as the task's failure.
+#[test]
+fn a_remote_worker_lives_by_its_hosts_heartbeat_and_a_silent_hosts_task_is_taken_over() {
+    let Some(db) = TestDb::create() else { return };
+    let b = BoardSlug::default_board();
+    let t0 = Timestamp::from_millis(1_700_000_000_000);
+    let mut a = PgKanbanStore::open(&db.url, "host-a").unwrap();
+    let mut here = PgKanbanStore::open(&db.url, "host-b").unwrap();
+    let task = NewTask { title: "remote".into(), assignee: Some("alpha".into()), ..NewTask::default() };
+    a.create_task(&b, "t_remote", &task, t0).unwrap();
+    let cfg = |host: &str| domain::kanban::TickConfig {
+        profiles: ["alpha".to_owned()].into(),
+        failure_limit: 3,
+        host: host.into(),
+        host_timeout: Duration::from_secs(2),
+        ..domain::kanban::TickConfig::default()
+    };
+    let probe = domain::test_util::FakeProcessProbe::default(); // no pid is alive anywhere
+    let (cfg_a, cfg_b) = (cfg("host-a"), cfg("host-b"));
+    let req = |cfg| domain::kanban::TickRequest {
+        board: &b,
+        cfg,
+        now: t0,
+        probe: &probe,
+        claimer: "x:1",
+        claim_ttl: Duration::from_secs(900),
+        spawn_lease: Duration::from_secs(20),
+    };
+    let run = domain::dispatcher::apply(&mut a, &req(&cfg_a)).unwrap().claimed[0].run_id;
+    a.renew_host("host-a", t0).unwrap();
+    let c = Confirmation { task: "t_remote", run_id: run, pid: 4242, start: Some(1), host: "host-a" };
+    a.confirm_run(&c, Duration::from_secs(900), t0).unwrap();
+
+    // From host-b, while host-a beats: alive, nothing happens (pid 4242 is not alive here, and that says nothing).
+    let out = domain::dispatcher::apply(&mut here, &req(&cfg_b)).unwrap();
+    assert!(out.plan.housekeeping.is_empty(), "{:?}", out.plan.housekeeping);
+    assert_eq!(here.task("t_remote").unwrap().status, domain::kanban::TaskStatus::Running);
+
+    // host-a falls silent past the timeout (by the server's clock): host-b takes the task over.
+    let mut c = db.client();
+    c.execute("UPDATE berth.hosts SET seen_at = seen_at - 10000 WHERE id = 'host-a'", &[]).unwrap();
+    let out = domain::dispatcher::apply(&mut here, &req(&cfg_b)).unwrap();
+    assert_eq!(out.plan.housekeeping.len(), 1, "{:?}", out.plan.housekeeping);
+    assert!(
+        matches!(&out.plan.housekeeping[0].1, domain::policy::dispatch::Housekeeping::HostLost { host } if host == "host-a")
+    );
+    let t = here.task("t_remote").unwrap();
+    assert_eq!(t.consecutive_failures, 0, "a lost host is not the task's failure");
+    let runs = here.runs("t_remote").unwrap();
+    assert_eq!(runs[0].outcome.as_deref(), Some("host_lost"));
+    assert!(out.claimed.iter().any(|c| c.task_id == "t_remote"), "claimed again by host-b in the same tick");
+    // host-a's worker, back from its pause, cannot record anything for the run taken from it.
+    assert!(matches!(a.complete("t_remote", Some(run), None, Some(0), t0), Err(StoreError::Moved { .. })));
+}

@@ -234,6 +234,12 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
 
     // Idle stop and the periodic reaper run in a task of their own beside the ticks (`housekeeping`).
     let _cleanup = crate::housekeeping::Housekeeper::from_ctx(ctx).spawn();
+    // This host's heartbeat on a shared board (PostgreSQL, or a file hosts with their own `kanban.host_id` share),
+    // on a thread of its own so a long tick never makes the host look dead. A board one host uses needs none: its
+    // workers are judged by their pids (and a beat would wake this gateway's own board watch every few seconds).
+    if ctx.database_url().is_some() || !ctx.settings.kanban.host_id.trim().is_empty() {
+        host_heartbeat(crate::kanban::BoardAt::of(ctx), ctx.settings.kanban.host_timeout_seconds.duration());
+    }
 
     if !dispatching {
         tracing::info!("kanban dispatcher: disabled via config kanban.dispatch_in_gateway=false");
@@ -303,6 +309,36 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
         write_state(&ctx.home, &state);
     }
+}
+
+/// Renews this host's heartbeat row every third of the host timeout (at most every 5 s, at least every 200 ms)
+/// while the gateway runs, so other hosts sharing the board judge this host's workers alive; an outage of the board
+/// is waited out (the store reconnects). The thread ends with the process.
+fn host_heartbeat(at: crate::kanban::BoardAt, host_timeout: Duration) -> std::thread::JoinHandle<()> {
+    let every = (host_timeout / 3).clamp(Duration::from_millis(200), Duration::from_secs(5));
+    std::thread::spawn(move || {
+        let mut store = None;
+        let mut failing = false;
+        loop {
+            if store.is_none() {
+                store = at.open().ok();
+            }
+            let res = store.as_mut().map(|s: &mut crate::kanban::Board| s.renew_host(&at.host, SystemClock.now()));
+            match res {
+                Some(Ok(())) if failing => {
+                    tracing::info!("gateway: host heartbeat renewed again");
+                    failing = false;
+                }
+                Some(Ok(())) => {}
+                Some(Err(e)) if !failing => {
+                    tracing::warn!("gateway: cannot renew this host's heartbeat ({e}); retrying");
+                    failing = true;
+                }
+                _ => {}
+            }
+            std::thread::sleep(every); // the heartbeat's period, not synchronisation
+        }
+    })
 }
 
 /// `period` ± 10 %, drawn afresh each tick: gateways of several hosts sharing a board drift apart instead of ticking

@@ -28,7 +28,7 @@ pub fn ls_all(ctx: &Ctx, status: Option<&str>, assignee: Option<&str>, now: Time
     if let Some(store) = open_read_only(ctx)? {
         for b in board_slugs(ctx)? {
             for t in store.tasks(&b, status, assignee)? {
-                shown.push(listed(&store, &t, now));
+                shown.push(listed(ctx, &store, &t, now));
             }
         }
     }

@@ -111,6 +111,19 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
         return Err(Failure::usage(format!("task {id} has no run {r} (its runs: {known})")));
     }
     let path = log_path(ctx, id);
+    // A run of a shared board that ran on another host wrote its log there: say which, rather than "never run".
+    let this_host = ctx.host_id();
+    let elsewhere =
+        runs.iter().rev().find(|x| run.is_none_or(|r| r == x.id) && x.worker_host.is_some()).and_then(|x| {
+            x.worker_host.clone().filter(|h| !domain::liveness::is_local(&this_host, Some(h))).map(|h| (x.id, h))
+        });
+    if !path.is_file()
+        && let Some((r, host)) = elsewhere
+    {
+        return Err(Failure::other(format!(
+            "run {r} of {id} ran on host {host}: its log is there (`berth kanban logs {id}` on {host})"
+        )));
+    }
     let (text, mut pos) = read_from(&path, 0);
     let shown = match run {
         Some(r) => run_part(&text, id, r),

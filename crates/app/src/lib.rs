@@ -18,6 +18,7 @@ pub mod lease;
 pub mod log_format;
 pub mod mounts;
 pub mod never_run;
+pub mod outage;
 pub mod output;
 pub mod process;
 pub mod reap_words;

@@ -14,11 +14,11 @@ use domain::sandbox::SandboxIdentity;
 use domain::service;
 use kanban_store::{Confirmation, RunEnd, Task};
 
-use crate::kanban::{Board, open_store};
+use crate::kanban::Board;
 
 use crate::context::{Ctx, SystemClock};
 use crate::error::{Exit, Failure};
-use crate::{process, sandbox};
+use crate::{outage, process, sandbox};
 
 /// A started worker.
 pub struct Spawned {
@@ -253,8 +253,10 @@ impl OutputSink for LogSink {
 
 /// What a heartbeat thread beats for.
 struct Beat {
-    /// A connection of its own to the board.
+    /// A connection of its own to the board (a lost PostgreSQL connection is replaced by the store itself).
     store: Board,
+    /// This host's id: each beat renews the host's heartbeat too.
+    host: String,
     task: String,
     run: i64,
     every: Duration,
@@ -272,10 +274,13 @@ fn heartbeat_thread(
     lost: tokio::sync::oneshot::Sender<()>,
 ) -> std::thread::JoinHandle<()> {
     use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
-    let Beat { mut store, task, run, every, claim_ttl } = beat;
+    let Beat { mut store, host, task, run, every, claim_ttl } = beat;
     std::thread::spawn(move || {
         loop {
-            if let Ok(false) = store.heartbeat_run(&task, run, claim_ttl, SystemClock.now()) {
+            // A beat the board cannot take (an outage) is skipped; the run is only lost when the board says so.
+            let now = SystemClock.now();
+            let _ = store.renew_host(&host, now);
+            if let Ok(false) = store.heartbeat_run(&task, run, claim_ttl, now) {
                 if stop.try_recv() == Err(TryRecvError::Empty) {
                     let _ = lost.send(());
                 }
@@ -323,8 +328,10 @@ pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
 /// # Errors
 /// A failure when the task cannot be read or is not running; command failures are recorded on the task instead.
 pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8, Failure> {
-    let mut store = open_store(ctx)?;
-    let task = store.task(task_id)?;
+    // Every write below waits out an outage of the board (bounded): an outcome is recorded late, never lost.
+    let patience = outage::patience(ctx);
+    let mut store: Option<Board> = None;
+    let task = outage::retrying(ctx, "read the task", patience, &mut store, |s| s.task(task_id)).await?;
     if task.status != TaskStatus::Running {
         return Err(Failure::usage(format!(
             "task {task_id} is {}, not running; only the dispatcher starts workers",
@@ -337,24 +344,15 @@ pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8,
     // The worker's first act: confirm its own run (compare-and-swap on task, run, still claimed, not yet confirmed).
     // A run that was superseded, or that a tick expired when its spawn lease ran out, fails here and nothing runs.
     let claim_ttl = claim_ttl(ctx);
-    let task = confirm(ctx, &mut store, task_id, run, claim_ttl)?;
+    let task = confirm(ctx, &mut store, task_id, run, claim_ttl).await?;
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
     let run_id = Some(run);
     let failure_limit = ctx.settings.kanban.failure_limit.get();
-    let fail = |store: &mut Board, outcome: &str, error: &str, code: Option<i64>| -> Result<FailureOutcome, Failure> {
-        log_line(&format!("{outcome}: {error}"));
-        Ok(store.fail(
-            task_id,
-            run_id,
-            &RunEnd { outcome, error, exit_code: code },
-            failure_limit,
-            SystemClock.now(),
-        )?)
-    };
+    let mut store = Outcome { ctx, task: task_id, run, patience, store, failure_limit };
     // A log or working directory this worker could not set up fails the run with the reason, on the board where
     // `kanban show` gives it (the log may be what could not be opened).
     if let Some(setup) = setup {
-        fail(&mut store, "failed", &setup.message, None)?;
+        store.fail("failed", &setup.message, None).await?;
         return Ok(Exit::FAILURE);
     }
     let template = ctx.settings.kanban.worker_command.clone();
@@ -363,7 +361,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8,
         return Err(exec_worker_command(ctx, &task, &template));
     }
     let Some(command) = task.command.clone().filter(|c| !c.trim().is_empty()) else {
-        fail(&mut store, "failed", "the task has no command for the built-in worker", None)?;
+        store.fail("failed", "the task has no command for the built-in worker", None).await?;
         return Ok(Exit::FAILURE);
     };
     log_line(&format!("task {task_id} ({}) as {}: {command}", task.title, ctx.profile));
@@ -372,7 +370,11 @@ pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8,
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     // A beat at least three times per claim TTL: on a shared board, other hosts judge this worker by its lease.
     let every = Duration::from_secs(30).min(claim_ttl / 3).max(Duration::from_millis(200));
-    let beat = Beat { store: open_store(ctx)?, task: task_id.to_owned(), run, every, claim_ttl };
+    let every = every.min(ctx.settings.kanban.host_timeout_seconds.duration() / 3).max(Duration::from_millis(200));
+    let mut beats_store = None;
+    outage::retrying(ctx, "open the board for heartbeats", patience, &mut beats_store, |_| Ok(())).await?;
+    let store_for_beats = beats_store.ok_or_else(|| Failure::other("the board did not open"))?;
+    let beat = Beat { store: store_for_beats, host: ctx.host_id(), task: task_id.to_owned(), run, every, claim_ttl };
     let (lost_tx, mut lost) = tokio::sync::oneshot::channel();
     let beats = heartbeat_thread(beat, stopped, lost_tx);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -409,27 +411,54 @@ pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8,
     if succeeded || limit_reached {
         remove_task_sandbox(ctx, task_id, ctx.profile.as_str()).await;
     }
-    let now = SystemClock.now();
     let code = match result {
         Ok((ExecOutcome::Exited(0), last, _)) => {
-            store.complete(task_id, run_id, Some(&last), Some(0), now)?;
+            let now = SystemClock.now();
+            let s = &mut store;
+            outage::retrying(ctx, "record the completion", patience, &mut s.store, |b| {
+                b.complete(task_id, run_id, Some(&last), Some(0), now)
+            })
+            .await?;
             log_line("completed");
             0
         }
         Ok((ExecOutcome::Exited(code), _, _)) => {
-            fail(&mut store, "failed", &format!("command exited with {code}"), Some(code))?;
+            store.fail("failed", &format!("command exited with {code}"), Some(code)).await?;
             1
         }
         Ok((ExecOutcome::TimedOut, _, _)) => {
-            fail(&mut store, "timed_out", "max runtime exceeded", None)?;
+            store.fail("timed_out", "max runtime exceeded", None).await?;
             1
         }
         Err(e) => {
-            fail(&mut store, "failed", &format!("sandbox: {}", e.message), None)?;
+            store.fail("failed", &format!("sandbox: {}", e.message), None).await?;
             1
         }
     };
     Ok(code)
+}
+
+/// Where a worker records how its run ended: its board (opened again after an outage), guarded by its run.
+struct Outcome<'a> {
+    ctx: &'a Ctx,
+    task: &'a str,
+    run: i64,
+    patience: Duration,
+    store: Option<Board>,
+    failure_limit: u32,
+}
+
+impl Outcome<'_> {
+    /// The run failed: through the breaker, waiting out an outage of the board.
+    async fn fail(&mut self, outcome: &str, error: &str, code: Option<i64>) -> Result<FailureOutcome, Failure> {
+        log_line(&format!("{outcome}: {error}"));
+        let (task, run, limit, now) = (self.task, Some(self.run), self.failure_limit, SystemClock.now());
+        let end = RunEnd { outcome, error, exit_code: code };
+        outage::retrying(self.ctx, "record the failure", self.patience, &mut self.store, |b| {
+            b.fail(task, run, &end, limit, now)
+        })
+        .await
+    }
 }
 
 /// `kanban.claim_ttl_seconds`: how long a confirmed claim lasts between heartbeats.
@@ -437,13 +466,25 @@ pub fn claim_ttl(ctx: &Ctx) -> Duration {
     ctx.settings.kanban.claim_ttl_seconds.duration()
 }
 
-/// Confirms this process as the worker of `run`.
-fn confirm(ctx: &Ctx, store: &mut Board, task: &str, run: i64, claim_ttl: Duration) -> Result<Task, Failure> {
+/// Confirms this process as the worker of `run` (waiting out an outage: confirming twice is confirming once), and
+/// renews this host's heartbeat, so other hosts of a shared board see the worker's host alive.
+async fn confirm(
+    ctx: &Ctx,
+    store: &mut Option<Board>,
+    task: &str,
+    run: i64,
+    claim_ttl: Duration,
+) -> Result<Task, Failure> {
     let pid = std::process::id();
     let host = ctx.host_id();
     let start = domain::ports::ProcessProbe::start_fingerprint(&crate::context::ProcProbe, pid);
     let c = Confirmation { task, run_id: run, pid, start, host: &host };
-    Ok(store.confirm_run(&c, claim_ttl, SystemClock.now())?)
+    outage::retrying(ctx, "confirm the run", outage::patience(ctx), store, |b| {
+        let now = SystemClock.now();
+        b.renew_host(&host, now)?;
+        b.confirm_run(&c, claim_ttl, now)
+    })
+    .await
 }
 
 /// Replaces this (confirmed) process with the `kanban.worker_command` template rendered for `task`: the pid and

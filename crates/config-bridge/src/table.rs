@@ -148,6 +148,7 @@ macro_rules! settings {
 
 settings! {
     kanban: Kanban {
+        board_retry_seconds: Seconds = "300", "How long a worker keeps retrying its writes to the board (its confirmation, heartbeats, outcome) while the board is unreachable, before it gives up; a command that finished meanwhile is recorded when the board is back, never run again.";
         claim_ttl_seconds: PositiveSeconds = "900", "Seconds a dispatcher's claim on a task lasts before housekeeping re-checks the worker.";
         database_url: String = "", "Where the board lives: empty keeps it in `<home>/berth-kanban.db` (SQLite); a `postgres://user:password@host:port/db` URL puts it on PostgreSQL, shared by gateways on several hosts.";
         default_assignee: String = "", "Profile that unassigned ready tasks are routed to at dispatch time; empty or whitespace means unset.";
@@ -156,8 +157,9 @@ settings! {
         dispatch_stale_timeout_seconds: Seconds = "14400", "Running tasks older than this without a fresh heartbeat are requeued; 0 disables.";
         failure_limit: NonZeroU32 = "2", "Consecutive failures (spawn failures, crashes, timeouts) after which a task is blocked with `gave_up`.";
         host_id: String = "", "This host's identity on a shared board (claims, runs, liveness): empty means the hostname. Each host sharing a PostgreSQL board needs its own.";
-        max_in_progress: Option<u32> = "", "Most running workers on this host, all boards together; unset means no cap.";
-        max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards of this host together; unset means no cap.";
+        host_timeout_seconds: Seconds = "30", "On a shared board, how long a host may go without a heartbeat (its gateway and its workers renew one every few seconds) before its running tasks are taken for dead and run again elsewhere; 0 never.";
+        max_in_progress: Option<u32> = "", "Most running workers, all boards together: on this host (SQLite), or on the whole board, every host together (PostgreSQL); unset means no cap.";
+        max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards together: on this host (SQLite), or over every host of a PostgreSQL board; unset means no cap.";
         max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
         max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
         retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";

@@ -226,7 +226,13 @@ where
         match launcher.launch(req.board, claimed) {
             Ok(l) => started.push((claimed, l)),
             Err(e) => {
-                let res = store.record_spawn_failure(&claimed.task_id, &e.0, req.cfg.failure_limit, clock.now())?;
+                let res = store.record_spawn_failure(
+                    &claimed.task_id,
+                    claimed.run_id,
+                    &e.0,
+                    req.cfg.failure_limit,
+                    clock.now(),
+                )?;
                 if res.gave_up() {
                     report.auto_blocked.push(claimed.task_id.clone());
                 }

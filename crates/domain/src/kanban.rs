@@ -81,8 +81,13 @@ pub struct TaskRow {
     pub claimed: bool,
     pub claim_expires: Option<Timestamp>,
     pub worker_pid: Option<u32>,
-    /// Observed at the edge: is the worker process alive (with the start-time check)? `None` when no pid.
+    /// Observed at the edge by [`crate::liveness::judge`]: is the worker alive (this host: pid and start; another
+    /// host: its host's heartbeat)? `None` when nothing can be said (no worker yet, or a host that never beat).
     pub worker_alive: Option<bool>,
+    /// The worker's host when it stopped heartbeating for longer than the host timeout: its tasks are taken over.
+    pub host_lost: Option<String>,
+    /// The run the task is on (`current_run_id`): every write a tick makes on this task expects it still is.
+    pub run_id: Option<i64>,
     pub last_heartbeat: Option<Timestamp>,
     /// When the worker confirmed its run (it recorded its own pid and start); its runtime counts from here.
     /// `None` while the claim awaits confirmation: `claim_expires` is then the spawn lease.
@@ -117,6 +122,8 @@ impl TaskRow {
             claim_expires: None,
             worker_pid: None,
             worker_alive: None,
+            host_lost: None,
+            run_id: None,
             last_heartbeat: None,
             started_at: None,
             max_runtime_secs: None,
@@ -173,6 +180,61 @@ pub struct TickConfig {
     pub only_task: Option<String>,
     /// `kanban.sandbox_affinity_seconds`: how long a retried task waits for the host holding its sandbox; 0 is off.
     pub sandbox_affinity_secs: i64,
+    /// This host's id on the board (`kanban.host_id`); empty on a single-host board, where every worker is local.
+    pub host: String,
+    /// `kanban.host_timeout_seconds`: a host silent for longer is lost and its tasks are taken over; zero never.
+    pub host_timeout: std::time::Duration,
+}
+
+/// A running task as a store reads it, before its worker is judged.
+#[derive(Clone, Debug)]
+pub struct RunningRow<'a> {
+    pub id: String,
+    pub assignee: Option<String>,
+    pub priority: i64,
+    pub created_at: Timestamp,
+    pub claimed: bool,
+    pub claim_expires: Option<Timestamp>,
+    pub run_id: Option<i64>,
+    pub worker: crate::liveness::WorkerFacts<'a>,
+    pub last_heartbeat: Option<Timestamp>,
+    pub started_at: Option<Timestamp>,
+    pub max_runtime_secs: Option<i64>,
+    pub consecutive_failures: u32,
+    pub max_retries: Option<u32>,
+}
+
+impl TaskRow {
+    /// A running task with its worker judged by the one liveness rule, from `cfg.host`: only a worker of this host
+    /// keeps its pid (only this host probes or stops it); a lost host is named for the takeover.
+    pub fn running(r: RunningRow<'_>, cfg: &TickConfig, probe: &dyn crate::ports::ProcessProbe) -> Self {
+        use crate::liveness::{Liveness, is_local, judge};
+        let seen = judge(&cfg.host, &r.worker, cfg.host_timeout, probe);
+        let local = is_local(&cfg.host, r.worker.host);
+        Self {
+            id: r.id,
+            assignee: r.assignee,
+            status: TaskStatus::Running,
+            priority: r.priority,
+            created_at: r.created_at,
+            claimed: r.claimed,
+            claim_expires: r.claim_expires,
+            worker_pid: r.worker.pid.and_then(|p| u32::try_from(p).ok()).filter(|_| local),
+            worker_alive: seen.alive(),
+            host_lost: match seen {
+                Liveness::HostLost { host, .. } => Some(host),
+                _ => None,
+            },
+            run_id: r.run_id,
+            last_heartbeat: r.last_heartbeat,
+            started_at: r.started_at,
+            max_runtime_secs: r.max_runtime_secs,
+            consecutive_failures: r.consecutive_failures,
+            max_retries: r.max_retries,
+            parents_done: false,
+            sandbox_elsewhere_since: None,
+        }
+    }
 }
 
 /// A heartbeat older than this no longer proves a worker is making progress.

@@ -8,6 +8,7 @@ pub mod dispatcher;
 pub mod ids;
 pub mod kanban;
 pub mod label;
+pub mod liveness;
 pub mod policy;
 pub mod ports;
 pub mod sandbox;

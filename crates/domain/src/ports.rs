@@ -305,6 +305,7 @@ pub trait KanbanStore {
     fn record_spawn_failure(
         &mut self,
         id: &str,
+        run: i64,
         error: &str,
         failure_limit: u32,
         now: Timestamp,

@@ -158,6 +158,101 @@ pub fn transition(command: TaskCommand, from: TaskStatus) -> Result<&'static Tra
     if row.from.contains(&from) { Ok(row) } else { Err(TransitionRefused { status: from, action: row.action }) }
 }
 
+/// A task as a write finds it, read under the write's lock (SQLite's write transaction, PostgreSQL's row lock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found<'a> {
+    pub status: TaskStatus,
+    /// The run the task is on (`current_run_id`).
+    pub current_run: Option<i64>,
+    /// How the run the writer expects ended, when it did (read only when the task is no longer on it).
+    pub expected_run_outcome: Option<&'a str>,
+}
+
+/// What a guarded write does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guarded {
+    /// The move the table allows: apply it.
+    Apply(&'static Transition),
+    /// The same write already landed (a retry after a reply lost to an outage): change nothing, report success.
+    AlreadyDone,
+}
+
+/// A guarded write refused: the table does not allow the move, or the task is no longer on the writer's run.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum GuardRefused {
+    #[error(transparent)]
+    Transition(#[from] TransitionRefused),
+    /// The task moved on from run `run` (ended by someone else: a crash verdict, a reclaim, a takeover, a block):
+    /// a write about that run changes nothing.
+    #[error("the task is no longer on run {run} (it is {status})")]
+    Moved { run: i64, status: TaskStatus },
+}
+
+/// The guard every write passes, on every store: a write that names the run it acts on (a worker's, a tick's
+/// verdict, a takeover) applies only while the task is still on that run, and is a no-op when that run already
+/// ended with the outcome the writer meant (`outcome`: the retry of a write whose reply was lost); a write that names
+/// no run (a person's command) is checked against the table alone.
+///
+/// # Errors
+/// [`GuardRefused::Moved`] when the task left the run otherwise; [`GuardRefused::Transition`] when the table refuses.
+pub fn guard(
+    command: TaskCommand,
+    found: &Found<'_>,
+    expect_run: Option<i64>,
+    outcome: &str,
+) -> Result<Guarded, GuardRefused> {
+    match expect_run {
+        Some(run) if found.current_run != Some(run) => {
+            if found.expected_run_outcome == Some(outcome) {
+                Ok(Guarded::AlreadyDone)
+            } else {
+                Err(GuardRefused::Moved { run, status: found.status })
+            }
+        }
+        _ => Ok(Guarded::Apply(transition(command, found.status)?)),
+    }
+}
+
+/// How a store applies one housekeeping verdict of a tick: the one mapping from verdict to change, so the stores
+/// translate it to SQL and decide nothing. Every change is guarded by the run the tick judged ([`guard`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HousekeepingChange {
+    /// The claim is extended by the claim TTL (a live worker past its claim).
+    Extend,
+    /// The run ends with `outcome` through the failure breaker (it counts toward the limit).
+    Fail { outcome: &'static str, error: String, stop_worker: bool },
+    /// The run ends with `outcome` and the task goes back to `ready`, not counted as the task's failure.
+    Requeue { outcome: &'static str, stop_worker: bool },
+}
+
+impl crate::policy::dispatch::Housekeeping {
+    /// The change this verdict makes.
+    pub fn change(&self) -> HousekeepingChange {
+        use crate::policy::dispatch::Housekeeping as H;
+        match self {
+            H::ExtendClaim => HousekeepingChange::Extend,
+            H::Crashed { pid, .. } => HousekeepingChange::Fail {
+                outcome: "crashed",
+                error: format!("worker pid {pid} exited without completing the task"),
+                stop_worker: false,
+            },
+            H::LeaseExpired { .. } => HousekeepingChange::Fail {
+                outcome: "lease_expired",
+                error: "no worker confirmed the run within the spawn lease".to_owned(),
+                stop_worker: true,
+            },
+            H::TimedOut { .. } => HousekeepingChange::Fail {
+                outcome: "timed_out",
+                error: "max runtime exceeded".to_owned(),
+                stop_worker: true,
+            },
+            H::Reclaim { .. } => HousekeepingChange::Requeue { outcome: "reclaimed", stop_worker: true },
+            H::Stale { .. } => HousekeepingChange::Requeue { outcome: "stale", stop_worker: true },
+            H::HostLost { .. } => HousekeepingChange::Requeue { outcome: "host_lost", stop_worker: false },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +272,34 @@ mod tests {
             assert_eq!(from_done, c.command == TaskCommand::Archive, "{:?} from done", c.command);
             assert!(transition(c.command, Archived).is_err(), "{:?} from archived", c.command);
         }
+    }
+
+    #[test]
+    fn a_write_about_a_run_the_task_left_changes_nothing_and_a_retried_one_is_a_no_op() {
+        let found = |status, current_run, ended: Option<&'static str>| Found {
+            status,
+            current_run,
+            expected_run_outcome: ended,
+        };
+        // Still on the run: the table decides.
+        assert!(matches!(
+            guard(TaskCommand::Fail, &found(Running, Some(7), None), Some(7), "crashed"),
+            Ok(Guarded::Apply(_))
+        ));
+        // A crash verdict on a run its worker completed meanwhile: refused, the task stays done.
+        assert_eq!(
+            guard(TaskCommand::Fail, &found(Done, None, Some("completed")), Some(7), "crashed"),
+            Err(GuardRefused::Moved { run: 7, status: Done })
+        );
+        // The worker's completion retried after its reply was lost: a no-op.
+        assert_eq!(
+            guard(TaskCommand::Complete, &found(Done, None, Some("completed")), Some(7), "completed"),
+            Ok(Guarded::AlreadyDone)
+        );
+        // A completion from an old run once the task runs again: refused.
+        assert!(guard(TaskCommand::Complete, &found(Running, Some(9), Some("crashed")), Some(7), "completed").is_err());
+        // A person's command names no run: the table alone.
+        assert!(guard(TaskCommand::Complete, &found(Done, None, None), None, "completed").is_err());
     }
 
     #[test]

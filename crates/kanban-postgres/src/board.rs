@@ -7,8 +7,10 @@ use std::time::Duration;
 use domain::ids::BoardSlug;
 use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef, record_failure};
 use domain::time::Timestamp;
-use domain::transitions::{TaskCommand, Transition, transition};
-use kanban_store::{Board, BoardStore, Confirmation, Event, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
+use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
+use kanban_store::{
+    Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit,
+};
 use postgres::GenericClient;
 use serde_json::{Value as Json, json};
 
@@ -189,15 +191,39 @@ pub(crate) fn record_task_failure(
     Ok(res)
 }
 
-fn check_run(tx: &mut impl GenericClient, id: &str, run: Option<i64>, status: TaskStatus) -> PgResult<()> {
-    let Some(run) = run else { return Ok(()) };
-    let current: Option<i64> =
-        tx.query_one("SELECT current_run_id FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-    if current == Some(run) {
-        Ok(())
+/// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it (its
+/// row locked), with how `run` ended when the task has left it.
+pub(crate) fn guarded(
+    tx: &mut impl GenericClient,
+    id: &str,
+    command: TaskCommand,
+    run: Option<i64>,
+    outcome: &str,
+) -> PgResult<Guarded> {
+    let row = tx.query_opt("SELECT status, current_run_id FROM berth.tasks WHERE id = $1 FOR UPDATE", &[&id])?;
+    let row = row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
+    let (status, current_run): (String, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
+    let ended: Option<String> = match run {
+        Some(run) if current_run != Some(run) => tx
+            .query_opt("SELECT outcome FROM berth.task_runs WHERE id = $1 AND task_id = $2", &[&run, &id])?
+            .map(|r| r.try_get(0))
+            .transpose()?
+            .flatten(),
+        _ => None,
+    };
+    let found = Found { status: status_of(&status)?, current_run, expected_run_outcome: ended.as_deref() };
+    Ok(guard(command, &found, run, outcome).map_err(|e| StoreError::refused(id, e))?)
+}
+
+/// A failure already recorded (a retry): what the breaker made of it, read back from the task.
+pub(crate) fn already_failed(tx: &mut impl GenericClient, id: &str, failure_limit: u32) -> PgResult<FailureOutcome> {
+    let row = tx.query_one("SELECT status, consecutive_failures FROM berth.tasks WHERE id = $1", &[&id])?;
+    let failures = u32::try_from(row.try_get::<_, i64>(1)?).unwrap_or(0);
+    Ok(if status_of(row.try_get(0)?)? == TaskStatus::Blocked {
+        FailureOutcome::GiveUp { failures, limit: failures }
     } else {
-        Err(StoreError::Transition { task: id.to_owned(), status, action: "finish a superseded run of" }.into())
-    }
+        FailureOutcome::Requeue { failures, limit: failure_limit }
+    })
 }
 
 fn millis(d: Duration) -> i64 {
@@ -228,6 +254,30 @@ impl BoardStore for PgKanbanStore {
 
     fn host(&self) -> Option<&str> {
         Some(&self.host)
+    }
+
+    /// By the server's clock, so hosts whose clocks disagree still agree on who is silent.
+    fn renew_host(&mut self, host: &str, _now: Timestamp) -> Result<(), StoreError> {
+        self.with(|c| {
+            let stmt = c.stmt(
+                "INSERT INTO berth.hosts (id, seen_at) VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) \
+                 ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+            )?;
+            c.client.execute(&stmt, &[&host])?;
+            Ok(())
+        })
+    }
+
+    fn hosts(&self, _now: Timestamp) -> Result<Vec<HostSeen>, StoreError> {
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT id, (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+                   - greatest(seen_at, (extract(epoch FROM pg_postmaster_start_time()) * 1000)::bigint) AS silent \
+                 FROM berth.hosts ORDER BY silent, id COLLATE \"C\"",
+                &[],
+            )?;
+            rows.iter().map(|r| Ok(HostSeen { id: r.try_get(0)?, silent_ms: r.try_get::<_, i64>(1)?.max(0) })).collect()
+        })
     }
 
     fn create_board(
@@ -427,9 +477,10 @@ impl BoardStore for PgKanbanStore {
     ) -> Result<Task, StoreError> {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            check_run(&mut tx, id, run, status)?;
-            let t = allowed(TaskCommand::Complete, id, status)?;
+            let t = match guarded(&mut tx, id, TaskCommand::Complete, run, "completed")? {
+                Guarded::Apply(t) => t,
+                Guarded::AlreadyDone => return read_task(&mut tx, id),
+            };
             let run = close_run(&mut tx, id, t.event, None, exit_code, now)?;
             tx.execute(
                 &format!(
@@ -456,9 +507,9 @@ impl BoardStore for PgKanbanStore {
     ) -> Result<FailureOutcome, StoreError> {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            allowed(TaskCommand::Fail, id, status)?;
-            check_run(&mut tx, id, run, status)?;
+            if guarded(&mut tx, id, TaskCommand::Fail, run, end.outcome)? == Guarded::AlreadyDone {
+                return already_failed(&mut tx, id, failure_limit);
+            }
             let res = record_task_failure(&mut tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
             tx.commit()?;
             Ok(res)
@@ -563,6 +614,16 @@ impl BoardStore for PgKanbanStore {
                 &[&task, &run, &pid, &start, &host, &now.as_millis(), &expires],
             )?;
             if n != 1 {
+                // The same worker confirming again (its first reply was lost to an outage) is confirmed already.
+                let mine = tx.query_opt(
+                    "SELECT 1 FROM berth.tasks WHERE id = $1 AND current_run_id = $2 AND status = 'running' \
+                     AND confirmed_at IS NOT NULL AND worker_pid = $3 AND worker_start IS NOT DISTINCT FROM $4 \
+                     AND worker_host = $5",
+                    &[&task, &run, &pid, &start, &host],
+                )?;
+                if mine.is_some() {
+                    return read_task(&mut tx, task);
+                }
                 return Err(StoreError::Superseded { task: task.to_owned(), run }.into());
             }
             tx.execute(

@@ -45,6 +45,8 @@ pub use schema::{BOARD_CHANNEL, MIGRATIONS, SCHEMA};
 /// The board on a PostgreSQL server.
 pub struct PgKanbanStore {
     conn: Mutex<Option<Conn>>,
+    /// How to connect again when the connection was lost (a server restart, a cut connection).
+    config: postgres::Config,
     /// The URL without its password, for messages.
     shown: String,
     /// This host's identity (`kanban.host_id`): written into claims and runs; only its own workers are probed by
@@ -126,10 +128,24 @@ impl PgKanbanStore {
     /// Runs `f` on the connection, off the async runtime.
     pub(crate) fn with<R: Send>(&self, f: impl FnOnce(&mut Conn) -> PgResult<R> + Send) -> Result<R, StoreError> {
         let mut guard = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(conn) = guard.as_mut() else {
-            return Err(StoreError::Backend("the connection is closed".to_owned()));
-        };
-        off_runtime(move || f(conn)).map_err(StoreError::from)
+        let slot: &mut Option<Conn> = &mut guard;
+        let config = &self.config;
+        let shown = &self.shown;
+        off_runtime(move || {
+            let guard = slot;
+            // A connection the server or the network closed is replaced before the call, not reported: the board
+            // was away, and a gateway or worker that keeps its store must not stay cut off after it comes back.
+            if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
+                let old = guard.take();
+                drop(old);
+                let client = config.connect(postgres::NoTls).map_err(|e| open::connect_error(shown, &e))?;
+                let mut conn = Conn { client, stmts: HashMap::new() };
+                conn.client.batch_execute("SET jit = off").map_err(|e| StoreError::Backend(server_message(&e)))?;
+                *guard = Some(conn);
+            }
+            let conn = guard.as_mut().unwrap_or_else(|| unreachable!("connected above"));
+            f(conn).map_err(StoreError::from)
+        })
     }
 
     /// This host's identity.

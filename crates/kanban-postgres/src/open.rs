@@ -105,6 +105,7 @@ impl PgKanbanStore {
         let client: Client = off_runtime(|| config.connect(NoTls)).map_err(|e| connect_error(&shown, &e))?;
         let store = Self {
             conn: Mutex::new(Some(Conn { client, stmts: HashMap::new() })),
+            config,
             shown: shown.clone(),
             host: host.to_owned(),
         };

@@ -110,6 +110,11 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER task_links_notify AFTER INSERT OR DELETE ON berth.task_links
         FOR EACH STATEMENT EXECUTE FUNCTION berth.notify_board();
     "#,
+    // 4: host heartbeats. Each host (its gateway, its workers) renews its row, by the server's clock; a worker on
+    // another host is judged by its host's row, never by a process table. Renewals notify no one.
+    r#"
+    CREATE TABLE berth.hosts (id TEXT PRIMARY KEY, seen_at BIGINT NOT NULL);
+    "#,
 ];
 
 /// The channel berth's schema notifies when the board changed in a way a dispatcher should see at once

@@ -16,17 +16,20 @@ use std::time::Duration;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{
-    BoardSnapshot, Claimed, FailureOutcome, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickOutcome, TickRequest,
+    BoardSnapshot, Claimed, FailureOutcome, RunningRow, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickConfig,
+    TickOutcome, TickRequest,
 };
+use domain::liveness::WorkerFacts;
 use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
-use domain::ports::{KanbanStore, ProcessProbe};
+use domain::ports::KanbanStore;
 use domain::time::Timestamp;
+use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
 use kanban_store::{BoardStore, StoreError};
 use postgres::{GenericClient, IsolationLevel, Statement};
 use serde_json::json;
 
-use crate::board::{CLEAR_CLAIM, close_run, record_task_failure, status_of, worker_of};
-use crate::{Conn, PgKanbanStore, PgResult};
+use crate::board::{CLEAR_CLAIM, close_run, guarded, record_task_failure, status_of, worker_of};
+use crate::{Conn, PgErr, PgKanbanStore, PgResult};
 
 /// The advisory lock every tick takes for its transaction ("BRTHTICK").
 pub const TICK_LOCK: i64 = 0x4252_5448_5449_434b;
@@ -44,9 +47,16 @@ const SNAPSHOT_OPEN: &str = "SELECT t.id, t.assignee, t.status, t.priority, t.cr
           ORDER BY r.id DESC LIMIT 1) END \
      FROM berth.tasks t WHERE t.board = $1 AND t.status IN ('ready', 'todo')";
 
-const SNAPSHOT_RUNNING: &str = "SELECT id, assignee, priority, created_at, claim_lock IS NOT NULL, claim_expires, \
-     worker_pid, worker_start, last_heartbeat_at, confirmed_at, max_runtime_seconds, consecutive_failures, \
-     max_retries, worker_host FROM berth.tasks WHERE board = $1 AND status = 'running'";
+/// A running task with how long its worker's host has been silent, by the server's clock and counted at most from
+/// the server's own start: after a server restart every host gets a full host timeout to come back before it is
+/// judged lost, so an outage of the board alone never hands a live host's tasks to another.
+const SNAPSHOT_RUNNING: &str = "SELECT t.id, t.assignee, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
+     t.claim_expires, t.worker_pid, t.worker_start, t.last_heartbeat_at, t.confirmed_at, t.max_runtime_seconds, \
+     t.consecutive_failures, t.max_retries, t.worker_host, t.current_run_id, \
+     (SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+        - greatest(h.seen_at, (extract(epoch FROM pg_postmaster_start_time()) * 1000)::bigint) \
+      FROM berth.hosts h WHERE h.id = t.worker_host) \
+     FROM berth.tasks t WHERE t.board = $1 AND t.status = 'running'";
 
 const SNAPSHOT_ELSEWHERE: &str = "SELECT assignee, COUNT(*) FROM berth.tasks WHERE status = 'running' AND board <> $1 \
      GROUP BY assignee";
@@ -77,15 +87,8 @@ impl Stmts {
 }
 
 /// Reads the board's open tasks and the running counts of the other boards (of every host).
-fn snapshot(
-    s: &Stmts,
-    tx: &mut impl GenericClient,
-    board: &BoardSlug,
-    probe: &dyn ProcessProbe,
-    host: &str,
-    claim_ttl: Duration,
-) -> PgResult<BoardSnapshot> {
-    let grace = i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX);
+fn snapshot(s: &Stmts, tx: &mut impl GenericClient, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
+    let (board, cfg, probe, host) = (req.board, req.cfg, req.probe, req.cfg.host.as_str());
     let mut tasks = Vec::new();
     for r in tx.query(&s.open, &[&board.as_str()])? {
         let (last_host, last_ended): (Option<String>, Option<i64>) = (r.try_get(7)?, r.try_get(8)?);
@@ -99,37 +102,29 @@ fn snapshot(
         });
     }
     for r in tx.query(&s.running, &[&board.as_str()])? {
-        let pid: Option<i64> = r.try_get(6)?;
-        let start: Option<i64> = r.try_get(7)?;
-        let on: Option<String> = r.try_get(13)?;
-        // Only this host's process table says anything about a pid; a worker elsewhere is judged by its lease.
-        let local = on.as_deref() == Some(host);
-        let pid = pid.and_then(|p| u32::try_from(p).ok()).filter(|_| local);
-        let worker_alive = pid.map(|p| probe.is_alive(p, start.and_then(|s| u64::try_from(s).ok())));
-        // A confirmed worker elsewhere gets one more claim TTL before it is judged gone: its own host extends a live
-        // worker's lapsed claim on its next tick (a `kanban.worker_command` worker does not beat), and must get
-        // there first. A dead host's tasks are reclaimed within two TTLs.
-        let confirmed = r.try_get::<_, Option<i64>>(9)?.is_some();
-        let expires: Option<i64> = r.try_get(5)?;
-        let expires = if local || !confirmed { expires } else { expires.map(|e| e.saturating_add(grace)) };
-        tasks.push(TaskRow {
+        let host: Option<String> = r.try_get(13)?;
+        let silent: Option<i64> = r.try_get(15)?;
+        let row = RunningRow {
             id: r.try_get(0)?,
             assignee: r.try_get(1)?,
-            status: TaskStatus::Running,
             priority: r.try_get(2)?,
             created_at: Timestamp::from_millis(r.try_get(3)?),
             claimed: r.try_get(4)?,
-            claim_expires: opt_ts(expires),
-            worker_pid: pid,
-            worker_alive,
+            claim_expires: opt_ts(r.try_get(5)?),
+            run_id: r.try_get(14)?,
+            worker: WorkerFacts {
+                pid: r.try_get(6)?,
+                start: r.try_get(7)?,
+                host: host.as_deref(),
+                host_silent: silent.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+            },
             last_heartbeat: opt_ts(r.try_get(8)?),
             started_at: opt_ts(r.try_get(9)?),
             max_runtime_secs: r.try_get(10)?,
             consecutive_failures: u32::try_from(r.try_get::<_, i64>(11)?).unwrap_or(0),
             max_retries: r.try_get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
-            parents_done: false,
-            sandbox_elsewhere_since: None,
-        });
+        };
+        tasks.push(TaskRow::running(row, cfg, probe));
     }
     let mut running_elsewhere = BTreeMap::new();
     let mut total_running_elsewhere = 0;
@@ -198,7 +193,6 @@ fn apply_tick(
     plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
 ) -> PgResult<TickOutcome> {
     let now = req.now;
-    let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
     let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
     let s = Stmts::prepare(c)?;
     let mut tx = c.client.transaction()?;
@@ -206,48 +200,24 @@ fn apply_tick(
     if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
-    let snap = snapshot(&s, &mut tx, req.board, req.probe, host, req.claim_ttl)?;
+    let snap = snapshot(&s, &mut tx, req)?;
     let plan = plan(&snap);
     let mut out = TickOutcome::default();
     let mut events = Events::default();
 
-    for (id, hk) in &plan.housekeeping {
-        match hk {
-            Housekeeping::ExtendClaim => {
-                let expires = now.as_millis().saturating_add(ttl_ms);
-                tx.execute("UPDATE berth.tasks SET claim_expires = $2 WHERE id = $1", &[id, &expires])?;
-                events.push(id, None, "claim_extended", &json!({"expires": expires}));
-            }
-            Housekeeping::Crashed { pid, .. } => {
-                let err = format!("worker pid {pid} exited without completing the task");
-                record_task_failure(&mut tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
-            }
-            Housekeeping::LeaseExpired { .. } => {
-                out.stop_workers.extend(worker_of(&mut tx, id, host)?);
-                let why = "no worker confirmed the run within the spawn lease";
-                record_task_failure(&mut tx, id, "lease_expired", why, None, req.cfg.failure_limit, now)?;
-            }
-            Housekeeping::TimedOut { .. } => {
-                out.stop_workers.extend(worker_of(&mut tx, id, host)?);
-                record_task_failure(
-                    &mut tx,
-                    id,
-                    "timed_out",
-                    "max runtime exceeded",
-                    None,
-                    req.cfg.failure_limit,
-                    now,
-                )?;
-            }
-            Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
-                let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
-                out.stop_workers.extend(worker_of(&mut tx, id, host)?);
-                let run = close_run(&mut tx, id, kind, None, None, now)?;
-                tx.execute(&format!("UPDATE berth.tasks SET status = 'ready', {CLEAR_CLAIM} WHERE id = $1"), &[id])?;
-                events.push(id, run, kind, &json!({"pid": pid}));
-            }
+    // Every verdict is guarded by the run it judged: a worker that completed its run between this tick's snapshot
+    // and its write (workers do not take the tick's lock) leaves the verdict with nothing to change.
+    let runs: HashMap<&str, Option<i64>> =
+        snap.tasks.iter().filter(|t| t.status == TaskStatus::Running).map(|t| (t.id.as_str(), t.run_id)).collect();
+    let mut plan = plan;
+    let mut applied = Vec::with_capacity(plan.housekeeping.len());
+    for (id, hk) in std::mem::take(&mut plan.housekeeping) {
+        let run = runs.get(id.as_str()).copied().flatten();
+        if apply_housekeeping(&mut tx, req, host, (&id, run), &hk, &mut out, &mut events)? {
+            applied.push((id, hk));
         }
     }
+    plan.housekeeping = applied;
     if !plan.promoted.is_empty() {
         tx.execute(
             "UPDATE berth.tasks SET status = 'ready' WHERE id = ANY($1) AND status = 'todo'",
@@ -297,15 +267,64 @@ fn apply_tick(
     Ok(out)
 }
 
+/// Applies one housekeeping verdict on `task` (its id and the run the tick judged), guarded: `false` (nothing
+/// written) when the task left that run meanwhile.
+fn apply_housekeeping(
+    tx: &mut impl GenericClient,
+    req: &TickRequest<'_>,
+    host: &str,
+    (id, run): (&str, Option<i64>),
+    hk: &Housekeeping,
+    out: &mut TickOutcome,
+    events: &mut Events,
+) -> PgResult<bool> {
+    let now = req.now;
+    let change = hk.change();
+    let command = match change {
+        HousekeepingChange::Extend => TaskCommand::Heartbeat,
+        HousekeepingChange::Fail { .. } => TaskCommand::Fail,
+        HousekeepingChange::Requeue { .. } => TaskCommand::Reclaim,
+    };
+    match guarded(tx, id, command, run, "") {
+        Ok(Guarded::Apply(_)) => {}
+        Ok(Guarded::AlreadyDone) | Err(PgErr(StoreError::Moved { .. } | StoreError::Transition { .. })) => {
+            return Ok(false);
+        }
+        Err(e) => return Err(e),
+    }
+    match change {
+        HousekeepingChange::Extend => {
+            let expires = now.as_millis().saturating_add(i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX));
+            tx.execute("UPDATE berth.tasks SET claim_expires = $2 WHERE id = $1", &[&id, &expires])?;
+            events.push(id, None, "claim_extended", &json!({"expires": expires}));
+        }
+        HousekeepingChange::Fail { outcome, error, stop_worker } => {
+            if stop_worker {
+                out.stop_workers.extend(worker_of(tx, id, host)?);
+            }
+            record_task_failure(tx, id, outcome, &error, None, req.cfg.failure_limit, now)?;
+        }
+        HousekeepingChange::Requeue { outcome, stop_worker } => {
+            if stop_worker {
+                out.stop_workers.extend(worker_of(tx, id, host)?);
+            }
+            let run = close_run(tx, id, outcome, None, None, now)?;
+            tx.execute(&format!("UPDATE berth.tasks SET status = 'ready', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
+            events.push(id, run, outcome, &serde_json::to_value(hk).unwrap_or_default());
+        }
+    }
+    Ok(true)
+}
+
 /// Reads a tick's snapshot in one read-only transaction, writing nothing (dry run).
-fn read_snapshot(c: &mut Conn, host: &str, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
+fn read_snapshot(c: &mut Conn, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
     let s = Stmts::prepare(c)?;
     let mut tx =
         c.client.build_transaction().read_only(true).isolation_level(IsolationLevel::RepeatableRead).start()?;
     if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
-    let snap = snapshot(&s, &mut tx, req.board, req.probe, host, req.claim_ttl)?;
+    let snap = snapshot(&s, &mut tx, req)?;
     tx.commit()?;
     Ok(snap)
 }
@@ -318,6 +337,13 @@ const SPAWNED_TASKS: &str = "UPDATE berth.tasks t SET worker_pid = u.pid, worker
 
 const SPAWNED_RUNS: &str = "UPDATE berth.task_runs r SET worker_pid = u.pid, worker_host = $3 \
      FROM unnest($1::bigint[], $2::bigint[]) AS u(run, pid) WHERE r.id = u.run AND r.confirmed_at IS NULL";
+
+impl PgKanbanStore {
+    /// The tick's configuration as this store's host sees it: on a shared board the store's host is who judges.
+    fn as_host(&self, cfg: &TickConfig) -> TickConfig {
+        TickConfig { host: self.host.clone(), ..cfg.clone() }
+    }
+}
 
 impl KanbanStore for PgKanbanStore {
     type Error = StoreError;
@@ -332,8 +358,9 @@ impl KanbanStore for PgKanbanStore {
     }
 
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, StoreError> {
-        let host = self.host.clone();
-        self.with(move |c| read_snapshot(c, &host, req))
+        let cfg = self.as_host(req.cfg);
+        let req = TickRequest { cfg: &cfg, ..*req };
+        self.with(move |c| read_snapshot(c, &req))
     }
 
     fn tick(
@@ -342,7 +369,9 @@ impl KanbanStore for PgKanbanStore {
         plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome, StoreError> {
         let host = self.host.clone();
-        self.with(move |c| apply_tick(c, &host, req, plan))
+        let cfg = self.as_host(req.cfg);
+        let req = TickRequest { cfg: &cfg, ..*req };
+        self.with(move |c| apply_tick(c, &host, &req, plan))
     }
 
     /// Records started workers (with this host as theirs, so only this host probes or stops them).
@@ -388,12 +417,16 @@ impl KanbanStore for PgKanbanStore {
     fn record_spawn_failure(
         &mut self,
         id: &str,
+        run: i64,
         error: &str,
         failure_limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
+            if guarded(&mut tx, id, TaskCommand::Fail, Some(run), "spawn_failed")? == Guarded::AlreadyDone {
+                return crate::board::already_failed(&mut tx, id, failure_limit);
+            }
             let res = record_task_failure(&mut tx, id, "spawn_failed", error, None, failure_limit, now)?;
             tx.commit()?;
             Ok(res)

@@ -11,7 +11,8 @@ use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
 use crate::{
-    Board, Confirmation, Event, NewTask, Result, Run, RunEnd, SqliteKanbanStore, StoreError, Task, TaskEdit, WorkerRef,
+    Board, Confirmation, Event, HostSeen, NewTask, Result, Run, RunEnd, SqliteKanbanStore, StoreError, Task, TaskEdit,
+    WorkerRef,
 };
 
 /// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
@@ -143,6 +144,17 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     fn host(&self) -> Option<&str> {
         None
     }
+    /// Renews `host`'s heartbeat row (its gateway and its workers do, every few seconds): other hosts judge the
+    /// workers of `host` by it, never by their own process tables.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn renew_host(&mut self, host: &str, now: Timestamp) -> Result<()>;
+    /// Every host that has heartbeated, with how long it has been silent at `now` (on a server: by its clock).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn hosts(&self, now: Timestamp) -> Result<Vec<HostSeen>>;
 }
 
 impl BoardStore for SqliteKanbanStore {
@@ -226,6 +238,15 @@ impl BoardStore for SqliteKanbanStore {
     fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
         Self::remove(self, id, now)
     }
+    fn host(&self) -> Option<&str> {
+        Some(self.host.as_str()).filter(|h| !h.is_empty())
+    }
+    fn renew_host(&mut self, host: &str, now: Timestamp) -> Result<()> {
+        Self::renew_host(self, host, now)
+    }
+    fn hosts(&self, now: Timestamp) -> Result<Vec<HostSeen>> {
+        Self::hosts(self, now)
+    }
 }
 
 /// A boxed board is a dispatcher port too, so `domain::dispatcher::dispatch` runs on whichever store `app` opened.
@@ -265,10 +286,11 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
     fn record_spawn_failure(
         &mut self,
         id: &str,
+        run: i64,
         error: &str,
         failure_limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
-        (**self).record_spawn_failure(id, error, failure_limit, now)
+        (**self).record_spawn_failure(id, run, error, failure_limit, now)
     }
 }

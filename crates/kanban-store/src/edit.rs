@@ -100,9 +100,10 @@ impl SqliteKanbanStore {
     /// [`StoreError::NoTask`].
     pub fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
         let task = self.task(id)?;
+        let host = self.host.clone();
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        let worker = worker_of(&tx, id)?;
+        let worker = worker_of(&tx, id, &host)?;
         let run = close_run(&tx, id, "removed", None, None, now)?;
         let children: Option<String> = tx
             .query_row("SELECT group_concat(child_id, ',') FROM task_links WHERE parent_id = ?1", [id], |r| r.get(0))

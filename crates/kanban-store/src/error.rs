@@ -32,6 +32,10 @@ pub enum StoreError {
     /// A worker's confirmation lost: its run was superseded, or its spawn lease expired first.
     #[error("run {run} of task {task} is no longer claimed (superseded, or its spawn lease expired); nothing was run")]
     Superseded { task: String, run: i64 },
+    /// A write about a run the task has left (a worker's outcome after a crash verdict or a takeover, a verdict on
+    /// a run its worker completed meanwhile): nothing was changed.
+    #[error("task {task} is no longer on run {run} (it is {status}); nothing was changed")]
+    Moved { task: String, run: i64, status: TaskStatus },
     #[error("invalid task data: {0}")]
     Invalid(String),
     #[error("board database error")]
@@ -46,3 +50,30 @@ pub enum StoreError {
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+impl StoreError {
+    /// Whether the board could not be reached or could not finish (an outage: worth retrying), rather than
+    /// refusing (no such task, a transition the table does not allow, a run taken back).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Backend(_) | Self::Server(_) | Self::Unavailable { .. } => true,
+            Self::Sqlite(e) => matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
+            _ => false,
+        }
+    }
+
+    /// The guard's refusal for task `task`.
+    pub fn refused(task: &str, e: domain::transitions::GuardRefused) -> Self {
+        match e {
+            domain::transitions::GuardRefused::Transition(t) => {
+                Self::Transition { task: task.to_owned(), status: t.status, action: t.action }
+            }
+            domain::transitions::GuardRefused::Moved { run, status } => {
+                Self::Moved { task: task.to_owned(), run, status }
+            }
+        }
+    }
+}

@@ -28,13 +28,25 @@ pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerR
 pub use edit::{EditableFields, TaskEdit};
 pub use error::{Result, StoreError};
 pub use open::{BOARD_FILE, LEGACY_BOARD_FILE, adopt_legacy_board, board_path, is_berth_board};
-pub use rows::{Board, Confirmation, Event, NewTask, Run, RunEnd, Task};
+pub use rows::{Board, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, Task};
 pub use schema::{APPLICATION_ID, MIGRATIONS};
 
 /// The board store.
 pub struct SqliteKanbanStore {
     conn: Connection,
     path: PathBuf,
+    /// This host's id (`kanban.host_id`): a recorded worker of another host is never returned to stop. Empty: every
+    /// worker is this host's (a board file one host uses).
+    host: String,
+}
+
+impl SqliteKanbanStore {
+    /// Sets this host's id (see [`BoardStore::host`]).
+    #[must_use]
+    pub fn on_host(mut self, host: &str) -> Self {
+        host.clone_into(&mut self.host);
+        self
+    }
 }
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ impl SqliteKanbanStore {
         }
         let conn = Connection::open(path)?;
         conn.busy_timeout(Duration::from_secs(30))?;
-        let mut store = Self { conn, path: path.to_owned() };
+        let mut store = Self { conn, path: path.to_owned(), host: String::new() };
         store.conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| store.classify(e))?;
         store.conn.pragma_update(None, "synchronous", "NORMAL")?;
         store.conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -152,7 +152,7 @@ impl SqliteKanbanStore {
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         conn.busy_timeout(Duration::from_secs(30))?;
-        Ok(Self { conn, path: path.to_owned() })
+        Ok(Self { conn, path: path.to_owned(), host: String::new() })
     }
 
     /// An in-memory store (tests and benchmarks).
@@ -161,7 +161,7 @@ impl SqliteKanbanStore {
     /// An SQLite error.
     pub fn open_in_memory() -> Result<Self> {
         let conn = Connection::open_in_memory()?;
-        let mut store = Self { conn, path: PathBuf::from(":memory:") };
+        let mut store = Self { conn, path: PathBuf::from(":memory:"), host: String::new() };
         store.migrate()?;
         Ok(store)
     }

@@ -62,10 +62,11 @@ impl KanbanStore for SqliteKanbanStore {
     fn record_spawn_failure(
         &mut self,
         id: &str,
+        run: i64,
         error: &str,
         failure_limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
-        SqliteKanbanStore::record_spawn_failure(self, id, error, failure_limit, now)
+        SqliteKanbanStore::record_spawn_failure(self, id, run, error, failure_limit, now)
     }
 }

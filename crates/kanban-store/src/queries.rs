@@ -10,7 +10,46 @@ use crate::rows::{TASK_COLUMNS, task_from_row};
 use crate::transitions::event;
 use crate::{Board, Event, NewTask, Result, Run, SqliteKanbanStore, StoreError, Task};
 
+/// When each host last heartbeated (epoch milliseconds). A board file from before host heartbeats, opened read-only
+/// and so not migrated, has no such table: no host has beaten.
+pub(crate) fn host_seen_at(conn: &rusqlite::Connection) -> Result<std::collections::HashMap<String, i64>> {
+    let mut stmt = match conn.prepare_cached("SELECT id, seen_at FROM hosts") {
+        Ok(stmt) => stmt,
+        Err(e) if e.to_string().contains("no such table") => return Ok(std::collections::HashMap::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 impl SqliteKanbanStore {
+    /// Renews `host`'s heartbeat row (a time behind the stored one leaves it).
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn renew_host(&mut self, host: &str, now: Timestamp) -> Result<()> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO hosts (id, seen_at) VALUES (?1, ?2) \
+                 ON CONFLICT(id) DO UPDATE SET seen_at = max(seen_at, excluded.seen_at)",
+            )?
+            .execute(params![host, now.as_millis()])?;
+        Ok(())
+    }
+
+    /// Every host that has heartbeated, most recently seen first.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn hosts(&self, now: Timestamp) -> Result<Vec<crate::HostSeen>> {
+        let mut hosts: Vec<crate::HostSeen> = host_seen_at(&self.conn)?
+            .into_iter()
+            .map(|(id, seen)| crate::HostSeen { id, silent_ms: now.as_millis().saturating_sub(seen).max(0) })
+            .collect();
+        hosts.sort_by(|a, b| a.silent_ms.cmp(&b.silent_ms).then_with(|| a.id.cmp(&b.id)));
+        Ok(hosts)
+    }
+
     /// Creates a board (an existing one is returned as it is).
     ///
     /// # Errors

@@ -126,6 +126,19 @@ pub struct Run {
     pub exit_code: Option<i64>,
 }
 
+/// A host of the board as its heartbeat row tells it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HostSeen {
+    pub id: String,
+    /// How long since its last heartbeat, in seconds in JSON (`silent_secs`).
+    #[serde(rename = "silent_secs", serialize_with = "millis_as_secs")]
+    pub silent_ms: i64,
+}
+
+fn millis_as_secs<S: serde::Serializer>(ms: &i64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(*ms as f64 / 1000.0)
+}
+
 /// A board.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Board {

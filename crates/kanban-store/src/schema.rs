@@ -90,4 +90,9 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE tasks SET confirmed_at = started_at WHERE status = 'running' AND worker_pid IS NOT NULL;
     UPDATE task_runs SET confirmed_at = started_at WHERE ended_at IS NULL AND worker_pid IS NOT NULL;
     "#,
+    // 4: host heartbeats. Each host (its gateway, its workers) renews its row; a worker on another host is judged by
+    // its host's row, never by this host's process table.
+    r#"
+    CREATE TABLE hosts (id TEXT PRIMARY KEY, seen_at INTEGER NOT NULL) WITHOUT ROWID;
+    "#,
 ];

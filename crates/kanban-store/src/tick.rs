@@ -4,15 +4,16 @@
 use std::collections::BTreeMap;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, Claimed, TaskRow, TaskStatus, TickOutcome, TickRequest};
+use domain::kanban::{BoardSnapshot, Claimed, RunningRow, TaskRow, TaskStatus, TickOutcome, TickRequest};
+use domain::liveness::WorkerFacts;
 use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink, Planner, ReadyTask, TickPlan, requeues};
-use domain::ports::ProcessProbe;
 use domain::time::Timestamp;
+use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
 use rusqlite::{Connection, params};
 use serde_json::json;
 
 use crate::rows::status_of;
-use crate::transitions::{close_run, event, record_task_failure, worker_of};
+use crate::transitions::{close_run, event, guarded, record_task_failure, worker_of};
 use crate::{Result, SqliteKanbanStore, StoreError};
 
 fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
@@ -23,15 +24,17 @@ fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
 ///
 /// Ready and todo tasks come from one scan of a covering index with only the columns planning needs; running tasks
 /// (few) are read whole.
-fn snapshot(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe) -> Result<BoardSnapshot> {
-    let mut snap = snapshot_of(conn, board, probe, true)?;
+fn snapshot(conn: &Connection, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
+    let board = req.board;
+    let mut snap = snapshot_of(conn, req, true)?;
     (snap.running_elsewhere, snap.total_running_elsewhere) = running_elsewhere(conn, board)?;
     Ok(snap)
 }
 
 /// This board's running tasks and its `todo` tasks (with whether their parents are done); with `ready`, its
 /// ready tasks too. No counts of the other boards.
-fn snapshot_of(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe, ready: bool) -> Result<BoardSnapshot> {
+fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<BoardSnapshot> {
+    let board = req.board;
     let mut tasks = Vec::new();
     let sql = if ready {
         "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
@@ -54,34 +57,42 @@ fn snapshot_of(conn: &Connection, board: &BoardSlug, probe: &dyn ProcessProbe, r
         });
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT id, assignee, priority, created_at, claim_lock IS NOT NULL, claim_expires, worker_pid, worker_start, \
-         last_heartbeat_at, confirmed_at, max_runtime_seconds, consecutive_failures, max_retries \
-         FROM tasks WHERE board = ?1 AND status = 'running'",
+        "SELECT t.id, t.assignee, t.priority, t.created_at, t.claim_lock IS NOT NULL, t.claim_expires, t.worker_pid, \
+         t.worker_start, t.last_heartbeat_at, t.confirmed_at, t.max_runtime_seconds, t.consecutive_failures, \
+         t.max_retries, t.current_run_id, t.worker_host \
+         FROM tasks t WHERE t.board = ?1 AND t.status = 'running'",
     )?;
     let mut rows = stmt.query([board.as_str()])?;
+    let mut seen_at = None;
     while let Some(r) = rows.next()? {
-        let pid: Option<i64> = r.get(6)?;
-        let start: Option<i64> = r.get(7)?;
-        let pid = pid.and_then(|p| u32::try_from(p).ok());
-        let worker_alive = pid.map(|p| probe.is_alive(p, start.and_then(|s| u64::try_from(s).ok())));
-        tasks.push(TaskRow {
+        let host: Option<String> = r.get(14)?;
+        let seen = match host.as_deref() {
+            Some(h) if !domain::liveness::is_local(&req.cfg.host, Some(h)) => {
+                seen_at.get_or_insert(crate::queries::host_seen_at(conn)?).get(h).copied()
+            }
+            _ => None,
+        };
+        let row = RunningRow {
             id: r.get(0)?,
             assignee: r.get(1)?,
-            status: TaskStatus::Running,
             priority: r.get(2)?,
             created_at: Timestamp::from_millis(r.get(3)?),
             claimed: r.get(4)?,
             claim_expires: opt_ts(r.get(5)?),
-            worker_pid: pid,
-            worker_alive,
+            run_id: r.get(13)?,
+            worker: WorkerFacts {
+                pid: r.get(6)?,
+                start: r.get(7)?,
+                host: host.as_deref(),
+                host_silent: seen.map(|s| silence(req.now, s)),
+            },
             last_heartbeat: opt_ts(r.get(8)?),
             started_at: opt_ts(r.get(9)?),
             max_runtime_secs: r.get(10)?,
             consecutive_failures: u32::try_from(r.get::<_, i64>(11)?).unwrap_or(0),
             max_retries: r.get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
-            parents_done: false,
-            sandbox_elsewhere_since: None,
-        });
+        };
+        tasks.push(TaskRow::running(row, req.cfg, req.probe));
     }
     Ok(BoardSnapshot { tasks, ..BoardSnapshot::default() })
 }
@@ -105,6 +116,11 @@ fn running_elsewhere(conn: &Connection, board: &BoardSlug) -> Result<(BTreeMap<S
     Ok((per, total))
 }
 
+/// How long ago `seen_at` (epoch milliseconds) was, at `now`; zero for a time ahead of `now`.
+pub(crate) fn silence(now: Timestamp, seen_at: i64) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::try_from(now.as_millis().saturating_sub(seen_at)).unwrap_or(0))
+}
+
 fn text(v: rusqlite::types::ValueRef<'_>) -> Result<Option<&str>> {
     match v {
         rusqlite::types::ValueRef::Null => Ok(None),
@@ -120,7 +136,7 @@ fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink
     let board = req.board;
     let (elsewhere, total) = running_elsewhere(conn, board)?;
     let mut planner = Planner::new(req.now, req.cfg, &elsewhere, total);
-    let snap = snapshot_of(conn, board, req.probe, false)?;
+    let snap = snapshot_of(conn, req, false)?;
     let mut extra: Vec<ReadyTask<'_>> = Vec::new();
     for t in &snap.tasks {
         match t.status {
@@ -190,7 +206,7 @@ impl SqliteKanbanStore {
     pub(crate) fn read_snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
         self.board(req.board)?;
         let tx = self.conn.unchecked_transaction()?;
-        snapshot(&tx, req.board, req.probe)
+        snapshot(&tx, req)
     }
 
     /// Runs a real tick in one `BEGIN IMMEDIATE` transaction: snapshot, the domain's `plan`, then its application;
@@ -205,7 +221,7 @@ impl SqliteKanbanStore {
     ) -> Result<TickOutcome> {
         self.board(req.board)?;
         let tx = self.write()?;
-        let snap = snapshot(&tx, req.board, req.probe)?;
+        let snap = snapshot(&tx, req)?;
         let plan = plan(&snap);
         drop(snap);
         let out = apply_plan(&tx, req, plan)?;
@@ -257,66 +273,67 @@ impl PlanSink for Applied<'_> {
     }
 }
 
+/// Applies one housekeeping verdict, guarded: `false` (nothing written) when the task left `running` meanwhile.
+fn apply_housekeeping(
+    tx: &rusqlite::Transaction<'_>,
+    req: &TickRequest<'_>,
+    id: &str,
+    hk: &Housekeeping,
+    out: &mut TickOutcome,
+) -> Result<bool> {
+    let now = req.now;
+    let change = hk.change();
+    let command = match change {
+        HousekeepingChange::Extend => TaskCommand::Heartbeat,
+        HousekeepingChange::Fail { .. } => TaskCommand::Fail,
+        HousekeepingChange::Requeue { .. } => TaskCommand::Reclaim,
+    };
+    if !matches!(guarded(tx, id, command, None, ""), Ok(Guarded::Apply(_))) {
+        return Ok(false);
+    }
+    match change {
+        HousekeepingChange::Extend => {
+            let expires = now.as_millis().saturating_add(i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX));
+            tx.execute("UPDATE tasks SET claim_expires = ?2 WHERE id = ?1", params![id, expires])?;
+            event(tx, id, None, "claim_extended", &json!({"expires": expires}), now)?;
+        }
+        HousekeepingChange::Fail { outcome, error, stop_worker } => {
+            if stop_worker {
+                out.stop_workers.extend(worker_of(tx, id, &req.cfg.host)?);
+            }
+            record_task_failure(tx, id, outcome, &error, None, req.cfg.failure_limit, now)?;
+        }
+        HousekeepingChange::Requeue { outcome, stop_worker } => {
+            if stop_worker {
+                out.stop_workers.extend(worker_of(tx, id, &req.cfg.host)?);
+            }
+            let run = close_run(tx, id, outcome, None, None, now)?;
+            tx.execute(
+                concat!("UPDATE tasks SET status = 'ready', ", crate::transitions::clear_claim!(), " WHERE id = ?1"),
+                [id],
+            )?;
+            event(tx, id, run, outcome, &serde_json::to_value(hk).unwrap_or_default(), now)?;
+        }
+    }
+    Ok(true)
+}
+
 /// Applies a tick's plan inside its transaction: housekeeping, promotion, default assignment and compare-and-swap
 /// claims; the outcome carries the plan.
-fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, plan: TickPlan) -> Result<TickOutcome> {
+fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: TickPlan) -> Result<TickOutcome> {
     let now = req.now;
-    let ttl_ms = i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX);
     let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
     let mut out = TickOutcome::default();
 
-    for (id, hk) in &plan.housekeeping {
-        match hk {
-            Housekeeping::ExtendClaim => {
-                tx.execute(
-                    "UPDATE tasks SET claim_expires = ?2 WHERE id = ?1",
-                    params![id, now.as_millis().saturating_add(ttl_ms)],
-                )?;
-                event(
-                    tx,
-                    id,
-                    None,
-                    "claim_extended",
-                    &json!({"expires": now.as_millis().saturating_add(ttl_ms)}),
-                    now,
-                )?;
-            }
-            Housekeeping::Crashed { pid, .. } => {
-                let err = format!("worker pid {pid} exited without completing the task");
-                record_task_failure(tx, id, "crashed", &err, None, req.cfg.failure_limit, now)?;
-            }
-            Housekeeping::LeaseExpired { .. } => {
-                out.stop_workers.extend(worker_of(tx, id)?);
-                record_task_failure(
-                    tx,
-                    id,
-                    "lease_expired",
-                    "no worker confirmed the run within the spawn lease",
-                    None,
-                    req.cfg.failure_limit,
-                    now,
-                )?;
-            }
-            Housekeeping::TimedOut { .. } => {
-                out.stop_workers.extend(worker_of(tx, id)?);
-                record_task_failure(tx, id, "timed_out", "max runtime exceeded", None, req.cfg.failure_limit, now)?;
-            }
-            Housekeeping::Reclaim { pid } | Housekeeping::Stale { pid } => {
-                let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
-                out.stop_workers.extend(worker_of(tx, id)?);
-                let run = close_run(tx, id, kind, None, None, now)?;
-                tx.execute(
-                    concat!(
-                        "UPDATE tasks SET status = 'ready', ",
-                        crate::transitions::clear_claim!(),
-                        " WHERE id = ?1"
-                    ),
-                    [id],
-                )?;
-                event(tx, id, run, kind, &json!({"pid": pid}), now)?;
-            }
+    // The tick holds the write lock since its snapshot, so every task is still on the run it judged: the guard
+    // (expected status) cannot fail here, but it is the same one PostgreSQL's tick needs.
+    let mut applied = Vec::with_capacity(plan.housekeeping.len());
+    for (id, hk) in std::mem::take(&mut plan.housekeeping) {
+        if apply_housekeeping(tx, req, &id, &hk, &mut out)? {
+            applied.push((id, hk));
         }
     }
+    plan.housekeeping = applied;
     for id in &plan.promoted {
         tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id])?;
         event(tx, id, None, "promoted", &json!({}), now)?;

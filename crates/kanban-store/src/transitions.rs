@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use domain::kanban::{FailureOutcome, SpawnRecord, TaskStatus, WorkerRef, record_failure};
 use domain::time::Timestamp;
-use domain::transitions::{TaskCommand, Transition, transition};
+use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::{Value as Json, json};
 
@@ -25,13 +25,14 @@ fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> Result<&'stati
     transition(command, status).map_err(|e| StoreError::Transition { task: id.to_owned(), status, action: e.action })
 }
 
-/// The worker recorded on task `id`, if any.
-pub(crate) fn worker_of(conn: &Connection, id: &str) -> Result<Option<WorkerRef>> {
-    let (pid, start): (Option<i64>, Option<i64>) =
-        conn.query_row("SELECT worker_pid, worker_start FROM tasks WHERE id = ?1", [id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
+/// The worker recorded on task `id` when it runs on `host` (a worker of another host is that host's to stop).
+pub(crate) fn worker_of(conn: &Connection, id: &str, host: &str) -> Result<Option<WorkerRef>> {
+    let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) =
+        conn.query_row("SELECT worker_pid, worker_start, worker_host FROM tasks WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?;
-    Ok(pid.map(|pid| WorkerRef { pid, start }))
+    let local = domain::liveness::is_local(host, on.as_deref());
+    Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
 }
 
 impl SqliteKanbanStore {
@@ -64,9 +65,13 @@ impl SqliteKanbanStore {
         now: Timestamp,
     ) -> Result<Task> {
         let tx = self.write()?;
-        let status = status_in(&tx, id)?;
-        check_run(&tx, id, run, status)?;
-        let t = allowed(TaskCommand::Complete, id, status)?;
+        let t = match guarded(&tx, id, TaskCommand::Complete, run, "completed")? {
+            Guarded::Apply(t) => t,
+            Guarded::AlreadyDone => {
+                drop(tx);
+                return self.task(id);
+            }
+        };
         let run = close_run(&tx, id, t.event, None, exit_code, now)?;
         tx.execute(
             concat!(
@@ -96,9 +101,9 @@ impl SqliteKanbanStore {
         now: Timestamp,
     ) -> Result<FailureOutcome> {
         let tx = self.write()?;
-        let status = status_in(&tx, id)?;
-        allowed(TaskCommand::Fail, id, status)?;
-        check_run(&tx, id, run, status)?;
+        if guarded(&tx, id, TaskCommand::Fail, run, end.outcome)? == Guarded::AlreadyDone {
+            return already_failed(&tx, id, failure_limit);
+        }
         let res = record_task_failure(&tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
         tx.commit()?;
         Ok(res)
@@ -109,10 +114,11 @@ impl SqliteKanbanStore {
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] from done or archived.
     pub fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        let host = self.host.clone();
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Block, id, status)?;
-        let pid = worker_of(&tx, id)?;
+        let pid = worker_of(&tx, id, &host)?;
         let run = close_run(&tx, id, t.event, reason, None, now)?;
         tx.execute(concat!("UPDATE tasks SET status = 'blocked', ", clear_claim!(), " WHERE id = ?1"), [id])?;
         event(&tx, id, run, t.event, &json!({"reason": reason}), now)?;
@@ -140,10 +146,11 @@ impl SqliteKanbanStore {
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] when already archived.
     pub fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>> {
+        let host = self.host.clone();
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Archive, id, status)?;
-        let pid = worker_of(&tx, id)?;
+        let pid = worker_of(&tx, id, &host)?;
         let run = close_run(&tx, id, t.event, None, None, now)?;
         tx.execute(concat!("UPDATE tasks SET status = 'archived', ", clear_claim!(), " WHERE id = ?1"), [id])?;
         event(&tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now)?;
@@ -157,10 +164,11 @@ impl SqliteKanbanStore {
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless running.
     pub fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        let host = self.host.clone();
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Reclaim, id, status)?;
-        let pid = worker_of(&tx, id)?;
+        let pid = worker_of(&tx, id, &host)?;
         let lock: Option<String> = tx.query_row("SELECT claim_lock FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
         let run = close_run(&tx, id, t.event, reason, None, now)?;
         tx.execute(
@@ -215,6 +223,17 @@ impl SqliteKanbanStore {
             params![c.task, c.run_id, c.pid, start, c.host, now.as_millis(), expires],
         )?;
         if n != 1 {
+            // The same worker confirming again (its first reply was lost to an outage) is confirmed already.
+            let mine: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' \
+                 AND confirmed_at IS NOT NULL AND worker_pid = ?3 AND worker_start IS ?4 AND worker_host IS ?5)",
+                params![c.task, c.run_id, c.pid, start, c.host],
+                |r| r.get(0),
+            )?;
+            if mine {
+                drop(tx);
+                return self.task(c.task);
+            }
             return Err(StoreError::Superseded { task: c.task.to_owned(), run: c.run_id });
         }
         tx.execute(
@@ -260,21 +279,25 @@ impl SqliteKanbanStore {
     /// An SQLite error.
     pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
         let expires = now.as_millis().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        let host = self.host.clone();
         let tx = self.write()?;
         for s in spawned {
             let start = s.start.and_then(|v| i64::try_from(v).ok());
             let n = tx.prepare_cached(
-                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5) \
+                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5), \
+                 worker_host = nullif(?6, '') \
                  WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NULL",
             )?
-            .execute(params![s.task, s.run_id, s.pid, start, expires])?;
+            .execute(params![s.task, s.run_id, s.pid, start, expires, host])?;
             // A run no longer the task's (its lease lapsed while this dispatcher was held up, and another took the
             // task) is not this dispatcher's to write on: its worker will find the run superseded and run nothing.
             if n == 0 {
                 continue;
             }
-            tx.prepare_cached("UPDATE task_runs SET worker_pid = ?2 WHERE id = ?1 AND confirmed_at IS NULL")?
-                .execute(params![s.run_id, s.pid])?;
+            tx.prepare_cached(
+                "UPDATE task_runs SET worker_pid = ?2, worker_host = nullif(?3, '') WHERE id = ?1 AND confirmed_at IS NULL",
+            )?
+            .execute(params![s.run_id, s.pid, host])?;
             event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now)?;
         }
         tx.commit()?;
@@ -288,26 +311,59 @@ impl SqliteKanbanStore {
     pub fn record_spawn_failure(
         &mut self,
         id: &str,
+        run: i64,
         error: &str,
         failure_limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
         let tx = self.write()?;
+        if guarded(&tx, id, TaskCommand::Fail, Some(run), "spawn_failed")? == Guarded::AlreadyDone {
+            return already_failed(&tx, id, failure_limit);
+        }
         let res = record_task_failure(&tx, id, "spawn_failed", error, None, failure_limit, now)?;
         tx.commit()?;
         Ok(res)
     }
 }
 
-/// With `run` given, the task must still be on that run (a worker whose run was reclaimed writes nothing).
-pub(crate) fn check_run(tx: &Transaction<'_>, id: &str, run: Option<i64>, status: TaskStatus) -> Result<()> {
-    let Some(run) = run else { return Ok(()) };
-    let current: Option<i64> = tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
-    if current == Some(run) {
-        Ok(())
+/// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it, with
+/// how `run` ended when the task has left it.
+pub(crate) fn guarded(
+    tx: &Transaction<'_>,
+    id: &str,
+    command: TaskCommand,
+    run: Option<i64>,
+    outcome: &str,
+) -> Result<Guarded> {
+    let row: Option<(String, Option<i64>)> = tx
+        .prepare_cached("SELECT status, current_run_id FROM tasks WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let (status, current_run) = row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
+    let ended: Option<String> = match run {
+        Some(run) if current_run != Some(run) => tx
+            .prepare_cached("SELECT outcome FROM task_runs WHERE id = ?1 AND task_id = ?2")?
+            .query_row(params![run, id], |r| r.get(0))
+            .optional()?
+            .flatten(),
+        _ => None,
+    };
+    let found = Found { status: status_of(&status)?, current_run, expected_run_outcome: ended.as_deref() };
+    guard(command, &found, run, outcome).map_err(|e| StoreError::refused(id, e))
+}
+
+/// A failure already recorded (a retry): what the breaker made of it, read back from the task.
+fn already_failed(tx: &Transaction<'_>, id: &str, failure_limit: u32) -> Result<FailureOutcome> {
+    let (status, failures): (String, i64) =
+        tx.query_row("SELECT status, consecutive_failures FROM tasks WHERE id = ?1", [id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let failures = u32::try_from(failures).unwrap_or(0);
+    Ok(if status_of(&status)? == TaskStatus::Blocked {
+        FailureOutcome::GiveUp { failures, limit: failures }
     } else {
-        Err(StoreError::Transition { task: id.to_owned(), status, action: "finish a superseded run of" })
-    }
+        FailureOutcome::Requeue { failures, limit: failure_limit }
+    })
 }
 
 pub(crate) fn status_in(tx: &Transaction<'_>, id: &str) -> Result<TaskStatus> {

@@ -145,11 +145,12 @@ impl KanbanStore for BoxRef<'_> {
     fn record_spawn_failure(
         &mut self,
         id: &str,
+        r: i64,
         e: &str,
         l: u32,
         n: domain::time::Timestamp,
     ) -> Result<domain::kanban::FailureOutcome, Self::Error> {
-        self.0.record_spawn_failure(id, e, l, n)
+        self.0.record_spawn_failure(id, r, e, l, n)
     }
 }
 

@@ -57,7 +57,35 @@ pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
         Ok(None) => {}
         Err(e) => return Err(Failure::other(format!("cannot move berth's board out of kanban.db: {e}"))),
     }
-    Ok(Box::new(SqliteKanbanStore::open(&ctx.db_path())?))
+    Ok(open_board(ctx)?)
+}
+
+/// Opens the board (SQLite or PostgreSQL) as this host, without the legacy move of [`open_store`]: for a process
+/// that opens it again after an outage.
+pub(crate) fn open_board(ctx: &Ctx) -> Result<Board, kanban_store::StoreError> {
+    BoardAt::of(ctx).open()
+}
+
+/// Where a home's board is and who this host is: what opening the board takes, for a thread that holds no `Ctx`.
+#[derive(Clone, Debug)]
+pub(crate) struct BoardAt {
+    url: Option<String>,
+    path: std::path::PathBuf,
+    pub(crate) host: String,
+}
+
+impl BoardAt {
+    pub(crate) fn of(ctx: &Ctx) -> Self {
+        Self { url: ctx.database_url().map(str::to_owned), path: ctx.db_path(), host: ctx.host_id() }
+    }
+
+    /// Opens the board (read-write) as this host.
+    pub(crate) fn open(&self) -> Result<Board, kanban_store::StoreError> {
+        if let Some(url) = &self.url {
+            return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &self.host)?));
+        }
+        Ok(Box::new(SqliteKanbanStore::open(&self.path)?.on_host(&self.host)))
+    }
 }
 
 /// Opens the board to read; `None` when a SQLite board does not exist yet (nothing is created for a read). Reads
@@ -214,7 +242,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 Some(store) => {
                     store.board(&b)?;
                     let tasks = store.tasks(&b, status, assignee.as_deref())?;
-                    tasks.iter().map(|t| listed(&store, t, now)).collect()
+                    tasks.iter().map(|t| listed(ctx, &store, t, now)).collect()
                 }
                 None if b.as_str() == "default" => Vec::new(),
                 None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
@@ -239,7 +267,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Show { id } => {
             let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-            let (shown, task, status) = listed(&store, &store.task(id)?, now);
+            let (shown, task, status) = listed(ctx, &store, &store.task(id)?, now);
             let events = store.events(id, 0)?;
             let runs = store.runs(id)?;
             let log = crate::kanban_logs::log_path(ctx, id).display().to_string();
@@ -266,9 +294,16 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
         }
         KanbanCmd::Complete { id, result } => {
-            let mut store = open_store(ctx)?;
-            let before = store.task(id)?;
-            let t = store.complete(id, None, result.as_deref(), None, now)?;
+            // A worker's command completing its own task: guarded by its run (a run taken back meanwhile is not
+            // completed) and waiting out an outage of the board; by hand, the task as it is, at once.
+            let run = crate::outage::own_run(ctx, id);
+            let patience = if run.is_some() { crate::outage::patience(ctx) } else { std::time::Duration::ZERO };
+            let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
+            let (before, t) = crate::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
+                Ok((s.task(id)?, s.complete(id, run, result.as_deref(), None, now)?))
+            })
+            .await?;
+            let store = slot.ok_or_else(|| Failure::other("the board did not open"))?;
             // A worker command completing its own task is its caller: the verified stop leaves it alone.
             worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
             release_finished(ctx, &store, &t).await?;
@@ -303,6 +338,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Heartbeat { id, note } => {
             let mut store = open_store(ctx)?;
             store.heartbeat(id, note.as_deref(), now)?;
+            // A worker command's own beat also says its host is alive (it may run where no gateway does).
+            if crate::outage::own_run(ctx, id).is_some() {
+                store.renew_host(&ctx.host_id(), now)?;
+            }
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
         }
         KanbanCmd::Prune { dry_run } => return prune(ctx, *dry_run, now).await,

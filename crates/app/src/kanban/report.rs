@@ -69,6 +69,8 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
         sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),
+        host: ctx.host_id(),
+        host_timeout: ctx.settings.kanban.host_timeout_seconds.duration(),
     }
 }
 

@@ -7,23 +7,34 @@ use kanban_store::Task;
 use serde_json::{Value as Json, json};
 
 use super::{ms, open_read_only, task_json};
+use domain::liveness::{Liveness, WorkerFacts, judge};
+
 use crate::context::{Ctx, ProcProbe};
 use crate::error::Failure;
 use crate::output;
 
-/// Whether a running task's worker is alive, judged as the dispatch tick judges it (read-only): a claim no worker
-/// confirmed is gone once its spawn lease is over; otherwise the recorded pid must be alive with its recorded start
-/// fingerprint. `None` when the task is not running, or while an unconfirmed claim waits inside its lease.
-fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
+/// A running task's worker, judged as the dispatch tick judges it (read-only) by the domain's one liveness rule: on
+/// this host by pid and start, on another host by that host's heartbeat. A claim no worker confirmed is gone once
+/// its spawn lease is over. `None` when the task is not running.
+fn worker_liveness(ctx: &Ctx, store: &super::Board, t: &Task, now: domain::time::Timestamp) -> Option<Liveness> {
     if t.status != TaskStatus::Running {
         return None;
     }
     let lease_over = t.confirmed_at.is_none() && t.claim_expires.is_none_or(|e| e < now.as_millis());
     if lease_over {
-        return Some(false);
+        return Some(Liveness::Gone { host: t.worker_host.clone() });
     }
-    let pid = t.worker_pid.and_then(|p| u32::try_from(p).ok())?;
-    Some(domain::ports::ProcessProbe::is_alive(&ProcProbe, pid, t.worker_start.and_then(|s| u64::try_from(s).ok())))
+    let host = ctx.host_id();
+    let remote = !domain::liveness::is_local(&host, t.worker_host.as_deref());
+    let host_silent = if remote {
+        let hosts = store.hosts(now).unwrap_or_default();
+        let seen = hosts.into_iter().find(|h| Some(h.id.as_str()) == t.worker_host.as_deref());
+        seen.map(|h| Duration::from_millis(u64::try_from(h.silent_ms).unwrap_or(0)))
+    } else {
+        None
+    };
+    let facts = WorkerFacts { pid: t.worker_pid, start: t.worker_start, host: t.worker_host.as_deref(), host_silent };
+    Some(judge(&host, &facts, ctx.settings.kanban.host_timeout_seconds.duration(), &ProcProbe))
 }
 
 /// A task for listings: its JSON with `worker_alive`, and its status as text (`running (worker gone)` when the
@@ -31,23 +42,31 @@ fn worker_alive(t: &Task, now: domain::time::Timestamp) -> Option<bool> {
 ///
 /// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
 /// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
-pub(crate) fn listed(store: &super::Board, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+pub(crate) fn listed(ctx: &Ctx, store: &super::Board, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
     let mut t = t.clone();
-    let mut alive = worker_alive(&t, now);
-    if alive == Some(false)
+    let mut seen = worker_liveness(ctx, store, &t, now);
+    if seen.as_ref().and_then(Liveness::alive) == Some(false)
         && let Ok(fresh) = store.task(&t.id)
     {
-        alive = worker_alive(&fresh, now);
+        seen = worker_liveness(ctx, store, &fresh, now);
         t = fresh;
     }
+    let alive = match &seen {
+        Some(s) => s.alive(),
+        None => None,
+    };
     let mut v = task_json(&t);
     if let Json::Object(m) = &mut v {
         m.insert("worker_alive".into(), json!(alive));
+        m.insert("worker".into(), json!(seen));
     }
-    let status = match (t.status, alive) {
-        (TaskStatus::Running, Some(false)) => "running (worker gone)".to_owned(),
-        (TaskStatus::Running, None) => "running (starting)".to_owned(),
-        (s, _) => s.to_string(),
+    let status = match (&seen, t.status) {
+        (Some(Liveness::HostLost { host, silent_secs }), _) => {
+            format!("running (worker's host {host} silent for {silent_secs}s)")
+        }
+        (Some(Liveness::Gone { .. }), _) => "running (worker gone)".to_owned(),
+        (Some(Liveness::NoWorker), _) => "running (starting)".to_owned(),
+        (_, s) => s.to_string(),
     };
     (v, t, status)
 }

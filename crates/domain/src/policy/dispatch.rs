@@ -29,6 +29,9 @@ pub enum Housekeeping {
     Reclaim { pid: Option<u32> },
     /// Running past the stale timeout without a fresh heartbeat: kill and requeue (not a failure).
     Stale { pid: Option<u32> },
+    /// The worker's host stopped heartbeating for longer than the host timeout: its run ends as `host_lost` and the
+    /// task goes back to `ready` (not a failure of the task: its host died, not its command).
+    HostLost { host: String },
 }
 
 /// Why a ready task is or is not spawned this tick.
@@ -100,7 +103,7 @@ impl Housekeeping {
             Self::Crashed { outcome, .. } | Self::TimedOut { outcome, .. } | Self::LeaseExpired { outcome, .. } => {
                 outcome.gave_up()
             }
-            Self::ExtendClaim | Self::Reclaim { .. } | Self::Stale { .. } => false,
+            Self::ExtendClaim | Self::Reclaim { .. } | Self::Stale { .. } | Self::HostLost { .. } => false,
         }
     }
 }
@@ -137,6 +140,9 @@ impl TickPlan {
 pub fn plan_housekeeping(now: Timestamp, t: &TaskRow, cfg: &TickConfig) -> Option<Housekeeping> {
     if t.status != TaskStatus::Running {
         return None;
+    }
+    if let Some(host) = &t.host_lost {
+        return Some(Housekeeping::HostLost { host: host.clone() });
     }
     let heartbeat_fresh = t.last_heartbeat.is_some_and(|hb| now.secs_since(hb) < HEARTBEAT_STALE_SECS as f64);
     let alive = t.worker_alive == Some(true);
@@ -195,7 +201,7 @@ pub fn requeues(h: &Housekeeping) -> bool {
         | Housekeeping::LeaseExpired { outcome, .. } => {
             matches!(outcome, FailureOutcome::Requeue { .. })
         }
-        Housekeeping::Reclaim { .. } | Housekeeping::Stale { .. } => true,
+        Housekeeping::Reclaim { .. } | Housekeeping::Stale { .. } | Housekeeping::HostLost { .. } => true,
         Housekeeping::ExtendClaim => false,
     }
 }

@@ -10,9 +10,10 @@ use crate::kanban::{
     BoardSnapshot, Claimed, FailureOutcome, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickOutcome, TickRequest,
     WorkerRef, record_failure,
 };
-use crate::policy::dispatch::{Decision, Housekeeping, TickPlan};
+use crate::policy::dispatch::{Decision, TickPlan};
 use crate::ports::KanbanStore;
 use crate::time::Timestamp;
+use crate::transitions::HousekeepingChange;
 
 /// Errors of the in-memory store (the same cases the SQLite store reports).
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -264,6 +265,8 @@ impl KanbanStore for FakeKanbanStore {
                 claim_expires: t.claim_expires,
                 worker_pid: pid,
                 worker_alive: pid.map(|p| req.probe.is_alive(p, start)),
+                host_lost: None,
+                run_id: None,
                 last_heartbeat: t.last_heartbeat,
                 started_at: t.confirmed_at,
                 max_runtime_secs: t.max_runtime_secs,
@@ -287,29 +290,28 @@ impl KanbanStore for FakeKanbanStore {
         let mut out = TickOutcome::default();
         for (id, hk) in &plan.housekeeping {
             let worker = self.tasks.get(id).and_then(|t| t.worker);
-            match hk {
-                Housekeeping::ExtendClaim => {
+            match hk.change() {
+                HousekeepingChange::Extend => {
                     if let Some(t) = self.tasks.get_mut(id) {
                         t.claim_expires = Some(now.plus(req.claim_ttl));
                     }
                     self.events.push((id.clone(), "claim_extended".to_owned()));
                 }
-                Housekeeping::Crashed { .. } => {
-                    self.failure(id, "crashed", limit);
+                HousekeepingChange::Fail { outcome, stop_worker, .. } => {
+                    if stop_worker {
+                        out.stop_workers.extend(worker);
+                    }
+                    self.failure(id, outcome, limit);
                 }
-                Housekeeping::LeaseExpired { .. } | Housekeeping::TimedOut { .. } => {
-                    out.stop_workers.extend(worker);
-                    let kind = if matches!(hk, Housekeeping::TimedOut { .. }) { "timed_out" } else { "lease_expired" };
-                    self.failure(id, kind, limit);
-                }
-                Housekeeping::Reclaim { .. } | Housekeeping::Stale { .. } => {
-                    out.stop_workers.extend(worker);
-                    let kind = if matches!(hk, Housekeeping::Stale { .. }) { "stale" } else { "reclaimed" };
+                HousekeepingChange::Requeue { outcome, stop_worker } => {
+                    if stop_worker {
+                        out.stop_workers.extend(worker);
+                    }
                     if let Some(t) = self.tasks.get_mut(id) {
                         t.status = TaskStatus::Ready;
                         clear_claim(t);
                     }
-                    self.events.push((id.clone(), kind.to_owned()));
+                    self.events.push((id.clone(), outcome.to_owned()));
                 }
             }
         }
@@ -374,6 +376,7 @@ impl KanbanStore for FakeKanbanStore {
     fn record_spawn_failure(
         &mut self,
         id: &str,
+        _run: i64,
         _error: &str,
         failure_limit: u32,
         _now: Timestamp,
