@@ -3,6 +3,7 @@
 //! output at once and ends with the command; `-t` without a terminal is refused; `config set` edits the file in
 //! place.
 
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support::{Home, require_docker};
@@ -87,4 +88,66 @@ fn every_mount_the_extra_args_make_is_checked_at_create_and_at_config_set() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "fine");
+}
+
+/// The host folder of task `task`'s sandbox in `home` (there is one after its first run).
+fn sandbox_folder(home: &Home, task: &str) -> PathBuf {
+    let profile = home.path().join("sandboxes").join("docker").join(&home.profile);
+    let prefix = format!("{task}-");
+    std::fs::read_dir(&profile)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+        .unwrap_or_else(|| panic!("no folder of task {task} under {}", profile.display()))
+        .path()
+}
+
+/// Makes a chain of `depth` nested folders `d/d/d/…` under `dir`, one level at a time relative to the last (a full
+/// path that deep is longer than any system call takes), holding one descriptor at a time.
+fn deep_tree(dir: &Path, depth: usize) {
+    use rustix::fs::{Mode, OFlags, mkdirat, openat};
+    let flags = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    let mut fd = openat(rustix::fs::CWD, dir, flags, Mode::empty()).unwrap();
+    for _ in 0..depth {
+        mkdirat(&fd, "d", Mode::from_raw_mode(0o755)).unwrap();
+        fd = openat(&fd, "d", flags, Mode::empty()).unwrap();
+    }
+    // A file at the bottom, so the deepest folder is not empty either.
+    let file = openat(&fd, "leaf", OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC, Mode::from_raw_mode(0o644));
+    drop(file.unwrap());
+}
+
+/// Takes a chain `deep_tree` made apart without recursion, should the test fail with it still there: the temporary
+/// home's own removal recurses and would abort the test process.
+struct Unchain(PathBuf);
+
+impl Drop for Unchain {
+    fn drop(&mut self) {
+        // Move `top/d/d` up to `top/d` step by step: every path stays three levels short.
+        let (d, up) = (self.0.join("d"), self.0.join("up"));
+        while d.is_dir() {
+            if std::fs::rename(&d, &up).is_err() {
+                return;
+            }
+            let _ = std::fs::remove_file(up.join("leaf"));
+            let _ = std::fs::rename(up.join("d"), &d);
+            let _ = std::fs::remove_dir(&up);
+        }
+    }
+}
+
+/// A 15 000-level tree in a task's workspace (as a task could make) is removed by `sandbox rm` like any other
+/// folder: the removal walks it without recursing on the stack, instead of aborting by stack overflow.
+#[test]
+fn a_15000_level_tree_in_a_workspace_is_removed_by_sandbox_rm() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["run", "--task", "deep", "--", "true"]);
+    let folder = sandbox_folder(&home, "deep");
+    let _unchain = Unchain(folder.join("workspace"));
+    deep_tree(&folder.join("workspace"), 15_000);
+    let out = home.run(&["sandbox", "rm", "--task", "deep"]);
+    assert!(out.status.success(), "sandbox rm failed ({}): {}", out.status, stderr(&out));
+    assert!(folder.symlink_metadata().is_err(), "{} is still there: {}", folder.display(), stderr(&out));
+    assert!(home.containers().is_empty(), "the sandbox is still there");
 }
