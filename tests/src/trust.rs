@@ -3,8 +3,10 @@
 //! output at once and ends with the command; `-t` without a terminal is refused; `config set` edits the file in
 //! place.
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::support::{Home, require_docker};
 
@@ -150,4 +152,113 @@ fn a_15000_level_tree_in_a_workspace_is_removed_by_sandbox_rm() {
     assert!(out.status.success(), "sandbox rm failed ({}): {}", out.status, stderr(&out));
     assert!(folder.symlink_metadata().is_err(), "{} is still there: {}", folder.display(), stderr(&out));
     assert!(home.containers().is_empty(), "the sandbox is still there");
+}
+
+/// Spawns `berth run --task TASK -- ARGV` with a piped stdin and stdout.
+fn spawn_run(home: &Home, task: &str, extra: &[&str], argv: &[&str]) -> Child {
+    let mut cmd = home.cmd();
+    cmd.args(["run", "--task", task]).args(extra).arg("--").args(argv);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits for `child` at most `limit`; kills it and returns `None` when it is still running then.
+fn wait_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `head -c 4000000 /dev/zero | berth run -- cat | wc -c`, and a command that writes its 4 MB before it reads its
+/// input: input still being sent while output piles up must not deadlock (`docker exec -i` takes half a second).
+#[test]
+fn berth_run_pumps_4_mb_in_and_out_at_once() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["run", "--task", "pump", "--", "true"]);
+    for argv in [&["cat"][..], &["sh", "-c", "head -c 4000000 /dev/zero; cat >/dev/null"]] {
+        pump_4_mb(&home, argv);
+    }
+}
+
+fn pump_4_mb(home: &Home, argv: &[&str]) {
+    let started = Instant::now();
+    let mut child = spawn_run(home, "pump", &["--timeout", "60"], argv);
+    let mut input = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || input.write_all(&vec![0u8; 4_000_000]));
+    let mut output = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut n = 0usize;
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(k) = output.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        n
+    });
+    let status = wait_within(&mut child, Duration::from_secs(90)).expect("berth run did not end");
+    let got = reader.join().unwrap();
+    let _ = writer.join();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{argv:?}: {err}");
+    assert_eq!(got, 4_000_000, "{argv:?}: {err}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{argv:?} took {:?}", started.elapsed());
+}
+
+/// `yes | berth run -- head -c 10`: a command that stops reading its input ends the run with its own exit code at
+/// once (`docker exec -i` exits 0 in 0.09 s), not with a connection reset and not by hanging.
+#[test]
+fn a_command_that_stops_reading_stdin_ends_the_run_with_its_own_code() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["run", "--task", "yes", "--", "true"]);
+    for (argv, code) in [(&["head", "-c", "10"][..], 0), (&["sh", "-c", "head -c 4 >/dev/null; exit 7"][..], 7)] {
+        let started = Instant::now();
+        let mut child = spawn_run(&home, "yes", &["--timeout", "120"], argv);
+        let mut input = child.stdin.take().unwrap();
+        // `yes`: lines until the pipe breaks.
+        std::thread::spawn(move || while input.write_all(&b"y\n".repeat(4096)).is_ok() {});
+        let status = wait_within(&mut child, Duration::from_secs(30));
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let status = status.unwrap_or_else(|| panic!("{argv:?}: berth run hung with its command gone: {err}"));
+        assert_eq!(status.code(), Some(code), "{argv:?}: {err}");
+        if code == 0 {
+            assert_eq!(out, "y\ny\ny\ny\ny\n", "{err}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{argv:?} took {:?}", started.elapsed());
+    }
+}
+
+/// `-t` without a terminal is refused at once with one line, as `docker exec -it` refuses it, before any sandbox
+/// is made; the command never runs.
+#[test]
+fn run_with_t_and_no_terminal_is_refused_at_once() {
+    let home = Home::new();
+    for stdin in ["null", "pipe"] {
+        let mut cmd = home.cmd();
+        cmd.args(["run", "-t", "--task", "tty", "--", "sh", "-c", "sleep 30"]);
+        if stdin == "pipe" {
+            cmd.stdin(Stdio::piped());
+        }
+        let started = Instant::now();
+        let out = cmd.output().unwrap();
+        let err = assert_refused(&out, stdin);
+        assert!(err.contains("the input device is not a TTY"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{stdin}: {:?}", started.elapsed());
+    }
+    assert!(home.containers().is_empty(), "a sandbox was made");
 }

@@ -278,6 +278,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     ctx.require_profile()?;
     let identity = identity(ctx, &args.task)?;
     let env = exec_env(ctx, &args.env)?;
+    crate::run_io::check_tty(args.tty)?;
     let (rt, remembered) = connect_remembered(ctx).await?;
     // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
     // once per process before a sandbox is created, so only when that misses.
