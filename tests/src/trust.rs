@@ -262,3 +262,38 @@ fn run_with_t_and_no_terminal_is_refused_at_once() {
     }
     assert!(home.containers().is_empty(), "a sandbox was made");
 }
+
+/// `config set` edits `config.yaml` where it is: through a symlink to its target (the link stays a link), keeping
+/// the file's mode and owner.
+#[test]
+fn config_set_writes_through_a_symlink_and_keeps_mode_and_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let home = Home::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let real = elsewhere.path().join("shared.yaml");
+    std::fs::write(&real, "# shared settings\nterminal:\n  timeout: 60\n").unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let root = rustix::process::geteuid().is_root();
+    if root {
+        std::os::unix::fs::chown(&real, Some(4242), Some(4343)).unwrap();
+    }
+    let link = home.path().join("config.yaml");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    home.ok(&["config", "set", "terminal.timeout", "77"]);
+    home.ok(&["config", "set", "kanban.failure_limit", "5"]);
+    home.ok(&["config", "unset", "kanban.failure_limit"]);
+    assert!(link.symlink_metadata().unwrap().file_type().is_symlink(), "config.yaml is no longer a symlink");
+    let text = std::fs::read_to_string(&real).unwrap();
+    assert!(text.contains("# shared settings") && text.contains("timeout: 77"), "{text}");
+    let meta = real.metadata().unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o640, "the mode changed");
+    if root {
+        assert_eq!((meta.uid(), meta.gid()), (4242, 4343), "the owner changed");
+    }
+    assert_eq!(home.ok(&["config", "get", "terminal.timeout"]).trim(), "77");
+    // Nothing was left beside the link or the target.
+    let strays = |d: &Path| {
+        std::fs::read_dir(d).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().ends_with(".tmp")).count()
+    };
+    assert_eq!(strays(home.path()) + strays(elsewhere.path()), 0);
+}
