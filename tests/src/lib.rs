@@ -42,3 +42,5 @@ mod pg_wake;
 mod signals;
 #[cfg(test)]
 mod tidy;
+#[cfg(test)]
+mod trust;

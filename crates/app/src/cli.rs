@@ -193,7 +193,8 @@ pub struct RunArgs {
     /// Forward standard input to the command (the default when stdin is not a terminal); closed at end of input.
     #[arg(short = 'i', long)]
     pub interactive: bool,
-    /// Allocate a TTY for the command (implies -i): raw mode here, window-size changes forwarded.
+    /// Allocate a TTY for the command (implies -i; stdin must be a terminal): raw mode here, window-size changes
+    /// forwarded.
     #[arg(short = 't', long)]
     pub tty: bool,
     /// Kill the command after this many seconds (exit 124); default terminal.timeout; 0 means none.

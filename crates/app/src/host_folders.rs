@@ -109,9 +109,10 @@ impl Folders {
             return Ok(false);
         }
         // Off the async threads: a workspace of many files (a node_modules) takes a while, and the gateway's ticks run
-        // beside this.
+        // beside this. Not `remove_dir_all`: it recurses per level, and a task's tree can be deep enough to overflow
+        // the stack (`remove_tree` walks it in a loop).
         let owned = dir.to_path_buf();
-        let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(owned))
+        let removed = tokio::task::spawn_blocking(move || crate::remove_tree::remove_tree(&owned))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         match removed {

@@ -23,6 +23,7 @@ pub mod output;
 pub mod process;
 pub mod reap_words;
 pub mod redact;
+pub mod remove_tree;
 pub mod retention;
 pub mod run_io;
 pub mod sandbox;

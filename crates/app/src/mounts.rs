@@ -7,7 +7,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use domain::sandbox::SandboxIdentity;
+use domain::sandbox::{CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, mount_sources};
 
 use crate::context::Ctx;
 use crate::error::Failure;
@@ -132,43 +132,26 @@ impl Protected {
     }
 }
 
-/// The host part of a `host:container[:opts]` bind.
-fn bind_source(bind: &str) -> &str {
-    bind.split_once(':').map_or(bind, |(h, _)| h)
+/// Why mounting `m` is refused, if it is. A source that is not an absolute path is a volume's name to the engine,
+/// unless it looks like a path (`./x`, `../x`, `~/x`, `a/b`) or is a `--mount type=bind`: a relative host path would
+/// be resolved against whatever directory the engine or a docker client happens to use, so it is refused rather than
+/// guessed at.
+fn mount_violation(protected: &Protected, m: MountSource<'_>) -> Option<String> {
+    let s = m.source;
+    if s.starts_with('/') {
+        return protected.violation(s);
+    }
+    let looks_like_path = m.bind || s.is_empty() || s.starts_with('.') || s.starts_with('~') || s.contains('/');
+    looks_like_path.then(|| {
+        format!("refusing to mount {s:?} into a sandbox: a host path must be absolute (a volume name has no slash)")
+    })
 }
 
-/// The host paths named by `docker run`-style arguments (`-v`, `--volume`, `--mount source=`).
-pub fn extra_arg_sources(args: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-            _ => match arg.strip_prefix("-v").filter(|r| !r.is_empty() && !arg.starts_with("--")) {
-                Some(r) => ("-v", Some(r.to_owned())),
-                None => (arg, None),
-            },
-        };
-        if matches!(flag, "-v" | "--volume" | "--mount") {
-            let value = inline.or_else(|| {
-                i += 1;
-                args.get(i).cloned()
-            });
-            if let Some(v) = value {
-                if flag == "--mount" {
-                    out.extend(v.split(',').filter_map(|kv| {
-                        let (k, val) = kv.split_once('=')?;
-                        matches!(k.trim(), "source" | "src").then(|| val.trim().to_owned())
-                    }));
-                } else {
-                    out.push(bind_source(&v).to_owned());
-                }
-            }
-        }
-        i += 1;
-    }
-    out
+/// The one mount check: why `spec` may not be created, if it may not. It reads every source the spec hands the
+/// engine ([`mount_sources`]: binds from the settings and every `-v`/`--volume`/`--mount` the extra arguments
+/// made, in whatever spelling), so nothing reaches the engine that this did not see.
+fn spec_violation(protected: &Protected, spec: &CreateSpec) -> Option<String> {
+    mount_sources(spec).into_iter().find_map(|m| mount_violation(protected, m))
 }
 
 /// Checks the sandboxes folder setting: an absolute path that is not `/` and does not hold berth's home.
@@ -186,33 +169,35 @@ pub fn check_sandbox_dir(home: &Path, dir: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `config set`: refuses a value that would mount something protected (the file is not touched).
+/// `config set`: refuses a value that would mount something protected (the file is not touched). The value is
+/// turned into a spec by the same code a create uses, and that spec goes through the same check.
 ///
 /// # Errors
 /// A usage failure naming the offending path.
 pub fn check_setting(ctx: &Ctx, key: &str, value: &config_bridge::Value) -> Result<(), Failure> {
-    let protected = Protected::new(ctx, None);
-    let sources: Vec<String> = match (key, value) {
+    let spec = match (key, value) {
         ("terminal.docker_volumes", config_bridge::Value::List(l)) => {
-            l.iter().filter(|v| v.contains(':')).map(|v| bind_source(v).to_owned()).collect()
+            // As the spec builder takes them: an entry without a `:` is skipped there (with a warning).
+            CreateSpec { binds: l.iter().filter(|v| v.contains(':')).cloned().collect(), ..blank_spec() }
         }
-        ("terminal.docker_extra_args", config_bridge::Value::List(l)) => extra_arg_sources(l),
+        ("terminal.docker_extra_args", config_bridge::Value::List(l)) => {
+            check_extra_args(l).map_err(Failure::usage_of)?
+        }
         ("terminal.sandbox_dir", config_bridge::Value::Str(s)) => {
             return check_sandbox_dir(&ctx.home, s).map_err(Failure::usage);
         }
-        _ => Vec::new(),
+        _ => return Ok(()),
     };
-    sources.iter().find_map(|s| protected.violation(s)).map_or(Ok(()), |why| Err(Failure::usage(why)))
+    spec_violation(&Protected::new(ctx, None), &spec).map_or(Ok(()), |why| Err(Failure::usage(why)))
 }
 
-/// Sandbox create: refuses a spec whose binds reach anything protected.
+/// Sandbox create: refuses a spec that mounts anything protected, however the mount was asked for.
 ///
 /// # Errors
 /// A usage failure naming the offending path.
-pub fn check_binds(ctx: &Ctx, identity: &SandboxIdentity, binds: &[String]) -> Result<(), Failure> {
+pub fn check_spec(ctx: &Ctx, identity: &SandboxIdentity, spec: &CreateSpec) -> Result<(), Failure> {
     check_sandbox_dir(&ctx.home, &ctx.settings.terminal.sandbox_dir).map_err(Failure::usage)?;
-    let protected = Protected::new(ctx, Some(identity));
-    binds.iter().find_map(|b| protected.violation(bind_source(b))).map_or(Ok(()), |why| Err(Failure::usage(why)))
+    spec_violation(&Protected::new(ctx, Some(identity)), spec).map_or(Ok(()), |why| Err(Failure::usage(why)))
 }
 
 #[cfg(test)]
@@ -286,12 +271,33 @@ mod tests {
     }
 
     #[test]
-    fn extra_args_name_their_mount_sources() {
-        let args: Vec<String> =
-            ["-v", "/a:/x", "--volume=/b:/y", "--mount", "type=bind,source=/c,target=/z", "-v/d:/w"]
-                .map(String::from)
-                .to_vec();
-        assert_eq!(extra_arg_sources(&args), ["/a", "/b", "/c", "/d"]);
+    fn every_spelling_of_a_mount_in_the_extra_args_is_checked() {
+        let tmp = tempfile_dir();
+        let p = protected(&tmp);
+        let home = tmp.join("home").display().to_string();
+        for args in [
+            vec!["-v".to_owned(), format!("{home}:/x")],
+            vec![format!("-v{home}:/x")],
+            vec![format!("-v={home}:/x")],
+            vec![format!("--volume={home}/config.yaml:/c:ro")],
+            vec!["--mount".to_owned(), format!("type=bind,source={home},target=/m")],
+            vec![format!("--mount=type=bind,src={home},dst=/m")],
+            vec![format!("--mount=dst=/m,src=/opt,src={home},type=bind")],
+            vec!["--mount".into(), "type=bind,source=/,target=/host,readonly".into()],
+            vec!["--mount".into(), "type=bind,src=.,dst=/m".into()],
+            vec!["--mount".into(), "type=bind,src=docs,dst=/m".into()],
+            vec!["-v".into(), "../..:/m".into()],
+            vec!["-v".into(), "~/x:/m".into()],
+            vec!["--volume".into(), "a/b:/m".into()],
+        ] {
+            let spec = check_extra_args(&args).unwrap();
+            assert!(spec_violation(&p, &spec).is_some(), "{args:?} must be refused");
+        }
+        for args in
+            [vec!["-v".to_owned(), "named:/data".to_owned()], vec!["--mount".into(), "type=volume,src=v,dst=/v".into()]]
+        {
+            assert_eq!(spec_violation(&p, &check_extra_args(&args).unwrap()), None, "{args:?}");
+        }
     }
 
     #[test]

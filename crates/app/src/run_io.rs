@@ -51,6 +51,21 @@ fn stdin_is_dev_null() -> bool {
     })
 }
 
+/// `-t` needs a terminal on stdin, as `docker exec -it` does: without one there are no keys to make raw and no size
+/// to follow, and the command would wait on a TTY nobody types into. Refused before anything is made, with
+/// docker's words.
+///
+/// # Errors
+/// A usage failure (exit 2) when `tty` is asked for and stdin is not a terminal.
+pub fn check_tty(tty: bool) -> Result<(), Failure> {
+    if tty && !std::io::stdin().is_terminal() {
+        return Err(Failure::usage(
+            "the input device is not a TTY; -t needs a terminal on stdin (leave -t out to pipe input)",
+        ));
+    }
+    Ok(())
+}
+
 /// Wires stdin when `interactive`, `tty`, or stdin is not a terminal (a pipe, a file); `None` when the command gets
 /// no input (also for `/dev/null` without `-i`: the command then reads end of input at once, as it would anyway).
 /// Must be called inside the runtime (the resize forwarder is a task).

@@ -186,7 +186,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         if w.contains("container_disk") { tracing::debug!("{w}") } else { tracing::warn!("{w}") }
     }
     // Nothing of berth's own (home, other sandboxes) and no engine socket reaches a sandbox, whatever the settings.
-    crate::mounts::check_binds(ctx, &identity, &built.spec.binds)?;
+    crate::mounts::check_spec(ctx, &identity, &built.spec)?;
     for dir in &built.host_dirs {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::other(format!("cannot create sandbox directory {dir}: {e}")))?;
@@ -278,6 +278,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     ctx.require_profile()?;
     let identity = identity(ctx, &args.task)?;
     let env = exec_env(ctx, &args.env)?;
+    crate::run_io::check_tty(args.tty)?;
     let (rt, remembered) = connect_remembered(ctx).await?;
     // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
     // once per process before a sandbox is created, so only when that misses.

@@ -399,13 +399,40 @@ fn write_edit(path: &Path, doc: &Yaml, section: &str, name: &str, value: Option<
     }
 }
 
-/// Writes `text` to a unique temporary file next to `path` and renames it over `path`; the temporary is removed on
-/// any failure, so nothing is left behind.
+/// The file an edit of `path` changes: a symlink is followed (to its final target, as `echo >> config.yaml` would),
+/// so the edit lands in the target and the link stays a link.
+fn edit_target(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // As many links as the kernel follows; a loop ends here and fails at the read or the write.
+    for _ in 0..40 {
+        let Ok(next) = std::fs::read_link(&p) else { break };
+        p = match p.parent() {
+            Some(dir) if next.is_relative() => dir.join(next),
+            _ => next,
+        };
+    }
+    p
+}
+
+/// Writes `text` to a unique temporary file next to `path`, with the mode and owner `path` has, and renames it over
+/// `path`; the temporary is removed on any failure, so nothing is left behind. When the owner cannot be given to
+/// the new file (another user's file, writable by us), the file is rewritten in place instead, so it stays theirs.
 fn write_text(path: &Path, text: &str) -> Result<(), ConfigError> {
     use std::io::Write as _;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
     let write = || -> std::io::Result<()> {
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut tmp = tempfile::Builder::new().prefix(".config.yaml.").suffix(".tmp").tempfile_in(dir)?;
+        if let Ok(old) = std::fs::metadata(path) {
+            let owned = std::os::unix::fs::fchown(tmp.as_file(), Some(old.uid()), Some(old.gid()));
+            if owned.is_err() && tmp.as_file().metadata()?.uid() != old.uid() {
+                drop(tmp);
+                let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+                file.write_all(text.as_bytes())?;
+                return file.sync_all();
+            }
+            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))?;
+        }
         tmp.write_all(text.as_bytes())?;
         tmp.as_file().sync_all()?;
         tmp.persist(path).map_err(|e| e.error)?;
@@ -420,6 +447,7 @@ fn write_text(path: &Path, text: &str) -> Result<(), ConfigError> {
 /// An unknown key or invalid value (the file is not touched), or an unreadable/unwritable file.
 pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigError> {
     let value = validate(key, raw)?;
+    let path = &edit_target(path);
     let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
     let _lock = lock_for(path)?;
     let mut doc = load_file(path)?.unwrap_or(Yaml::Mapping(Default::default()));
@@ -443,6 +471,7 @@ pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigErr
 /// An unknown key, or an unreadable/unwritable file.
 pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
     let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let path = &edit_target(path);
     let _lock = lock_for(path)?;
     let Some(mut doc) = load_file(path)? else { return Ok(false) };
     let removed = doc.get_mut(s.section()).and_then(Yaml::as_mapping_mut).and_then(|m| m.remove(s.name())).is_some();

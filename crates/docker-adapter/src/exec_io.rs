@@ -7,7 +7,7 @@ use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use domain::ports::{ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
 use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::Receiver;
 
 use crate::{DockerRuntime, kill};
@@ -36,7 +36,7 @@ impl DockerRuntime {
         sink: &mut dyn OutputSink,
         io: ExecIo,
     ) -> Result<ExecOutcome, RuntimeError> {
-        let ExecIo { tty, mut stdin, mut resize } = io;
+        let ExecIo { tty, stdin, mut resize } = io;
         // A timed exec is marked, so a timeout can find its processes inside the container (see `kill`).
         let marker = spec.timeout.map(|_| kill::new_marker());
         let mut env = spec.env.clone();
@@ -58,9 +58,13 @@ impl DockerRuntime {
             .start_exec(&exec.id, Some(StartExecOptions { detach: false, tty, output_capacity: None }))
             .await
             .map_err(|e| self.map_err("exec", id, e))?;
-        let StartExecResults::Attached { mut output, mut input } = started else {
+        let StartExecResults::Attached { mut output, input } = started else {
             return Err(RuntimeError::Api { status: 0, message: "exec started detached".into() });
         };
+        // Input is fed beside the output, never in turn with it: a command that writes before it reads fills its
+        // output while a writer waits for it to read (the deadlock `docker exec -i` does not have either).
+        let mut feed = std::pin::pin!(feed(stdin, input));
+        let mut fed = false;
         let pump = async {
             loop {
                 tokio::select! {
@@ -70,23 +74,11 @@ impl DockerRuntime {
                         }
                         Some(Ok(LogOutput::StdErr { message })) => sink.write(OutputStream::Stderr, &message),
                         Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(self.map_err("exec", id, e)),
+                        Some(Err(e)) => return Err(e),
                         // The stream ends when the process exits, whether or not its input was finished.
                         None => return Ok(()),
                     },
-                    data = recv(&mut stdin) => match data {
-                        Some(bytes) => {
-                            // A command that stopped reading (or exited) closes its side; the output tells the rest.
-                            if input.write_all(&bytes).await.and(input.flush().await).is_err() {
-                                stdin = None;
-                            }
-                        }
-                        None => {
-                            // End of input: half-close, so the command sees EOF and its output still arrives.
-                            let _ = input.shutdown().await;
-                            stdin = None;
-                        }
-                    },
+                    () = &mut feed, if !fed => fed = true,
                     size = recv(&mut resize) => match size {
                         Some((height, width)) => {
                             let options = ResizeExecOptions { height, width };
@@ -97,6 +89,17 @@ impl DockerRuntime {
                         None => resize = None,
                     },
                 }
+            }
+        };
+        // The engine resets the connection when the command exits with input it never read (`yes | … head`): that is
+        // the command's own end, told by its exit code below, not a failure of berth's.
+        let pump = async {
+            match pump.await {
+                Err(e) if self.exec_exited(&exec.id).await => {
+                    tracing::debug!("the exec's stream ended with {e} after the command exited");
+                    Ok(())
+                }
+                other => other.map_err(|e| self.map_err("exec", id, e)),
             }
         };
         let timed_out = match spec.timeout {
@@ -130,6 +133,26 @@ impl DockerRuntime {
         }
         Err(RuntimeError::Timeout(format!("exit code of exec in {id}")))
     }
+}
+
+impl DockerRuntime {
+    /// Whether the exec `exec_id` has finished (a failed inspect says no: the caller's error stands).
+    async fn exec_exited(&self, exec_id: &str) -> bool {
+        self.docker.inspect_exec(exec_id).await.is_ok_and(|info| info.running != Some(true))
+    }
+}
+
+/// Writes the chunks of `stdin` to the exec's input, then half-closes it so the command sees end of input while its
+/// output still arrives. A command that stops reading (or exits) refuses the rest: the feed ends there, and dropping
+/// the channel stops the reader of berth's own stdin. Without input it never ends, leaving the connection alone.
+async fn feed(stdin: Option<Receiver<Vec<u8>>>, mut input: std::pin::Pin<Box<dyn AsyncWrite + Send>>) {
+    let Some(mut stdin) = stdin else { return std::future::pending().await };
+    while let Some(bytes) = stdin.recv().await {
+        if input.write_all(&bytes).await.and(input.flush().await).is_err() {
+            return;
+        }
+    }
+    let _ = input.shutdown().await;
 }
 
 /// The next item of an optional channel; never resolves when there is none (or it has been dropped).

@@ -14,8 +14,9 @@ use crate::sha256;
 
 mod extra_args;
 pub use extra_args::{
-    DeviceMapping, DeviceRequest, ExtraCreate, MAPPED_FLAGS, MountSpec, PortPublish, Ulimit, apply_extra_args,
-    check_extra_args, parse_device, parse_gpus, parse_mount, parse_publish, parse_ulimit,
+    DeviceMapping, DeviceRequest, ExtraCreate, MAPPED_FLAGS, MountSource, MountSpec, PortPublish, Ulimit,
+    apply_extra_args, blank_spec, check_extra_args, mount_sources, parse_device, parse_gpus, parse_mount,
+    parse_publish, parse_ulimit,
 };
 
 /// Why the settings cannot become a create spec; the app reports it as a usage error and creates nothing.

@@ -376,12 +376,10 @@ pub fn parse_publish(v: &str) -> Result<PortPublish, SpecError> {
     Ok(PortPublish { host_ip: host_ip.into(), host_port: host_port.into(), container: format!("{port}/{proto}") })
 }
 
-/// Checks `docker_extra_args` on their own (for `config set`), with the same rules the spec builder applies.
-///
-/// # Errors
-/// As [`apply_extra_args`].
-pub fn check_extra_args(args: &[String]) -> Result<(), SpecError> {
-    let mut blank = CreateSpec {
+/// A spec that holds nothing but what the settings under check put in it: `config set` builds one from the one
+/// value it is about to write, so the mount check reads it exactly as it reads a sandbox's spec at create.
+pub fn blank_spec() -> CreateSpec {
+    CreateSpec {
         name: String::new(),
         image: String::new(),
         labels: BTreeMap::new(),
@@ -405,8 +403,44 @@ pub fn check_extra_args(args: &[String]) -> Result<(), SpecError> {
         privileged: false,
         shm_size: None,
         extra: ExtraCreate::default(),
-    };
-    apply_extra_args(&mut blank, args)
+    }
+}
+
+/// Checks `docker_extra_args` on their own (for `config set`), with the same rules the spec builder applies, and
+/// returns the [`blank_spec`] they make, whose mounts the caller checks.
+///
+/// # Errors
+/// As [`apply_extra_args`].
+pub fn check_extra_args(args: &[String]) -> Result<CreateSpec, SpecError> {
+    let mut spec = blank_spec();
+    apply_extra_args(&mut spec, args)?;
+    Ok(spec)
+}
+
+/// One source a create spec hands the engine to mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MountSource<'a> {
+    /// The source as the engine gets it: a host path, or a volume's name.
+    pub source: &'a str,
+    /// Whether the engine reads it as a host path whatever it looks like (a `--mount type=bind`); a bind's host
+    /// part (`-v`) that is not absolute is a volume's name to the engine.
+    pub bind: bool,
+}
+
+/// Every source `spec` mounts, however it was spelled: the host part of each bind (`terminal.docker_volumes`,
+/// `-v`/`--volume` in any spelling, the sandbox's own folders, the working directory) and the source of each
+/// `--mount` of any type. The mount check reads this one list, so no spelling of a mount can pass it by.
+pub fn mount_sources(spec: &CreateSpec) -> Vec<MountSource<'_>> {
+    let binds = spec
+        .binds
+        .iter()
+        .map(|b| MountSource { source: b.split_once(':').map_or(b.as_str(), |(h, _)| h), bind: false });
+    let mounts = spec
+        .extra
+        .mounts
+        .iter()
+        .filter_map(|m| Some(MountSource { source: m.source.as_deref()?, bind: m.kind == "bind" }));
+    binds.chain(mounts).collect()
 }
 
 /// Applies `docker run`-style extra arguments to the spec, last one winning, as upstream appends them last.
