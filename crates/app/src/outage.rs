@@ -31,7 +31,8 @@ pub async fn retrying<T>(
     store: &mut Option<Board>,
     mut op: impl FnMut(&mut Board) -> Result<T, StoreError>,
 ) -> Result<T, Failure> {
-    let deadline = Instant::now() + patience;
+    let waited = Instant::now();
+    let deadline = waited + patience;
     let mut wait = Duration::from_millis(100);
     let mut told = false;
     loop {
@@ -46,7 +47,7 @@ pub async fn retrying<T>(
         match res {
             Ok(v) => {
                 if told {
-                    tracing::warn!("the board is back; {what} recorded");
+                    tracing::warn!("the board is back; could {what} after waiting {}s", waited.elapsed().as_secs());
                 }
                 return Ok(v);
             }
