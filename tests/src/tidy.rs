@@ -150,3 +150,51 @@ fn architecture_md_names_every_crate() {
     }
     assert!(arch.contains("`xtask`") && arch.contains("`tests`"));
 }
+
+/// The direct normal dependencies of each workspace member, by package name (from `cargo metadata`).
+fn direct_dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--locked", "--no-deps"])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| d["kind"].is_null())
+                .map(|d| d["name"].as_str().unwrap().to_owned())
+                .collect();
+            (p["name"].as_str().unwrap().to_owned(), deps)
+        })
+        .collect()
+}
+
+/// The adapters are siblings around the core: none depends on another (the SQLite→PostgreSQL copy goes through a
+/// dump of one and a load of the other, joined in `app`), and only the SQLite store names the SQLite driver.
+#[test]
+fn no_adapter_depends_on_another_and_only_the_sqlite_store_uses_rusqlite() {
+    let deps = direct_dependencies();
+    let adapters = ["docker-adapter", "kanban-store", "kanban-postgres"];
+    for a in adapters {
+        let d = deps.get(a).unwrap_or_else(|| panic!("{a} is a workspace member"));
+        for other in adapters.iter().chain(&["app"]).filter(|o| **o != a) {
+            assert!(!d.contains(*other), "{a} depends on {other}");
+        }
+    }
+    let core = &deps["kanban-core"];
+    assert!(core.iter().all(|d| ["domain", "serde", "serde_json", "thiserror"].contains(&d.as_str())), "{core:?}");
+    let sqlite_users: Vec<&String> = deps
+        .iter()
+        .filter(|(n, d)| d.contains("rusqlite") && !["tests"].contains(&n.as_str()))
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(sqlite_users, ["kanban-store"], "rusqlite outside the SQLite store");
+}

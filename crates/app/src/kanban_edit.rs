@@ -5,7 +5,7 @@ use domain::ids::ProfileName;
 use domain::kanban::TaskStatus;
 use domain::ports::ProfileResolver;
 use domain::time::Timestamp;
-use kanban_store::TaskEdit;
+use kanban_core::TaskEdit;
 
 use crate::cli::KanbanCmd;
 use crate::context::Ctx;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use domain::ports::ProcessProbe;
-use kanban_store::Run;
+use kanban_core::Run;
 use serde_json::json;
 
 use crate::context::Ctx;

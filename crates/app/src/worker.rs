@@ -12,7 +12,7 @@ use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use kanban_store::{Confirmation, RunEnd, Task};
+use kanban_core::{Confirmation, RunEnd, Task};
 
 use crate::kanban::Board;
 

@@ -225,6 +225,18 @@ pub enum HousekeepingChange {
     Requeue { outcome: &'static str, stop_worker: bool },
 }
 
+impl HousekeepingChange {
+    /// The table's command this change is: a claim extension is a heartbeat, a failure a `fail`, a requeue a
+    /// `reclaim` (each from `running` only).
+    pub fn command(&self) -> TaskCommand {
+        match self {
+            Self::Extend => TaskCommand::Heartbeat,
+            Self::Fail { .. } => TaskCommand::Fail,
+            Self::Requeue { .. } => TaskCommand::Reclaim,
+        }
+    }
+}
+
 impl crate::policy::dispatch::Housekeeping {
     /// The change this verdict makes.
     pub fn change(&self) -> HousekeepingChange {

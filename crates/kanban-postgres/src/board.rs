@@ -5,12 +5,11 @@
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef, record_failure};
+use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_store::{
-    Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit,
-};
+use kanban_core::rules::{failure_change, initial_status};
+use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
 use postgres::GenericClient;
 use serde_json::{Value as Json, json};
 
@@ -153,7 +152,7 @@ fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -
     Ok(())
 }
 
-/// The failure breaker on a task: requeue below the limit, block with `gave_up` at it.
+/// The failure breaker on a task ([`kanban_core::rules::failure_change`]), written.
 pub(crate) fn record_task_failure(
     tx: &mut impl GenericClient,
     id: &str,
@@ -164,31 +163,19 @@ pub(crate) fn record_task_failure(
     now: Timestamp,
 ) -> PgResult<FailureOutcome> {
     let row = tx.query_one("SELECT consecutive_failures, max_retries FROM berth.tasks WHERE id = $1", &[&id])?;
-    let (failures, max_retries): (i64, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
-    let res = record_failure(
-        u32::try_from(failures).unwrap_or(0),
-        max_retries.and_then(|m| u32::try_from(m).ok()),
-        failure_limit,
-    );
+    let change = failure_change(outcome, error, exit_code, row.try_get(0)?, row.try_get(1)?, failure_limit);
     let run = close_run(tx, id, outcome, Some(error), exit_code, now)?;
-    let (status, n) = match res {
-        FailureOutcome::Requeue { failures, .. } => ("ready", failures),
-        FailureOutcome::GiveUp { failures, .. } => ("blocked", failures),
-    };
     tx.execute(
         &format!(
             "UPDATE berth.tasks SET status = $2, consecutive_failures = $3, last_failure_error = $4, {CLEAR_CLAIM} \
              WHERE id = $1"
         ),
-        &[&id, &status, &i64::from(n), &error],
+        &[&id, &change.status.as_str(), &change.failures, &error],
     )?;
-    event(tx, id, run, outcome, &json!({"error": error, "exit_code": exit_code, "failures": n}), now)?;
-    if let FailureOutcome::GiveUp { failures, limit } = res {
-        let payload =
-            json!({"failures": failures, "effective_limit": limit, "error": error, "trigger_outcome": outcome});
-        event(tx, id, run, "gave_up", &payload, now)?;
+    for (kind, payload) in &change.events {
+        event(tx, id, run, kind, payload, now)?;
     }
-    Ok(res)
+    Ok(change.outcome)
 }
 
 /// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it (its
@@ -218,12 +205,7 @@ pub(crate) fn guarded(
 /// A failure already recorded (a retry): what the breaker made of it, read back from the task.
 pub(crate) fn already_failed(tx: &mut impl GenericClient, id: &str, failure_limit: u32) -> PgResult<FailureOutcome> {
     let row = tx.query_one("SELECT status, consecutive_failures FROM berth.tasks WHERE id = $1", &[&id])?;
-    let failures = u32::try_from(row.try_get::<_, i64>(1)?).unwrap_or(0);
-    Ok(if status_of(row.try_get(0)?)? == TaskStatus::Blocked {
-        FailureOutcome::GiveUp { failures, limit: failures }
-    } else {
-        FailureOutcome::Requeue { failures, limit: failure_limit }
-    })
+    Ok(kanban_core::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
 }
 
 fn millis(d: Duration) -> i64 {
@@ -320,22 +302,13 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             read_board(&mut tx, board.as_str())?;
-            let mut pending_parents = 0;
+            let mut parents = Vec::with_capacity(new.parents.len());
             for p in &new.parents {
                 let row = tx.query_opt("SELECT status FROM berth.tasks WHERE id = $1", &[p])?;
-                match row.map(|r| r.try_get::<_, String>(0)).transpose()? {
-                    None => return Err(StoreError::NoTask(p.clone()).into()),
-                    Some(s) if s != "done" && s != "archived" => pending_parents += 1,
-                    Some(_) => {}
-                }
+                let status = row.map(|r| r.try_get::<_, String>(0)).transpose()?;
+                parents.push((p.as_str(), status.as_deref().map(status_of).transpose()?));
             }
-            let status = if new.triage {
-                TaskStatus::Triage
-            } else if pending_parents > 0 {
-                TaskStatus::Todo
-            } else {
-                TaskStatus::Ready
-            };
+            let status = initial_status(new, &parents)?;
             let assignee = new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty());
             tx.execute(
                 "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, created_by, \
@@ -673,7 +646,7 @@ impl BoardStore for PgKanbanStore {
                 "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM berth.tasks WHERE id = $1",
                 &[&id],
             )?;
-            let before: kanban_store::EditableFields =
+            let before: kanban_core::EditableFields =
                 (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?, r.try_get(5)?);
             let (after, changes) = edit.apply_to(&before);
             if !changes.is_empty() {

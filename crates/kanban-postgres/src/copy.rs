@@ -1,86 +1,18 @@
-//! `berth kanban migrate --to <url>`: copies a SQLite board (boards, tasks, links, events, runs, with their ids)
-//! into an empty PostgreSQL board in one transaction, then verifies the counts. The SQLite file is opened
-//! read-only and never changed.
+//! `berth kanban migrate --to <url>`: loads a board another store dumped (boards, tasks, links, events, runs, with
+//! their ids) into an empty PostgreSQL board in one transaction, then verifies the counts.
 
-use std::path::Path;
-
-use kanban_store::StoreError;
+use kanban_core::{Cell, CopyReport, StoreError, TableRows};
 use postgres::GenericClient;
-use rusqlite::{Connection, OpenFlags};
-use serde_json::json;
 
 use crate::{PgKanbanStore, PgResult};
 
-/// The tables copied, in an order that satisfies their references, with their columns (the same on both sides).
-const TABLES: &[(&str, &str)] = &[
-    ("boards", "slug, name, created_at, archived"),
-    (
-        "tasks",
-        "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
-         completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
-         max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at",
-    ),
-    ("task_links", "parent_id, child_id"),
-    ("task_events", "id, task_id, run_id, kind, payload, created_at"),
-    (
-        "task_runs",
-        "id, task_id, status, assignee, claim_lock, claim_expires, worker_pid, started_at, ended_at, outcome, error, \
-         exit_code, worker_start, worker_host, confirmed_at",
-    ),
-];
-
-/// How many rows of each table were copied (and found on the server afterwards).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct CopyReport {
-    pub tables: Vec<(String, i64)>,
-}
-
-impl CopyReport {
-    pub fn to_json(&self) -> serde_json::Value {
-        json!(self.tables.iter().map(|(t, n)| (t.clone(), json!(n))).collect::<serde_json::Map<_, _>>())
-    }
-}
-
-/// A SQLite value as text or a whole number (berth's boards hold nothing else), for the copy.
-enum Cell {
-    Null,
-    Int(i64),
-    Text(String),
-}
-
-/// Copies the SQLite board at `source` into `target`, which must hold no tasks yet (its `default` board may
-/// exist). Identity sequences continue after the copied ids.
+/// Loads `data` (one store's dump, [`kanban_core::TABLES`] in order) into `target`, which must hold no tasks yet (its
+/// `default` board may exist). Identity sequences continue after the copied ids.
 ///
 /// # Errors
 /// [`StoreError::Invalid`] when the target already holds tasks or events, or a counted table differs after the
-/// copy (the transaction is then rolled back); storage errors of either side.
-pub fn copy_sqlite_board(source: &Path, target: &PgKanbanStore) -> Result<CopyReport, StoreError> {
-    // Verifies (read-only) that the source is a berth board this build understands.
-    kanban_store::SqliteKanbanStore::open_read_only(source)?;
-    let src = Connection::open_with_flags(source, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-    // One read transaction: the copy is of one moment of the source.
-    src.execute_batch("BEGIN")?;
-    let mut data: Vec<(&str, &str, Vec<Vec<Cell>>)> = Vec::new();
-    for (table, cols) in TABLES {
-        let mut stmt = src.prepare(&format!("SELECT {cols} FROM {table}"))?;
-        let n = stmt.column_count();
-        let rows = stmt.query_map([], |r| {
-            (0..n)
-                .map(|i| {
-                    Ok(match r.get_ref(i)? {
-                        rusqlite::types::ValueRef::Null => Cell::Null,
-                        rusqlite::types::ValueRef::Integer(v) => Cell::Int(v),
-                        rusqlite::types::ValueRef::Real(v) => Cell::Int(v as i64),
-                        rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
-                            Cell::Text(String::from_utf8_lossy(t).into_owned())
-                        }
-                    })
-                })
-                .collect::<rusqlite::Result<Vec<Cell>>>()
-        })?;
-        data.push((table, cols, rows.collect::<rusqlite::Result<_>>()?));
-    }
-    src.execute_batch("COMMIT")?;
+/// copy (the transaction is then rolled back); storage errors.
+pub fn load_board(data: &[TableRows], target: &PgKanbanStore) -> Result<CopyReport, StoreError> {
     target.with(move |c| {
         let mut tx = c.client.transaction()?;
         let used: i64 = tx
@@ -94,7 +26,8 @@ pub fn copy_sqlite_board(source: &Path, target: &PgKanbanStore) -> Result<CopyRe
             .into());
         }
         let mut report = CopyReport::default();
-        for (table, cols, rows) in &data {
+        for TableRows { table, rows } in data {
+            let cols = kanban_core::TABLES.iter().find(|(t, _)| t == table).map_or("", |(_, c)| *c);
             if *table == "boards" {
                 tx.execute("DELETE FROM berth.boards", &[])?;
             }

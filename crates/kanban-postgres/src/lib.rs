@@ -28,10 +28,10 @@ mod tick;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use kanban_store::StoreError;
+use kanban_core::StoreError;
 use postgres::{Client, Statement};
 
-pub use copy::{CopyReport, copy_sqlite_board};
+pub use copy::load_board;
 pub use listen::PgBoardListener;
 pub use open::redact_url;
 
@@ -65,8 +65,18 @@ pub(crate) struct Conn {
 pub(crate) struct PgErr(pub(crate) StoreError);
 
 impl From<postgres::Error> for PgErr {
+    /// A lost connection or a server going down (an outage, worth retrying) apart from the server refusing the
+    /// statement.
     fn from(e: postgres::Error) -> Self {
-        PgErr(StoreError::Backend(server_message(&e)))
+        use postgres::error::SqlState;
+        let lost = e.is_closed()
+            || e.as_db_error().is_none()
+            || e.code().is_some_and(|c| {
+                c.code().starts_with("08")
+                    || [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(c)
+                    || *c == SqlState::TOO_MANY_CONNECTIONS
+            });
+        PgErr(if lost { StoreError::Unreachable(server_message(&e)) } else { StoreError::Backend(server_message(&e)) })
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kanban_store::StoreError;
+use kanban_core::StoreError;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Config, NoTls};
 

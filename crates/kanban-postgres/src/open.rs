@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kanban_store::StoreError;
+use kanban_core::StoreError;
 use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls};
 

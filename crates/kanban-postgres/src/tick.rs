@@ -24,7 +24,7 @@ use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
-use kanban_store::{BoardStore, StoreError};
+use kanban_core::{BoardStore, StoreError};
 use postgres::{GenericClient, IsolationLevel, Statement};
 use serde_json::json;
 
@@ -280,11 +280,7 @@ fn apply_housekeeping(
 ) -> PgResult<bool> {
     let now = req.now;
     let change = hk.change();
-    let command = match change {
-        HousekeepingChange::Extend => TaskCommand::Heartbeat,
-        HousekeepingChange::Fail { .. } => TaskCommand::Fail,
-        HousekeepingChange::Requeue { .. } => TaskCommand::Reclaim,
-    };
+    let command = change.command();
     match guarded(tx, id, command, run, "") {
         Ok(Guarded::Apply(_)) => {}
         Ok(Guarded::AlreadyDone) | Err(PgErr(StoreError::Moved { .. } | StoreError::Transition { .. })) => {

@@ -5,53 +5,11 @@
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
 use rusqlite::{OptionalExtension, params};
-use serde_json::{Map, Value as Json, json};
+use serde_json::{Value as Json, json};
 
+use crate::Sql;
 use crate::transitions::{close_run, event, status_in, worker_of};
-use crate::{Result, SqliteKanbanStore, StoreError, Task, WorkerRef};
-
-/// The fields `kanban edit` may change; `None` leaves a field as it is. For `assignee`, an empty string clears it.
-#[derive(Clone, Debug, Default)]
-pub struct TaskEdit {
-    pub title: Option<String>,
-    pub body: Option<String>,
-    pub command: Option<String>,
-    pub priority: Option<i64>,
-    pub assignee: Option<String>,
-    pub max_runtime_seconds: Option<i64>,
-}
-
-/// The fields `kanban edit` may change, as stored: title, body, command, priority, assignee, max runtime.
-pub type EditableFields = (String, Option<String>, Option<String>, i64, Option<String>, Option<i64>);
-
-impl TaskEdit {
-    /// The fields after this edit of `before` (blank text clears a field), and the `edited` event's payload: each
-    /// changed field as from/to (empty when nothing changes). Every store applies edits through this one rule.
-    pub fn apply_to(&self, before: &EditableFields) -> (EditableFields, Map<String, Json>) {
-        let text = |s: &Option<String>| s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned);
-        let after = (
-            self.title.clone().unwrap_or_else(|| before.0.clone()),
-            if self.body.is_some() { text(&self.body) } else { before.1.clone() },
-            if self.command.is_some() { text(&self.command) } else { before.2.clone() },
-            self.priority.unwrap_or(before.3),
-            if self.assignee.is_some() { text(&self.assignee) } else { before.4.clone() },
-            self.max_runtime_seconds.or(before.5),
-        );
-        let mut changes = Map::new();
-        let mut note = |name: &str, from: Json, to: Json| {
-            if from != to {
-                changes.insert(name.to_owned(), json!({"from": from, "to": to}));
-            }
-        };
-        note("title", json!(before.0), json!(after.0));
-        note("body", json!(before.1), json!(after.1));
-        note("command", json!(before.2), json!(after.2));
-        note("priority", json!(before.3), json!(after.3));
-        note("assignee", json!(before.4), json!(after.4));
-        note("max_runtime_seconds", json!(before.5), json!(after.5));
-        (after, changes)
-    }
-}
+use crate::{EditableFields, Result, SqliteKanbanStore, StoreError, Task, TaskEdit, WorkerRef};
 
 impl SqliteKanbanStore {
     /// Changes the given fields of a task and records one `edited` event naming each change; returns the task.
@@ -75,21 +33,24 @@ impl SqliteKanbanStore {
                 action: "change the command or assignee of",
             });
         }
-        let before: EditableFields = tx.query_row(
-            "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM tasks WHERE id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
-        )?;
+        let before: EditableFields = tx
+            .query_row(
+                "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM tasks WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+            )
+            .sql()?;
         let (after, changes) = edit.apply_to(&before);
         if !changes.is_empty() {
             tx.execute(
                 "UPDATE tasks SET title = ?2, body = ?3, command = ?4, priority = ?5, assignee = ?6, \
                  max_runtime_seconds = ?7 WHERE id = ?1",
                 params![id, after.0, after.1, after.2, after.3, after.4, after.5],
-            )?;
-            event(&tx, id, None, "edited", &Json::Object(changes), now)?;
+            )
+            .sql()?;
+            event(&tx, id, None, "edited", &Json::Object(changes), now).sql()?;
         }
-        tx.commit()?;
+        tx.commit().sql()?;
         self.task(id)
     }
 
@@ -104,19 +65,20 @@ impl SqliteKanbanStore {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         let worker = worker_of(&tx, id, &host)?;
-        let run = close_run(&tx, id, "removed", None, None, now)?;
+        let run = close_run(&tx, id, "removed", None, None, now).sql()?;
         let children: Option<String> = tx
             .query_row("SELECT group_concat(child_id, ',') FROM task_links WHERE parent_id = ?1", [id], |r| r.get(0))
-            .optional()?
+            .optional()
+            .sql()?
             .flatten();
         let payload = json!({
             "prev_status": status.as_str(), "title": task.title, "board": task.board, "children": children,
         });
-        event(&tx, id, run, "removed", &payload, now)?;
-        tx.execute("DELETE FROM task_links WHERE parent_id = ?1 OR child_id = ?1", [id])?;
-        tx.execute("DELETE FROM task_runs WHERE task_id = ?1", [id])?;
-        tx.execute("DELETE FROM tasks WHERE id = ?1", [id])?;
-        tx.commit()?;
+        event(&tx, id, run, "removed", &payload, now).sql()?;
+        tx.execute("DELETE FROM task_links WHERE parent_id = ?1 OR child_id = ?1", [id]).sql()?;
+        tx.execute("DELETE FROM task_runs WHERE task_id = ?1", [id]).sql()?;
+        tx.execute("DELETE FROM tasks WHERE id = ?1", [id]).sql()?;
+        tx.commit().sql()?;
         Ok((task, worker))
     }
 }

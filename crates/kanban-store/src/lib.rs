@@ -8,9 +8,7 @@
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
 //! A file that is not a berth board database is reported and never modified.
 
-mod board;
 mod edit;
-mod error;
 mod open;
 mod port;
 mod queries;
@@ -23,12 +21,30 @@ use std::path::PathBuf;
 
 use rusqlite::Connection;
 
-pub use board::BoardStore;
-pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerRef};
-pub use edit::{EditableFields, TaskEdit};
-pub use error::{Result, StoreError};
+// The board's model, port and error live in `board`; re-exported so the store's callers read one name.
+pub use kanban_core::{
+    Board, BoardStore, Claimed, Confirmation, EditableFields, Event, HostSeen, NewTask, Result, Run, RunEnd,
+    SpawnRecord, StoreError, Task, TaskEdit, TickOutcome, TickRequest, WorkerRef,
+};
+/// SQLite's errors as the board's, at the seam: the store's only conversion (`.sql()?` after a driver call).
+pub(crate) trait Sql<T> {
+    fn sql(self) -> Result<T>;
+}
+
+impl<T> Sql<T> for rusqlite::Result<T> {
+    fn sql(self) -> Result<T> {
+        self.map_err(sqlite_error)
+    }
+}
+
+/// One SQLite error as a [`StoreError`]: busy or locked past the wait is worth retrying, the rest is not.
+pub(crate) fn sqlite_error(e: rusqlite::Error) -> StoreError {
+    let busy =
+        matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked));
+    StoreError::Database { message: e.to_string(), busy }
+}
+
 pub use open::{BOARD_FILE, LEGACY_BOARD_FILE, adopt_legacy_board, board_path, is_berth_board};
-pub use rows::{Board, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, Task};
 pub use schema::{APPLICATION_ID, MIGRATIONS};
 
 /// The board store.

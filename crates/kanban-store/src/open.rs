@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
+use crate::Sql;
 use crate::schema::{APPLICATION_ID, MIGRATIONS};
 use crate::{Result, SqliteKanbanStore, StoreError};
 
@@ -98,9 +99,9 @@ const OWNED_TABLES: [&str; 5] = ["boards", "tasks", "task_links", "task_events",
 /// A file shorter than the pages SQLite says the database has (read from the header, or from the WAL when it holds
 /// frames): cut off. Only `stat` touches the files here: opening and closing another descriptor of a database file
 /// would drop the POSIX locks of every SQLite connection this process holds on it.
-fn check_length(path: &Path, conn: &Connection) -> Result<()> {
-    let pages: u64 = conn.pragma_query_value(None, "page_count", |r| r.get(0))?;
-    let page_size: u64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+fn check_length(path: &Path, conn: &Connection, corrupt: &dyn Fn(rusqlite::Error) -> StoreError) -> Result<()> {
+    let pages: u64 = conn.pragma_query_value(None, "page_count", |r| r.get(0)).map_err(corrupt)?;
+    let page_size: u64 = conn.pragma_query_value(None, "page_size", |r| r.get(0)).map_err(corrupt)?;
     let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
@@ -133,12 +134,12 @@ impl SqliteKanbanStore {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(30))?;
+        let conn = Connection::open(path).sql()?;
+        conn.busy_timeout(Duration::from_secs(30)).sql()?;
         let mut store = Self { conn, path: path.to_owned(), host: String::new() };
         store.conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| store.classify(e))?;
-        store.conn.pragma_update(None, "synchronous", "NORMAL")?;
-        store.conn.pragma_update(None, "foreign_keys", "ON")?;
+        store.conn.pragma_update(None, "synchronous", "NORMAL").sql()?;
+        store.conn.pragma_update(None, "foreign_keys", "ON").sql()?;
         store.migrate()?;
         Ok(store)
     }
@@ -150,8 +151,9 @@ impl SqliteKanbanStore {
     pub fn open_read_only(path: &Path) -> Result<Self> {
         Self::verify(path)?;
         let conn =
-            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-        conn.busy_timeout(Duration::from_secs(30))?;
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .sql()?;
+        conn.busy_timeout(Duration::from_secs(30)).sql()?;
         Ok(Self { conn, path: path.to_owned(), host: String::new() })
     }
 
@@ -160,7 +162,7 @@ impl SqliteKanbanStore {
     /// # Errors
     /// An SQLite error.
     pub fn open_in_memory() -> Result<Self> {
-        let conn = Connection::open_in_memory()?;
+        let conn = Connection::open_in_memory().sql()?;
         let mut store = Self { conn, path: PathBuf::from(":memory:"), host: String::new() };
         store.migrate()?;
         Ok(store)
@@ -193,10 +195,7 @@ impl SqliteKanbanStore {
         conn.busy_timeout(busy).map_err(corrupt)?;
         let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0)).map_err(corrupt)?;
         let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(corrupt)?;
-        check_length(path, &conn).map_err(|e| match e {
-            StoreError::Sqlite(e) => corrupt(e),
-            other => other,
-        })?;
+        check_length(path, &conn, &corrupt)?;
         let mut stmt = conn
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
             .map_err(corrupt)?;
@@ -230,15 +229,16 @@ impl SqliteKanbanStore {
     pub fn check(path: &Path) -> Result<Vec<String>> {
         Self::verify(path)?;
         let conn =
-            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-        conn.busy_timeout(Duration::from_secs(30))?;
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .sql()?;
+        conn.busy_timeout(Duration::from_secs(30)).sql()?;
         let findings = conn
             .prepare("PRAGMA integrity_check")
             .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>());
         match findings {
             Ok(f) => Ok(f),
             Err(e) if is_corruption(&e) => Ok(vec![e.to_string()]),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(crate::sqlite_error(e)),
         }
     }
 
@@ -248,29 +248,29 @@ impl SqliteKanbanStore {
         } else if is_corruption(&e) {
             StoreError::Corrupt { path: self.path.clone(), message: e.to_string() }
         } else {
-            StoreError::Sqlite(e)
+            crate::sqlite_error(e)
         }
     }
 
     pub(crate) fn migrate(&mut self) -> Result<()> {
-        let version: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        let app_id: i64 = self.conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+        let version: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0)).sql()?;
+        let app_id: i64 = self.conn.pragma_query_value(None, "application_id", |r| r.get(0)).sql()?;
         if version == MIGRATIONS.len() as i64 && app_id == APPLICATION_ID {
             // Current: write nothing, so opening never touches a file that needs no change.
             return Ok(());
         }
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).sql()?;
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(usize::try_from(version).unwrap_or(0)) {
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", i as i64 + 1)?;
+            tx.execute_batch(sql).sql()?;
+            tx.pragma_update(None, "user_version", i as i64 + 1).sql()?;
         }
-        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        tx.pragma_update(None, "application_id", APPLICATION_ID).sql()?;
         tx.execute(
             "INSERT OR IGNORE INTO boards (slug, name, created_at) VALUES ('default', 'default', strftime('%s','now') * 1000)",
             [],
-        )?;
-        tx.commit()?;
+        ).sql()?;
+        tx.commit().sql()?;
         Ok(())
     }
 
@@ -282,7 +282,11 @@ impl SqliteKanbanStore {
     pub(crate) fn write(&mut self) -> Result<Transaction<'_>> {
         let path = self.path.clone();
         self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| {
-            if is_corruption(&e) { StoreError::Corrupt { path, message: e.to_string() } } else { StoreError::Sqlite(e) }
+            if is_corruption(&e) {
+                StoreError::Corrupt { path, message: e.to_string() }
+            } else {
+                crate::sqlite_error(e)
+            }
         })
     }
 

@@ -8,6 +8,11 @@ use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
+use domain::kanban::TaskStatus;
+use kanban_core::{
+    Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Result, Run, RunEnd, Task, TaskEdit, WorkerRef,
+};
+
 use crate::{SqliteKanbanStore, StoreError};
 
 impl KanbanStore for SqliteKanbanStore {
@@ -68,5 +73,97 @@ impl KanbanStore for SqliteKanbanStore {
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
         SqliteKanbanStore::record_spawn_failure(self, id, run, error, failure_limit, now)
+    }
+}
+
+impl BoardStore for SqliteKanbanStore {
+    fn location(&self) -> String {
+        self.path().display().to_string()
+    }
+    fn create_board(&mut self, slug: &BoardSlug, name: Option<&str>, now: Timestamp) -> Result<(Board, bool)> {
+        Self::create_board(self, slug, name, now)
+    }
+    fn board(&self, slug: &BoardSlug) -> Result<Board> {
+        Self::board(self, slug)
+    }
+    fn boards(&self) -> Result<Vec<Board>> {
+        Self::boards(self)
+    }
+    fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task> {
+        Self::create_task(self, board, id, new, now)
+    }
+    fn task(&self, id: &str) -> Result<Task> {
+        Self::task(self, id)
+    }
+    fn tasks(&self, board: &BoardSlug, status: Option<TaskStatus>, assignee: Option<&str>) -> Result<Vec<Task>> {
+        Self::tasks(self, board, status, assignee)
+    }
+    fn events(&self, task: &str, after: i64) -> Result<Vec<Event>> {
+        Self::events(self, task, after)
+    }
+    fn runs(&self, task: &str) -> Result<Vec<Run>> {
+        Self::runs(self, task)
+    }
+    fn running_by_assignee(&self) -> Result<Vec<(String, i64)>> {
+        Self::running_by_assignee(self)
+    }
+    fn assign(&mut self, id: &str, assignee: Option<&str>, now: Timestamp) -> Result<Task> {
+        Self::assign(self, id, assignee, now)
+    }
+    fn complete(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        result: Option<&str>,
+        exit_code: Option<i64>,
+        now: Timestamp,
+    ) -> Result<Task> {
+        Self::complete(self, id, run, result, exit_code, now)
+    }
+    fn fail(
+        &mut self,
+        id: &str,
+        run: Option<i64>,
+        end: &RunEnd<'_>,
+        failure_limit: u32,
+        now: Timestamp,
+    ) -> Result<FailureOutcome> {
+        Self::fail(self, id, run, end, failure_limit, now)
+    }
+    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        Self::block(self, id, reason, now)
+    }
+    fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task> {
+        Self::unblock(self, id, now)
+    }
+    fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>> {
+        Self::archive(self, id, now)
+    }
+    fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        Self::reclaim(self, id, reason, now)
+    }
+    fn heartbeat(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<()> {
+        Self::heartbeat(self, id, note, now)
+    }
+    fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task> {
+        Self::confirm_run(self, c, claim_ttl, now)
+    }
+    fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool> {
+        Self::heartbeat_run(self, id, run, claim_ttl, now)
+    }
+    fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task> {
+        Self::edit(self, id, edit, now)
+    }
+    fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
+        Self::remove(self, id, now)
+    }
+    fn host(&self) -> Option<&str> {
+        Some(self.host.as_str()).filter(|h| !h.is_empty())
+    }
+    fn renew_host(&mut self, host: &str, now: Timestamp) -> Result<()> {
+        Self::renew_host(self, host, now)
+    }
+    fn hosts(&self, now: Timestamp) -> Result<Vec<HostSeen>> {
+        Self::hosts(self, now)
     }
 }

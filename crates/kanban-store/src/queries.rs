@@ -6,6 +6,7 @@ use domain::time::Timestamp;
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Value as Json, json};
 
+use crate::Sql;
 use crate::rows::{TASK_COLUMNS, task_from_row};
 use crate::transitions::event;
 use crate::{Board, Event, NewTask, Result, Run, SqliteKanbanStore, StoreError, Task};
@@ -16,10 +17,10 @@ pub(crate) fn host_seen_at(conn: &rusqlite::Connection) -> Result<std::collectio
     let mut stmt = match conn.prepare_cached("SELECT id, seen_at FROM hosts") {
         Ok(stmt) => stmt,
         Err(e) if e.to_string().contains("no such table") => return Ok(std::collections::HashMap::new()),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(crate::sqlite_error(e)),
     };
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).sql()?;
+    rows.collect::<rusqlite::Result<_>>().sql()
 }
 
 impl SqliteKanbanStore {
@@ -32,8 +33,10 @@ impl SqliteKanbanStore {
             .prepare_cached(
                 "INSERT INTO hosts (id, seen_at) VALUES (?1, ?2) \
                  ON CONFLICT(id) DO UPDATE SET seen_at = max(seen_at, excluded.seen_at)",
-            )?
-            .execute(params![host, now.as_millis()])?;
+            )
+            .sql()?
+            .execute(params![host, now.as_millis()])
+            .sql()?;
         Ok(())
     }
 
@@ -56,11 +59,13 @@ impl SqliteKanbanStore {
     /// An SQLite error.
     pub fn create_board(&mut self, slug: &BoardSlug, name: Option<&str>, now: Timestamp) -> Result<(Board, bool)> {
         let tx = self.write()?;
-        let n = tx.execute(
-            "INSERT OR IGNORE INTO boards (slug, name, created_at) VALUES (?1, ?2, ?3)",
-            params![slug.as_str(), name.unwrap_or(slug.as_str()), now.as_millis()],
-        )?;
-        tx.commit()?;
+        let n = tx
+            .execute(
+                "INSERT OR IGNORE INTO boards (slug, name, created_at) VALUES (?1, ?2, ?3)",
+                params![slug.as_str(), name.unwrap_or(slug.as_str()), now.as_millis()],
+            )
+            .sql()?;
+        tx.commit().sql()?;
         Ok((self.board(slug)?, n == 1))
     }
 
@@ -75,7 +80,8 @@ impl SqliteKanbanStore {
                 [slug.as_str()],
                 |r| Ok(Board { slug: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? }),
             )
-            .optional()?
+            .optional()
+            .sql()?
             .ok_or_else(|| StoreError::NoBoard(slug.as_str().to_owned()))
     }
 
@@ -86,9 +92,11 @@ impl SqliteKanbanStore {
     pub fn boards(&self) -> Result<Vec<Board>> {
         let mut stmt = self
             .conn
-            .prepare("SELECT slug, name, created_at FROM boards WHERE archived = 0 ORDER BY slug != 'default', slug")?;
-        let rows = stmt.query_map([], |r| Ok(Board { slug: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? }))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            .prepare("SELECT slug, name, created_at FROM boards WHERE archived = 0 ORDER BY slug != 'default', slug")
+            .sql()?;
+        let rows =
+            stmt.query_map([], |r| Ok(Board { slug: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? })).sql()?;
+        rows.collect::<rusqlite::Result<_>>().sql()
     }
 
     // ----- tasks -----
@@ -103,23 +111,13 @@ impl SqliteKanbanStore {
         }
         self.board(board)?;
         let tx = self.write()?;
-        let mut pending_parents = 0;
+        let mut parents = Vec::with_capacity(new.parents.len());
         for p in &new.parents {
             let status: Option<String> =
-                tx.query_row("SELECT status FROM tasks WHERE id = ?1", [p], |r| r.get(0)).optional()?;
-            match status {
-                None => return Err(StoreError::NoTask(p.clone())),
-                Some(s) if s != "done" && s != "archived" => pending_parents += 1,
-                Some(_) => {}
-            }
+                tx.query_row("SELECT status FROM tasks WHERE id = ?1", [p], |r| r.get(0)).optional().sql()?;
+            parents.push((p.as_str(), status.as_deref().map(crate::rows::status_of).transpose()?));
         }
-        let status = if new.triage {
-            TaskStatus::Triage
-        } else if pending_parents > 0 {
-            TaskStatus::Todo
-        } else {
-            TaskStatus::Ready
-        };
+        let status = kanban_core::rules::initial_status(new, &parents)?;
         let assignee = new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty());
         tx.execute(
             "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, created_at, \
@@ -138,9 +136,11 @@ impl SqliteKanbanStore {
                 new.max_runtime_seconds,
                 new.max_retries
             ],
-        )?;
+        )
+        .sql()?;
         for p in &new.parents {
-            tx.execute("INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)", params![p, id])?;
+            tx.execute("INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)", params![p, id])
+                .sql()?;
         }
         event(
             &tx,
@@ -149,8 +149,9 @@ impl SqliteKanbanStore {
             "created",
             &json!({"assignee": assignee, "status": status.as_str(), "parents": new.parents, "board": board.as_str()}),
             now,
-        )?;
-        tx.commit()?;
+        )
+        .sql()?;
+        tx.commit().sql()?;
         self.task(id)
     }
 
@@ -162,10 +163,12 @@ impl SqliteKanbanStore {
         let mut t = self
             .conn
             .query_row(&format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1"), [id], task_from_row)
-            .optional()?
+            .optional()
+            .sql()?
             .ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
-        let mut stmt = self.conn.prepare("SELECT parent_id FROM task_links WHERE child_id = ?1 ORDER BY parent_id")?;
-        t.parents = stmt.query_map([id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        let mut stmt =
+            self.conn.prepare("SELECT parent_id FROM task_links WHERE child_id = ?1 ORDER BY parent_id").sql()?;
+        t.parents = stmt.query_map([id], |r| r.get(0)).sql()?.collect::<rusqlite::Result<_>>().sql()?;
         Ok(t)
     }
 
@@ -177,9 +180,10 @@ impl SqliteKanbanStore {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE board = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR assignee = ?3) \
              ORDER BY priority DESC, created_at, id"
-        ))?;
-        let rows = stmt.query_map(params![board.as_str(), status.map(TaskStatus::as_str), assignee], task_from_row)?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        )).sql()?;
+        let rows =
+            stmt.query_map(params![board.as_str(), status.map(TaskStatus::as_str), assignee], task_from_row).sql()?;
+        rows.collect::<rusqlite::Result<_>>().sql()
     }
 
     /// A task's events, oldest first, after event id `after`.
@@ -189,19 +193,21 @@ impl SqliteKanbanStore {
     pub fn events(&self, task: &str, after: i64) -> Result<Vec<Event>> {
         let mut stmt = self.conn.prepare(
             "SELECT id, task_id, run_id, kind, payload, created_at FROM task_events WHERE task_id = ?1 AND id > ?2 ORDER BY id",
-        )?;
-        let rows = stmt.query_map(params![task, after], |r| {
-            let payload: Option<String> = r.get(4)?;
-            Ok(Event {
-                id: r.get(0)?,
-                task_id: r.get(1)?,
-                run_id: r.get(2)?,
-                kind: r.get(3)?,
-                payload: payload.and_then(|p| serde_json::from_str(&p).ok()).unwrap_or(Json::Null),
-                created_at: r.get(5)?,
+        ).sql()?;
+        let rows = stmt
+            .query_map(params![task, after], |r| {
+                let payload: Option<String> = r.get(4)?;
+                Ok(Event {
+                    id: r.get(0)?,
+                    task_id: r.get(1)?,
+                    run_id: r.get(2)?,
+                    kind: r.get(3)?,
+                    payload: payload.and_then(|p| serde_json::from_str(&p).ok()).unwrap_or(Json::Null),
+                    created_at: r.get(5)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            .sql()?;
+        rows.collect::<rusqlite::Result<_>>().sql()
     }
 
     /// A task's runs, oldest first.
@@ -212,26 +218,28 @@ impl SqliteKanbanStore {
         let mut stmt = self.conn.prepare(
             "SELECT id, task_id, status, assignee, claim_lock, worker_pid, started_at, ended_at, outcome, error, exit_code, \
              worker_start, worker_host, confirmed_at FROM task_runs WHERE task_id = ?1 ORDER BY id",
-        )?;
-        let rows = stmt.query_map([task], |r| {
-            Ok(Run {
-                id: r.get(0)?,
-                task_id: r.get(1)?,
-                status: r.get(2)?,
-                assignee: r.get(3)?,
-                claim_lock: r.get(4)?,
-                worker_pid: r.get(5)?,
-                started_at: r.get(6)?,
-                ended_at: r.get(7)?,
-                outcome: r.get(8)?,
-                error: r.get(9)?,
-                exit_code: r.get(10)?,
-                worker_start: r.get(11)?,
-                worker_host: r.get(12)?,
-                confirmed_at: r.get(13)?,
+        ).sql()?;
+        let rows = stmt
+            .query_map([task], |r| {
+                Ok(Run {
+                    id: r.get(0)?,
+                    task_id: r.get(1)?,
+                    status: r.get(2)?,
+                    assignee: r.get(3)?,
+                    claim_lock: r.get(4)?,
+                    worker_pid: r.get(5)?,
+                    started_at: r.get(6)?,
+                    ended_at: r.get(7)?,
+                    outcome: r.get(8)?,
+                    error: r.get(9)?,
+                    exit_code: r.get(10)?,
+                    worker_start: r.get(11)?,
+                    worker_host: r.get(12)?,
+                    confirmed_at: r.get(13)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+            .sql()?;
+        rows.collect::<rusqlite::Result<_>>().sql()
     }
 
     /// SQLite's `data_version` of this connection: it changes whenever another connection (another process, or
@@ -241,7 +249,7 @@ impl SqliteKanbanStore {
     /// # Errors
     /// An SQLite error.
     pub fn data_version(&self) -> Result<i64> {
-        Ok(self.conn.pragma_query_value(None, "data_version", |r| r.get(0))?)
+        self.conn.pragma_query_value(None, "data_version", |r| r.get(0)).sql()
     }
 
     /// Running tasks per assignee on this host (all boards).
@@ -251,8 +259,42 @@ impl SqliteKanbanStore {
     pub fn running_by_assignee(&self) -> Result<Vec<(String, i64)>> {
         let mut stmt = self.conn.prepare(
             "SELECT assignee, COUNT(*) FROM tasks WHERE status = 'running' AND assignee IS NOT NULL GROUP BY assignee ORDER BY assignee",
-        )?;
-        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<rusqlite::Result<_>>()?)
+        ).sql()?;
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).sql()?;
+        rows.collect::<rusqlite::Result<_>>().sql()
+    }
+}
+
+impl SqliteKanbanStore {
+    /// Every table of the board ([`kanban_core::TABLES`], in order) as of one moment, for a copy into another store.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn dump(&self) -> Result<Vec<kanban_core::TableRows>> {
+        use rusqlite::types::ValueRef;
+        let tx = self.conn.unchecked_transaction().sql()?;
+        let mut data = Vec::new();
+        for (table, cols) in kanban_core::TABLES {
+            let mut stmt = tx.prepare(&format!("SELECT {cols} FROM {table}")).sql()?;
+            let n = stmt.column_count();
+            let rows = stmt
+                .query_map([], |r| {
+                    (0..n)
+                        .map(|i| {
+                            Ok(match r.get_ref(i)? {
+                                ValueRef::Null => kanban_core::Cell::Null,
+                                ValueRef::Integer(v) => kanban_core::Cell::Int(v),
+                                ValueRef::Real(v) => kanban_core::Cell::Int(v as i64),
+                                ValueRef::Text(t) | ValueRef::Blob(t) => {
+                                    kanban_core::Cell::Text(String::from_utf8_lossy(t).into_owned())
+                                }
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .sql()?;
+            data.push(kanban_core::TableRows { table, rows: rows.collect::<rusqlite::Result<_>>().sql()? });
+        }
+        Ok(data)
     }
 }

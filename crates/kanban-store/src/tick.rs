@@ -8,10 +8,11 @@ use domain::kanban::{BoardSnapshot, Claimed, RunningRow, TaskRow, TaskStatus, Ti
 use domain::liveness::WorkerFacts;
 use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink, Planner, ReadyTask, TickPlan, requeues};
 use domain::time::Timestamp;
-use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
+use domain::transitions::{Guarded, HousekeepingChange};
 use rusqlite::{Connection, params};
 use serde_json::json;
 
+use crate::Sql;
 use crate::rows::status_of;
 use crate::transitions::{close_run, event, guarded, record_task_failure, worker_of};
 use crate::{Result, SqliteKanbanStore, StoreError};
@@ -46,14 +47,20 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
          WHERE t.board = ?1 AND t.status = 'todo' AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON \
          p.id = l.parent_id WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))"
     };
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query([board.as_str()])?;
-    while let Some(r) = rows.next()? {
-        let status = status_of(r.get_ref(2)?.as_str().map_err(|e| StoreError::Invalid(e.to_string()))?)?;
+    let mut stmt = conn.prepare_cached(sql).sql()?;
+    let mut rows = stmt.query([board.as_str()]).sql()?;
+    while let Some(r) = rows.next().sql()? {
+        let status = status_of(r.get_ref(2).sql()?.as_str().map_err(|e| StoreError::Invalid(e.to_string()))?)?;
         tasks.push(TaskRow {
-            claimed: r.get(5)?,
-            parents_done: r.get(6)?,
-            ..TaskRow::waiting(r.get(0)?, r.get(1)?, status, r.get(3)?, Timestamp::from_millis(r.get(4)?))
+            claimed: r.get(5).sql()?,
+            parents_done: r.get(6).sql()?,
+            ..TaskRow::waiting(
+                r.get(0).sql()?,
+                r.get(1).sql()?,
+                status,
+                r.get(3).sql()?,
+                Timestamp::from_millis(r.get(4).sql()?),
+            )
         });
     }
     let mut stmt = conn.prepare_cached(
@@ -61,11 +68,11 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
          t.worker_start, t.last_heartbeat_at, t.confirmed_at, t.max_runtime_seconds, t.consecutive_failures, \
          t.max_retries, t.current_run_id, t.worker_host \
          FROM tasks t WHERE t.board = ?1 AND t.status = 'running'",
-    )?;
-    let mut rows = stmt.query([board.as_str()])?;
+    ).sql()?;
+    let mut rows = stmt.query([board.as_str()]).sql()?;
     let mut seen_at = None;
-    while let Some(r) = rows.next()? {
-        let host: Option<String> = r.get(14)?;
+    while let Some(r) = rows.next().sql()? {
+        let host: Option<String> = r.get(14).sql()?;
         let seen = match host.as_deref() {
             Some(h) if !domain::liveness::is_local(&req.cfg.host, Some(h)) => {
                 seen_at.get_or_insert(crate::queries::host_seen_at(conn)?).get(h).copied()
@@ -73,24 +80,24 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
             _ => None,
         };
         let row = RunningRow {
-            id: r.get(0)?,
-            assignee: r.get(1)?,
-            priority: r.get(2)?,
-            created_at: Timestamp::from_millis(r.get(3)?),
-            claimed: r.get(4)?,
-            claim_expires: opt_ts(r.get(5)?),
-            run_id: r.get(13)?,
+            id: r.get(0).sql()?,
+            assignee: r.get(1).sql()?,
+            priority: r.get(2).sql()?,
+            created_at: Timestamp::from_millis(r.get(3).sql()?),
+            claimed: r.get(4).sql()?,
+            claim_expires: opt_ts(r.get(5).sql()?),
+            run_id: r.get(13).sql()?,
             worker: WorkerFacts {
-                pid: r.get(6)?,
-                start: r.get(7)?,
+                pid: r.get(6).sql()?,
+                start: r.get(7).sql()?,
                 host: host.as_deref(),
                 host_silent: seen.map(|s| silence(req.now, s)),
             },
-            last_heartbeat: opt_ts(r.get(8)?),
-            started_at: opt_ts(r.get(9)?),
-            max_runtime_secs: r.get(10)?,
-            consecutive_failures: u32::try_from(r.get::<_, i64>(11)?).unwrap_or(0),
-            max_retries: r.get::<_, Option<i64>>(12)?.and_then(|m| u32::try_from(m).ok()),
+            last_heartbeat: opt_ts(r.get(8).sql()?),
+            started_at: opt_ts(r.get(9).sql()?),
+            max_runtime_secs: r.get(10).sql()?,
+            consecutive_failures: u32::try_from(r.get::<_, i64>(11).sql()?).unwrap_or(0),
+            max_retries: r.get::<_, Option<i64>>(12).sql()?.and_then(|m| u32::try_from(m).ok()),
         };
         tasks.push(TaskRow::running(row, req.cfg, req.probe));
     }
@@ -102,14 +109,16 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
 fn running_elsewhere(conn: &Connection, board: &BoardSlug) -> Result<(BTreeMap<String, u32>, u32)> {
     let mut per = BTreeMap::new();
     let mut total = 0;
-    let mut stmt = conn.prepare_cached(
-        "SELECT assignee, COUNT(*) FROM tasks WHERE status = 'running' AND board != ?1 GROUP BY assignee",
-    )?;
-    let mut rows = stmt.query([board.as_str()])?;
-    while let Some(r) = rows.next()? {
-        let n = u32::try_from(r.get::<_, i64>(1)?).unwrap_or(u32::MAX);
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT assignee, COUNT(*) FROM tasks WHERE status = 'running' AND board != ?1 GROUP BY assignee",
+        )
+        .sql()?;
+    let mut rows = stmt.query([board.as_str()]).sql()?;
+    while let Some(r) = rows.next().sql()? {
+        let n = u32::try_from(r.get::<_, i64>(1).sql()?).unwrap_or(u32::MAX);
         total += n;
-        if let Some(a) = r.get::<_, Option<String>>(0)?.filter(|a| !a.is_empty()) {
+        if let Some(a) = r.get::<_, Option<String>>(0).sql()?.filter(|a| !a.is_empty()) {
             per.insert(a, n);
         }
     }
@@ -157,17 +166,19 @@ fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink
     }
     extra.sort_by(ReadyTask::dispatch_order);
     let mut extra = extra.into_iter().peekable();
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, assignee, priority, created_at FROM tasks INDEXED BY tasks_dispatch \
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, assignee, priority, created_at FROM tasks INDEXED BY tasks_dispatch \
          WHERE board = ?1 AND status = 'ready' AND claim_lock IS NULL ORDER BY priority DESC, created_at, id",
-    )?;
-    let mut rows = stmt.query([board.as_str()])?;
-    while let Some(r) = rows.next()? {
+        )
+        .sql()?;
+    let mut rows = stmt.query([board.as_str()]).sql()?;
+    while let Some(r) = rows.next().sql()? {
         let t = ReadyTask {
-            id: text(r.get_ref(0)?)?.unwrap_or_default(),
-            assignee: text(r.get_ref(1)?)?,
-            priority: r.get(2)?,
-            created_at: Timestamp::from_millis(r.get(3)?),
+            id: text(r.get_ref(0).sql()?)?.unwrap_or_default(),
+            assignee: text(r.get_ref(1).sql()?)?,
+            priority: r.get(2).sql()?,
+            created_at: Timestamp::from_millis(r.get(3).sql()?),
             // SQLite boards live on one host: no retry waits for another.
             sandbox_elsewhere_since: None,
         };
@@ -195,7 +206,7 @@ impl SqliteKanbanStore {
     /// [`StoreError::NoBoard`], [`StoreError::Invalid`] for undecodable rows, or an SQLite error.
     pub(crate) fn stream_dry_plan(&self, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<()> {
         self.board(req.board)?;
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = self.conn.unchecked_transaction().sql()?;
         stream_plan(&tx, req, sink)
     }
 
@@ -205,7 +216,7 @@ impl SqliteKanbanStore {
     /// [`StoreError::NoBoard`] or an SQLite error.
     pub(crate) fn read_snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
         self.board(req.board)?;
-        let tx = self.conn.unchecked_transaction()?;
+        let tx = self.conn.unchecked_transaction().sql()?;
         snapshot(&tx, req)
     }
 
@@ -225,7 +236,7 @@ impl SqliteKanbanStore {
         let plan = plan(&snap);
         drop(snap);
         let out = apply_plan(&tx, req, plan)?;
-        tx.commit()?;
+        tx.commit().sql()?;
         Ok(out)
     }
 
@@ -245,7 +256,7 @@ impl SqliteKanbanStore {
         let mut kept = Applied { plan: TickPlan::default(), sink };
         stream_plan(&tx, req, &mut kept)?;
         let out = apply_plan(&tx, req, kept.plan)?;
-        tx.commit()?;
+        tx.commit().sql()?;
         Ok(out)
     }
 }
@@ -283,19 +294,15 @@ fn apply_housekeeping(
 ) -> Result<bool> {
     let now = req.now;
     let change = hk.change();
-    let command = match change {
-        HousekeepingChange::Extend => TaskCommand::Heartbeat,
-        HousekeepingChange::Fail { .. } => TaskCommand::Fail,
-        HousekeepingChange::Requeue { .. } => TaskCommand::Reclaim,
-    };
+    let command = change.command();
     if !matches!(guarded(tx, id, command, None, ""), Ok(Guarded::Apply(_))) {
         return Ok(false);
     }
     match change {
         HousekeepingChange::Extend => {
             let expires = now.as_millis().saturating_add(i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX));
-            tx.execute("UPDATE tasks SET claim_expires = ?2 WHERE id = ?1", params![id, expires])?;
-            event(tx, id, None, "claim_extended", &json!({"expires": expires}), now)?;
+            tx.execute("UPDATE tasks SET claim_expires = ?2 WHERE id = ?1", params![id, expires]).sql()?;
+            event(tx, id, None, "claim_extended", &json!({"expires": expires}), now).sql()?;
         }
         HousekeepingChange::Fail { outcome, error, stop_worker } => {
             if stop_worker {
@@ -307,12 +314,13 @@ fn apply_housekeeping(
             if stop_worker {
                 out.stop_workers.extend(worker_of(tx, id, &req.cfg.host)?);
             }
-            let run = close_run(tx, id, outcome, None, None, now)?;
+            let run = close_run(tx, id, outcome, None, None, now).sql()?;
             tx.execute(
                 concat!("UPDATE tasks SET status = 'ready', ", crate::transitions::clear_claim!(), " WHERE id = ?1"),
                 [id],
-            )?;
-            event(tx, id, run, outcome, &serde_json::to_value(hk).unwrap_or_default(), now)?;
+            )
+            .sql()?;
+            event(tx, id, run, outcome, &serde_json::to_value(hk).unwrap_or_default(), now).sql()?;
         }
     }
     Ok(true)
@@ -335,8 +343,8 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
     }
     plan.housekeeping = applied;
     for id in &plan.promoted {
-        tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id])?;
-        event(tx, id, None, "promoted", &json!({}), now)?;
+        tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id]).sql()?;
+        event(tx, id, None, "promoted", &json!({}), now).sql()?;
     }
     for d in &plan.decisions {
         if d.auto_assigned {
@@ -344,7 +352,8 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
             tx.execute(
                 "UPDATE tasks SET assignee = ?2 WHERE id = ?1 AND (assignee IS NULL OR trim(assignee) = '')",
                 params![d.task_id, who],
-            )?;
+            )
+            .sql()?;
             event(
                 tx,
                 &d.task_id,
@@ -352,7 +361,8 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
                 "assigned",
                 &json!({"assignee": who, "source": "kanban.default_assignee"}),
                 now,
-            )?;
+            )
+            .sql()?;
         }
         if d.decision != Decision::Spawn {
             continue;
@@ -364,19 +374,21 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
             .prepare_cached(
                 "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
                  worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
-            )?
-            .execute(params![d.task_id, req.claimer, expires, now.as_millis()])?;
+            ).sql()?
+            .execute(params![d.task_id, req.claimer, expires, now.as_millis()]).sql()?;
         if n != 1 {
             continue;
         }
         tx.prepare_cached(
             "INSERT INTO task_runs (task_id, status, assignee, claim_lock, claim_expires, started_at) VALUES (?1, 'running', ?2, ?3, ?4, ?5)",
-        )?
-        .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()])?;
+        ).sql()?
+        .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()]).sql()?;
         let run_id = tx.last_insert_rowid();
         let assignee: Option<String> = tx
-            .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee")?
-            .query_row(params![d.task_id, run_id], |r| r.get(0))?;
+            .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee")
+            .sql()?
+            .query_row(params![d.task_id, run_id], |r| r.get(0))
+            .sql()?;
         event(
             tx,
             &d.task_id,
@@ -384,7 +396,8 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
             "claimed",
             &json!({"lock": req.claimer, "expires": expires, "run_id": run_id}),
             now,
-        )?;
+        )
+        .sql()?;
         out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id });
     }
     out.plan = plan;

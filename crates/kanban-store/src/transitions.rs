@@ -3,12 +3,14 @@
 
 use std::time::Duration;
 
-use domain::kanban::{FailureOutcome, SpawnRecord, TaskStatus, WorkerRef, record_failure};
+use domain::kanban::{FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
+use kanban_core::rules::failure_change;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::{Value as Json, json};
 
+use crate::Sql;
 use crate::rows::status_of;
 use crate::{Confirmation, Result, RunEnd, SqliteKanbanStore, StoreError, Task};
 
@@ -27,10 +29,11 @@ fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> Result<&'stati
 
 /// The worker recorded on task `id` when it runs on `host` (a worker of another host is that host's to stop).
 pub(crate) fn worker_of(conn: &Connection, id: &str, host: &str) -> Result<Option<WorkerRef>> {
-    let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) =
-        conn.query_row("SELECT worker_pid, worker_start, worker_host FROM tasks WHERE id = ?1", [id], |r| {
+    let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) = conn
+        .query_row("SELECT worker_pid, worker_start, worker_host FROM tasks WHERE id = ?1", [id], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?;
+        })
+        .sql()?;
     let local = domain::liveness::is_local(host, on.as_deref());
     Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
 }
@@ -45,9 +48,9 @@ impl SqliteKanbanStore {
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Assign, id, status)?;
         let assignee = assignee.map(str::trim).filter(|a| !a.is_empty());
-        tx.execute("UPDATE tasks SET assignee = ?2 WHERE id = ?1", params![id, assignee])?;
-        event(&tx, id, None, t.event, &json!({"assignee": assignee, "source": "cli"}), now)?;
-        tx.commit()?;
+        tx.execute("UPDATE tasks SET assignee = ?2 WHERE id = ?1", params![id, assignee]).sql()?;
+        event(&tx, id, None, t.event, &json!({"assignee": assignee, "source": "cli"}), now).sql()?;
+        tx.commit().sql()?;
         self.task(id)
     }
 
@@ -72,7 +75,7 @@ impl SqliteKanbanStore {
                 return self.task(id);
             }
         };
-        let run = close_run(&tx, id, t.event, None, exit_code, now)?;
+        let run = close_run(&tx, id, t.event, None, exit_code, now).sql()?;
         tx.execute(
             concat!(
                 "UPDATE tasks SET status = 'done', result = ?2, completed_at = ?3, consecutive_failures = 0, ",
@@ -80,10 +83,11 @@ impl SqliteKanbanStore {
                 " WHERE id = ?1"
             ),
             params![id, result, now.as_millis()],
-        )?;
-        event(&tx, id, run, t.event, &json!({"result": result, "exit_code": exit_code}), now)?;
-        promote_children(&tx, id, now)?;
-        tx.commit()?;
+        )
+        .sql()?;
+        event(&tx, id, run, t.event, &json!({"result": result, "exit_code": exit_code}), now).sql()?;
+        promote_children(&tx, id, now).sql()?;
+        tx.commit().sql()?;
         self.task(id)
     }
 
@@ -105,7 +109,7 @@ impl SqliteKanbanStore {
             return already_failed(&tx, id, failure_limit);
         }
         let res = record_task_failure(&tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
-        tx.commit()?;
+        tx.commit().sql()?;
         Ok(res)
     }
 
@@ -119,10 +123,10 @@ impl SqliteKanbanStore {
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Block, id, status)?;
         let pid = worker_of(&tx, id, &host)?;
-        let run = close_run(&tx, id, t.event, reason, None, now)?;
-        tx.execute(concat!("UPDATE tasks SET status = 'blocked', ", clear_claim!(), " WHERE id = ?1"), [id])?;
-        event(&tx, id, run, t.event, &json!({"reason": reason}), now)?;
-        tx.commit()?;
+        let run = close_run(&tx, id, t.event, reason, None, now).sql()?;
+        tx.execute(concat!("UPDATE tasks SET status = 'blocked', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
+        event(&tx, id, run, t.event, &json!({"reason": reason}), now).sql()?;
+        tx.commit().sql()?;
         Ok(pid)
     }
 
@@ -134,10 +138,10 @@ impl SqliteKanbanStore {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Unblock, id, status)?;
-        let next = if parents_done(&tx, id)? { "ready" } else { "todo" };
-        tx.execute("UPDATE tasks SET status = ?2, consecutive_failures = 0 WHERE id = ?1", params![id, next])?;
-        event(&tx, id, None, t.event, &json!({"status": next}), now)?;
-        tx.commit()?;
+        let next = if parents_done(&tx, id).sql()? { "ready" } else { "todo" };
+        tx.execute("UPDATE tasks SET status = ?2, consecutive_failures = 0 WHERE id = ?1", params![id, next]).sql()?;
+        event(&tx, id, None, t.event, &json!({"status": next}), now).sql()?;
+        tx.commit().sql()?;
         self.task(id)
     }
 
@@ -151,11 +155,11 @@ impl SqliteKanbanStore {
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Archive, id, status)?;
         let pid = worker_of(&tx, id, &host)?;
-        let run = close_run(&tx, id, t.event, None, None, now)?;
-        tx.execute(concat!("UPDATE tasks SET status = 'archived', ", clear_claim!(), " WHERE id = ?1"), [id])?;
-        event(&tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now)?;
-        promote_children(&tx, id, now)?;
-        tx.commit()?;
+        let run = close_run(&tx, id, t.event, None, None, now).sql()?;
+        tx.execute(concat!("UPDATE tasks SET status = 'archived', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
+        event(&tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now).sql()?;
+        promote_children(&tx, id, now).sql()?;
+        tx.commit().sql()?;
         Ok(pid)
     }
 
@@ -169,14 +173,16 @@ impl SqliteKanbanStore {
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Reclaim, id, status)?;
         let pid = worker_of(&tx, id, &host)?;
-        let lock: Option<String> = tx.query_row("SELECT claim_lock FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
-        let run = close_run(&tx, id, t.event, reason, None, now)?;
+        let lock: Option<String> =
+            tx.query_row("SELECT claim_lock FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
+        let run = close_run(&tx, id, t.event, reason, None, now).sql()?;
         tx.execute(
             concat!("UPDATE tasks SET status = 'ready', consecutive_failures = 0, ", clear_claim!(), " WHERE id = ?1"),
             [id],
-        )?;
-        event(&tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now)?;
-        tx.commit()?;
+        )
+        .sql()?;
+        event(&tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now).sql()?;
+        tx.commit().sql()?;
         Ok(pid)
     }
 
@@ -188,13 +194,13 @@ impl SqliteKanbanStore {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Heartbeat, id, status)?;
-        tx.execute("UPDATE tasks SET last_heartbeat_at = ?2 WHERE id = ?1", params![id, now.as_millis()])?;
+        tx.execute("UPDATE tasks SET last_heartbeat_at = ?2 WHERE id = ?1", params![id, now.as_millis()]).sql()?;
         if let Some(note) = note {
             let run: Option<i64> =
-                tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0))?;
-            event(&tx, id, run, t.event, &json!({"note": note}), now)?;
+                tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
+            event(&tx, id, run, t.event, &json!({"note": note}), now).sql()?;
         }
-        tx.commit()?;
+        tx.commit().sql()?;
         Ok(())
     }
 
@@ -221,15 +227,17 @@ impl SqliteKanbanStore {
              WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND claim_lock IS NOT NULL \
              AND confirmed_at IS NULL",
             params![c.task, c.run_id, c.pid, start, c.host, now.as_millis(), expires],
-        )?;
+        ).sql()?;
         if n != 1 {
             // The same worker confirming again (its first reply was lost to an outage) is confirmed already.
-            let mine: bool = tx.query_row(
-                "SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' \
+            let mine: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' \
                  AND confirmed_at IS NOT NULL AND worker_pid = ?3 AND worker_start IS ?4 AND worker_host IS ?5)",
-                params![c.task, c.run_id, c.pid, start, c.host],
-                |r| r.get(0),
-            )?;
+                    params![c.task, c.run_id, c.pid, start, c.host],
+                    |r| r.get(0),
+                )
+                .sql()?;
             if mine {
                 drop(tx);
                 return self.task(c.task);
@@ -240,7 +248,7 @@ impl SqliteKanbanStore {
             "UPDATE task_runs SET worker_pid = ?2, worker_start = ?3, worker_host = ?4, confirmed_at = ?5, claim_expires = ?6 \
              WHERE id = ?1",
             params![c.run_id, c.pid, start, c.host, now.as_millis(), expires],
-        )?;
+        ).sql()?;
         event(
             &tx,
             c.task,
@@ -248,8 +256,9 @@ impl SqliteKanbanStore {
             "confirmed",
             &json!({"pid": c.pid, "start": start, "host": c.host, "expires": expires}),
             now,
-        )?;
-        tx.commit()?;
+        )
+        .sql()?;
+        tx.commit().sql()?;
         self.task(c.task)
     }
 
@@ -260,11 +269,14 @@ impl SqliteKanbanStore {
     /// An SQLite error.
     pub fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool> {
         let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
-        let n = self.conn.execute(
-            "UPDATE tasks SET last_heartbeat_at = ?3, claim_expires = max(coalesce(claim_expires, 0), ?4) \
+        let n = self
+            .conn
+            .execute(
+                "UPDATE tasks SET last_heartbeat_at = ?3, claim_expires = max(coalesce(claim_expires, 0), ?4) \
              WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NOT NULL",
-            params![id, run, now.as_millis(), expires],
-        )?;
+                params![id, run, now.as_millis(), expires],
+            )
+            .sql()?;
         Ok(n == 1)
     }
 
@@ -287,8 +299,8 @@ impl SqliteKanbanStore {
                 "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5), \
                  worker_host = nullif(?6, '') \
                  WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NULL",
-            )?
-            .execute(params![s.task, s.run_id, s.pid, start, expires, host])?;
+            ).sql()?
+            .execute(params![s.task, s.run_id, s.pid, start, expires, host]).sql()?;
             // A run no longer the task's (its lease lapsed while this dispatcher was held up, and another took the
             // task) is not this dispatcher's to write on: its worker will find the run superseded and run nothing.
             if n == 0 {
@@ -296,11 +308,11 @@ impl SqliteKanbanStore {
             }
             tx.prepare_cached(
                 "UPDATE task_runs SET worker_pid = ?2, worker_host = nullif(?3, '') WHERE id = ?1 AND confirmed_at IS NULL",
-            )?
-            .execute(params![s.run_id, s.pid, host])?;
-            event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now)?;
+            ).sql()?
+            .execute(params![s.run_id, s.pid, host]).sql()?;
+            event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now).sql()?;
         }
-        tx.commit()?;
+        tx.commit().sql()?;
         Ok(())
     }
 
@@ -321,7 +333,7 @@ impl SqliteKanbanStore {
             return already_failed(&tx, id, failure_limit);
         }
         let res = record_task_failure(&tx, id, "spawn_failed", error, None, failure_limit, now)?;
-        tx.commit()?;
+        tx.commit().sql()?;
         Ok(res)
     }
 }
@@ -336,15 +348,19 @@ pub(crate) fn guarded(
     outcome: &str,
 ) -> Result<Guarded> {
     let row: Option<(String, Option<i64>)> = tx
-        .prepare_cached("SELECT status, current_run_id FROM tasks WHERE id = ?1")?
+        .prepare_cached("SELECT status, current_run_id FROM tasks WHERE id = ?1")
+        .sql()?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+        .optional()
+        .sql()?;
     let (status, current_run) = row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
     let ended: Option<String> = match run {
         Some(run) if current_run != Some(run) => tx
-            .prepare_cached("SELECT outcome FROM task_runs WHERE id = ?1 AND task_id = ?2")?
+            .prepare_cached("SELECT outcome FROM task_runs WHERE id = ?1 AND task_id = ?2")
+            .sql()?
             .query_row(params![run, id], |r| r.get(0))
-            .optional()?
+            .optional()
+            .sql()?
             .flatten(),
         _ => None,
     };
@@ -354,20 +370,15 @@ pub(crate) fn guarded(
 
 /// A failure already recorded (a retry): what the breaker made of it, read back from the task.
 fn already_failed(tx: &Transaction<'_>, id: &str, failure_limit: u32) -> Result<FailureOutcome> {
-    let (status, failures): (String, i64) =
-        tx.query_row("SELECT status, consecutive_failures FROM tasks WHERE id = ?1", [id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
-    let failures = u32::try_from(failures).unwrap_or(0);
-    Ok(if status_of(&status)? == TaskStatus::Blocked {
-        FailureOutcome::GiveUp { failures, limit: failures }
-    } else {
-        FailureOutcome::Requeue { failures, limit: failure_limit }
-    })
+    let (status, failures): (String, i64) = tx
+        .query_row("SELECT status, consecutive_failures FROM tasks WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .sql()?;
+    Ok(kanban_core::rules::already_failed(status_of(&status)?, failures, failure_limit))
 }
 
 pub(crate) fn status_in(tx: &Transaction<'_>, id: &str) -> Result<TaskStatus> {
-    let raw: Option<String> = tx.query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0)).optional()?;
+    let raw: Option<String> =
+        tx.query_row("SELECT status FROM tasks WHERE id = ?1", [id], |r| r.get(0)).optional().sql()?;
     status_of(&raw.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)
 }
 
@@ -432,7 +443,7 @@ pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestam
     Ok(())
 }
 
-/// The failure breaker on a task: requeue below the limit, block with `gave_up` at it.
+/// The failure breaker on a task ([`kanban_core::rules::failure_change`]), written.
 pub(crate) fn record_task_failure(
     tx: &Transaction<'_>,
     id: &str,
@@ -442,38 +453,24 @@ pub(crate) fn record_task_failure(
     failure_limit: u32,
     now: Timestamp,
 ) -> Result<FailureOutcome> {
-    let (failures, max_retries): (i64, Option<i64>) =
-        tx.query_row("SELECT consecutive_failures, max_retries FROM tasks WHERE id = ?1", [id], |r| {
+    let (failures, max_retries): (i64, Option<i64>) = tx
+        .query_row("SELECT consecutive_failures, max_retries FROM tasks WHERE id = ?1", [id], |r| {
             Ok((r.get(0)?, r.get(1)?))
-        })?;
-    let res = record_failure(
-        u32::try_from(failures).unwrap_or(0),
-        max_retries.and_then(|m| u32::try_from(m).ok()),
-        failure_limit,
-    );
-    let run = close_run(tx, id, outcome, Some(error), exit_code, now)?;
-    let (status, n) = match res {
-        FailureOutcome::Requeue { failures, .. } => ("ready", failures),
-        FailureOutcome::GiveUp { failures, .. } => ("blocked", failures),
-    };
+        })
+        .sql()?;
+    let change = failure_change(outcome, error, exit_code, failures, max_retries, failure_limit);
+    let run = close_run(tx, id, outcome, Some(error), exit_code, now).sql()?;
     tx.execute(
         concat!(
             "UPDATE tasks SET status = ?2, consecutive_failures = ?3, last_failure_error = ?4, ",
             clear_claim!(),
             " WHERE id = ?1"
         ),
-        params![id, status, n, error],
-    )?;
-    event(tx, id, run, outcome, &json!({"error": error, "exit_code": exit_code, "failures": n}), now)?;
-    if let FailureOutcome::GiveUp { failures, limit } = res {
-        event(
-            tx,
-            id,
-            run,
-            "gave_up",
-            &json!({"failures": failures, "effective_limit": limit, "error": error, "trigger_outcome": outcome}),
-            now,
-        )?;
+        params![id, change.status.as_str(), change.failures, error],
+    )
+    .sql()?;
+    for (kind, payload) in &change.events {
+        event(tx, id, run, kind, payload, now).sql()?;
     }
-    Ok(res)
+    Ok(change.outcome)
 }

@@ -10,7 +10,8 @@ pub use report::{DispatchArgs, DispatchReport, dispatch, dispatch_on, report_jso
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
 use domain::ports::Clock;
-use kanban_store::{BoardStore, NewTask, SqliteKanbanStore, StoreError, Task};
+use kanban_core::{BoardStore, NewTask, StoreError, Task};
+use kanban_store::SqliteKanbanStore;
 use serde_json::{Value as Json, json};
 
 pub(crate) use self::report::{dispatch_and_print, print_dispatch};
@@ -28,7 +29,6 @@ impl From<StoreError> for Failure {
             StoreError::NoTask(_) | StoreError::NoBoard(_) | StoreError::Transition { .. } | StoreError::Invalid(_) => {
                 Failure::usage_of(e)
             }
-            StoreError::Sqlite(inner) => Failure::other(format!("board database error: {inner}")),
             StoreError::Server(message) => Failure::other(message),
             other => Failure::other(other.to_string()),
         }
@@ -62,7 +62,7 @@ pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
 
 /// Opens the board (SQLite or PostgreSQL) as this host, without the legacy move of [`open_store`]: for a process
 /// that opens it again after an outage.
-pub(crate) fn open_board(ctx: &Ctx) -> Result<Board, kanban_store::StoreError> {
+pub(crate) fn open_board(ctx: &Ctx) -> Result<Board, kanban_core::StoreError> {
     BoardAt::of(ctx).open()
 }
 
@@ -80,7 +80,7 @@ impl BoardAt {
     }
 
     /// Opens the board (read-write) as this host.
-    pub(crate) fn open(&self) -> Result<Board, kanban_store::StoreError> {
+    pub(crate) fn open(&self) -> Result<Board, kanban_core::StoreError> {
         if let Some(url) = &self.url {
             return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &self.host)?));
         }
@@ -426,8 +426,10 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
     if !source.exists() {
         return Err(Failure::usage(format!("there is no SQLite board to copy at {}", source.display())));
     }
+    // One store dumps, the other loads: the file is opened read-only (and verified) and never changed.
+    let dump = SqliteKanbanStore::open_read_only(&source)?.dump()?;
     let target = kanban_postgres::PgKanbanStore::open(to, &ctx.host_id())?;
-    let report = kanban_postgres::copy_sqlite_board(&source, &target)?;
+    let report = kanban_postgres::load_board(&dump, &target)?;
     if ctx.json {
         output::json(&json!({"from": source.display().to_string(), "to": target.url(), "copied": report.to_json()}));
     } else {

@@ -7,7 +7,7 @@ use domain::ids::BoardSlug;
 use domain::kanban::TickConfig;
 use domain::policy::dispatch::{Decision, TickPlan};
 use domain::ports::{Clock, ProfileResolver};
-use kanban_store::{StoreError, TickRequest};
+use kanban_core::{StoreError, TickRequest};
 use serde_json::Value as Json;
 use std::io::Write;
 

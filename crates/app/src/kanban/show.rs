@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use domain::kanban::TaskStatus;
-use kanban_store::Task;
+use kanban_core::Task;
 use serde_json::{Value as Json, json};
 
 use super::{ms, open_read_only, task_json};
@@ -71,7 +71,7 @@ pub(crate) fn listed(ctx: &Ctx, store: &super::Board, t: &Task, now: domain::tim
     (v, t, status)
 }
 
-pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_store::Event], runs: &[kanban_store::Run]) {
+pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_core::Event], runs: &[kanban_core::Run]) {
     output::line(&format!("{}  {}", task.id, task.title));
     output::line(&format!("  board:     {}", task.board));
     output::line(&format!("  status:    {status}"));

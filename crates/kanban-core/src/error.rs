@@ -1,4 +1,5 @@
-//! The store's errors: what went wrong with the file, the board, a task or a transition.
+//! The board's errors, whatever store holds it: what went wrong with the database, the board, a task or a
+//! transition. Each store maps its driver's errors here at its seam (no driver type appears in this enum).
 
 use std::path::PathBuf;
 
@@ -38,8 +39,10 @@ pub enum StoreError {
     Moved { task: String, run: i64, status: TaskStatus },
     #[error("invalid task data: {0}")]
     Invalid(String),
-    #[error("board database error")]
-    Sqlite(#[from] rusqlite::Error),
+    /// The database could not finish an operation (the transaction was rolled back); `busy` when another process
+    /// held it locked past the wait, or the connection to a server was lost: worth retrying.
+    #[error("board database error: {message}")]
+    Database { message: String, busy: bool },
     /// A board on a database server cannot be used as it is (unreachable, refused credentials, a schema berth did
     /// not make, a server too old or a schema too new); the message names which, and nothing was written.
     #[error("{0}")]
@@ -47,6 +50,9 @@ pub enum StoreError {
     /// A database server's error during an operation (the transaction was rolled back).
     #[error("board database error: {0}")]
     Backend(String),
+    /// The database server could not be reached or dropped the connection during an operation (an outage).
+    #[error("the board database is unreachable: {0}")]
+    Unreachable(String),
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -56,11 +62,8 @@ impl StoreError {
     /// refusing (no such task, a transition the table does not allow, a run taken back).
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Backend(_) | Self::Server(_) | Self::Unavailable { .. } => true,
-            Self::Sqlite(e) => matches!(
-                e.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-            ),
+            Self::Unreachable(_) | Self::Server(_) | Self::Unavailable { .. } => true,
+            Self::Database { busy, .. } => *busy,
             _ => false,
         }
     }

@@ -1,0 +1,182 @@
+//! The board's rows as every store hands them out (tasks, events, runs, boards, hosts) and what callers pass in.
+
+use domain::kanban::TaskStatus;
+use serde::Serialize;
+use serde_json::Value as Json;
+
+/// Timestamps are stored as milliseconds since the epoch and serialized (every `--json` output) as RFC 3339.
+mod rfc3339 {
+    use domain::time::Timestamp;
+    use serde::Serializer;
+    use serde_json::Value as Json;
+
+    fn text(ms: i64) -> String {
+        Timestamp::from_millis(ms).to_rfc3339()
+    }
+
+    pub(super) fn one<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&text(*ms))
+    }
+
+    pub(super) fn opt<S: Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+        match ms {
+            Some(ms) => s.serialize_some(&text(*ms)),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Whether an event payload's key names a timestamp.
+    fn is_time(key: &str) -> bool {
+        key == "expires" || key.ends_with("_at")
+    }
+
+    /// An event payload with its timestamp-named integers as RFC 3339 (payloads are stored as written).
+    pub(super) fn payload<S: Serializer>(v: &Json, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Json::Object(map) if map.iter().any(|(k, v)| is_time(k) && v.is_i64()) => {
+                let shown: serde_json::Map<String, Json> = map
+                    .iter()
+                    .map(|(k, v)| match v.as_i64() {
+                        Some(ms) if is_time(k) => (k.clone(), Json::String(text(ms))),
+                        _ => (k.clone(), v.clone()),
+                    })
+                    .collect();
+                serde::Serialize::serialize(&shown, s)
+            }
+            other => serde::Serialize::serialize(other, s),
+        }
+    }
+}
+
+/// One task row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Task {
+    pub id: String,
+    pub board: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub command: Option<String>,
+    pub assignee: Option<String>,
+    pub status: TaskStatus,
+    pub priority: i64,
+    pub created_by: Option<String>,
+    #[serde(serialize_with = "rfc3339::one")]
+    pub created_at: i64,
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub started_at: Option<i64>,
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub completed_at: Option<i64>,
+    pub claim_lock: Option<String>,
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub claim_expires: Option<i64>,
+    pub worker_pid: Option<i64>,
+    pub worker_start: Option<i64>,
+    pub consecutive_failures: i64,
+    pub last_failure_error: Option<String>,
+    pub max_runtime_seconds: Option<i64>,
+    pub max_retries: Option<i64>,
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub last_heartbeat_at: Option<i64>,
+    pub current_run_id: Option<i64>,
+    pub result: Option<String>,
+    /// The host of the worker that confirmed the current run.
+    pub worker_host: Option<String>,
+    /// When the worker confirmed the current run; `None` while the claim is only a spawn lease.
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub confirmed_at: Option<i64>,
+    pub parents: Vec<String>,
+}
+
+/// One audit event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub id: i64,
+    pub task_id: String,
+    pub run_id: Option<i64>,
+    pub kind: String,
+    /// Timestamps in it (`expires`, `*_at`) are stored as milliseconds and printed as RFC 3339.
+    #[serde(serialize_with = "rfc3339::payload")]
+    pub payload: Json,
+    #[serde(serialize_with = "rfc3339::one")]
+    pub created_at: i64,
+}
+
+/// One attempt at a task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub task_id: String,
+    pub status: String,
+    pub assignee: Option<String>,
+    pub claim_lock: Option<String>,
+    pub worker_pid: Option<i64>,
+    pub worker_start: Option<i64>,
+    pub worker_host: Option<String>,
+    /// When the worker confirmed this run (claimed runs that never started have none).
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub confirmed_at: Option<i64>,
+    #[serde(serialize_with = "rfc3339::one")]
+    pub started_at: i64,
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub ended_at: Option<i64>,
+    pub outcome: Option<String>,
+    pub error: Option<String>,
+    pub exit_code: Option<i64>,
+}
+
+/// A host of the board as its heartbeat row tells it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HostSeen {
+    pub id: String,
+    /// How long since its last heartbeat, in seconds in JSON (`silent_secs`).
+    #[serde(rename = "silent_secs", serialize_with = "millis_as_secs")]
+    pub silent_ms: i64,
+}
+
+fn millis_as_secs<S: serde::Serializer>(ms: &i64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(*ms as f64 / 1000.0)
+}
+
+/// A board.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Board {
+    pub slug: String,
+    pub name: String,
+    #[serde(serialize_with = "rfc3339::one")]
+    pub created_at: i64,
+}
+
+/// How a worker's run ended when it failed.
+#[derive(Clone, Copy, Debug)]
+pub struct RunEnd<'a> {
+    /// The run outcome (`failed`, `timed_out`, …), also the event kind.
+    pub outcome: &'a str,
+    pub error: &'a str,
+    pub exit_code: Option<i64>,
+}
+
+/// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
+#[derive(Clone, Copy, Debug)]
+pub struct Confirmation<'a> {
+    pub task: &'a str,
+    pub run_id: i64,
+    pub pid: u32,
+    /// The process's start fingerprint (against pid reuse).
+    pub start: Option<u64>,
+    pub host: &'a str,
+}
+
+/// What `kanban create` asks for.
+#[derive(Clone, Debug, Default)]
+pub struct NewTask {
+    pub title: String,
+    pub body: Option<String>,
+    pub command: Option<String>,
+    pub assignee: Option<String>,
+    pub parents: Vec<String>,
+    pub priority: i64,
+    pub triage: bool,
+    pub max_runtime_seconds: Option<i64>,
+    pub max_retries: Option<i64>,
+    pub created_by: Option<String>,
+}

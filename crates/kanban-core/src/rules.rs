@@ -1,0 +1,105 @@
+//! The board's rules a store applies without deciding anything: a new task's first status, and the failure
+//! breaker's change (status, count, events). Each store reads what a rule needs in its own SQL, calls the rule, and
+//! writes what it returns.
+
+use domain::kanban::{FailureOutcome, TaskStatus, record_failure};
+use serde_json::{Value as Json, json};
+
+use crate::{NewTask, Result, StoreError};
+
+/// A new task's status: `triage` when asked, `todo` while a parent is unfinished, else `ready`. `parents` are the
+/// task's parents with their statuses (`None`: no such task).
+///
+/// # Errors
+/// [`StoreError::NoTask`] for a parent that does not exist.
+pub fn initial_status(new: &NewTask, parents: &[(&str, Option<TaskStatus>)]) -> Result<TaskStatus> {
+    let mut pending = false;
+    for (id, status) in parents {
+        match status {
+            None => return Err(StoreError::NoTask((*id).to_owned())),
+            Some(TaskStatus::Done | TaskStatus::Archived) => {}
+            Some(_) => pending = true,
+        }
+    }
+    Ok(if new.triage {
+        TaskStatus::Triage
+    } else if pending {
+        TaskStatus::Todo
+    } else {
+        TaskStatus::Ready
+    })
+}
+
+/// What a failure does to a task: the breaker's outcome, the status and failure count to write, and the events
+/// to append (the failure's own, then `gave_up` when the breaker tripped).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailureChange {
+    pub outcome: FailureOutcome,
+    pub status: TaskStatus,
+    pub failures: i64,
+    pub events: Vec<(String, Json)>,
+}
+
+/// The failure breaker on a task that failed with `kind` (`failed`, `crashed`, `spawn_failed`, …), given its
+/// consecutive failures so far and its own `max_retries`: requeue below the limit, block with `gave_up` at it.
+pub fn failure_change(
+    kind: &str,
+    error: &str,
+    exit_code: Option<i64>,
+    consecutive: i64,
+    max_retries: Option<i64>,
+    failure_limit: u32,
+) -> FailureChange {
+    let outcome = record_failure(
+        u32::try_from(consecutive).unwrap_or(0),
+        max_retries.and_then(|m| u32::try_from(m).ok()),
+        failure_limit,
+    );
+    let (status, failures) = match outcome {
+        FailureOutcome::Requeue { failures, .. } => (TaskStatus::Ready, failures),
+        FailureOutcome::GiveUp { failures, .. } => (TaskStatus::Blocked, failures),
+    };
+    let mut events = vec![(kind.to_owned(), json!({"error": error, "exit_code": exit_code, "failures": failures}))];
+    if let FailureOutcome::GiveUp { failures, limit } = outcome {
+        let payload = json!({"failures": failures, "effective_limit": limit, "error": error, "trigger_outcome": kind});
+        events.push(("gave_up".to_owned(), payload));
+    }
+    FailureChange { outcome, status, failures: i64::from(failures), events }
+}
+
+/// A failure already recorded (a retry of the same write): what the breaker made of it, from the task as it is.
+pub fn already_failed(status: TaskStatus, consecutive: i64, failure_limit: u32) -> FailureOutcome {
+    let failures = u32::try_from(consecutive).unwrap_or(0);
+    if status == TaskStatus::Blocked {
+        FailureOutcome::GiveUp { failures, limit: failures }
+    } else {
+        FailureOutcome::Requeue { failures, limit: failure_limit }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_task_waits_for_its_unfinished_parents_and_a_missing_parent_is_refused() {
+        let new = NewTask::default();
+        assert_eq!(initial_status(&new, &[]).unwrap(), TaskStatus::Ready);
+        assert_eq!(initial_status(&new, &[("a", Some(TaskStatus::Done))]).unwrap(), TaskStatus::Ready);
+        assert_eq!(initial_status(&new, &[("a", Some(TaskStatus::Running))]).unwrap(), TaskStatus::Todo);
+        assert!(matches!(initial_status(&new, &[("gone", None)]), Err(StoreError::NoTask(id)) if id == "gone"));
+        let triage = NewTask { triage: true, ..NewTask::default() };
+        assert_eq!(initial_status(&triage, &[("a", Some(TaskStatus::Running))]).unwrap(), TaskStatus::Triage);
+    }
+
+    #[test]
+    fn the_breaker_requeues_below_the_limit_and_gives_up_at_it_with_its_event() {
+        let c = failure_change("crashed", "gone", None, 0, None, 2);
+        assert_eq!((c.status, c.failures, c.events.len()), (TaskStatus::Ready, 1, 1));
+        let c = failure_change("crashed", "gone", None, 1, None, 2);
+        assert_eq!((c.status, c.failures), (TaskStatus::Blocked, 2));
+        assert_eq!(c.events[1].0, "gave_up");
+        assert_eq!(c.events[1].1["trigger_outcome"], "crashed");
+        assert_eq!(failure_change("failed", "x", Some(1), 1, Some(5), 2).status, TaskStatus::Ready, "max_retries wins");
+    }
+}
