@@ -6,9 +6,9 @@ use domain::ports::ProfileResolver;
 use serde_json::json;
 
 use crate::cli::{ConfigCmd, ProfileCmd};
-use crate::context::Ctx;
-use crate::error::{Exit, Failure};
-use crate::output;
+use crate::edge::context::Ctx;
+use crate::edge::error::{Exit, Failure};
+use crate::edge::output;
 
 fn entry_json(e: &Entry) -> serde_json::Value {
     let source_detail = match &e.source {
@@ -39,7 +39,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
                 let rows = entries.iter().map(|e| {
                     let mut row = entry_json(e);
                     if let Some(text) = row["value"].as_str() {
-                        row["value"] = json!(crate::redact::redact(text));
+                        row["value"] = json!(crate::edge::redact::redact(text));
                     }
                     row
                 });
@@ -48,7 +48,11 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
                 let rows: Vec<Vec<String>> = entries
                     .iter()
                     .map(|e| {
-                        vec![e.setting.key.to_owned(), crate::redact::redact(&e.value.to_text()), e.source.describe()]
+                        vec![
+                            e.setting.key.to_owned(),
+                            crate::edge::redact::redact(&e.value.to_text()),
+                            e.source.describe(),
+                        ]
                     })
                     .collect();
                 output::table(&["KEY", "VALUE", "SOURCE"], &rows);
@@ -68,7 +72,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
         ConfigCmd::Set { key, value } => {
             // The mount rules are checked before the file is touched, so a refused value never lands in it.
             let parsed = config_bridge::validate(key, value).map_err(Failure::usage_of)?;
-            crate::mounts::check_setting(ctx, key, &parsed)?;
+            crate::sandbox::mounts::check_setting(ctx, key, &parsed)?;
             let v = config_bridge::set_in_file(&ctx.config_path(), key, value).map_err(|e| match e {
                 config_bridge::ConfigError::Write { .. }
                 | config_bridge::ConfigError::Read { .. }

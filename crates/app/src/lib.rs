@@ -1,35 +1,13 @@
 //! The `berth` application: CLI parsing, wiring of the adapters, logging, and the exit-code map.
 
+// By surface: `board` (the kanban commands, workers, dispatch), `sandbox` (sandboxes, `berth run`, host folders),
+// `gateway` (the service), `config_cmd`, all on the `edge` (context, errors, output, processes).
+pub mod board;
 pub mod cli;
 pub mod config_cmd;
-pub mod context;
-pub mod error;
-pub mod exec_errors;
+pub mod edge;
 pub mod gateway;
-pub mod gateway_status;
-pub mod host_folders;
-pub mod housekeeping;
-pub mod kanban;
-pub mod kanban_boards;
-pub mod kanban_edit;
-pub mod kanban_logs;
-pub mod launcher;
-pub mod lease;
-pub mod log_format;
-pub mod mounts;
-pub mod never_run;
-pub mod outage;
-pub mod output;
-pub mod process;
-pub mod reap_words;
-pub mod redact;
-pub mod remove_tree;
-pub mod retention;
-pub mod run_io;
 pub mod sandbox;
-pub mod sandbox_cost;
-pub mod sandbox_logs;
-pub mod worker;
 
 #[cfg(test)]
 mod help_tests;
@@ -38,9 +16,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use crate::board::worker;
 use crate::cli::{Cli, Command};
-use crate::context::Ctx;
-use crate::error::Failure;
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
+use crate::edge::{log_format, redact};
 
 /// Runs the CLI and returns its exit code.
 pub fn main() -> ExitCode {
@@ -136,7 +116,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Config(cmd) => config_cmd::command(&ctx, cmd),
         Command::Sandbox(cmd) => runtime()?.block_on(sandbox::command(&ctx, cmd)),
         Command::Run(args) => runtime()?.block_on(sandbox::run(&ctx, args)),
-        Command::Kanban(cmd) => runtime()?.block_on(kanban::command(&ctx, cmd)),
+        Command::Kanban(cmd) => runtime()?.block_on(board::command(&ctx, cmd)),
         Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task, setup)),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 
 use domain::policy::dispatch::Decision;
 
-use crate::context::Ctx;
-use crate::kanban::DispatchReport;
+use crate::board::report::DispatchReport;
+use crate::edge::context::Ctx;
 
 /// Tasks already warned about.
 static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
@@ -39,7 +39,7 @@ pub fn warn_once(ctx: &Ctx, r: &DispatchReport) {
     if fresh.is_empty() {
         return;
     }
-    let Ok(Some(store)) = crate::kanban::open_read_only(ctx) else { return };
+    let Ok(Some(store)) = crate::edge::open::open_read_only(ctx) else { return };
     for id in fresh {
         checked.insert(id.to_owned());
         let Ok(task) = store.task(id) else { continue };

@@ -8,10 +8,10 @@ use domain::ids::ProfileName;
 use domain::ports::{Clock, ProcessProbe, ProfileResolver};
 
 /// The process probe lives with the rest of process supervision; it stays reachable by this path.
-pub use crate::process::ProcProbe;
+pub use crate::edge::process::ProcProbe;
 use domain::time::Timestamp;
 
-use crate::error::Failure;
+use crate::edge::error::Failure;
 
 /// The resolved invocation context.
 pub struct Ctx {

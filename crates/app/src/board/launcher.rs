@@ -7,8 +7,8 @@ use domain::ids::BoardSlug;
 use domain::kanban::{Claimed, WorkerRef};
 use domain::ports::{LaunchError, Launched, WorkerLauncher};
 
-use crate::context::Ctx;
-use crate::{process, worker};
+use crate::edge::context::Ctx;
+use crate::{board::worker, edge::process};
 
 /// Starts workers as detached processes of this host.
 ///

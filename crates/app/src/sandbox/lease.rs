@@ -8,7 +8,7 @@ use docker_adapter::DockerRuntime;
 use domain::policy::lease::{LEASE_DIR, LEASE_NAME, Lease};
 use domain::ports::{Clock, RuntimeError};
 
-use crate::context::{Ctx, SystemClock};
+use crate::edge::context::{Ctx, SystemClock};
 
 /// Renews the lease until dropped.
 pub struct LeaseHolder(tokio::task::JoinHandle<()>);
@@ -23,7 +23,7 @@ impl Drop for LeaseHolder {
 /// until it does) for this process, the owner its `berth.owner` label names.
 pub fn hold(ctx: &Ctx, rt: &DockerRuntime, container: &str) -> LeaseHolder {
     let ttl = ctx.settings.terminal.docker_lease_seconds.duration();
-    let (rt, container, owner) = (rt.clone(), container.to_owned(), crate::context::owner_label());
+    let (rt, container, owner) = (rt.clone(), container.to_owned(), crate::edge::context::owner_label());
     LeaseHolder(tokio::spawn(async move {
         let every = (ttl / 3).max(Duration::from_millis(200));
         let ttl_secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);

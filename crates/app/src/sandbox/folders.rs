@@ -13,7 +13,7 @@ use domain::sandbox::SandboxIdentity;
 use domain::service;
 use serde::Serialize;
 
-use crate::context::Ctx;
+use crate::edge::context::Ctx;
 
 /// What folder removal needs, owned (the gateway's cleanup loop carries one).
 #[derive(Clone, Debug)]
@@ -45,7 +45,7 @@ impl Folders {
             home: ctx.home.clone(),
             sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
             image: ctx.settings.terminal.docker_image.clone(),
-            shared_key: crate::sandbox::shared_key(ctx),
+            shared_key: shared_key(ctx),
             board: ctx.database_url().map(|u| (u.to_owned(), ctx.host_id())),
         }
     }
@@ -54,8 +54,8 @@ impl Folders {
     ///
     /// # Errors
     /// The board cannot be opened.
-    pub fn open_board(&self) -> Result<Option<crate::kanban::Board>, crate::error::Failure> {
-        crate::kanban::open_read_only_at(&self.home, self.board.as_ref().map(|(u, h)| (u.as_str(), h.as_str())))
+    pub fn open_board(&self) -> Result<Option<crate::edge::open::Board>, crate::edge::error::Failure> {
+        crate::edge::open::open_read_only_at(&self.home, self.board.as_ref().map(|(u, h)| (u.as_str(), h.as_str())))
     }
 
     /// The sandbox identity of `task` run by `assignee` (keyed by the shared key when one is set): the one the
@@ -112,7 +112,7 @@ impl Folders {
         // beside this. Not `remove_dir_all`: it recurses per level, and a task's tree can be deep enough to overflow
         // the stack (`remove_tree` walks it in a loop).
         let owned = dir.to_path_buf();
-        let removed = tokio::task::spawn_blocking(move || crate::remove_tree::remove_tree(&owned))
+        let removed = tokio::task::spawn_blocking(move || crate::edge::remove_tree::remove_tree(&owned))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         match removed {
@@ -254,6 +254,11 @@ impl Folders {
             .filter_map(|t| Some(self.task_identity(&t.id, t.assignee.as_deref())?.digest()))
             .collect()
     }
+}
+
+/// `terminal.docker_shared_container_key` (empty when unset).
+pub fn shared_key(ctx: &Ctx) -> String {
+    ctx.settings.terminal.docker_shared_container_key.clone()
 }
 
 #[cfg(test)]

@@ -13,10 +13,10 @@ use domain::service;
 use domain::time::Timestamp;
 use serde_json::json;
 
-use crate::context::{Ctx, SystemClock};
-use crate::error::Failure;
-use crate::output;
-use crate::sandbox::{connect, profile_label};
+use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::error::Failure;
+use crate::edge::output;
+use crate::sandbox::engine::{connect, profile_label};
 
 /// Where the gateway's cleanup loop leaves when it first saw each sandbox idle, for `sandbox ls`.
 pub fn idle_state_path(home: &Path) -> PathBuf {
@@ -146,7 +146,7 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
         let busy = procs[i].as_ref().map(|p| p.iter().any(|p| !is_keep_alive(&p.command)));
         let idle_secs = idle_since.get(&c.id).map(|t| now.secs_since(*t).floor() as i64);
         let host = if size { host_dir(ctx, c).and_then(|d| dir_bytes(&d)) } else { None };
-        let mut v = crate::sandbox::summary_json(c);
+        let mut v = summary_json(c);
         v["finished"] = json!(finished.map(|t| t.to_rfc3339()));
         v["age_secs"] = json!(now.secs_since(c.created).floor() as i64);
         v["busy"] = json!(busy);
@@ -237,4 +237,18 @@ pub async fn top(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<u8, Failure>
         output::table(&["PID", "ROLE", "COMMAND"], &rows);
     }
     Ok(0)
+}
+
+/// A sandbox as `sandbox ls --json` shows it.
+pub fn summary_json(c: &ContainerSummary) -> serde_json::Value {
+    json!({
+        "id": c.id,
+        "name": c.name,
+        "task": c.task_label(),
+        "profile": c.profile_label(),
+        "state": c.state.as_str(),
+        "created": c.created.to_rfc3339(),
+        "mode": c.label(domain::label::LABEL_MODE),
+        "labels": c.labels,
+    })
 }

@@ -8,9 +8,9 @@ use domain::time::Timestamp;
 use kanban_core::TaskEdit;
 
 use crate::cli::KanbanCmd;
-use crate::context::Ctx;
-use crate::error::Failure;
-use crate::{kanban, output, worker};
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
+use crate::{board::worker, edge::output};
 
 /// Refuses an assignee that is not a profile of this home, unless `allow` (profiles made later).
 ///
@@ -75,7 +75,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
                     "nothing to change: give --title, --body, --command, --priority, --assignee or --max-runtime",
                 ));
             }
-            let mut store = kanban::open_store(ctx)?;
+            let mut store = crate::edge::open::open_store(ctx)?;
             // An edit that leaves an unfinished task without the command the built-in worker needs is refused,
             // whether it clears the command or keeps a missing one.
             let before = store.task(id)?;
@@ -90,7 +90,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             }
         }
         KanbanCmd::Rm { id } => {
-            let mut store = kanban::open_store(ctx)?;
+            let mut store = crate::edge::open::open_store(ctx)?;
             let had_runs = !store.runs(id)?.is_empty();
             let (t, w) = store.remove(id, now)?;
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
@@ -98,7 +98,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
                 worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
             }
             // Off the board, its output (workspace folder, log) has no owner any more.
-            crate::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;
+            crate::board::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;
             if ctx.json {
                 output::json(&serde_json::json!({"removed": t.id, "board": t.board}));
             } else {

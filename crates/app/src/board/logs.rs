@@ -10,9 +10,9 @@ use domain::ports::ProcessProbe;
 use kanban_core::Run;
 use serde_json::json;
 
-use crate::context::Ctx;
-use crate::error::Failure;
-use crate::output;
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
+use crate::edge::output;
 
 /// How often `-f` looks for new output and for the run's end.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -22,13 +22,13 @@ const WORKER_EXIT_WAIT: Duration = Duration::from_secs(10);
 
 /// The log file of `task`'s workers.
 pub fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
-    crate::worker::log_path(ctx, task)
+    crate::board::worker::log_path(ctx, task)
 }
 
 /// Where a task's worker works and leaves its output (`<sandbox_dir>/docker/…/workspace`), when it has an assignee;
 /// the folder stays after the task finishes, as the task's output.
 pub fn workspace_path(ctx: &Ctx, task: &str, assignee: Option<&str>) -> Option<String> {
-    let folders = crate::host_folders::Folders::from_ctx(ctx);
+    let folders = crate::sandbox::folders::Folders::from_ctx(ctx);
     Some(format!("{}/workspace", folders.of(&folders.task_identity(task, assignee)?).display()))
 }
 
@@ -98,7 +98,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     if follow && ctx.json {
         return Err(Failure::usage("--follow prints the log as it grows; drop --json"));
     }
-    let Some(store) = crate::kanban::open_read_only(ctx)? else {
+    let Some(store) = crate::edge::open::open_read_only(ctx)? else {
         return Err(Failure::usage(format!("no task {id}")));
     };
     let task = store.task(id)?;
@@ -194,7 +194,7 @@ fn starts_run_seen(text: &str, task: &str, run: i64) -> bool {
 
 fn worker_alive(r: &Run) -> bool {
     match r.worker_pid.and_then(|p| u32::try_from(p).ok()) {
-        Some(pid) => crate::process::ProcProbe.is_alive(pid, r.worker_start.and_then(|s| u64::try_from(s).ok())),
+        Some(pid) => crate::edge::process::ProcProbe.is_alive(pid, r.worker_start.and_then(|s| u64::try_from(s).ok())),
         None => false,
     }
 }

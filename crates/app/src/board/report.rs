@@ -12,12 +12,12 @@ use serde_json::Value as Json;
 use std::io::Write;
 
 use super::stream::{Extras, ReportWriter};
-use super::{Board, open_read_only, open_store};
-use crate::context::{Ctx, ProcProbe, SystemClock};
-use crate::error::Failure;
-use crate::launcher::ProcessLauncher;
-use crate::process;
-use crate::worker;
+use crate::board::launcher::ProcessLauncher;
+use crate::board::worker;
+use crate::edge::context::{Ctx, ProcProbe, SystemClock};
+use crate::edge::error::Failure;
+use crate::edge::open::{Board, open_read_only, open_store};
+use crate::edge::process;
 
 /// The options of one dispatch.
 #[derive(Clone, Debug, Default)]

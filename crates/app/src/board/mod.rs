@@ -1,116 +1,37 @@
 //! `berth kanban …`: the board commands (parse → call the store or the dispatcher → print). The dispatch tick and
 //! its report are in `report.rs`, listings, `show` and `tail` in `show.rs`.
 
-mod report;
-mod show;
+pub mod boards;
+pub mod edit;
+pub mod launcher;
+pub mod logs;
+pub mod never_run;
+pub mod outage;
+pub(crate) mod report;
+pub mod retention;
+pub(crate) mod show;
 mod stream;
+pub mod worker;
 
 pub use report::{DispatchArgs, DispatchReport, dispatch, dispatch_on, report_json, tick_config};
 
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
 use domain::ports::Clock;
-use kanban_core::{BoardStore, NewTask, StoreError, Task};
+use kanban_core::{NewTask, StoreError, Task};
 use kanban_store::SqliteKanbanStore;
 use serde_json::{Value as Json, json};
 
-pub(crate) use self::report::{dispatch_and_print, print_dispatch};
+pub(crate) use self::report::dispatch_and_print;
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
-use crate::context::{Ctx, SystemClock};
-use crate::error::Failure;
-use crate::output;
-use crate::worker;
+use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::error::Failure;
+use crate::edge::output;
 
-impl From<StoreError> for Failure {
-    fn from(e: StoreError) -> Self {
-        match e {
-            StoreError::NoTask(_) | StoreError::NoBoard(_) | StoreError::Transition { .. } | StoreError::Invalid(_) => {
-                Failure::usage_of(e)
-            }
-            StoreError::Server(message) => Failure::other(message),
-            other => Failure::other(other.to_string()),
-        }
-    }
-}
-
-/// A board, whichever engine holds it: `app` reaches every store through the one `BoardStore` trait.
-pub type Board = Box<dyn BoardStore + Send>;
-
-/// Opens the board for writing: on PostgreSQL when `kanban.database_url` is set (schema created or migrated), else
-/// the SQLite file (created when missing).
-///
-/// # Errors
-/// A failure naming the file when it is corrupt or foreign, or the server when it is unreachable, refuses the
-/// credentials, is too old or holds a foreign schema (left untouched).
-pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
-    if let Some(url) = ctx.database_url() {
-        return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &ctx.host_id())?));
-    }
-    match kanban_store::adopt_legacy_board(&ctx.home) {
-        Ok(Some(old)) => tracing::info!(
-            "moved berth's board {} to {} (hermes-agent keeps its own kanban.db)",
-            old.display(),
-            kanban_store::BOARD_FILE
-        ),
-        Ok(None) => {}
-        Err(e) => return Err(Failure::other(format!("cannot move berth's board out of kanban.db: {e}"))),
-    }
-    Ok(open_board(ctx)?)
-}
-
-/// Opens the board (SQLite or PostgreSQL) as this host, without the legacy move of [`open_store`]: for a process
-/// that opens it again after an outage.
-pub(crate) fn open_board(ctx: &Ctx) -> Result<Board, kanban_core::StoreError> {
-    BoardAt::of(ctx).open()
-}
-
-/// Where a home's board is and who this host is: what opening the board takes, for a thread that holds no `Ctx`.
-#[derive(Clone, Debug)]
-pub(crate) struct BoardAt {
-    url: Option<String>,
-    path: std::path::PathBuf,
-    pub(crate) host: String,
-}
-
-impl BoardAt {
-    pub(crate) fn of(ctx: &Ctx) -> Self {
-        Self { url: ctx.database_url().map(str::to_owned), path: ctx.db_path(), host: ctx.host_id() }
-    }
-
-    /// Opens the board (read-write) as this host.
-    pub(crate) fn open(&self) -> Result<Board, kanban_core::StoreError> {
-        if let Some(url) = &self.url {
-            return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &self.host)?));
-        }
-        Ok(Box::new(SqliteKanbanStore::open(&self.path)?.on_host(&self.host)))
-    }
-}
-
-/// Opens the board to read; `None` when a SQLite board does not exist yet (nothing is created for a read). Reads
-/// write nothing: the SQLite file is opened read-only; on PostgreSQL they are plain queries (opening creates or
-/// migrates berth's schema, as any berth command on that board does).
-pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<Board>, Failure> {
-    let host = ctx.host_id();
-    open_read_only_at(&ctx.home, ctx.database_url().map(|url| (url, host.as_str())))
-}
-
-/// [`open_read_only`] for a home and, when the board is on PostgreSQL, its URL and this host's id (for code that
-/// holds no `Ctx`, such as the gateway's cleanup loop).
-pub(crate) fn open_read_only_at(
-    home: &std::path::Path,
-    server: Option<(&str, &str)>,
-) -> Result<Option<Board>, Failure> {
-    if let Some((url, host)) = server {
-        return Ok(Some(Box::new(kanban_postgres::PgKanbanStore::open(url, host)?)));
-    }
-    let path = kanban_store::board_path(home);
-    if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
-        return Ok(None);
-    }
-    Ok(Some(Box::new(SqliteKanbanStore::open_read_only(&path)?)))
-}
+use self::show::{ms, task_json};
+use crate::edge::open::{Board, open_read_only, open_store};
 
 /// `berth kanban check`: the full, read-only integrity check of the board file. Exit 1 when it finds damage.
 fn check(ctx: &Ctx) -> Result<u8, Failure> {
@@ -153,21 +74,13 @@ fn new_task_id() -> String {
     format!("t_{:012x}", h.finish() & 0xffff_ffff_ffff)
 }
 
-fn ms(t: Option<i64>) -> String {
-    t.map(|m| domain::time::Timestamp::from_millis(m).to_rfc3339()).unwrap_or_else(|| "-".to_owned())
-}
-
-fn task_json(t: &Task) -> Json {
-    serde_json::to_value(t).unwrap_or(Json::Null)
-}
+/// How many of the log's last lines `kanban show` prints.
+const SHOW_LOG_LINES: usize = 10;
 
 /// `berth kanban …`.
 ///
 /// # Errors
 /// Usage failures (2) for bad input, others (1) for store failures.
-/// How many of the log's last lines `kanban show` prints.
-const SHOW_LOG_LINES: usize = 10;
-
 pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
     let now = SystemClock.now();
     match cmd {
@@ -207,9 +120,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let b = slug(&board.board)?;
             if let Some(a) = assignee.as_deref().filter(|a| !a.trim().is_empty()) {
                 ProfileName::parse(a.trim()).map_err(Failure::usage_of)?;
-                crate::kanban_edit::check_assignee(ctx, a, *allow_unknown_assignee)?;
+                crate::board::edit::check_assignee(ctx, a, *allow_unknown_assignee)?;
             }
-            crate::kanban_edit::check_command(ctx, command.as_deref())?;
+            crate::board::edit::check_command(ctx, command.as_deref())?;
             if max_runtime.is_some_and(|m| m < 1) || max_retries.is_some_and(|m| m < 1) {
                 return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
             }
@@ -233,7 +146,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             }
         }
         KanbanCmd::Ls { all_boards: true, status, assignee, .. } => {
-            crate::kanban_boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
+            crate::board::boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
         }
         KanbanCmd::Ls { status, assignee, board, .. } => {
             let b = slug(&board.board)?;
@@ -270,25 +183,25 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let (shown, task, status) = listed(ctx, &store, &store.task(id)?, now);
             let events = store.events(id, 0)?;
             let runs = store.runs(id)?;
-            let log = crate::kanban_logs::log_path(ctx, id).display().to_string();
-            let last = crate::kanban_logs::last_lines(ctx, id, SHOW_LOG_LINES);
-            let ws = crate::kanban_logs::workspace_path(ctx, id, task.assignee.as_deref());
+            let log = crate::board::logs::log_path(ctx, id).display().to_string();
+            let last = crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES);
+            let ws = crate::board::logs::workspace_path(ctx, id, task.assignee.as_deref());
             if ctx.json {
                 let log = json!({"path": log, "last_lines": last});
                 output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws}));
             } else {
                 show_text(&task, &status, &events, &runs);
-                crate::kanban_logs::show_text(&log, &last, ws.as_deref());
+                crate::board::logs::show_text(&log, &last, ws.as_deref());
             }
         }
         KanbanCmd::Logs { id, follow, tail, run } => {
-            return crate::kanban_logs::logs(ctx, id, *follow, *tail, *run).await;
+            return crate::board::logs::logs(ctx, id, *follow, *tail, *run).await;
         }
-        KanbanCmd::Edit { .. } | KanbanCmd::Rm { .. } => return crate::kanban_edit::command(ctx, cmd, now).await,
+        KanbanCmd::Edit { .. } | KanbanCmd::Rm { .. } => return crate::board::edit::command(ctx, cmd, now).await,
         KanbanCmd::Assign { id, profile, allow_unknown_assignee } => {
             if let Some(p) = profile {
                 ProfileName::parse(p).map_err(Failure::usage_of)?;
-                crate::kanban_edit::check_assignee(ctx, p, *allow_unknown_assignee)?;
+                crate::board::edit::check_assignee(ctx, p, *allow_unknown_assignee)?;
             }
             let t = open_store(ctx)?.assign(id, profile.as_deref(), now)?;
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
@@ -296,10 +209,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Complete { id, result } => {
             // A worker's command completing its own task: guarded by its run (a run taken back meanwhile is not
             // completed) and waiting out an outage of the board; by hand, the task as it is, at once.
-            let run = crate::outage::own_run(ctx, id);
-            let patience = if run.is_some() { crate::outage::patience(ctx) } else { std::time::Duration::ZERO };
+            let run = crate::board::outage::own_run(ctx, id);
+            let patience = if run.is_some() { crate::board::outage::patience(ctx) } else { std::time::Duration::ZERO };
             let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
-            let (before, t) = crate::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
+            let (before, t) = crate::board::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
                 Ok((s.task(id)?, s.complete(id, run, result.as_deref(), None, now)?))
             })
             .await?;
@@ -326,7 +239,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let t = store.task(id)?;
             release_finished(ctx, &store, &t).await?;
             // An archived task's output goes with it (retention's "or until archived").
-            crate::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;
+            crate::board::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;
             done(ctx, &t, &format!("archived {id}"));
         }
         KanbanCmd::Reclaim { id, reason } => {
@@ -339,7 +252,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let mut store = open_store(ctx)?;
             store.heartbeat(id, note.as_deref(), now)?;
             // A worker command's own beat also says its host is alive (it may run where no gateway does).
-            if crate::outage::own_run(ctx, id).is_some() {
+            if crate::board::outage::own_run(ctx, id).is_some() {
                 store.renew_host(&ctx.host_id(), now)?;
             }
             done(ctx, &store.task(id)?, &format!("heartbeat recorded for {id}"));
@@ -356,7 +269,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 task: None,
                 detach_stops: false,
             };
-            crate::kanban_boards::dispatch_all(ctx, &args, *explain).await?;
+            crate::board::boards::dispatch_all(ctx, &args, *explain).await?;
         }
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board, .. } => {
             let b = slug(&board.board)?;
@@ -386,12 +299,12 @@ async fn release_finished(ctx: &Ctx, store: &Board, t: &Task) -> Result<(), Fail
 
 /// `kanban prune`: finished tasks' expired output (workspace folders and logs), removed unless `dry_run`.
 async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result<u8, Failure> {
-    let folders = crate::host_folders::Folders::from_ctx(ctx);
-    let retention = crate::retention::retention_secs(ctx);
-    let mut plan = crate::retention::plan(&folders, now, retention).map_err(Failure::other)?;
+    let folders = crate::sandbox::folders::Folders::from_ctx(ctx);
+    let retention = crate::board::retention::retention_secs(ctx);
+    let mut plan = crate::board::retention::plan(&folders, now, retention).map_err(Failure::other)?;
     if !dry_run && !plan.is_empty() {
         let rt = if plan.iter().any(|p| p.folder.is_some()) { crate::sandbox::connect(ctx).await.ok() } else { None };
-        crate::retention::apply(&folders, rt.as_ref(), &mut plan).await;
+        crate::board::retention::apply(&folders, rt.as_ref(), &mut plan).await;
     }
     let failed = plan.iter().any(|p| p.error.is_some());
     if ctx.json {
@@ -409,7 +322,7 @@ async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result
                     None => vec![
                         p.task.clone(),
                         format!("{verb} {}", what.join(" and ")),
-                        crate::retention::reason_words(&p.reason),
+                        crate::board::retention::reason_words(&p.reason),
                     ],
                     Some(e) => vec![p.task.clone(), "failed".to_owned(), e.clone()],
                 }

@@ -7,7 +7,7 @@ use docker_adapter::ExecIo;
 use rustix::termios::{OptionalActions, Termios, tcgetattr, tcgetwinsize, tcsetattr};
 use tokio::sync::mpsc;
 
-use crate::error::Failure;
+use crate::edge::error::Failure;
 
 /// Input wired to one exec; dropping it restores the terminal and stops forwarding resizes.
 pub struct Attached {

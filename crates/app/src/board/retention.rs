@@ -10,8 +10,8 @@ use domain::policy::retention::{Expiry, TaskOutput, expired_outputs};
 use domain::time::Timestamp;
 use serde::Serialize;
 
-use crate::context::Ctx;
-use crate::host_folders::Folders;
+use crate::edge::context::Ctx;
+use crate::sandbox::folders::Folders;
 
 /// One task whose output goes (or, in a dry run, would go).
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -1,6 +1,9 @@
 //! `berth gateway run|status`: the long-running service that reaps once, then dispatches every board each interval,
 //! quarantines a failing board, warns when work is stuck, and shuts down cleanly on SIGTERM/SIGINT.
 
+pub mod housekeeping;
+pub mod status;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
@@ -12,10 +15,10 @@ use domain::ports::Clock;
 use serde_json::{Value as Json, json};
 use tokio::task::JoinSet;
 
-use crate::context::{Ctx, SystemClock};
-use crate::error::Failure;
-use crate::kanban::{self, DispatchArgs};
-use crate::{output, process, sandbox};
+use crate::board::{self, DispatchArgs};
+use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::error::Failure;
+use crate::{edge::output, edge::process, sandbox};
 
 /// Ticks with spawnable work and nothing spawned before the "stuck" warning.
 const HEALTH_WINDOW: u32 = 6;
@@ -233,12 +236,12 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     }
 
     // Idle stop and the periodic reaper run in a task of their own beside the ticks (`housekeeping`).
-    let _cleanup = crate::housekeeping::Housekeeper::from_ctx(ctx).spawn();
+    let _cleanup = crate::gateway::housekeeping::Housekeeper::from_ctx(ctx).spawn();
     // This host's heartbeat on a shared board (PostgreSQL, or a file hosts with their own `kanban.host_id` share),
     // on a thread of its own so a long tick never makes the host look dead. A board one host uses needs none: its
     // workers are judged by their pids (and a beat would wake this gateway's own board watch every few seconds).
     if ctx.database_url().is_some() || !ctx.settings.kanban.host_id.trim().is_empty() {
-        host_heartbeat(crate::kanban::BoardAt::of(ctx), ctx.settings.kanban.host_timeout_seconds.duration());
+        host_heartbeat(crate::edge::open::BoardAt::of(ctx), ctx.settings.kanban.host_timeout_seconds.duration());
     }
 
     if !dispatching {
@@ -314,7 +317,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
 /// Renews this host's heartbeat row every third of the host timeout (at most every 5 s, at least every 200 ms)
 /// while the gateway runs, so other hosts sharing the board judge this host's workers alive; an outage of the board
 /// is waited out (the store reconnects). The thread ends with the process.
-fn host_heartbeat(at: crate::kanban::BoardAt, host_timeout: Duration) -> std::thread::JoinHandle<()> {
+fn host_heartbeat(at: crate::edge::open::BoardAt, host_timeout: Duration) -> std::thread::JoinHandle<()> {
     let every = (host_timeout / 3).clamp(Duration::from_millis(200), Duration::from_secs(5));
     std::thread::spawn(move || {
         let mut store = None;
@@ -323,7 +326,7 @@ fn host_heartbeat(at: crate::kanban::BoardAt, host_timeout: Duration) -> std::th
             if store.is_none() {
                 store = at.open().ok();
             }
-            let res = store.as_mut().map(|s: &mut crate::kanban::Board| s.renew_host(&at.host, SystemClock.now()));
+            let res = store.as_mut().map(|s: &mut crate::edge::open::Board| s.renew_host(&at.host, SystemClock.now()));
             match res {
                 Some(Ok(())) if failing => {
                     tracing::info!("gateway: host heartbeat renewed again");
@@ -372,7 +375,7 @@ struct TickSummary {
 /// more than an idle tick). A SQLite board is opened afresh each tick, as before: that costs little, and a board file
 /// replaced or moved aside between ticks is then seen, not written through an old handle.
 #[derive(Default)]
-struct KeptBoard(Option<kanban::Board>);
+struct KeptBoard(Option<crate::edge::open::Board>);
 
 impl KeptBoard {
     /// The boards to dispatch, listed on the kept connection when there is one; a kept connection that fails (the
@@ -385,7 +388,7 @@ impl KeptBoard {
             }
             self.0 = None;
         }
-        let store = kanban::open_store(ctx)?;
+        let store = crate::edge::open::open_store(ctx)?;
         let boards = store.boards()?;
         if ctx.database_url().is_some() {
             self.0 = Some(store);
@@ -418,8 +421,8 @@ async fn tick_all(
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
         let args = DispatchArgs { detach_stops: true, ..DispatchArgs::default() };
         let dispatched = match kept.0.as_mut() {
-            Some(store) => kanban::dispatch_on(ctx, store, &slug, &args).await,
-            None => kanban::dispatch(ctx, &slug, &args).await,
+            Some(store) => board::dispatch_on(ctx, store, &slug, &args).await,
+            None => board::dispatch(ctx, &slug, &args).await,
         };
         match dispatched {
             Ok(mut r) => {
@@ -428,11 +431,11 @@ async fn tick_all(
                     stopping.spawn(process::stop(w, process::STOP_GRACE));
                 }
                 quarantined.remove(&board.slug);
-                crate::never_run::warn_once(ctx, &r);
+                crate::board::never_run::warn_once(ctx, &r);
                 let spawned = r.spawned.len();
                 summary.spawned += spawned;
                 summary.pending |= r.had_spawnable();
-                let v = kanban::report_json(&r, false);
+                let v = board::report_json(&r, false);
                 if spawned > 0 {
                     tracing::info!(
                         "kanban dispatcher [{}]: spawned={spawned} reclaimed={} crashed={} timed_out={} promoted={} auto_blocked={}",
@@ -487,7 +490,7 @@ pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
     if ctx.json {
         output::json(&v);
     } else {
-        crate::gateway_status::print_text(&v);
+        crate::gateway::status::print_text(&v);
     }
     Ok(0)
 }

@@ -5,10 +5,12 @@ use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
 use serde_json::json;
 
-use crate::context::Ctx;
-use crate::error::Failure;
-use crate::kanban::{DispatchArgs, dispatch, listed, open_read_only, print_dispatch, report_json};
-use crate::output;
+use crate::board::report::{DispatchArgs, dispatch, print_dispatch, report_json};
+use crate::board::show::listed;
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
+use crate::edge::open::open_read_only;
+use crate::edge::output;
 
 /// The slugs of every board (just `default` when there is no board file yet).
 fn board_slugs(ctx: &Ctx) -> Result<Vec<domain::ids::BoardSlug>, Failure> {

@@ -2,7 +2,7 @@
 
 use serde_json::Value as Json;
 
-use crate::output;
+use crate::edge::output;
 
 fn or_dash(v: &Json) -> String {
     match v {

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use kanban_core::StoreError;
 
-use crate::context::Ctx;
-use crate::error::Failure;
-use crate::kanban::{Board, open_board};
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
+use crate::edge::open::{Board, open_board};
 
 /// The run this process works for when it is task `id`'s worker (or that worker's command): its writes about the
 /// task are guarded by that run and wait out an outage.

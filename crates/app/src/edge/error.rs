@@ -105,7 +105,7 @@ mod tests {
 
     #[test]
     fn every_exit_code_is_documented_in_the_readme() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../../README.md");
         let section = readme.split("## Exit codes").nth(1).expect("README has an `## Exit codes` section");
         for (code, meaning) in EXIT_CODES {
             assert!(section.contains(&format!("| {code} | {meaning} |")), "README lacks exit code {code}");

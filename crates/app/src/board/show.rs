@@ -6,17 +6,27 @@ use domain::kanban::TaskStatus;
 use kanban_core::Task;
 use serde_json::{Value as Json, json};
 
-use super::{ms, open_read_only, task_json};
+use crate::edge::open::{Board, open_read_only};
 use domain::liveness::{Liveness, WorkerFacts, judge};
 
-use crate::context::{Ctx, ProcProbe};
-use crate::error::Failure;
-use crate::output;
+use crate::edge::context::{Ctx, ProcProbe};
+use crate::edge::error::Failure;
+use crate::edge::output;
+
+/// A time as RFC 3339, `-` when unset.
+pub(crate) fn ms(t: Option<i64>) -> String {
+    t.map(|m| domain::time::Timestamp::from_millis(m).to_rfc3339()).unwrap_or_else(|| "-".to_owned())
+}
+
+/// A task as JSON (its row, timestamps as RFC 3339).
+pub(crate) fn task_json(t: &Task) -> Json {
+    serde_json::to_value(t).unwrap_or(Json::Null)
+}
 
 /// A running task's worker, judged as the dispatch tick judges it (read-only) by the domain's one liveness rule: on
 /// this host by pid and start, on another host by that host's heartbeat. A claim no worker confirmed is gone once
 /// its spawn lease is over. `None` when the task is not running.
-fn worker_liveness(ctx: &Ctx, store: &super::Board, t: &Task, now: domain::time::Timestamp) -> Option<Liveness> {
+fn worker_liveness(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Timestamp) -> Option<Liveness> {
     if t.status != TaskStatus::Running {
         return None;
     }
@@ -42,7 +52,7 @@ fn worker_liveness(ctx: &Ctx, store: &super::Board, t: &Task, now: domain::time:
 ///
 /// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
 /// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
-pub(crate) fn listed(ctx: &Ctx, store: &super::Board, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
     let mut t = t.clone();
     let mut seen = worker_liveness(ctx, store, &t, now);
     if seen.as_ref().and_then(Liveness::alive) == Some(false)

@@ -10,10 +10,10 @@ use domain::ports::{OutputSink, OutputStream};
 use domain::service;
 use serde_json::json;
 
-use crate::context::Ctx;
-use crate::error::{Exit, Failure};
-use crate::output;
-use crate::sandbox::{connect, identity, identity_containers, profile_label};
+use crate::edge::context::Ctx;
+use crate::edge::error::{Exit, Failure};
+use crate::edge::output;
+use crate::sandbox::engine::{connect, identity, identity_containers, profile_label};
 
 /// Writes each chunk to this process's stdout or stderr as it arrives (for `-f`).
 struct Passthrough;

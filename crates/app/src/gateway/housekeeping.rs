@@ -14,7 +14,7 @@ use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::ports::{Clock, ContainerRuntime};
 use domain::service;
 
-use crate::context::{Ctx, ProcProbe, SystemClock};
+use crate::edge::context::{Ctx, ProcProbe, SystemClock};
 
 /// The longest one pass may take; a pass past it is abandoned (and logged) so the next one starts on time.
 const PASS_BOUND: Duration = Duration::from_secs(60);
@@ -27,7 +27,7 @@ pub struct Housekeeper {
     endpoint: String,
     home: std::path::PathBuf,
     /// Sandbox folders (`terminal.sandbox_dir`): this profile's live in `docker/<profile label>/` under it.
-    folders: crate::host_folders::Folders,
+    folders: crate::sandbox::folders::Folders,
     profile_label: String,
     idle: IdleSettings,
     reaper_enabled: bool,
@@ -70,16 +70,16 @@ impl Housekeeper {
         Self {
             endpoint: ctx.docker_endpoint(),
             home: ctx.home.clone(),
-            folders: crate::host_folders::Folders::from_ctx(ctx),
+            folders: crate::sandbox::folders::Folders::from_ctx(ctx),
             scope: ReapScope {
                 profile_label: Some(profile_label.clone()),
                 max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
-                host: Some(crate::context::hostname()),
+                host: Some(crate::edge::context::hostname()),
             },
             profile_label,
             idle,
             reaper_enabled: ctx.settings.terminal.docker_orphan_reaper,
-            retention: crate::retention::retention_secs(ctx),
+            retention: crate::board::retention::retention_secs(ctx),
             reap_every: reap_interval(ctx),
             idle_every,
         }
@@ -97,7 +97,7 @@ impl Housekeeper {
             "orphan reaper off".to_owned()
         };
         let retention = match self.retention {
-            Some(s) => format!("finished tasks' output kept {}", crate::retention::span(s)),
+            Some(s) => format!("finished tasks' output kept {}", crate::board::retention::span(s)),
             None => "finished tasks' output kept until archived".to_owned(),
         };
         tracing::info!("gateway cleanup: {idle}, {reap}, {retention} (profile {})", self.profile_label);
@@ -154,7 +154,7 @@ impl Housekeeper {
                         memory = m;
                         // For `sandbox ls`'s idle column: what this loop has seen, while it is fresh.
                         let pass_ms = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
-                        crate::sandbox_cost::write_idle_since(&self.home, SystemClock.now(), pass_ms, &memory);
+                        crate::sandbox::cost::write_idle_since(&self.home, SystemClock.now(), pass_ms, &memory);
                     }
                     Ok(Err(e)) => {
                         tracing::warn!("gateway cleanup: idle check failed: {e}");
@@ -236,17 +236,17 @@ impl Housekeeper {
     /// Finished tasks' expired output (workspace folders, logs): removed, reported in one line per pass.
     async fn retention_pass(&self, rt: Option<&DockerRuntime>) {
         let kept = match self.retention {
-            Some(s) => format!("kept {}", crate::retention::span(s)),
+            Some(s) => format!("kept {}", crate::board::retention::span(s)),
             None => "kept until archived".to_owned(),
         };
-        let mut plan = match crate::retention::plan(&self.folders, SystemClock.now(), self.retention) {
+        let mut plan = match crate::board::retention::plan(&self.folders, SystemClock.now(), self.retention) {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!("gateway cleanup: retention ({kept}) skipped: {e}");
                 return;
             }
         };
-        crate::retention::apply(&self.folders, rt, &mut plan).await;
+        crate::board::retention::apply(&self.folders, rt, &mut plan).await;
         let (failed, done): (Vec<_>, Vec<_>) = plan.iter().partition(|p| p.error.is_some());
         let folders = done.iter().filter(|p| p.folder.is_some()).count();
         let logs = done.iter().filter(|p| !p.logs.is_empty()).count();

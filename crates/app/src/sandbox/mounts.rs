@@ -9,8 +9,8 @@ use std::path::{Component, Path, PathBuf};
 
 use domain::sandbox::{CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, mount_sources};
 
-use crate::context::Ctx;
-use crate::error::Failure;
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
 
 /// The setting that lets mounts of the engine socket (or a folder holding it) through.
 pub const ALLOW_KEY: &str = "terminal.docker_allow_host_mounts";

@@ -14,11 +14,11 @@ use domain::sandbox::SandboxIdentity;
 use domain::service;
 use kanban_core::{Confirmation, RunEnd, Task};
 
-use crate::kanban::Board;
+use crate::edge::open::Board;
 
-use crate::context::{Ctx, SystemClock};
-use crate::error::{Exit, Failure};
-use crate::{outage, process, sandbox};
+use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::error::{Exit, Failure};
+use crate::{board::outage, edge::process, sandbox};
 
 /// A started worker.
 pub struct Spawned {
@@ -80,7 +80,7 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 /// sandbox only what it has anyway.
 fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     let dir = ctx.settings.terminal.sandbox_dir.clone();
-    crate::mounts::check_sandbox_dir(&ctx.home, &dir)?;
+    crate::sandbox::mounts::check_sandbox_dir(&ctx.home, &dir)?;
     // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
@@ -206,14 +206,14 @@ pub async fn stop(pid: Option<i64>, start: Option<i64>) -> Option<process::StopO
 /// out the grace period.
 pub async fn stop_shown(ctx: &Ctx, task: &str, pid: Option<i64>, start: Option<i64>) {
     if pid.is_some() {
-        crate::output::with_progress(ctx.json, &format!("stopping the worker of {task}"), stop(pid, start)).await;
+        crate::edge::output::with_progress(ctx.json, &format!("stopping the worker of {task}"), stop(pid, start)).await;
     }
 }
 
 /// [`remove_task_sandbox`] with a progress note on a terminal.
 pub async fn remove_task_sandbox_shown(ctx: &Ctx, task: &str, assignee: &str) {
     let note = format!("removing the sandbox of {task}");
-    crate::output::with_progress(ctx.json, &note, remove_task_sandbox(ctx, task, assignee)).await;
+    crate::edge::output::with_progress(ctx.json, &note, remove_task_sandbox(ctx, task, assignee)).await;
 }
 
 /// Appends exec output to our stdout/stderr (the worker's log), keeps the last line for the result, and caps the
@@ -294,7 +294,7 @@ fn heartbeat_thread(
 }
 
 fn log_line(text: &str) {
-    eprintln!("[berth worker {}] {}", SystemClock.now(), crate::redact::redact(text));
+    eprintln!("[berth worker {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
 }
 
 /// The marker put in the environment of a worker's command, so its processes can be found and stopped.
@@ -477,7 +477,7 @@ async fn confirm(
 ) -> Result<Task, Failure> {
     let pid = std::process::id();
     let host = ctx.host_id();
-    let start = domain::ports::ProcessProbe::start_fingerprint(&crate::context::ProcProbe, pid);
+    let start = domain::ports::ProcessProbe::start_fingerprint(&crate::edge::context::ProcProbe, pid);
     let c = Confirmation { task, run_id: run, pid, start, host: &host };
     outage::retrying(ctx, "confirm the run", outage::patience(ctx), store, |b| {
         let now = SystemClock.now();
@@ -533,7 +533,7 @@ async fn run_in_sandbox(
         log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)),
         since_check: 0,
     };
-    let lease = (!req.persist_across_processes).then(|| crate::lease::hold(ctx, &rt, &req.spec.name));
+    let lease = (!req.persist_across_processes).then(|| crate::sandbox::lease::hold(ctx, &rt, &req.spec.name));
     // Which sandbox, before the command's output; `run_from` acquires again only if that one went away meanwhile.
     let found = service::acquire(&rt, &req).await?;
     log_line(&format!("sandbox {} ({})", found.name, found.action.as_str()));

@@ -1,0 +1,13 @@
+//! The edge every surface stands on: the invocation context (settings, home, profile), errors and their exit codes,
+//! output (tables, JSON, progress), logging and its redaction, process supervision, and small pieces of the
+//! operator's cockpit that every command shares.
+
+pub mod context;
+pub mod error;
+pub mod exec_errors;
+pub mod log_format;
+pub mod open;
+pub mod output;
+pub mod process;
+pub mod redact;
+pub mod remove_tree;

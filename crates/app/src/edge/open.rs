@@ -1,0 +1,98 @@
+//! The one place the board's stores are named: opening the board (SQLite or PostgreSQL, from
+//! `kanban.database_url`) for writing or reading, and the store's errors as exit codes. Every surface (board,
+//! sandbox folders, gateway) opens it here and holds a `Box<dyn BoardStore + Send>`.
+
+use kanban_core::{BoardStore, StoreError};
+use kanban_store::SqliteKanbanStore;
+
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NoTask(_) | StoreError::NoBoard(_) | StoreError::Transition { .. } | StoreError::Invalid(_) => {
+                Failure::usage_of(e)
+            }
+            StoreError::Server(message) => Failure::other(message),
+            other => Failure::other(other.to_string()),
+        }
+    }
+}
+
+/// A board, whichever engine holds it: `app` reaches every store through the one `BoardStore` trait.
+pub type Board = Box<dyn BoardStore + Send>;
+
+/// Opens the board for writing: on PostgreSQL when `kanban.database_url` is set (schema created or migrated), else
+/// the SQLite file (created when missing).
+///
+/// # Errors
+/// A failure naming the file when it is corrupt or foreign, or the server when it is unreachable, refuses the
+/// credentials, is too old or holds a foreign schema (left untouched).
+pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
+    if let Some(url) = ctx.database_url() {
+        return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &ctx.host_id())?));
+    }
+    match kanban_store::adopt_legacy_board(&ctx.home) {
+        Ok(Some(old)) => tracing::info!(
+            "moved berth's board {} to {} (hermes-agent keeps its own kanban.db)",
+            old.display(),
+            kanban_store::BOARD_FILE
+        ),
+        Ok(None) => {}
+        Err(e) => return Err(Failure::other(format!("cannot move berth's board out of kanban.db: {e}"))),
+    }
+    Ok(open_board(ctx)?)
+}
+
+/// Opens the board (SQLite or PostgreSQL) as this host, without the legacy move of [`open_store`]: for a process
+/// that opens it again after an outage.
+pub(crate) fn open_board(ctx: &Ctx) -> Result<Board, kanban_core::StoreError> {
+    BoardAt::of(ctx).open()
+}
+
+/// Where a home's board is and who this host is: what opening the board takes, for a thread that holds no `Ctx`.
+#[derive(Clone, Debug)]
+pub(crate) struct BoardAt {
+    url: Option<String>,
+    path: std::path::PathBuf,
+    pub(crate) host: String,
+}
+
+impl BoardAt {
+    pub(crate) fn of(ctx: &Ctx) -> Self {
+        Self { url: ctx.database_url().map(str::to_owned), path: ctx.db_path(), host: ctx.host_id() }
+    }
+
+    /// Opens the board (read-write) as this host.
+    pub(crate) fn open(&self) -> Result<Board, kanban_core::StoreError> {
+        if let Some(url) = &self.url {
+            return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &self.host)?));
+        }
+        Ok(Box::new(SqliteKanbanStore::open(&self.path)?.on_host(&self.host)))
+    }
+}
+
+/// Opens the board to read; `None` when a SQLite board does not exist yet (nothing is created for a read). Reads
+/// write nothing: the SQLite file is opened read-only; on PostgreSQL they are plain queries (opening creates or
+/// migrates berth's schema, as any berth command on that board does).
+pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<Board>, Failure> {
+    let host = ctx.host_id();
+    open_read_only_at(&ctx.home, ctx.database_url().map(|url| (url, host.as_str())))
+}
+
+/// [`open_read_only`] for a home and, when the board is on PostgreSQL, its URL and this host's id (for code that
+/// holds no `Ctx`, such as the gateway's cleanup loop).
+pub(crate) fn open_read_only_at(
+    home: &std::path::Path,
+    server: Option<(&str, &str)>,
+) -> Result<Option<Board>, Failure> {
+    if let Some((url, host)) = server {
+        return Ok(Some(Box::new(kanban_postgres::PgKanbanStore::open(url, host)?)));
+    }
+    let path = kanban_store::board_path(home);
+    if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
+        return Ok(None);
+    }
+    Ok(Some(Box::new(SqliteKanbanStore::open_read_only(&path)?)))
+}

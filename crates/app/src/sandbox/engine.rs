@@ -1,0 +1,272 @@
+//! The engine for every sandbox command: connecting (its API version remembered per socket), a task's sandbox identity and create request (with the engine facts it needs, cached),
+//! the reaper gate, forwarded secrets, and stopping a marked command inside a sandbox.
+
+use std::time::Duration;
+
+use docker_adapter::DockerRuntime;
+use domain::container::ContainerSummary;
+use domain::ids::TaskId;
+use domain::policy::cleanup::ReleaseMode;
+use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
+use domain::policy::reuse::is_candidate;
+use domain::ports::{Clock, ContainerRuntime};
+use domain::sandbox::{HostFacts, SandboxIdentity, SandboxMode, build_create_spec, is_valid_env_name};
+use domain::service::{self, AcquireRequest};
+
+use crate::edge::context::{Ctx, ProcProbe, SystemClock};
+use crate::edge::error::Failure;
+use crate::sandbox::folders::shared_key;
+
+/// How long a process waits for teardowns it started before it exits.
+pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
+
+/// Connects to the engine, failing within the connect bound with one line naming the endpoint.
+///
+/// # Errors
+/// An engine failure (exit 125).
+pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
+    let endpoint = ctx.docker_endpoint();
+    let rt = DockerRuntime::connect(&endpoint).await?;
+    // Remembered for `berth run` (see `connect_remembered`); written only when it changed.
+    if let Some(id) = socket_identity(&endpoint) {
+        let (cache, text) = (api_version_cache(ctx, &endpoint), format!("{id} {}", rt.api_version()));
+        if read_small(&cache).is_none_or(|had| had != text) {
+            write_atomically(&cache, &text);
+        }
+    }
+    Ok(rt)
+}
+
+/// [`connect`] without the ping when this home already negotiated with the engine behind this very socket file:
+/// the version is remembered with the socket's identity (device, inode, change time), and an engine that restarts,
+/// is upgraded or is replaced makes a new socket, which misses. For `berth run`'s fast path, whose first request
+/// the caller bounds by [`docker_adapter::CONNECT_TIMEOUT`] as the ping would have been.
+///
+/// # Errors
+/// As [`connect`], on a miss.
+pub async fn connect_remembered(ctx: &Ctx) -> Result<(DockerRuntime, bool), Failure> {
+    let endpoint = ctx.docker_endpoint();
+    if let Some(id) = socket_identity(&endpoint)
+        && let Some(text) = read_small(&api_version_cache(ctx, &endpoint))
+        && let Some((seen, version)) = text.trim().split_once(' ')
+        && seen == id
+        && let Ok(rt) = DockerRuntime::connect_at(&endpoint, version)
+    {
+        return Ok((rt, true));
+    }
+    Ok((connect(ctx).await?, false))
+}
+
+/// A small regular file's text; `None` for anything else (missing, a directory, a FIFO, over 4 KiB).
+fn read_small(path: &std::path::Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    (meta.is_file() && meta.len() <= 4096).then(|| std::fs::read_to_string(path).ok()).flatten()
+}
+
+/// `dev:inode:ctime` of a unix endpoint's socket file; `None` for TCP endpoints or a missing socket.
+fn socket_identity(endpoint: &str) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
+    if !path.starts_with('/') {
+        return None;
+    }
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!("{}:{}:{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+}
+
+/// Where the engine's API version is remembered for `endpoint`: `<home>/cache/api-version-<hash>`.
+fn api_version_cache(ctx: &Ctx, endpoint: &str) -> std::path::PathBuf {
+    let hash = domain::sha256::hex_digest(endpoint.as_bytes());
+    ctx.home.join("cache").join(format!("api-version-{}", hash.get(..12).unwrap_or("x")))
+}
+
+/// Writes `text` to `path` through a temporary file and a rename, so a concurrent reader sees all of it or none.
+fn write_atomically(path: &std::path::Path, text: &str) {
+    let Some(dir) = path.parent() else { return };
+    let _ = std::fs::create_dir_all(dir);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// The identity of `task` under the active profile.
+///
+/// # Errors
+/// A usage failure for an over-long task id.
+pub fn identity(ctx: &Ctx, task: &str) -> Result<SandboxIdentity, Failure> {
+    let task = TaskId::parse(task).map_err(Failure::usage_of)?;
+    Ok(SandboxIdentity::new(task, ctx.profile.clone()).shared(&shared_key(ctx)))
+}
+
+/// The `hermes-profile` label this process's sandboxes carry: the profile's, or the shared key's form. The reaper
+/// and `sandbox ls` scope by it.
+pub fn profile_label(ctx: &Ctx) -> String {
+    let key = shared_key(ctx);
+    if key.is_empty() {
+        domain::label::LabelValue::sanitize(ctx.profile.as_str()).as_str().to_owned()
+    } else {
+        domain::sandbox::shared_profile_label(&key).as_str().to_owned()
+    }
+}
+
+/// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint; an
+/// engine that cannot answer counts as `false`.
+async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
+    cached_probe(ctx, rt, "storage-opt", rt.supports_disk_quota(), false).await
+}
+
+/// Whether the engine can apply cgroup limits (cpu, memory, pids), asked once per process: hermes probes once per
+/// process too, and an engine without the controllers would otherwise fail every create. An engine that cannot
+/// answer counts as `true`.
+async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bool {
+    static PROBED: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
+    *PROBED
+        .get_or_init(|| async { cached_probe(ctx, rt, "cgroup-limits", rt.supports_cgroup_limits(), true).await })
+        .await
+}
+
+/// An engine fact asked once per home and endpoint (an `info` call costs a round trip on every command otherwise),
+/// kept in `<home>/cache/<what>-<endpoint hash>` as `yes` or `no`. The file is replaced whole (written beside it,
+/// then renamed), so a process reading while another writes sees the old answer or the new one, never a torn one:
+/// concurrent first commands once read a half-written file as `no`, built specs without limits and recreated each
+/// other's sandboxes. Anything but `yes`/`no` counts as not cached; an engine that cannot answer gives `on_error`,
+/// not cached.
+async fn cached_probe(
+    ctx: &Ctx,
+    rt: &DockerRuntime,
+    what: &str,
+    probe: impl std::future::Future<Output = Result<bool, domain::ports::RuntimeError>>,
+    on_error: bool,
+) -> bool {
+    let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
+    let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));
+    match read_small(&cache).as_deref().map(str::trim) {
+        Some("yes") => return true,
+        Some("no") => return false,
+        _ => {}
+    }
+    let Ok(answer) = probe.await else { return on_error };
+    write_atomically(&cache, if answer { "yes" } else { "no" });
+    answer
+}
+
+/// Builds the acquire request for `identity` from the settings; logs the spec's warnings.
+///
+/// # Errors
+/// A failure when a host directory cannot be created.
+pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -> Result<AcquireRequest, Failure> {
+    let settings = ctx.settings.sandbox();
+    // Commands in the sandbox run as the invoking user, so files in mounted folders stay theirs.
+    let user = Some(crate::edge::process::user_spec());
+    let host = HostFacts {
+        user,
+        cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
+        storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
+        owner: Some(crate::edge::context::owner_label()),
+        cgroup_limits_unavailable: !cgroup_limits_available(ctx, rt).await,
+    };
+    let (mode, name) = if settings.persist_across_processes {
+        (SandboxMode::Persist, identity.persistent_name())
+    } else {
+        let nonce = format!("{:x}{:x}", std::process::id(), SystemClock.now().as_millis());
+        (SandboxMode::Ephemeral, identity.ephemeral_name(&nonce))
+    };
+    let built = build_create_spec(&identity, mode, name, &settings, &host).map_err(Failure::usage_of)?;
+    for w in &built.warnings {
+        // The disk limit is unenforceable on most hosts; say so quietly.
+        if w.contains("container_disk") { tracing::debug!("{w}") } else { tracing::warn!("{w}") }
+    }
+    // Nothing of berth's own (home, other sandboxes) and no engine socket reaches a sandbox, whatever the settings.
+    crate::sandbox::mounts::check_spec(ctx, &identity, &built.spec)?;
+    for dir in &built.host_dirs {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Failure::other(format!("cannot create sandbox directory {dir}: {e}")))?;
+    }
+    Ok(AcquireRequest {
+        identity,
+        spec: built.spec,
+        persist_across_processes: settings.persist_across_processes,
+        recreate_on_config_change: settings.recreate_on_config_change,
+    })
+}
+
+static REAPER: service::ReaperGate = service::ReaperGate::new();
+
+/// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
+pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
+    let scope = ReapScope {
+        profile_label: Some(profile_label(ctx)),
+        max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
+        host: Some(crate::edge::context::hostname()),
+    };
+    let enabled = ctx.settings.terminal.docker_orphan_reaper;
+    let swept = REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await;
+    match &swept {
+        Some(Ok(r)) if !r.removed.is_empty() => {
+            tracing::info!(
+                "docker orphan reaper removed {} stale container(s) for profile {}",
+                r.removed.len(),
+                ctx.profile
+            )
+        }
+        // A failing sweep never blocks the sandbox, but stale sandboxes leak while it fails: say so by default.
+        Some(Err(e)) => tracing::warn!("orphan reaper failed: {e}"),
+        _ => {}
+    }
+    if let Some(Ok(r)) = &swept
+        && let Some((id, e)) = r.failed.first()
+    {
+        tracing::warn!(
+            "orphan reaper could not remove {} container(s), first {}: {e}",
+            r.failed.len(),
+            &id[..12.min(id.len())]
+        );
+    }
+}
+
+/// Forwarded host variables (`terminal.docker_forward_env`) as `KEY=VALUE` pairs for one exec.
+pub fn forwarded_env(ctx: &Ctx) -> Vec<String> {
+    let mut env = Vec::new();
+    for name in &ctx.settings.terminal.docker_forward_env {
+        if !is_valid_env_name(name) {
+            tracing::warn!("skipping docker_forward_env entry {name:?}: not a valid variable name");
+        } else if let Some(v) = ctx.env.get(name) {
+            env.push(format!("{name}={v}"));
+        }
+    }
+    env
+}
+
+/// Kills the processes carrying `marker` in their environment inside `identity`'s sandboxes, then removes the
+/// ephemeral ones owned by `owner` (when given). Best effort and bounded.
+pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, owner: Option<&str>) {
+    let work = async {
+        let rt = connect(ctx).await.ok()?;
+        let listed = identity_containers(&rt, identity).await.ok()?;
+        for c in &listed {
+            // Inside the container's own pid namespace, by the exact marker entry (never by host pid).
+            let _ = rt.kill_marked(&c.id, marker).await;
+            if owner.is_some() && c.label(domain::label::LABEL_OWNER) == owner {
+                let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
+            }
+        }
+        Some(())
+    };
+    if tokio::time::timeout(TEARDOWN_WAIT, work).await.is_err() {
+        tracing::warn!("stopping the interrupted command did not finish in time");
+    }
+}
+
+/// The managed containers that belong to `identity` (any mode, hermes-made ones included).
+pub(crate) async fn identity_containers(
+    rt: &DockerRuntime,
+    identity: &SandboxIdentity,
+) -> Result<Vec<ContainerSummary>, Failure> {
+    let listed = rt.list(&domain::ports::ListQuery { labels: identity.upstream_labels(), states: Vec::new() }).await?;
+    Ok(listed
+        .into_iter()
+        .filter(|c| is_candidate(identity, c) || (c.identity() == Some(identity.digest().as_str())))
+        .collect())
+}

@@ -1,0 +1,187 @@
+//! `berth run`: acquire the task's sandbox, exec the command with its streams, timeout and signals, release.
+
+use std::io::Write;
+use std::time::Duration;
+
+use domain::policy::cleanup::ReleaseMode;
+use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, OutputSink, OutputStream};
+use domain::sandbox::{SandboxIdentity, is_valid_env_name};
+use domain::service::{self};
+
+use crate::cli::RunArgs;
+use crate::edge::context::Ctx;
+use crate::edge::error::{Exit, Failure};
+
+use super::engine::*;
+
+/// Writes exec output straight to our stdout and stderr as it arrives.
+struct StdSink;
+
+impl OutputSink for StdSink {
+    fn write(&mut self, stream: OutputStream, bytes: &[u8]) {
+        let _ = match stream {
+            OutputStream::Stdout => std::io::stdout().lock().write_all(bytes).and_then(|()| std::io::stdout().flush()),
+            OutputStream::Stderr => std::io::stderr().lock().write_all(bytes),
+        };
+    }
+}
+
+/// The exec environment: forwarded host variables plus `-e` pairs.
+fn exec_env(ctx: &Ctx, extra: &[String]) -> Result<Vec<String>, Failure> {
+    let mut env = forwarded_env(ctx);
+    for kv in extra {
+        match kv.split_once('=') {
+            Some((k, _)) if is_valid_env_name(k) => env.push(kv.clone()),
+            _ => return Err(Failure::usage(format!("-e expects KEY=VALUE with a valid variable name, got {kv:?}"))),
+        }
+    }
+    Ok(env)
+}
+
+/// `berth run`: returns the command's exit code (124 on timeout).
+///
+/// # Errors
+/// A failure before the command ran (exit 125, or 2 for bad input).
+pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
+    ctx.require_profile()?;
+    let identity = identity(ctx, &args.task)?;
+    let env = exec_env(ctx, &args.env)?;
+    crate::sandbox::run_io::check_tty(args.tty)?;
+    let (rt, remembered) = connect_remembered(ctx).await?;
+    // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
+    // once per process before a sandbox is created, so only when that misses.
+    let first_contact = async {
+        if args.interactive || args.tty || !ctx.settings.terminal.docker_persist_across_processes {
+            return Ok::<_, Failure>((request(ctx, &rt, identity).await?, None));
+        }
+        // The inspect of the deterministic name goes out first; the request is built while it is answered.
+        let name = identity.persistent_name();
+        let (inspected, req) = tokio::join!(rt.inspect(&name), request(ctx, &rt, identity));
+        let req = req?;
+        let found = if req.spec.name == name {
+            service::attach_inspected(&req, inspected)?
+        } else {
+            service::attach_running(&rt, &req).await?
+        };
+        Ok((req, found))
+    };
+    let (req, found) = if remembered {
+        // The first requests to an engine not pinged: bounded as the ping is, so a hung engine fails as fast.
+        let bound = docker_adapter::CONNECT_TIMEOUT;
+        tokio::time::timeout(bound, first_contact).await.map_err(|_| {
+            Failure::from(domain::ports::RuntimeError::Unavailable {
+                endpoint: rt.endpoint().to_owned(),
+                message: format!("no answer within {}s; is the Docker daemon running?", bound.as_secs()),
+            })
+        })??
+    } else {
+        first_contact.await?
+    };
+    if found.is_none() {
+        maybe_reap(ctx, &rt).await;
+    }
+    let timeout = args.timeout.unwrap_or(ctx.settings.terminal.timeout.get());
+    let exec = ExecSpec {
+        argv: args.argv.clone(),
+        env,
+        workdir: Some(args.workdir.clone().unwrap_or_else(|| req.spec.workdir.clone())),
+        user: None,
+        timeout: (timeout > 0).then(|| Duration::from_secs(timeout)),
+    };
+    // The marker finds this command's processes inside the sandbox if we are interrupted.
+    let marker = format!("BERTH_RUN={}", crate::edge::context::owner_label());
+    let mut exec = exec;
+    exec.env.push(marker.clone());
+    let mut std_sink = StdSink;
+    let mut sink = crate::edge::exec_errors::StartFailureSink::new(&mut std_sink);
+    // A throw-away sandbox carries a lease this process renews while it runs, for reapers on other hosts.
+    let _lease = (!req.persist_across_processes).then(|| crate::sandbox::lease::hold(ctx, &rt, &req.spec.name));
+    // Input (and a TTY) are wired only when asked for or piped; the terminal is restored when `io` drops.
+    let io = crate::sandbox::run_io::attach(args.interactive, args.tty)?;
+    let exec_run = async {
+        match io {
+            None => service::run_from(&rt, &req, found, &exec, &mut sink).await,
+            Some(mut io) => {
+                // Input cannot be replayed, so an exec with input is not retried the way `service::run` retries.
+                let acquired = match found {
+                    Some(a) => a,
+                    None => service::acquire(&rt, &req).await?,
+                };
+                let outcome = rt.exec_io(&acquired.id, &exec, &mut sink, io.take()).await;
+                drop(io);
+                Ok((acquired, outcome?))
+            }
+        }
+    };
+    let result = tokio::select! {
+        r = exec_run => r,
+        code = interrupted() => {
+            // Stop the command inside, and in opt-out mode remove the container this process made.
+            let owner = (!req.persist_across_processes).then(crate::edge::context::owner_label);
+            stop_marked(ctx, &req.identity, &marker, owner.as_deref()).await;
+            if owner.is_some() && !args.keep_files {
+                remove_folder_bounded(ctx, &req.identity).await;
+            }
+            return Ok(code);
+        }
+    };
+    if let Ok((acquired, _)) = &result {
+        for note in &acquired.notes {
+            tracing::warn!("{note}");
+        }
+        tracing::debug!("ran in {} ({})", acquired.name, acquired.action.as_str());
+        if !req.persist_across_processes {
+            let teardown = async {
+                service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut).await?;
+                // A throw-away sandbox's folder goes with it, unless kept or still used (see `remove_for`).
+                if !args.keep_files
+                    && let Some(Err(e)) =
+                        crate::sandbox::folders::Folders::from_ctx(ctx).remove_for(&rt, &req.identity).await
+                {
+                    tracing::warn!("{e}");
+                }
+                Ok::<_, domain::ports::RuntimeError>(())
+            };
+            if tokio::time::timeout(TEARDOWN_WAIT, teardown).await.is_err() {
+                tracing::warn!(
+                    "teardown of {} did not finish within {}s; the reaper will remove it",
+                    acquired.name,
+                    TEARDOWN_WAIT.as_secs()
+                );
+            }
+        }
+    }
+    match result?.1 {
+        ExecOutcome::Exited(code) => {
+            let code = sink.finish(code, args.argv.first().map_or("", String::as_str));
+            Ok(u8::try_from(code).unwrap_or(Exit::FAILURE))
+        }
+        ExecOutcome::TimedOut => {
+            eprintln!("berth: command timed out after {timeout}s and was killed");
+            Ok(Exit::TIMEOUT)
+        }
+    }
+}
+
+/// Resolves on SIGINT (130) or SIGTERM (143).
+async fn interrupted() -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => Exit::INTERRUPTED,
+        _ = term.recv() => Exit::TERMINATED,
+    }
+}
+
+/// Removes `identity`'s folder after its throw-away sandbox went (see `Folders::remove_for`); bounded, best effort.
+async fn remove_folder_bounded(ctx: &Ctx, identity: &SandboxIdentity) {
+    let work = async {
+        let rt = connect(ctx).await.ok()?;
+        crate::sandbox::folders::Folders::from_ctx(ctx).remove_for(&rt, identity).await
+    };
+    if let Ok(Some(Err(e))) = tokio::time::timeout(TEARDOWN_WAIT, work).await {
+        tracing::warn!("{e}");
+    }
+}
