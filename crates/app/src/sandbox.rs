@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use docker_adapter::DockerRuntime;
 use domain::container::ContainerSummary;
-use domain::ids::TaskId;
+use domain::ids::{ProfileName, TaskId};
 use domain::policy::cleanup::{CleanupPlan, ReleaseMode};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::policy::reuse::is_candidate;
@@ -99,7 +99,12 @@ fn write_atomically(path: &std::path::Path, text: &str) {
 /// A usage failure for an over-long task id.
 pub fn identity(ctx: &Ctx, task: &str) -> Result<SandboxIdentity, Failure> {
     let task = TaskId::parse(task).map_err(Failure::usage_of)?;
-    Ok(SandboxIdentity::new(task, ctx.profile.clone()).shared(&shared_key(ctx)))
+    Ok(SandboxIdentity::new(task, ctx.profile.clone()).shared(&shared_key(ctx)).in_home(&ctx.home_id()))
+}
+
+/// The identity of `task` under `profile` in this home (a worker's task under its assignee).
+pub fn identity_of(ctx: &Ctx, task: TaskId, profile: ProfileName) -> SandboxIdentity {
+    SandboxIdentity::new(task, profile).shared(&shared_key(ctx)).in_home(&ctx.home_id())
 }
 
 /// `terminal.docker_shared_container_key` (empty when unset).
@@ -204,6 +209,7 @@ static REAPER: service::ReaperGate = service::ReaperGate::new();
 /// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
 pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     let scope = ReapScope {
+        home: Some(ctx.home_id()),
         profile_label: Some(profile_label(ctx)),
         max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
         host: Some(crate::context::hostname()),
@@ -456,10 +462,7 @@ pub(crate) async fn identity_containers(
     identity: &SandboxIdentity,
 ) -> Result<Vec<ContainerSummary>, Failure> {
     let listed = rt.list(&domain::ports::ListQuery { labels: identity.upstream_labels(), states: Vec::new() }).await?;
-    Ok(listed
-        .into_iter()
-        .filter(|c| is_candidate(identity, c) || (c.identity() == Some(identity.digest().as_str())))
-        .collect())
+    Ok(listed.into_iter().filter(|c| is_candidate(identity, c) || identity.owns(c)).collect())
 }
 
 /// `berth sandbox …`.
@@ -518,7 +521,12 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             });
             let profile = profile_label(ctx);
             let host = Some(crate::context::hostname());
-            let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
+            let scope = ReapScope {
+                home: Some(ctx.home_id()),
+                profile_label: (!all_profiles).then_some(profile),
+                max_age_secs,
+                host,
+            };
             let sweep = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
             let report = output::with_progress(ctx.json, "sweeping stale sandboxes", sweep).await?;
             // Then the host folders whose sandbox (in any state) and task are both gone, by the same age threshold;

@@ -10,7 +10,6 @@ use domain::ids::{BoardSlug, ProfileName, TaskId};
 use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
 use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
-use domain::sandbox::SandboxIdentity;
 use domain::service;
 use kanban_store::{Confirmation, RunEnd, Task};
 
@@ -84,7 +83,7 @@ fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
-    let identity = SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx));
+    let identity = sandbox::identity_of(ctx, t, p);
     Ok(PathBuf::from(identity.host_dir(&dir)).join("workspace"))
 }
 
@@ -124,7 +123,7 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     cmd.stdin(gate).stdout(Stdio::null()).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.task_id), ProfileName::parse(&assignee)) {
-        (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx)).persistent_name(),
+        (Ok(t), Ok(p)) => sandbox::identity_of(ctx, t, p).persistent_name(),
         _ => String::new(),
     };
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
@@ -300,12 +299,12 @@ fn run_marker(task: &str, run: Option<i64>) -> String {
 /// Removes a task's sandbox (any mode) when its task is finished with it; best effort, bounded.
 pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
     let (Ok(t), Ok(p)) = (TaskId::parse(task), ProfileName::parse(assignee)) else { return };
-    let identity = SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx));
+    let identity = sandbox::identity_of(ctx, t, p);
     let work = async {
         let rt = sandbox::connect(ctx).await.ok()?;
         let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
         let listed = domain::ports::ContainerRuntime::list(&rt, &query).await.ok()?;
-        for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
+        for c in listed.iter().filter(|c| identity.owns(c)) {
             let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
         }
         Some(())

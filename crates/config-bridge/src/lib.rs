@@ -467,11 +467,12 @@ From create to reap, and the settings of each step:
    resource and mount settings); with `terminal.container_persistent` its `/root` and `/workspace` live in the host
    folder `<terminal.sandbox_dir>/docker/<profile>/<task>-<digest>`.
 2. **Reuse**: later processes attach to it, start it when stopped, recreate it on drift
-   (`terminal.docker_recreate_on_config_change`). With `terminal.docker_persist_across_processes: false` each process
+   (`terminal.docker_recreate_on_config_change`), but never while a command runs in it (the process that asked
+   exits 125 with one line). With `terminal.docker_persist_across_processes: false` each process
    gets a throw-away sandbox, removed with its folder at release (`berth run --keep-files` keeps the folder).
 3. **Idle stop**: `terminal.docker_idle_stop_seconds` (0: off; per profile
    `terminal.docker_idle_stop_seconds_overrides`): the gateway stops (never removes) a running persistent sandbox
-   with nothing inside but its keep-alive for that long.
+   of any profile of its home with nothing inside but its keep-alive for that profile's period.
 4. **Remove**: `berth sandbox rm` removes the sandbox and its folder (`--keep-files` keeps it; a task on a board keeps
    its folder), as root through a one-shot helper container when the sandbox's root user left files there, never
    through a symlink.

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use crate::ids::{ProfileName, TaskId};
 use crate::label::{
-    EGRESS_OFF, LABEL_AGENT, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
-    LABEL_PROFILE, LABEL_TASK, LabelValue,
+    EGRESS_OFF, LABEL_AGENT, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE,
+    LABEL_OWNER, LABEL_PROFILE, LABEL_TASK, LabelValue,
 };
 use crate::sha256;
 
@@ -78,6 +78,14 @@ pub struct SandboxIdentity {
     pub profile: ProfileName,
     /// The raw shared key, when set (never empty).
     pub shared_key: Option<String>,
+    /// The digest of the berth home that manages it ([`home_digest`]); part of [`SandboxIdentity::digest`], so the
+    /// same task and profile in two homes are two sandboxes with two names.
+    pub home: Option<String>,
+}
+
+/// The `berth.home` value of a home: 16 hex digits of the SHA-256 of its canonical path.
+pub fn home_digest(canonical_home: &str) -> String {
+    sha256::hex_digest(canonical_home.as_bytes())[..16].to_owned()
 }
 
 /// hermes 0.21's profile label for a shared container key: the sanitized key cut to 50 characters, `-`, and the
@@ -89,7 +97,14 @@ pub fn shared_profile_label(key: &str) -> LabelValue {
 
 impl SandboxIdentity {
     pub fn new(task: TaskId, profile: ProfileName) -> Self {
-        Self { task, profile, shared_key: None }
+        Self { task, profile, shared_key: None, home: None }
+    }
+
+    /// Puts the identity in the home whose [`home_digest`] is `home`.
+    #[must_use]
+    pub fn in_home(mut self, home: &str) -> Self {
+        self.home = Some(home.to_owned());
+        self
     }
 
     /// Keys the sandbox by `key` instead of the profile, as hermes 0.21 does; an empty key changes nothing.
@@ -112,7 +127,25 @@ impl SandboxIdentity {
         }
     }
 
-    /// A digest of the raw pair: distinct raw ids get distinct digests even when their labels collide.
+    /// The digest of the deterministic container name: the pair's [`SandboxIdentity::digest`], and the home when
+    /// there is one, so the same task and profile in two homes are two sandboxes with two names.
+    pub fn name_digest(&self) -> String {
+        match &self.home {
+            None => self.digest(),
+            Some(home) => {
+                let mut input = b"berth-identity-home-v1\0".to_vec();
+                input.extend_from_slice(home.as_bytes());
+                input.push(0);
+                input.extend_from_slice(self.digest().as_bytes());
+                sha256::hex_digest(&input)[..32].to_owned()
+            }
+        }
+    }
+
+    /// A digest of the raw pair (the `berth.identity` label): distinct raw ids get distinct digests even when their
+    /// labels collide. It leaves the home out on purpose: it also names the sandbox's host folder, which an upgrade
+    /// must find again and the folder sweep matches against the labels (the default `sandbox_dir` is inside the home
+    /// anyway); the home is told by the `berth.home` label and the name.
     pub fn digest(&self) -> String {
         let (tag, owner): (&[u8], &str) = match &self.shared_key {
             Some(key) => (b"berth-identity-shared-v1\0", key),
@@ -123,6 +156,12 @@ impl SandboxIdentity {
         input.push(0);
         input.extend_from_slice(self.task.as_str().as_bytes());
         sha256::hex_digest(&input)[..32].to_owned()
+    }
+
+    /// Whether `c` is this identity's own berth container: its identity label is this pair's digest and it is this
+    /// home's, or was made before homes were labelled (no `berth.home`).
+    pub fn owns(&self, c: &crate::container::ContainerSummary) -> bool {
+        c.identity() == Some(self.digest().as_str()) && c.in_home(self.home.as_deref())
     }
 
     /// The three upstream labels (the lookup filter shared with hermes-agent).
@@ -138,7 +177,7 @@ impl SandboxIdentity {
     pub fn persistent_name(&self) -> String {
         let task: String = self.task_label().as_str().chars().take(24).collect();
         let profile: String = self.profile_label().as_str().chars().take(20).collect();
-        format!("berth-{profile}-{task}-{}", &self.digest()[..12])
+        format!("berth-{profile}-{task}-{}", &self.name_digest()[..12])
     }
 
     /// The sandbox's own folder under `sandbox_dir` (its `/root` and `/workspace` live in `home/` and
@@ -529,6 +568,9 @@ pub fn build_create_spec(
 
     let mut labels = identity.upstream_labels();
     labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
+    if let Some(home) = &identity.home {
+        labels.insert(LABEL_HOME.to_owned(), home.clone());
+    }
     labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
     // hermes 0.21 filters reuse on this label; berth never routes through an egress proxy.
     labels.insert(LABEL_EGRESS.to_owned(), EGRESS_OFF.to_owned());

@@ -28,6 +28,11 @@ pub enum SandboxError {
     /// The sandbox kept changing under us (removed or replaced by others) on every attempt.
     #[error("sandbox {name} did not settle after {attempts} attempts")]
     Unsettled { name: String, attempts: u32 },
+    /// Its spec drifted, but a command runs in it (a live exec, maybe another process's): it is left alone.
+    #[error(
+        "sandbox {name} has a command running, so it is not recreated for config drift ({changed}); retry when it finishes, or remove it with `berth sandbox rm`"
+    )]
+    Busy { name: String, changed: String },
     /// A freshly created container would not start; it was removed again.
     #[error("container {name} was created but would not start")]
     StartFailed {
@@ -232,6 +237,12 @@ async fn acquire_listed(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Resu
                 continue;
             }
             ReuseDecision::Recreate { id, old, new, changed } => {
+                if let Some(c) = listed.iter().find(|c| c.id == id && c.state.is_live())
+                    && !idle_inside(rt, &id).await?
+                {
+                    let changed = if changed.is_empty() { "fingerprint".to_owned() } else { changed.join(", ") };
+                    return Err(SandboxError::Busy { name: c.name.clone(), changed });
+                }
                 notes.push(if changed.is_empty() {
                     // A container labelled before berth wrote per-field digests: only the fingerprint tells.
                     format!(
@@ -285,6 +296,18 @@ async fn follow(
         followed.insert(c.id.clone());
     }
     Ok(seen.map(|c| vec![c]))
+}
+
+/// Whether a live container runs nothing but its keep-alive. A command running inside (another process's exec) or
+/// a process list the runtime cannot give both count as busy: drift never kills what it cannot see. A container that
+/// went away meanwhile counts as idle (the next round finds it gone).
+async fn idle_inside(rt: &dyn ContainerRuntime, id: &str) -> Result<bool, RuntimeError> {
+    match rt.processes(id).await {
+        Ok(list) => Ok(list.iter().all(|p| crate::policy::idle::is_keep_alive(&p.command))),
+        Err(RuntimeError::NotFound(_)) => Ok(true),
+        Err(e @ RuntimeError::Unavailable { .. }) => Err(e),
+        Err(_) => Ok(false),
+    }
 }
 
 fn name_of<'a>(listed: &'a [ContainerSummary], id: &str) -> Option<&'a str> {
@@ -388,19 +411,25 @@ pub async fn release(
     Ok(plan)
 }
 
-/// Finds the sandboxes (managed containers) of one identity, or all of them.
+/// Finds the sandboxes (managed containers) of one profile label, or of all, that the home `home` may manage
+/// ([`ContainerSummary::in_home`]; `None`: every home's).
 ///
 /// # Errors
 /// A [`RuntimeError`] from the list call.
 pub async fn list_managed(
     rt: &dyn ContainerRuntime,
     profile_label: Option<&str>,
+    home: Option<&str>,
 ) -> Result<Vec<ContainerSummary>, RuntimeError> {
     let mut labels = BTreeMap::from([(LABEL_AGENT.to_owned(), "1".to_owned())]);
     if let Some(p) = profile_label {
         labels.insert(LABEL_PROFILE.to_owned(), p.to_owned());
     }
-    rt.list(&ListQuery { labels, states: Vec::new() }).await
+    let mut listed = rt.list(&ListQuery { labels, states: Vec::new() }).await?;
+    if let Some(home) = home {
+        listed.retain(|c| c.in_home(Some(home)));
+    }
+    Ok(listed)
 }
 
 /// The outcome of a sweep.
@@ -440,6 +469,9 @@ pub async fn reap(
     let mut gone_owners = BTreeSet::new();
     let mut lease_checks = Vec::new();
     for c in all {
+        if scope.home.as_deref().is_some_and(|h| !c.in_home(Some(h))) {
+            continue;
+        }
         if stopped.contains(&c.state) {
             listed.push(c);
             continue;

@@ -1,0 +1,159 @@
+//! Trust, second round (issue 23): two homes on one engine keep to their own sandboxes, a sandbox with a command
+//! running is never recreated for drift, the home and what berth writes in it are private, and forwarded secrets a
+//! task prints are masked in everything berth stores.
+
+use std::io::Read;
+use std::process::{Child, Output, Stdio};
+use std::time::Duration;
+
+use crate::support::{Home, require_docker, wait_until};
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A second home running the same profile name as `first`.
+fn twin(first: &Home) -> Home {
+    let mut second = Home::new();
+    second.profile = first.profile.clone();
+    std::fs::create_dir_all(second.path().join("profiles").join(&second.profile)).unwrap();
+    second
+}
+
+/// Starts `berth run --task TASK` of a command that waits for `/tmp/go` and prints `done`; returns it once it runs
+/// inside its sandbox, with the sandbox's id.
+fn start_waiting(home: &Home, task: &str) -> (Child, String) {
+    let script = "until [ -e /tmp/go ]; do sleep 0.1; done; echo done";
+    let child = home
+        .cmd()
+        .args(["run", "--task", task, "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut id = String::new();
+    wait_until("the first command runs in its sandbox", Duration::from_secs(60), || {
+        let Some(c) = home.containers().into_iter().next() else { return false };
+        let top = home.docker(&["top", &c]);
+        id = c;
+        String::from_utf8_lossy(&top.stdout).contains("until")
+    });
+    (child, id)
+}
+
+/// Lets the waiting command finish and returns its exit code and stdout.
+fn finish(home: &Home, mut child: Child, id: &str) -> (Option<i32>, String) {
+    home.docker(&["exec", id, "touch", "/tmp/go"]);
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    (status.code(), out)
+}
+
+fn listed_ids(home: &Home) -> Vec<String> {
+    let v = home.json(&["sandbox", "ls"]);
+    let rows = v.as_array().cloned().or_else(|| v["sandboxes"].as_array().cloned()).unwrap_or_default();
+    rows.iter().filter_map(|r| r["id"].as_str().map(str::to_owned)).collect()
+}
+
+#[test]
+fn two_homes_on_one_engine_never_touch_each_others_sandboxes() {
+    require_docker();
+    let a = Home::new();
+    let b = twin(&a);
+    let (child, id_a) = start_waiting(&a, "shared");
+    // The same profile and task from another home, with other settings: its own sandbox, the first one untouched.
+    let out = b.cmd().args(["run", "--task", "shared", "-c", "terminal.container_memory=300", "--", "true"]).output();
+    let out = out.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("config changed"), "the second home blamed drift: {}", stderr(&out));
+    let (code, printed) = finish(&a, child, &id_a);
+    assert_eq!((code, printed.trim()), (Some(0), "done"), "the first home's command was disturbed");
+    let (in_a, in_b) = (listed_ids(&a), listed_ids(&b));
+    assert_eq!(in_a.len(), 1, "home a lists {in_a:?}");
+    assert_eq!(in_b.len(), 1, "home b lists {in_b:?}");
+    assert!(id_a.starts_with(&in_a[0]) || in_a[0].starts_with(&id_a), "{in_a:?} vs {id_a}");
+    assert_ne!(in_a, in_b);
+    // Removing the task's sandbox in one home leaves the other's.
+    b.ok(&["sandbox", "rm", "--task", "shared"]);
+    assert_eq!(a.inspect(&id_a, "{{.State.Running}}"), "true");
+}
+
+#[test]
+fn a_sandbox_with_a_command_running_is_not_recreated_for_drift() {
+    require_docker();
+    let home = Home::new();
+    let (child, id) = start_waiting(&home, "busy");
+    let out = home.cmd().args(["run", "--task", "busy", "-c", "terminal.container_memory=300", "--", "true"]).output();
+    let out = out.unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("has a command running") && err.contains("memory_bytes"), "{err}");
+    assert_eq!(err.trim().lines().filter(|l| l.starts_with("berth: ")).count(), 1, "{err}");
+    let (code, printed) = finish(&home, child, &id);
+    assert_eq!((code, printed.trim()), (Some(0), "done"));
+    // Once it is idle, the drift is applied.
+    let out = home.cmd().args(["run", "--task", "busy", "-c", "terminal.container_memory=300", "--", "true"]).output();
+    let out = out.unwrap();
+    assert!(out.status.success() && stderr(&out).contains("config changed"), "{}", stderr(&out));
+}
+
+/// The gateway's idle stop covers every profile of its home, each with its override, and neither another home's
+/// sandbox nor an unlabelled (hermes-made) one of a profile this home does not have.
+#[test]
+fn idle_stop_covers_every_profile_of_the_home_with_its_override_and_no_other_home() {
+    require_docker();
+    let home = Home::new();
+    let other = format!("{}q", home.profile);
+    std::fs::create_dir_all(home.path().join("profiles").join(&other)).unwrap();
+    let mut elsewhere = twin(&home);
+    elsewhere.profile.clone_from(&other);
+    std::fs::create_dir_all(elsewhere.path().join("profiles").join(&other)).unwrap();
+    let ensure = |h: &Home, profile: &str, task: &str| {
+        let v = h.json(&["-p", profile, "sandbox", "ensure", "--task", task]);
+        v["id"].as_str().unwrap().to_owned()
+    };
+    let own = ensure(&home, &home.profile, "idle");
+    let assignee = ensure(&home, &other, "idle");
+    // Another task, so this test shows idle stop's reach whatever two homes did to one task's sandbox before.
+    let foreign = ensure(&elsewhere, &other, "idle2");
+    let stray_profile = format!("{}z", home.profile);
+    let stray = plant_hermes_sandbox(&stray_profile);
+    let _cleanup = RemoveOnDrop(vec![assignee.clone(), foreign.clone(), stray.clone()]);
+    // Idle stop after 2 s for every profile but the gateway's own, whose override makes it an hour.
+    let overrides = format!("terminal.docker_idle_stop_seconds_overrides={{\"{}\": 3600}}", home.profile);
+    let settings =
+        ["-c", "kanban.dispatch_in_gateway=false", "-c", "terminal.docker_idle_stop_seconds=2", "-c", &overrides];
+    let gw = crate::support::Gateway::start(&home, &settings);
+    let running = |id: &str| home.inspect(id, "{{.State.Running}}") == "true";
+    wait_until("the other profile's idle sandbox to stop", Duration::from_secs(20), || !running(&assignee));
+    let (_, _, log) = gw.stop();
+    assert_eq!(home.inspect(&assignee, "{{.State.Status}}"), "exited", "stopped, not removed");
+    assert!(running(&own), "the override of the gateway's own profile was ignored: {log}");
+    assert!(running(&foreign), "another home's sandbox was stopped: {log}");
+    assert!(running(&stray), "a hermes sandbox of a profile this home does not have was stopped: {log}");
+}
+
+/// A running container as hermes-agent makes one (its three labels, no berth label) under `profile`.
+fn plant_hermes_sandbox(profile: &str) -> String {
+    let labels = ["hermes-agent=1", "hermes-task-id=idle", &format!("hermes-profile={profile}")];
+    let mut args = vec!["run", "-d", "--init"];
+    for l in &labels {
+        args.extend_from_slice(&["--label", l]);
+    }
+    args.extend_from_slice(&["berth-sandbox:latest", "sleep", "infinity"]);
+    let out = crate::support::docker(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Removes the containers a test made under profiles its `Home`s do not clean up, however the test ends.
+struct RemoveOnDrop(Vec<String>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let mut args = vec!["rm", "-f"];
+        args.extend(self.0.iter().map(String::as_str));
+        crate::support::docker(&args);
+    }
+}
