@@ -157,3 +157,33 @@ impl Drop for RemoveOnDrop {
         crate::support::docker(&args);
     }
 }
+
+/// Engine facts in `<home>/cache/` that were not recorded for this very engine are asked again (issue 23 item 10): a
+/// "no cgroup limits" from another engine at the same endpoint must not make a sandbox without limits, a "storage-opt
+/// supported" must not fail every create.
+#[test]
+fn cached_engine_facts_are_keyed_by_the_engine_not_the_endpoint() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["sandbox", "ensure", "--task", "facts"]);
+    home.ok(&["sandbox", "rm", "--task", "facts"]);
+    let cache = home.path().join("cache");
+    let cgroup = std::fs::read_dir(&cache)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("cgroup-limits-"))
+        .expect("the cgroup answer is cached");
+    let suffix = cgroup.trim_start_matches("cgroup-limits-");
+    // What a berth that keyed by endpoint alone kept from an engine that once answered otherwise.
+    std::fs::write(cache.join(&cgroup), "no").unwrap();
+    std::fs::write(cache.join(format!("storage-opt-{suffix}")), "yes").unwrap();
+    let id = home.json(&["sandbox", "ensure", "--task", "facts"])["id"].as_str().unwrap().to_owned();
+    assert_eq!(home.inspect(&id, "{{.HostConfig.Memory}}"), (256 * 1024 * 1024).to_string(), "limits were dropped");
+    assert_ne!(home.inspect(&id, "{{.HostConfig.PidsLimit}}"), "<no value>");
+    let xfs = crate::support::docker(&["info", "--format", "{{.DriverStatus}}"]);
+    if !String::from_utf8_lossy(&xfs.stdout).contains("xfs") {
+        let out = home.run(&["-c", "terminal.container_disk=512", "sandbox", "ensure", "--task", "disk"]);
+        assert!(out.status.success(), "a stale storage-opt answer failed the create: {}", stderr(&out));
+    }
+}

@@ -139,12 +139,15 @@ async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bool {
         .await
 }
 
-/// An engine fact asked once per home and endpoint (an `info` call costs a round trip on every command otherwise),
-/// kept in `<home>/cache/<what>-<endpoint hash>` as `yes` or `no`. The file is replaced whole (written beside it,
-/// then renamed), so a process reading while another writes sees the old answer or the new one, never a torn one:
-/// concurrent first commands once read a half-written file as `no`, built specs without limits and recreated each
-/// other's sandboxes. Anything but `yes`/`no` counts as not cached; an engine that cannot answer gives `on_error`,
-/// not cached.
+/// An engine fact asked once per home and engine (an `info` call costs a round trip on every command otherwise),
+/// kept in `<home>/cache/<what>-<endpoint hash>` as `<engine> yes|no`, where `<engine>` is the identity of the
+/// socket file the engine listens on (device, inode, change time, as for the remembered API version): an engine that
+/// restarts (new cgroup controllers, another storage driver), is upgraded or is replaced by another one at the same
+/// path makes a new socket, so a stale answer is never used — a stale "no cgroup limits" once created sandboxes with
+/// no limits, a stale "storage-opt supported" failed every create. A TCP endpoint has no such identity: it is asked
+/// once per process, never cached. The file is replaced whole (written beside it, then renamed), so a concurrent
+/// reader sees the old answer or the new one, never a torn one. Anything else in the file (an older berth's bare
+/// `yes`/`no`) counts as not cached; an engine that cannot answer gives `on_error`, not cached.
 async fn cached_probe(
     ctx: &Ctx,
     rt: &DockerRuntime,
@@ -152,15 +155,21 @@ async fn cached_probe(
     probe: impl std::future::Future<Output = Result<bool, domain::ports::RuntimeError>>,
     on_error: bool,
 ) -> bool {
+    let Some(engine) = socket_identity(rt.endpoint()) else { return probe.await.unwrap_or(on_error) };
     let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
     let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));
-    match read_small(&cache).as_deref().map(str::trim) {
-        Some("yes") => return true,
-        Some("no") => return false,
-        _ => {}
+    if let Some(text) = read_small(&cache)
+        && let Some((seen, answer)) = text.trim().rsplit_once(' ')
+        && seen == engine
+    {
+        match answer {
+            "yes" => return true,
+            "no" => return false,
+            _ => {}
+        }
     }
     let Ok(answer) = probe.await else { return on_error };
-    write_atomically(&cache, if answer { "yes" } else { "no" });
+    write_atomically(&cache, &format!("{engine} {}", if answer { "yes" } else { "no" }));
     answer
 }
 
