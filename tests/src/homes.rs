@@ -187,3 +187,51 @@ fn cached_engine_facts_are_keyed_by_the_engine_not_the_endpoint() {
         assert!(out.status.success(), "a stale storage-opt answer failed the create: {}", stderr(&out));
     }
 }
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode() & 0o777
+}
+
+/// A forwarded secret a task prints is masked in its worker log, the board's result and `kanban show`; the home is
+/// made private (an older berth's 0755 home included) and every file berth writes in it is 0600.
+#[test]
+fn printed_secrets_are_masked_and_the_home_is_private() {
+    require_docker();
+    let home = Home::new();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(home.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let secret = "pr1nted-s3cret-value";
+    let command = "echo \"token=$MY_SECRET\"; echo \"$MY_SECRET\" >&2; echo \"last $MY_SECRET\"";
+    let made = home.json(&["kanban", "create", "sec", "--assignee", &home.profile, "--command", command]);
+    let id = made["id"].as_str().unwrap().to_owned();
+    let out = home
+        .cmd()
+        .env("MY_SECRET", secret)
+        .env("TERMINAL_DOCKER_FORWARD_ENV", "[\"MY_SECRET\"]")
+        .args(["kanban", "dispatch", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_until("the task to finish", Duration::from_secs(120), || {
+        home.json(&["kanban", "show", &id])["task"]["status"].as_str() == Some("done")
+    });
+    let log_path = home.path().join("kanban").join("logs").join(format!("{id}.log"));
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.contains("token=***") && !log.contains(secret), "the worker log:\n{log}");
+    let shown = home.json(&["kanban", "show", &id]);
+    assert_eq!(shown["task"]["result"].as_str(), Some("last ***"), "{shown}");
+    let text = home.ok(&["kanban", "show", &id]);
+    assert!(!text.contains(secret), "kanban show:\n{text}");
+    assert_eq!(mode(home.path()), 0o700, "the home");
+    assert_eq!(mode(log_path.parent().unwrap()), 0o700, "the log folder");
+    for file in [log_path, home.path().join("berth-kanban.db")] {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    for entry in std::fs::read_dir(home.path().join("cache")).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
+}

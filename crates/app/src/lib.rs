@@ -19,6 +19,7 @@ pub mod log_format;
 pub mod mounts;
 pub mod never_run;
 pub mod output;
+pub mod private_files;
 pub mod process;
 pub mod reap_words;
 pub mod redact;
@@ -42,6 +43,8 @@ use crate::error::Failure;
 
 /// Runs the CLI and returns its exit code.
 pub fn main() -> ExitCode {
+    // Before anything can create a file: berth's files (logs, the board, caches, state) are its user's alone.
+    private_files::enter();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -129,6 +132,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.as_deref()));
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
+    private_files::tighten_home(&ctx.home);
     match &cli.command {
         Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),
         Command::Config(cmd) => config_cmd::command(&ctx, cmd),
