@@ -6,11 +6,14 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::container::ContainerDetails;
 use crate::ids::{ProfileName, TaskId};
-use crate::policy::reaper::{ReapReason, reaper_max_age_secs};
+use crate::policy::reaper::{ReapReason, ReapScope, reaper_max_age_secs};
 use crate::ports::CapturedOutput;
+use crate::ports::ProcessProbe;
 use crate::sandbox::{HostFacts, SandboxMode, SandboxSettings, build_create_spec};
 use crate::test_util::{FakeProcessProbe, FakeRuntime, block_on};
+use crate::time::Timestamp;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
