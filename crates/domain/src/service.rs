@@ -232,23 +232,7 @@ async fn acquire_listed(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Resu
                 continue;
             }
             ReuseDecision::Recreate { id, old, new, changed } => {
-                if let Some(c) = listed.iter().find(|c| c.id == id && c.state.is_live())
-                    && !idle_inside(rt, &id).await?
-                {
-                    let changed = if changed.is_empty() { "fingerprint".to_owned() } else { changed.join(", ") };
-                    return Err(SandboxError::Busy { name: c.name.clone(), changed });
-                }
-                notes.push(if changed.is_empty() {
-                    // A container labelled before berth wrote per-field digests: only the fingerprint tells.
-                    format!(
-                        "config changed (fingerprint {} -> {}; the container predates per-setting labels); recreating {}",
-                        &old[..8.min(old.len())],
-                        &new[..8.min(new.len())],
-                        short(&id)
-                    )
-                } else {
-                    format!("config changed: {}; recreating {}", changed.join(", "), short(&id))
-                });
+                notes.push(drift_note(rt, &listed, &id, (&old, &new), &changed).await?);
                 remove_now(rt, &id).await?;
                 recreated = true;
                 continue;
@@ -291,6 +275,34 @@ async fn follow(
         followed.insert(c.id.clone());
     }
     Ok(seen.map(|c| vec![c]))
+}
+
+/// The warning for a sandbox about to be recreated for drift, or [`SandboxError::Busy`] when a command runs in it
+/// (drift never kills a command).
+async fn drift_note(
+    rt: &dyn ContainerRuntime,
+    listed: &[ContainerSummary],
+    id: &str,
+    (old, new): (&str, &str),
+    changed: &[String],
+) -> Result<String, SandboxError> {
+    if let Some(c) = listed.iter().find(|c| c.id == id && c.state.is_live())
+        && !idle_inside(rt, id).await?
+    {
+        let changed = if changed.is_empty() { "fingerprint".to_owned() } else { changed.join(", ") };
+        return Err(SandboxError::Busy { name: c.name.clone(), changed });
+    }
+    Ok(if changed.is_empty() {
+        // A container labelled before berth wrote per-field digests: only the fingerprint tells.
+        format!(
+            "config changed (fingerprint {} -> {}; the container predates per-setting labels); recreating {}",
+            &old[..8.min(old.len())],
+            &new[..8.min(new.len())],
+            short(id)
+        )
+    } else {
+        format!("config changed: {}; recreating {}", changed.join(", "), short(id))
+    })
 }
 
 /// Whether a live container runs nothing but its keep-alive. A command running inside (another process's exec) or
