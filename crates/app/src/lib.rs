@@ -133,7 +133,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.as_deref()));
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
-    private_files::tighten_home(&ctx.home);
+    private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
     match &cli.command {
         Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),
         Command::Config(cmd) => config_cmd::command(&ctx, cmd),

@@ -26,9 +26,14 @@ pub fn restore() {
 }
 
 /// Takes group and other permissions off the home folder when this user owns it (a home shared on purpose with
-/// another user is theirs to set; a failure is logged, never fatal).
-pub fn tighten_home(home: &std::path::Path) {
+/// another user is theirs to set; a failure is logged, never fatal). The user's own home folder (`user_home`, a
+/// `BERTH_HOME=$HOME`) is left alone: other programs may need it open (`~/public_html`).
+pub fn tighten_home(home: &std::path::Path, user_home: Option<&str>) {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let same = |other: &str| std::fs::canonicalize(other).ok() == std::fs::canonicalize(home).ok();
+    if user_home.is_some_and(same) {
+        return;
+    }
     let Ok(meta) = std::fs::symlink_metadata(home) else { return };
     if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o077 == 0 {
         return;
