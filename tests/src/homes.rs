@@ -181,6 +181,19 @@ fn cached_engine_facts_are_keyed_by_the_engine_not_the_endpoint() {
     let id = home.json(&["sandbox", "ensure", "--task", "facts"])["id"].as_str().unwrap().to_owned();
     assert_eq!(home.inspect(&id, "{{.HostConfig.Memory}}"), (256 * 1024 * 1024).to_string(), "limits were dropped");
     assert_ne!(home.inspect(&id, "{{.HostConfig.PidsLimit}}"), "<no value>");
+    // An answer recorded for this very engine is trusted while fresh, and asked again once older than an hour.
+    home.ok(&["sandbox", "rm", "--task", "facts"]);
+    let recorded = std::fs::read_to_string(cache.join(&cgroup)).unwrap();
+    let (engine, answer) = recorded.trim().rsplit_once(' ').expect("`<engine> yes|no`");
+    assert_eq!(answer, "yes", "{recorded}");
+    std::fs::write(cache.join(&cgroup), format!("{engine} no")).unwrap();
+    let id = home.json(&["sandbox", "ensure", "--task", "facts"])["id"].as_str().unwrap().to_owned();
+    assert_eq!(home.inspect(&id, "{{.HostConfig.Memory}}"), "0", "a fresh answer for this engine is used");
+    home.ok(&["sandbox", "rm", "--task", "facts"]);
+    let old = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+    std::fs::File::options().write(true).open(cache.join(&cgroup)).unwrap().set_modified(old).unwrap();
+    let id = home.json(&["sandbox", "ensure", "--task", "facts"])["id"].as_str().unwrap().to_owned();
+    assert_eq!(home.inspect(&id, "{{.HostConfig.Memory}}"), (256 * 1024 * 1024).to_string(), "an old answer was used");
     let xfs = crate::support::docker(&["info", "--format", "{{.DriverStatus}}"]);
     if !String::from_utf8_lossy(&xfs.stdout).contains("xfs") {
         let out = home.run(&["-c", "terminal.container_disk=512", "sandbox", "ensure", "--task", "disk"]);

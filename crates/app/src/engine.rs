@@ -93,6 +93,9 @@ pub(crate) async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bo
         .await
 }
 
+/// How long a cached engine fact is trusted at most.
+const FACT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// An engine fact asked once per home and engine (an `info` call costs a round trip on every command otherwise),
 /// kept in `<home>/cache/<what>-<endpoint hash>` as `<engine> yes|no`, where `<engine>` is the identity of the
 /// socket file the engine listens on (device, inode, change time, as for the remembered API version): an engine that
@@ -101,7 +104,9 @@ pub(crate) async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bo
 /// no limits, a stale "storage-opt supported" failed every create. A TCP endpoint has no such identity: it is asked
 /// once per process, never cached. The file is replaced whole (written beside it, then renamed), so a concurrent
 /// reader sees the old answer or the new one, never a torn one. Anything else in the file (an older berth's bare
-/// `yes`/`no`) counts as not cached; an engine that cannot answer gives `on_error`, not cached.
+/// `yes`/`no`) counts as not cached; an engine that cannot answer gives `on_error`, not cached. An answer is also
+/// asked again after [`FACT_TTL`]: a socket that systemd holds open across restarts of its service (Podman's socket
+/// activation) keeps its identity, so the identity alone cannot bound how stale an answer gets there.
 async fn cached_probe(
     ctx: &Ctx,
     rt: &DockerRuntime,
@@ -112,7 +117,10 @@ async fn cached_probe(
     let Some(engine) = socket_identity(rt.endpoint()) else { return probe.await.unwrap_or(on_error) };
     let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
     let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));
-    if let Some(text) = read_small(&cache)
+    let fresh =
+        std::fs::metadata(&cache).and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|age| age < FACT_TTL));
+    if fresh
+        && let Some(text) = read_small(&cache)
         && let Some((seen, answer)) = text.trim().rsplit_once(' ')
         && seen == engine
     {
