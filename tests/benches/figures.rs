@@ -399,7 +399,7 @@ async fn bench_reap(rt: &DockerRuntime, home: &Path, rounds: usize) -> Vec<Figur
     // A sweep with nothing to reap over 200 labeled (young, never started) containers.
     let idle = &bench_profile("idle");
     make_containers(rt, home, idle, 200, false).await;
-    let scope = ReapScope { profile_label: Some(idle.into()), max_age_secs: 600, host: None };
+    let scope = ReapScope { home: None, profile_label: Some(idle.into()), max_age_secs: 600, host: None };
     let mut sweeps = Vec::new();
     for _ in 0..30 {
         let start = Instant::now();

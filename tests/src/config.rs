@@ -118,3 +118,18 @@ fn config_ls_hides_the_board_password_and_get_gives_it() {
     assert_eq!(String::from_utf8(with(&["config", "get", "kanban.database_url"]).stdout).unwrap().trim(), url);
     assert!(String::from_utf8(with(&["config", "env"]).stdout).unwrap().contains(url));
 }
+
+/// YAML merge keys are read as hermes-agent reads them (issue 23): a `terminal:` section that merges a shared anchor
+/// gets its values, and a key written beside the merge wins.
+#[test]
+fn yaml_merge_keys_in_config_yaml_are_applied() {
+    let home = Home::new();
+    let file =
+        "defaults: &base\n  timeout: 30\n  lifetime_seconds: 900\nterminal:\n  <<: *base\n  lifetime_seconds: 600\n";
+    std::fs::write(home.path().join("config.yaml"), file).unwrap();
+    let out = home.run(&["config", "get", "terminal.timeout", "--json"]);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((&v["value"], &v["source"]), (&serde_json::json!(30), &serde_json::json!("file")), "{v}");
+    assert_eq!(home.json(&["config", "get", "terminal.lifetime_seconds"])["value"], 600);
+}

@@ -27,6 +27,8 @@ mod gateway;
 #[cfg(test)]
 mod hermes;
 #[cfg(test)]
+mod homes;
+#[cfg(test)]
 mod kanban;
 #[cfg(test)]
 mod lifecycle;

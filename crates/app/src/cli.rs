@@ -109,7 +109,7 @@ pub struct TaskArg {
 pub enum SandboxCmd {
     /// Acquire a task's sandbox: attach to it, start it, recreate it on config drift, or create it.
     Ensure(TaskArg),
-    /// List managed sandboxes of this profile (or of all profiles).
+    /// List managed sandboxes of this profile (or of all profiles) in this home: another home's stay out.
     Ls {
         /// Every profile's sandboxes.
         #[arg(long)]

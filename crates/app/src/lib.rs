@@ -20,10 +20,12 @@ use crate::board::worker;
 use crate::cli::{Cli, Command};
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
-use crate::edge::{log_format, redact};
+use crate::edge::{log_format, private_files, redact};
 
 /// Runs the CLI and returns its exit code.
 pub fn main() -> ExitCode {
+    // Before anything can create a file: berth's files (logs, the board, caches, state) are its user's alone.
+    private_files::enter();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -111,6 +113,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.as_deref()));
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
+    private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
     match &cli.command {
         Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),
         Command::Config(cmd) => config_cmd::command(&ctx, cmd),

@@ -1,6 +1,7 @@
 //! Berth's settings: one table ([`table::SETTINGS`]) and every surface derived from it.
 //!
-//! Surfaces: the config file (`<home>/config.yaml`, hermes-compatible), the environment (`TERMINAL_*`/`KANBAN_*`),
+//! Surfaces: the config file (`<home>/config.yaml`, hermes-compatible, YAML merge keys applied), the environment
+//! (`TERMINAL_*`/`KANBAN_*`),
 //! `-c key=value`, the environment handed to workers, the generated `docs/settings.md`, and the list of variables
 //! hermetic tests clear. This is the only crate that reads those variables.
 
@@ -159,6 +160,53 @@ pub fn load_file(path: &Path) -> Result<Option<Yaml>, ConfigError> {
     serde_yaml_ng::from_str(&text).map(Some).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })
 }
 
+/// `doc` with its YAML merge keys (`<<: *base`, `<<: [*a, *b]`) applied, as hermes-agent's PyYAML reads them: keys
+/// written in a mapping win over merged ones, earlier merged mappings over later ones, and a merged mapping's own
+/// merges are applied first. A merge the document cannot take (a scalar after `<<`) is a warning and the file is read
+/// without merges.
+fn with_merge_keys(path: &Path, doc: &Yaml, warnings: &mut Vec<String>) -> Yaml {
+    let mut merged = doc.clone();
+    match flatten_merges(&mut merged) {
+        Ok(()) => merged,
+        Err(why) => {
+            warnings.push(format!("{}: a YAML merge key (<<) {why}; read without merges", path.display()));
+            doc.clone()
+        }
+    }
+}
+
+/// Applies merge keys bottom-up (the parser bounds a document's depth, so the recursion is bounded too).
+fn flatten_merges(node: &mut Yaml) -> Result<(), &'static str> {
+    match node {
+        Yaml::Mapping(m) => {
+            for v in m.values_mut() {
+                flatten_merges(v)?;
+            }
+            let sources = match m.remove("<<") {
+                None => return Ok(()),
+                Some(Yaml::Mapping(one)) => vec![one],
+                Some(Yaml::Sequence(many)) => many
+                    .into_iter()
+                    .map(|v| match v {
+                        Yaml::Mapping(one) => Ok(one),
+                        _ => Err("lists something other than mappings"),
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err("is followed by neither a mapping nor a list of mappings"),
+            };
+            for source in sources {
+                for (k, v) in source {
+                    m.entry(k).or_insert(v);
+                }
+            }
+            Ok(())
+        }
+        Yaml::Sequence(items) => items.iter_mut().try_for_each(flatten_merges),
+        Yaml::Tagged(t) => flatten_merges(&mut t.value),
+        _ => Ok(()),
+    }
+}
+
 fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
     doc.get(s.section())?.get(s.name())
 }
@@ -211,6 +259,7 @@ fn default_value(s: &Setting, home: &Path) -> Value {
 /// [`ConfigError`] for a bad `-c` pair.
 pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
     let mut warnings = Vec::new();
+    let merged = inputs.file.map(|(path, doc)| (path, with_merge_keys(path, doc, &mut warnings)));
     let mut entries = Vec::with_capacity(SETTINGS.len());
     for s in SETTINGS {
         let default = default_value(s, inputs.home);
@@ -237,11 +286,11 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
                     entry.source = Source::Default;
                 }
             };
-        if let Some((path, doc)) = inputs.file
+        if let Some((path, doc)) = &merged
             && let Some(y) = yaml_lookup(doc, s)
         {
             let raw = serde_yaml_ng::to_string(y).unwrap_or_default().trim().to_owned();
-            lenient(value::from_yaml(s.kind, y), Source::File(path.to_owned()), raw, &mut entry);
+            lenient(value::from_yaml(s.kind, y), Source::File((*path).to_owned()), raw, &mut entry);
         }
         let var = s.env_var();
         if let Some(raw) = inputs.env.get(&var) {
@@ -496,11 +545,12 @@ From create to reap, and the settings of each step:
    resource and mount settings); with `terminal.container_persistent` its `/root` and `/workspace` live in the host
    folder `<terminal.sandbox_dir>/docker/<profile>/<task>-<digest>`.
 2. **Reuse**: later processes attach to it, start it when stopped, recreate it on drift
-   (`terminal.docker_recreate_on_config_change`). With `terminal.docker_persist_across_processes: false` each process
+   (`terminal.docker_recreate_on_config_change`), but never while a command runs in it (the process that asked
+   exits 125 with one line). With `terminal.docker_persist_across_processes: false` each process
    gets a throw-away sandbox, removed with its folder at release (`berth run --keep-files` keeps the folder).
 3. **Idle stop**: `terminal.docker_idle_stop_seconds` (0: off; per profile
    `terminal.docker_idle_stop_seconds_overrides`): the gateway stops (never removes) a running persistent sandbox
-   with nothing inside but its keep-alive for that long.
+   of any profile of its home with nothing inside but its keep-alive for that profile's period.
 4. **Remove**: `berth sandbox rm` removes the sandbox and its folder (`--keep-files` keeps it; a task on a board keeps
    its folder), as root through a one-shot helper container when the sandbox's root user left files there, never
    through a symlink.

@@ -406,3 +406,34 @@ fn out_of_range_values_are_refused_by_the_rows_type() {
         assert!(err.contains(why), "{key}={raw}: {err}");
     }
 }
+
+#[test]
+fn yaml_merge_keys_are_read_as_hermes_reads_them() {
+    let file = "\
+base: &base
+  timeout: 30
+  lifetime_seconds: 900
+more: &more
+  timeout: 45
+  docker_image: img:merged
+chained: &chained
+  <<: *base
+  cwd: /srv
+terminal:
+  <<: [*chained, *more]
+  lifetime_seconds: 600
+kanban:
+  <<: {failure_limit: 7}
+";
+    let r = resolve_with(Some(file), &[], &[]);
+    let get = |k: &str| r.value(k).to_text();
+    assert_eq!(get("terminal.timeout"), "30", "the earlier merged mapping wins");
+    assert_eq!(get("terminal.lifetime_seconds"), "600", "a key written in the mapping wins");
+    assert_eq!(get("terminal.docker_image"), "img:merged");
+    assert_eq!(get("terminal.cwd"), "/srv", "a chain of merges is followed");
+    assert_eq!(get("kanban.failure_limit"), "7");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let bad = resolve_with(Some("terminal:\n  <<: 5\n  timeout: 31\n"), &[], &[]);
+    assert_eq!(bad.value("terminal.timeout").to_text(), "31");
+    assert!(bad.warnings.iter().any(|w| w.contains("merge key")), "{:?}", bad.warnings);
+}

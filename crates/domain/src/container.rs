@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::label::{LABEL_AGENT, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_PROFILE, LABEL_TASK};
+use crate::label::{LABEL_AGENT, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_PROFILE, LABEL_TASK};
 use crate::time::Timestamp;
 
 /// A container's lifecycle state as the Engine API names it (Podman's extra names folded in).
@@ -103,6 +103,19 @@ impl ContainerSummary {
     /// Berth's identity digest, absent on containers hermes-agent made.
     pub fn identity(&self) -> Option<&str> {
         self.label(LABEL_IDENTITY)
+    }
+
+    /// The digest of the berth home that made it (`berth.home`), absent on containers hermes-agent or a berth from
+    /// before homes were labelled made.
+    pub fn home(&self) -> Option<&str> {
+        self.label(LABEL_HOME)
+    }
+
+    /// Whether the home `home` (its digest; `None`: no home, as in the domain's own tests) may manage it: a container
+    /// labelled by another home belongs to that home only; an unlabelled one (hermes-made, or from an older berth)
+    /// belongs to every home.
+    pub fn in_home(&self, home: Option<&str>) -> bool {
+        self.home().is_none_or(|h| Some(h) == home)
     }
 
     /// Berth's spec fingerprint, absent on containers hermes-agent made.

@@ -15,6 +15,10 @@ pub const LABEL_EGRESS: &str = "hermes-egress";
 pub const EGRESS_OFF: &str = "off";
 /// Berth's own label: a digest of the raw (profile, task) pair, which disambiguates sanitizer collisions.
 pub const LABEL_IDENTITY: &str = "berth.identity";
+/// Berth's own label: a digest of the canonical path of the berth home that made the container, so two homes on one
+/// engine never reuse, recreate, reap, list or idle-stop each other's sandboxes. Absent on containers hermes-agent
+/// made and on those an older berth made (both belong to every home, as before).
+pub const LABEL_HOME: &str = "berth.home";
 /// Berth's own label: a digest of the effective create spec, used to detect config drift.
 pub const LABEL_FINGERPRINT: &str = "berth.fingerprint";
 /// Berth's own label: a short digest of each create-spec field (`image:1a2b3c4d,env:…`), so a drift message can name

@@ -5,19 +5,19 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::ids::{ProfileName, TaskId};
 use crate::label::{
-    EGRESS_OFF, LABEL_AGENT, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
-    LABEL_PROFILE, LABEL_TASK, LabelValue,
+    EGRESS_OFF, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
 };
 use crate::sha256;
 
 mod extra_args;
+mod identity;
 pub use extra_args::{
     DeviceMapping, DeviceRequest, ExtraCreate, MAPPED_FLAGS, MountSource, MountSpec, PortPublish, Ulimit,
     apply_extra_args, blank_spec, check_extra_args, mount_sources, parse_device, parse_gpus, parse_mount,
     parse_publish, parse_ulimit,
 };
+pub use identity::{SandboxIdentity, home_digest, shared_profile_label};
 
 /// Why the settings cannot become a create spec; the app reports it as a usage error and creates nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -68,96 +68,6 @@ pub fn parse_flag_bool(raw: &str) -> Option<bool> {
         "true" | "1" | "t" => Some(true),
         "false" | "0" | "f" => Some(false),
         _ => None,
-    }
-}
-
-/// What a sandbox is keyed by: the raw task id and the profile, or instead of the profile a shared container key
-/// (`terminal.docker_shared_container_key`, hermes 0.21) that lets trusted profiles share one sandbox.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SandboxIdentity {
-    pub task: TaskId,
-    pub profile: ProfileName,
-    /// The raw shared key, when set (never empty).
-    pub shared_key: Option<String>,
-}
-
-/// hermes 0.21's profile label for a shared container key: the sanitized key cut to 50 characters, `-`, and the
-/// first 12 hex digits of the raw key's sha256 (sanitizing is lossy, the digest keeps colliding keys apart).
-pub fn shared_profile_label(key: &str) -> LabelValue {
-    let head: String = LabelValue::sanitize(key).as_str().chars().take(50).collect();
-    LabelValue::sanitize(&format!("{head}-{}", &sha256::hex_digest(key.as_bytes())[..12]))
-}
-
-impl SandboxIdentity {
-    pub fn new(task: TaskId, profile: ProfileName) -> Self {
-        Self { task, profile, shared_key: None }
-    }
-
-    /// Keys the sandbox by `key` instead of the profile, as hermes 0.21 does; an empty key changes nothing.
-    #[must_use]
-    pub fn shared(mut self, key: &str) -> Self {
-        self.shared_key = (!key.is_empty()).then(|| key.to_owned());
-        self
-    }
-
-    /// The sanitized `hermes-task-id` label value.
-    pub fn task_label(&self) -> LabelValue {
-        LabelValue::sanitize(self.task.as_str())
-    }
-
-    /// The `hermes-profile` label value: the sanitized profile, or the shared key's form.
-    pub fn profile_label(&self) -> LabelValue {
-        match &self.shared_key {
-            Some(key) => shared_profile_label(key),
-            None => LabelValue::sanitize(self.profile.as_str()),
-        }
-    }
-
-    /// A digest of the raw pair: distinct raw ids get distinct digests even when their labels collide.
-    pub fn digest(&self) -> String {
-        let (tag, owner): (&[u8], &str) = match &self.shared_key {
-            Some(key) => (b"berth-identity-shared-v1\0", key),
-            None => (b"berth-identity-v1\0", self.profile.as_str()),
-        };
-        let mut input = tag.to_vec();
-        input.extend_from_slice(owner.as_bytes());
-        input.push(0);
-        input.extend_from_slice(self.task.as_str().as_bytes());
-        sha256::hex_digest(&input)[..32].to_owned()
-    }
-
-    /// The three upstream labels (the lookup filter shared with hermes-agent).
-    pub fn upstream_labels(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            (LABEL_AGENT.to_owned(), "1".to_owned()),
-            (LABEL_TASK.to_owned(), self.task_label().as_str().to_owned()),
-            (LABEL_PROFILE.to_owned(), self.profile_label().as_str().to_owned()),
-        ])
-    }
-
-    /// The deterministic container name of the persistent sandbox; Docker's name conflict arbitrates races.
-    pub fn persistent_name(&self) -> String {
-        let task: String = self.task_label().as_str().chars().take(24).collect();
-        let profile: String = self.profile_label().as_str().chars().take(20).collect();
-        format!("berth-{profile}-{task}-{}", &self.digest()[..12])
-    }
-
-    /// The sandbox's own folder under `sandbox_dir` (its `/root` and `/workspace` live in `home/` and
-    /// `workspace/`). Names are the sanitized task label plus the identity digest, so hostile ids stay one path
-    /// component.
-    pub fn host_dir(&self, sandbox_dir: &str) -> String {
-        format!(
-            "{}/docker/{}/{}-{}",
-            sandbox_dir.trim_end_matches('/'),
-            self.profile_label(),
-            self.task_label(),
-            &self.digest()[..12]
-        )
-    }
-
-    /// The name of a throw-away (opt-out mode) sandbox; `nonce` makes it unique.
-    pub fn ephemeral_name(&self, nonce: &str) -> String {
-        format!("{}-x{nonce}", self.persistent_name())
     }
 }
 
@@ -530,6 +440,9 @@ pub fn build_create_spec(
 
     let mut labels = identity.upstream_labels();
     labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
+    if let Some(home) = &identity.home {
+        labels.insert(LABEL_HOME.to_owned(), home.clone());
+    }
     labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
     // hermes 0.21 filters reuse on this label; berth never routes through an egress proxy.
     labels.insert(LABEL_EGRESS.to_owned(), EGRESS_OFF.to_owned());

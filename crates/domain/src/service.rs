@@ -8,17 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::container::{ContainerDetails, ContainerState, ContainerSummary};
-use crate::label::{LABEL_AGENT, LABEL_MODE, LABEL_OWNER, LABEL_PROFILE};
+use crate::container::{ContainerState, ContainerSummary};
+use crate::label::{LABEL_AGENT, LABEL_PROFILE};
 use crate::policy::cleanup::{CleanupPlan, ReleaseMode, plan_cleanup};
-use crate::policy::lease::{LEASE_PATH, Lease};
-use crate::policy::reaper::{
-    Orphan, ReapPlan, ReapReason, ReapScope, SpareReason, Spared, find_orphans, judge_orphan, parse_owner,
-};
 use crate::policy::reuse::{ReuseDecision, ReusePolicy, select_reusable};
-use crate::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, ProcessProbe, RuntimeError};
+use crate::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
 use crate::sandbox::{CreateSpec, FINGERPRINT_VERSION, SandboxIdentity};
-use crate::time::Timestamp;
 
 /// Errors of sandbox operations.
 #[derive(Debug, Error)]
@@ -28,6 +23,11 @@ pub enum SandboxError {
     /// The sandbox kept changing under us (removed or replaced by others) on every attempt.
     #[error("sandbox {name} did not settle after {attempts} attempts")]
     Unsettled { name: String, attempts: u32 },
+    /// Its spec drifted, but a command runs in it (a live exec, maybe another process's): it is left alone.
+    #[error(
+        "sandbox {name} has a command running, so it is not recreated for config drift ({changed}); retry when it finishes, or remove it with `berth sandbox rm`"
+    )]
+    Busy { name: String, changed: String },
     /// A freshly created container would not start; it was removed again.
     #[error("container {name} was created but would not start")]
     StartFailed {
@@ -232,17 +232,7 @@ async fn acquire_listed(rt: &dyn ContainerRuntime, req: &AcquireRequest) -> Resu
                 continue;
             }
             ReuseDecision::Recreate { id, old, new, changed } => {
-                notes.push(if changed.is_empty() {
-                    // A container labelled before berth wrote per-field digests: only the fingerprint tells.
-                    format!(
-                        "config changed (fingerprint {} -> {}; the container predates per-setting labels); recreating {}",
-                        &old[..8.min(old.len())],
-                        &new[..8.min(new.len())],
-                        short(&id)
-                    )
-                } else {
-                    format!("config changed: {}; recreating {}", changed.join(", "), short(&id))
-                });
+                notes.push(drift_note(rt, &listed, &id, (&old, &new), &changed).await?);
                 remove_now(rt, &id).await?;
                 recreated = true;
                 continue;
@@ -285,6 +275,46 @@ async fn follow(
         followed.insert(c.id.clone());
     }
     Ok(seen.map(|c| vec![c]))
+}
+
+/// The warning for a sandbox about to be recreated for drift, or [`SandboxError::Busy`] when a command runs in it
+/// (drift never kills a command).
+async fn drift_note(
+    rt: &dyn ContainerRuntime,
+    listed: &[ContainerSummary],
+    id: &str,
+    (old, new): (&str, &str),
+    changed: &[String],
+) -> Result<String, SandboxError> {
+    if let Some(c) = listed.iter().find(|c| c.id == id && c.state.is_live())
+        && !idle_inside(rt, id).await?
+    {
+        let changed = if changed.is_empty() { "fingerprint".to_owned() } else { changed.join(", ") };
+        return Err(SandboxError::Busy { name: c.name.clone(), changed });
+    }
+    Ok(if changed.is_empty() {
+        // A container labelled before berth wrote per-field digests: only the fingerprint tells.
+        format!(
+            "config changed (fingerprint {} -> {}; the container predates per-setting labels); recreating {}",
+            &old[..8.min(old.len())],
+            &new[..8.min(new.len())],
+            short(id)
+        )
+    } else {
+        format!("config changed: {}; recreating {}", changed.join(", "), short(id))
+    })
+}
+
+/// Whether a live container runs nothing but its keep-alive. A command running inside (another process's exec) or
+/// a process list the runtime cannot give both count as busy: drift never kills what it cannot see. A container that
+/// went away meanwhile counts as idle (the next round finds it gone).
+async fn idle_inside(rt: &dyn ContainerRuntime, id: &str) -> Result<bool, RuntimeError> {
+    match rt.processes(id).await {
+        Ok(list) => Ok(list.iter().all(|p| crate::policy::idle::is_keep_alive(&p.command))),
+        Err(RuntimeError::NotFound(_)) => Ok(true),
+        Err(e @ RuntimeError::Unavailable { .. }) => Err(e),
+        Err(_) => Ok(false),
+    }
 }
 
 fn name_of<'a>(listed: &'a [ContainerSummary], id: &str) -> Option<&'a str> {
@@ -388,190 +418,32 @@ pub async fn release(
     Ok(plan)
 }
 
-/// Finds the sandboxes (managed containers) of one identity, or all of them.
+/// Finds the sandboxes (managed containers) of one profile label, or of all, that the home `home` may manage
+/// ([`ContainerSummary::in_home`]; `None`: every home's).
 ///
 /// # Errors
 /// A [`RuntimeError`] from the list call.
 pub async fn list_managed(
     rt: &dyn ContainerRuntime,
     profile_label: Option<&str>,
+    home: Option<&str>,
 ) -> Result<Vec<ContainerSummary>, RuntimeError> {
     let mut labels = BTreeMap::from([(LABEL_AGENT.to_owned(), "1".to_owned())]);
     if let Some(p) = profile_label {
         labels.insert(LABEL_PROFILE.to_owned(), p.to_owned());
     }
-    rt.list(&ListQuery { labels, states: Vec::new() }).await
-}
-
-/// The outcome of a sweep.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ReapReport {
-    pub removed: Vec<Orphan>,
-    pub skipped: Vec<Spared>,
-    /// Containers chosen for removal whose removal failed; the sweep went on.
-    pub failed: Vec<(String, String)>,
-    pub dry_run: bool,
-}
-
-/// Sweeps orphans: lists managed non-running containers in scope (and running ephemeral ones, whose owner may have
-/// died), inspects them, and removes those old enough.
-///
-/// Every candidate is re-inspected right before removal and a stopped one is removed without force, so a container a
-/// sibling just restarted is never killed. One failure does not stop the sweep.
-///
-/// # Errors
-/// A [`RuntimeError`] only when listing fails.
-pub async fn reap(
-    rt: &dyn ContainerRuntime,
-    now: Timestamp,
-    scope: &ReapScope,
-    probe: &dyn ProcessProbe,
-    dry_run: bool,
-) -> Result<ReapReport, RuntimeError> {
-    let mut labels = BTreeMap::from([(LABEL_AGENT.to_owned(), "1".to_owned())]);
-    if let Some(p) = &scope.profile_label {
-        labels.insert(LABEL_PROFILE.to_owned(), p.clone());
+    let mut listed = rt.list(&ListQuery { labels, states: Vec::new() }).await?;
+    if let Some(home) = home {
+        listed.retain(|c| c.in_home(Some(home)));
     }
-    // One listing by label; states are decided here, not by the engine's status filter (Podman 4.3 answers 500 to
-    // `dead` and `restarting`).
-    let all = rt.list(&ListQuery { labels, states: Vec::new() }).await?;
-    let stopped = [ContainerState::Exited, ContainerState::Created, ContainerState::Dead];
-    let mut listed = Vec::new();
-    let mut gone_owners = BTreeSet::new();
-    let mut lease_checks = Vec::new();
-    for c in all {
-        if stopped.contains(&c.state) {
-            listed.push(c);
-            continue;
-        }
-        // A live ephemeral sandbox is an orphan when its owning process on this host has exited.
-        let Some(host) = &scope.host else { continue };
-        if !c.state.is_live() || c.label(LABEL_MODE) != Some("ephemeral") {
-            continue;
-        }
-        let owner = c.label(LABEL_OWNER).unwrap_or_default().to_owned();
-        let Some((h, pid, start)) = parse_owner(&owner) else { continue };
-        if h == host {
-            if !probe.is_alive(pid, Some(start)) {
-                gone_owners.insert(owner);
-                listed.push(c);
-            }
-        } else {
-            lease_checks.push((c, owner));
-        }
-    }
-    // An owner on another host cannot be probed: its lease, renewed inside the sandbox, tells whether it still
-    // lives. No lease (an older berth, or one not yet written) or an unreadable one keeps the sandbox.
-    let leases = join_all(lease_checks.iter().map(|(c, _)| rt.read_file(&c.id, LEASE_PATH))).await;
-    for ((c, owner), read) in lease_checks.into_iter().zip(leases) {
-        let lease = read.ok().flatten().and_then(|b| Lease::parse(&String::from_utf8_lossy(&b)));
-        if lease.is_some_and(|l| l.owner == owner && l.lapsed(now).is_some()) {
-            gone_owners.insert(owner);
-            listed.push(c);
-        }
-    }
-    // Only an exited container created longer ago than the threshold needs its `FinishedAt` (one inspect each); for
-    // the rest the listing decides: `created`/`dead` and orphaned live ones age by creation time, and a container
-    // created more recently than the threshold cannot have exited longer ago than it.
-    let needs_inspect = |c: &ContainerSummary| {
-        c.state == ContainerState::Exited && now.secs_since(c.created) >= scope.max_age_secs as f64
-    };
-    let (to_inspect, settled): (Vec<ContainerSummary>, Vec<ContainerSummary>) =
-        listed.into_iter().partition(|c| needs_inspect(c));
-    let inspected = join_all(to_inspect.iter().map(|c| rt.inspect(&c.id))).await;
-    let mut details: Vec<ContainerDetails> = inspected.into_iter().filter_map(Result::ok).collect();
-    details.extend(settled.into_iter().map(|summary| ContainerDetails {
-        // Creation time stands in for the finish time: it is earlier, so the age it gives is an upper bound.
-        finished_at_raw: if summary.state == ContainerState::Exited {
-            summary.created.to_rfc3339()
-        } else {
-            String::new()
-        },
-        summary,
-        started_at_raw: String::new(),
-        exit_code: None,
-        oom_killed: false,
-        env: Vec::new(),
-    }));
-    let ReapPlan { remove, spare } = find_orphans(now, &details, scope, &gone_owners);
-    let mut report = ReapReport { skipped: spare, dry_run, ..ReapReport::default() };
-    if dry_run {
-        report.removed = remove;
-        return Ok(report);
-    }
-    let results = join_all(remove.iter().map(|o| remove_orphan(rt, now, scope, &gone_owners, o))).await;
-    for (orphan, res) in remove.into_iter().zip(results) {
-        match res {
-            Ok(None) => report.removed.push(orphan),
-            Ok(Some(reason)) => report.skipped.push(Spared { id: orphan.id, name: orphan.name, reason }),
-            Err(e) => report.failed.push((orphan.id, e.to_string())),
-        }
-    }
-    Ok(report)
-}
-
-/// Re-checks one orphan and removes it; `Ok(Some(reason))` when the re-check spared it.
-async fn remove_orphan(
-    rt: &dyn ContainerRuntime,
-    now: Timestamp,
-    scope: &ReapScope,
-    gone_owners: &BTreeSet<String>,
-    o: &Orphan,
-) -> Result<Option<SpareReason>, RuntimeError> {
-    let fresh = match rt.inspect(&o.id).await {
-        Ok(d) => d,
-        Err(RuntimeError::NotFound(_)) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let checked = match judge_orphan(now, &fresh, scope, gone_owners) {
-        Ok(checked) => checked,
-        Err(reason) => return Ok(Some(reason)),
-    };
-    // Only an ephemeral container whose owner died (or whose lease lapsed) is removed while running; everything else
-    // without force.
-    let force = matches!(checked.reason, ReapReason::OwnerGone | ReapReason::LeaseExpired);
-    match rt.remove(&o.id, force).await {
-        Ok(()) | Err(RuntimeError::NotFound(_)) => Ok(None),
-        Err(RuntimeError::Api { status: 409, .. }) => Ok(Some(SpareReason::Live)),
-        Err(e) => Err(e),
-    }
-}
-
-/// The once-per-process orphan reaper gate (upstream's `_maybe_reap_docker_orphans`).
-///
-/// A disabled call does not close the gate, so a later enabled call still sweeps; the gate closes before the sweep,
-/// so a failing sweep is not retried; sweep errors never reach the caller, so they never block creation.
-#[derive(Debug, Default)]
-pub struct ReaperGate(std::sync::atomic::AtomicBool);
-
-impl ReaperGate {
-    pub const fn new() -> Self {
-        Self(std::sync::atomic::AtomicBool::new(false))
-    }
-
-    /// Sweeps once when `enabled` and not yet swept; returns the report of the sweep that ran, if any.
-    pub async fn run_once(
-        &self,
-        enabled: bool,
-        rt: &dyn ContainerRuntime,
-        now: Timestamp,
-        scope: &ReapScope,
-        probe: &dyn ProcessProbe,
-    ) -> Option<Result<ReapReport, RuntimeError>> {
-        if !enabled || self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return None;
-        }
-        Some(reap(rt, now, scope, probe, false).await)
-    }
-
-    /// Whether the gate has closed.
-    pub fn has_run(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
-    }
+    Ok(listed)
 }
 
 /// Polls futures concurrently and returns their outputs in order; needs no runtime (re-exported for `app`).
 pub use futures_util::future::join_all;
+
+mod reap;
+pub use reap::{ReapReport, ReaperGate, reap};
 
 #[cfg(test)]
 mod tests;

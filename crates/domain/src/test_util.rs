@@ -60,6 +60,8 @@ struct Inner {
     next_id: u64,
     containers: BTreeMap<String, FakeContainer>,
     fail_start: BTreeSet<String>,
+    /// Containers with a command running besides their keep-alive (a live exec).
+    busy: BTreeSet<String>,
     calls: Vec<String>,
     execs: Vec<(String, Vec<String>)>,
 }
@@ -106,6 +108,16 @@ impl FakeRuntime {
             FakeContainer { id: id.clone(), spec, state, created, finished_at: finished_at.to_owned() },
         );
         id
+    }
+
+    /// Marks a container as running a command besides its keep-alive (a live exec), or not.
+    pub fn set_busy(&self, id: &str, busy: bool) {
+        let mut g = self.lock();
+        if busy {
+            g.busy.insert(id.to_owned());
+        } else {
+            g.busy.remove(id);
+        }
     }
 
     /// Makes `start` fail for this container.
@@ -156,6 +168,23 @@ impl FakeRuntime {
 
 #[async_trait]
 impl ContainerRuntime for FakeRuntime {
+    async fn processes(&self, id: &str) -> Result<Vec<crate::container::ContainerProcess>, RuntimeError> {
+        let g = self.lock();
+        let c = g.containers.get(id).ok_or_else(|| RuntimeError::NotFound(id.to_owned()))?;
+        if c.state != ContainerState::Running {
+            return Err(RuntimeError::Api { status: 409, message: format!("container {id} is not running") });
+        }
+        let proc = |pid: &str, command: &str| crate::container::ContainerProcess {
+            pid: pid.to_owned(),
+            command: command.to_owned(),
+        };
+        let mut list = vec![proc("1", "/sbin/docker-init -- sleep infinity"), proc("2", "sleep infinity")];
+        if g.busy.contains(id) {
+            list.push(proc("3", "sh -c work"));
+        }
+        Ok(list)
+    }
+
     async fn list(&self, query: &ListQuery) -> Result<Vec<ContainerSummary>, RuntimeError> {
         let mut g = self.lock();
         g.calls.push("list".into());

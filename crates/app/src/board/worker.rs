@@ -10,7 +10,6 @@ use domain::ids::{BoardSlug, ProfileName, TaskId};
 use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
 use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec, OutputSink, OutputStream};
-use domain::sandbox::SandboxIdentity;
 use domain::service;
 use kanban_core::{Confirmation, RunEnd, Task};
 
@@ -84,7 +83,7 @@ fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
-    let identity = SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx));
+    let identity = sandbox::identity_of(ctx, t, p);
     Ok(PathBuf::from(identity.host_dir(&dir)).join("workspace"))
 }
 
@@ -124,7 +123,7 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     cmd.stdin(gate).stdout(Stdio::null()).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = match (TaskId::parse(&task.task_id), ProfileName::parse(&assignee)) {
-        (Ok(t), Ok(p)) => SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx)).persistent_name(),
+        (Ok(t), Ok(p)) => sandbox::identity_of(ctx, t, p).persistent_name(),
         _ => String::new(),
     };
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
@@ -217,21 +216,42 @@ pub async fn remove_task_sandbox_shown(ctx: &Ctx, task: &str, assignee: &str) {
 }
 
 /// Appends exec output to our stdout/stderr (the worker's log), keeps the last line for the result, and caps the
-/// log while the run goes (`kanban.worker_log_rotate_bytes`).
+/// log while the run goes (`kanban.worker_log_rotate_bytes`). Forwarded secrets the command prints are masked on
+/// the way (in the log and so in the result), each stream by its own [`crate::edge::redact::Redactor`].
+#[derive(Default)]
 struct LogSink {
     last_line: String,
     log: Option<(PathBuf, u64)>,
     since_check: u64,
+    masks: [crate::edge::redact::Redactor; 2],
 }
 
 impl LogSink {
     /// Bytes written between two looks at the log's size.
     const CHECK_EVERY: u64 = 64 * 1024;
+
+    /// Writes what the redactors still hold back (the command ended).
+    fn finish(&mut self) {
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let rest = self.masks[usize::from(stream == OutputStream::Stderr)].finish();
+            self.write_masked(stream, &rest);
+        }
+    }
 }
 
 impl OutputSink for LogSink {
     fn write(&mut self, stream: OutputStream, bytes: &[u8]) {
+        let masked = self.masks[usize::from(stream == OutputStream::Stderr)].push(bytes);
+        self.write_masked(stream, &masked);
+    }
+}
+
+impl LogSink {
+    fn write_masked(&mut self, stream: OutputStream, bytes: &[u8]) {
         use std::io::Write;
+        if bytes.is_empty() {
+            return;
+        }
         let _ = match stream {
             OutputStream::Stdout => std::io::stdout().lock().write_all(bytes),
             OutputStream::Stderr => std::io::stderr().lock().write_all(bytes),
@@ -246,7 +266,7 @@ impl OutputSink for LogSink {
         if stream == OutputStream::Stdout
             && let Some(line) = String::from_utf8_lossy(bytes).lines().rev().find(|l| !l.trim().is_empty())
         {
-            self.last_line = line.chars().take(500).collect();
+            self.last_line = crate::edge::redact::redact(&line.chars().take(500).collect::<String>());
         }
     }
 }
@@ -305,12 +325,12 @@ fn run_marker(task: &str, run: Option<i64>) -> String {
 /// Removes a task's sandbox (any mode) when its task is finished with it; best effort, bounded.
 pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
     let (Ok(t), Ok(p)) = (TaskId::parse(task), ProfileName::parse(assignee)) else { return };
-    let identity = SandboxIdentity::new(t, p).shared(&sandbox::shared_key(ctx));
+    let identity = sandbox::identity_of(ctx, t, p);
     let work = async {
         let rt = sandbox::connect(ctx).await.ok()?;
         let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
         let listed = domain::ports::ContainerRuntime::list(&rt, &query).await.ok()?;
-        for c in listed.iter().filter(|c| c.identity() == Some(identity.digest().as_str())) {
+        for c in listed.iter().filter(|c| identity.owns(c)) {
             let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
         }
         Some(())
@@ -493,6 +513,7 @@ fn exec_worker_command(ctx: &Ctx, task: &Task, template: &str) -> Failure {
     use std::os::unix::process::CommandExt;
     let assignee = task.assignee.clone().unwrap_or_else(|| ctx.profile.as_str().to_owned());
     let rendered = render_worker_command(template, &task.id, &assignee, &task.board);
+    crate::edge::private_files::restore();
     let err = Command::new("sh").args(["-c", &rendered]).exec();
     Failure::other(format!("cannot start kanban.worker_command: {err}"))
 }
@@ -528,16 +549,15 @@ async fn run_in_sandbox(
     // Only a dispatched worker's stdout is its log file; a worker started by hand writes to a terminal.
     let log = log_path(ctx, &task.id);
     let cap = ctx.settings.kanban.worker_log_rotate_bytes;
-    let mut sink = LogSink {
-        last_line: String::new(),
-        log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)),
-        since_check: 0,
-    };
+    let mut sink =
+        LogSink { log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)), ..LogSink::default() };
     let lease = (!req.persist_across_processes).then(|| crate::sandbox::lease::hold(ctx, &rt, &req.spec.name));
     // Which sandbox, before the command's output; `run_from` acquires again only if that one went away meanwhile.
     let found = service::acquire(&rt, &req).await?;
     log_line(&format!("sandbox {} ({})", found.name, found.action.as_str()));
-    let (acquired, outcome) = service::run_from(&rt, &req, Some(found), &exec, &mut sink).await?;
+    let ran = service::run_from(&rt, &req, Some(found), &exec, &mut sink).await;
+    sink.finish();
+    let (acquired, outcome) = ran?;
     drop(lease);
     if !req.persist_across_processes {
         let _ = tokio::time::timeout(

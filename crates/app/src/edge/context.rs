@@ -89,6 +89,20 @@ impl Ctx {
         if set.is_empty() { hostname() } else { set.to_owned() }
     }
 
+    /// This home's `berth.home` digest (of its canonical path, so two spellings of one home are one home): on every
+    /// sandbox it makes and in its identity, so two homes on one engine never manage each other's sandboxes.
+    pub fn home_id(&self) -> String {
+        // A home that does not exist yet is named by its canonical parent, as it will be once made.
+        let canonical = std::fs::canonicalize(&self.home)
+            .or_else(|_| {
+                let parent = self.home.parent().ok_or(std::io::ErrorKind::NotFound)?;
+                let name = self.home.file_name().ok_or(std::io::ErrorKind::NotFound)?;
+                std::fs::canonicalize(parent).map(|p| p.join(name))
+            })
+            .unwrap_or_else(|_| self.home.clone());
+        domain::sandbox::home_digest(&canonical.to_string_lossy())
+    }
+
     /// The PostgreSQL board's URL (`kanban.database_url`), or `None` for the SQLite file.
     pub fn database_url(&self) -> Option<&str> {
         Some(self.settings.kanban.database_url.trim()).filter(|u| !u.is_empty())

@@ -8,6 +8,7 @@ pub mod exec_errors;
 pub mod log_format;
 pub mod open;
 pub mod output;
+pub mod private_files;
 pub mod process;
 pub mod redact;
 pub mod remove_tree;

@@ -2,7 +2,9 @@
 //!
 //! Forwarded secrets travel in each exec request, and bollard logs requests at debug level; workers write their
 //! stderr to log files on disk. So every log line, whoever emits it (berth or a library), goes through [`Stderr`],
-//! which replaces the secret values with `***` before anything is written.
+//! which replaces the secret values with `***` before anything is written. A task's own output, which a worker stores
+//! (its log, the board's `result`), goes through a [`Redactor`]: the same masking over a byte stream whose chunks
+//! may split a secret.
 
 use std::io::Write;
 use std::sync::RwLock;
@@ -46,6 +48,62 @@ pub fn redact(text: &str) -> String {
     out
 }
 
+/// Masks the registered secrets in a byte stream: a secret split across two chunks is still masked, since the end
+/// of a chunk that could begin a secret is held back until the next chunk (or [`Redactor::finish`]) decides.
+#[derive(Debug, Default)]
+pub struct Redactor {
+    held: Vec<u8>,
+}
+
+impl Redactor {
+    /// The masked bytes of `chunk` that are ready to write; a possible start of a secret at its end is held back.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let Ok(secrets) = SECRETS.read() else { return chunk.to_vec() };
+        if secrets.is_empty() {
+            return chunk.to_vec();
+        }
+        let mut buf = std::mem::take(&mut self.held);
+        buf.extend_from_slice(chunk);
+        let (out, held) = mask_bytes(&buf, &secrets, false);
+        self.held = held;
+        out
+    }
+
+    /// The bytes still held back, masked (the stream ended).
+    pub fn finish(&mut self) -> Vec<u8> {
+        let buf = std::mem::take(&mut self.held);
+        let Ok(secrets) = SECRETS.read() else { return buf };
+        mask_bytes(&buf, &secrets, true).0
+    }
+}
+
+/// `buf` with every secret replaced by [`MASK`], and (unless `end`) the tail that is a proper prefix of a secret,
+/// held back for the next chunk. Secrets are sorted longest first, so the longest match wins.
+fn mask_bytes(buf: &[u8], secrets: &[String], end: bool) -> (Vec<u8>, Vec<u8>) {
+    let mut first = [false; 256];
+    for s in secrets {
+        first[usize::from(s.as_bytes()[0])] = true;
+    }
+    let mut out = Vec::with_capacity(buf.len());
+    let mut i = 0;
+    while i < buf.len() {
+        if first[usize::from(buf[i])] {
+            let rest = &buf[i..];
+            if let Some(s) = secrets.iter().find(|s| rest.starts_with(s.as_bytes())) {
+                out.extend_from_slice(MASK.as_bytes());
+                i += s.len();
+                continue;
+            }
+            if !end && secrets.iter().any(|s| s.len() > rest.len() && s.as_bytes().starts_with(rest)) {
+                return (out, rest.to_vec());
+            }
+        }
+        out.push(buf[i]);
+        i += 1;
+    }
+    (out, Vec::new())
+}
+
 /// The log writer: stderr, redacted. tracing's formatter hands it one whole event per write.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Stderr;
@@ -80,5 +138,18 @@ mod tests {
         assert_eq!(redact("Env:[\"S=hunter2\"]"), "Env:[\"S=***\"]");
         assert_eq!(redact(r#"{"Env":["Q=a\"b"]}"#), r#"{"Env":["Q=***"]}"#);
         assert_eq!(redact("nothing here"), "nothing here");
+    }
+
+    #[test]
+    fn a_secret_split_across_chunks_is_masked() {
+        // The same secrets as the other test: they share the process-wide list and may run at once.
+        set_secrets(["hunter2", "a\"b", ""]);
+        let mut r = Redactor::default();
+        let mut out = r.push(b"pass: hun");
+        out.extend(r.push(b"ter2 and hu"));
+        out.extend(r.push(b"nt"));
+        out.extend(r.finish());
+        assert_eq!(String::from_utf8(out).unwrap(), "pass: *** and hunt");
+        assert_eq!(r.push(b"hunter2hunter2!"), b"******!");
     }
 }

@@ -29,6 +29,8 @@ pub struct Housekeeper {
     /// Sandbox folders (`terminal.sandbox_dir`): this profile's live in `docker/<profile label>/` under it.
     folders: crate::sandbox::folders::Folders,
     profile_label: String,
+    /// This home's `berth.home` digest: idle stop and the reaper touch only its sandboxes (and unlabelled ones).
+    home_id: String,
     idle: IdleSettings,
     reaper_enabled: bool,
     /// `kanban.retention_days` in seconds (`None`: finished tasks' output is kept until archived).
@@ -61,9 +63,9 @@ impl Housekeeper {
     pub fn from_ctx(ctx: &Ctx) -> Self {
         let idle = idle_settings(ctx);
         let profile_label = crate::sandbox::profile_label(ctx);
-        // A third of the shortest period, so a sandbox is stopped within a third of a period past its idle time;
-        // at least a second.
-        let idle_every = idle.period_for(Some(&profile_label)).map(|p| {
+        // A third of the shortest period of any profile, so a sandbox is stopped within a third of a period past its
+        // idle time; at least a second.
+        let idle_every = idle.shortest_period().map(|p| {
             let p = u64::try_from(p).unwrap_or(1);
             Duration::from_millis((p * 1000 / 3).clamp(1000, 60_000))
         });
@@ -72,11 +74,13 @@ impl Housekeeper {
             home: ctx.home.clone(),
             folders: crate::sandbox::folders::Folders::from_ctx(ctx),
             scope: ReapScope {
+                home: Some(ctx.home_id()),
                 profile_label: Some(profile_label.clone()),
                 max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
                 host: Some(crate::edge::context::hostname()),
             },
             profile_label,
+            home_id: ctx.home_id(),
             idle,
             reaper_enabled: ctx.settings.terminal.docker_orphan_reaper,
             retention: crate::board::retention::retention_secs(ctx),
@@ -87,9 +91,14 @@ impl Housekeeper {
 
     /// Logs what the loop will do, once, at the gateway's start.
     pub fn log_config(&self) {
-        let idle = match self.idle.period_for(Some(&self.profile_label)) {
-            Some(p) => format!("idle stop after {p}s"),
-            None => "idle stop off".to_owned(),
+        let idle = match (self.idle.period_for(None), self.idle.overrides.is_empty()) {
+            (Some(p), true) => format!("idle stop after {p}s"),
+            (None, true) => "idle stop off".to_owned(),
+            (p, false) => {
+                let over: Vec<String> = self.idle.overrides.iter().map(|(k, v)| format!("{k} {v}s")).collect();
+                let default = p.map_or_else(|| "off".to_owned(), |p| format!("{p}s"));
+                format!("idle stop after {default} ({})", over.join(", "))
+            }
         };
         let reap = if self.reaper_enabled {
             format!("orphan reaper every {}s", self.reap_every.as_secs())
@@ -176,13 +185,18 @@ impl Housekeeper {
         }
     }
 
-    /// Observes this profile's running sandboxes, stops those idle for their period; returns the new memory.
+    /// Observes the running sandboxes of every profile of this home (each profile's period from the overrides), stops
+    /// those idle for their period; returns the new memory.
     async fn idle_pass(
         &self,
         rt: &dyn ContainerRuntime,
         memory: &IdleMemory,
     ) -> Result<IdleMemory, domain::ports::RuntimeError> {
-        let listed = service::list_managed(rt, Some(&self.profile_label)).await?;
+        let mut listed = service::list_managed(rt, None, Some(&self.home_id)).await?;
+        // A sandbox without a home label (hermes-made, or from a berth before the label) may be anyone's on this
+        // engine: only those of the gateway's profile and of the profiles this home has are this gateway's to stop.
+        let mine = self.home_profile_labels();
+        listed.retain(|c| c.home().is_some() || c.profile_label().is_some_and(|p| mine.contains(p)));
         let running: Vec<_> = listed.into_iter().filter(|c| c.state.is_live()).collect();
         let lists = service::join_all(running.iter().map(|c| rt.processes(&c.id))).await;
         let observations: Vec<IdleObservation> = running
@@ -223,6 +237,17 @@ impl Housekeeper {
             }
         }
         Ok(memory)
+    }
+
+    /// The profile labels of this home: the gateway's (or its shared key's) and every profile folder's.
+    fn home_profile_labels(&self) -> std::collections::BTreeSet<String> {
+        let dirs = std::fs::read_dir(self.home.join("profiles")).into_iter().flatten().filter_map(Result::ok);
+        let names =
+            dirs.filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).filter_map(|e| e.file_name().into_string().ok());
+        let mut labels: std::collections::BTreeSet<String> =
+            names.map(|n| domain::label::LabelValue::sanitize(&n).as_str().to_owned()).collect();
+        labels.insert(self.profile_label.clone());
+        labels
     }
 
     /// One orphan sweep, one line per container removed.

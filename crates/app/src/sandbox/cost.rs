@@ -114,7 +114,7 @@ fn human_secs(s: Option<i64>) -> String {
 pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure> {
     let rt = connect(ctx).await?;
     let profile = profile_label(ctx);
-    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str())).await?;
+    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id())).await?;
     let now = SystemClock.now();
     let idle_since = read_idle_since(&ctx.home, now);
     // Every engine call runs for all sandboxes at once: stats take about a second each, sizes longer.
@@ -205,7 +205,7 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
 pub async fn top(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<u8, Failure> {
     let rt: DockerRuntime = connect(ctx).await?;
     let profile = profile_label(ctx);
-    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str())).await?;
+    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id())).await?;
     let want = id.trim();
     let found: Vec<&ContainerSummary> = listed
         .iter()

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use docker_adapter::DockerRuntime;
 use domain::container::ContainerSummary;
-use domain::ids::TaskId;
+use domain::ids::{ProfileName, TaskId};
 use domain::policy::cleanup::ReleaseMode;
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::policy::reuse::is_candidate;
@@ -15,81 +15,12 @@ use domain::service::{self, AcquireRequest};
 
 use crate::edge::context::{Ctx, ProcProbe, SystemClock};
 use crate::edge::error::Failure;
+use crate::sandbox::connect::{cgroup_limits_available, storage_opt_supported};
+pub use crate::sandbox::connect::{connect, connect_remembered};
 use crate::sandbox::folders::shared_key;
 
 /// How long a process waits for teardowns it started before it exits.
 pub const TEARDOWN_WAIT: Duration = Duration::from_secs(15);
-
-/// Connects to the engine, failing within the connect bound with one line naming the endpoint.
-///
-/// # Errors
-/// An engine failure (exit 125).
-pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
-    let endpoint = ctx.docker_endpoint();
-    let rt = DockerRuntime::connect(&endpoint).await?;
-    // Remembered for `berth run` (see `connect_remembered`); written only when it changed.
-    if let Some(id) = socket_identity(&endpoint) {
-        let (cache, text) = (api_version_cache(ctx, &endpoint), format!("{id} {}", rt.api_version()));
-        if read_small(&cache).is_none_or(|had| had != text) {
-            write_atomically(&cache, &text);
-        }
-    }
-    Ok(rt)
-}
-
-/// [`connect`] without the ping when this home already negotiated with the engine behind this very socket file:
-/// the version is remembered with the socket's identity (device, inode, change time), and an engine that restarts,
-/// is upgraded or is replaced makes a new socket, which misses. For `berth run`'s fast path, whose first request
-/// the caller bounds by [`docker_adapter::CONNECT_TIMEOUT`] as the ping would have been.
-///
-/// # Errors
-/// As [`connect`], on a miss.
-pub async fn connect_remembered(ctx: &Ctx) -> Result<(DockerRuntime, bool), Failure> {
-    let endpoint = ctx.docker_endpoint();
-    if let Some(id) = socket_identity(&endpoint)
-        && let Some(text) = read_small(&api_version_cache(ctx, &endpoint))
-        && let Some((seen, version)) = text.trim().split_once(' ')
-        && seen == id
-        && let Ok(rt) = DockerRuntime::connect_at(&endpoint, version)
-    {
-        return Ok((rt, true));
-    }
-    Ok((connect(ctx).await?, false))
-}
-
-/// A small regular file's text; `None` for anything else (missing, a directory, a FIFO, over 4 KiB).
-fn read_small(path: &std::path::Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    (meta.is_file() && meta.len() <= 4096).then(|| std::fs::read_to_string(path).ok()).flatten()
-}
-
-/// `dev:inode:ctime` of a unix endpoint's socket file; `None` for TCP endpoints or a missing socket.
-fn socket_identity(endpoint: &str) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let path = endpoint.strip_prefix("unix://").unwrap_or(endpoint);
-    if !path.starts_with('/') {
-        return None;
-    }
-    let m = std::fs::metadata(path).ok()?;
-    Some(format!("{}:{}:{}.{}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
-}
-
-/// Where the engine's API version is remembered for `endpoint`: `<home>/cache/api-version-<hash>`.
-fn api_version_cache(ctx: &Ctx, endpoint: &str) -> std::path::PathBuf {
-    let hash = domain::sha256::hex_digest(endpoint.as_bytes());
-    ctx.home.join("cache").join(format!("api-version-{}", hash.get(..12).unwrap_or("x")))
-}
-
-/// Writes `text` to `path` through a temporary file and a rename, so a concurrent reader sees all of it or none.
-fn write_atomically(path: &std::path::Path, text: &str) {
-    let Some(dir) = path.parent() else { return };
-    let _ = std::fs::create_dir_all(dir);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-}
 
 /// The identity of `task` under the active profile.
 ///
@@ -97,7 +28,12 @@ fn write_atomically(path: &std::path::Path, text: &str) {
 /// A usage failure for an over-long task id.
 pub fn identity(ctx: &Ctx, task: &str) -> Result<SandboxIdentity, Failure> {
     let task = TaskId::parse(task).map_err(Failure::usage_of)?;
-    Ok(SandboxIdentity::new(task, ctx.profile.clone()).shared(&shared_key(ctx)))
+    Ok(SandboxIdentity::new(task, ctx.profile.clone()).shared(&shared_key(ctx)).in_home(&ctx.home_id()))
+}
+
+/// The identity of `task` under `profile` in this home (a worker's task under its assignee).
+pub fn identity_of(ctx: &Ctx, task: TaskId, profile: ProfileName) -> SandboxIdentity {
+    SandboxIdentity::new(task, profile).shared(&shared_key(ctx)).in_home(&ctx.home_id())
 }
 
 /// The `hermes-profile` label this process's sandboxes carry: the profile's, or the shared key's form. The reaper
@@ -109,47 +45,6 @@ pub fn profile_label(ctx: &Ctx) -> String {
     } else {
         domain::sandbox::shared_profile_label(&key).as_str().to_owned()
     }
-}
-
-/// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint; an
-/// engine that cannot answer counts as `false`.
-async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
-    cached_probe(ctx, rt, "storage-opt", rt.supports_disk_quota(), false).await
-}
-
-/// Whether the engine can apply cgroup limits (cpu, memory, pids), asked once per process: hermes probes once per
-/// process too, and an engine without the controllers would otherwise fail every create. An engine that cannot
-/// answer counts as `true`.
-async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bool {
-    static PROBED: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
-    *PROBED
-        .get_or_init(|| async { cached_probe(ctx, rt, "cgroup-limits", rt.supports_cgroup_limits(), true).await })
-        .await
-}
-
-/// An engine fact asked once per home and endpoint (an `info` call costs a round trip on every command otherwise),
-/// kept in `<home>/cache/<what>-<endpoint hash>` as `yes` or `no`. The file is replaced whole (written beside it,
-/// then renamed), so a process reading while another writes sees the old answer or the new one, never a torn one:
-/// concurrent first commands once read a half-written file as `no`, built specs without limits and recreated each
-/// other's sandboxes. Anything but `yes`/`no` counts as not cached; an engine that cannot answer gives `on_error`,
-/// not cached.
-async fn cached_probe(
-    ctx: &Ctx,
-    rt: &DockerRuntime,
-    what: &str,
-    probe: impl std::future::Future<Output = Result<bool, domain::ports::RuntimeError>>,
-    on_error: bool,
-) -> bool {
-    let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
-    let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));
-    match read_small(&cache).as_deref().map(str::trim) {
-        Some("yes") => return true,
-        Some("no") => return false,
-        _ => {}
-    }
-    let Ok(answer) = probe.await else { return on_error };
-    write_atomically(&cache, if answer { "yes" } else { "no" });
-    answer
 }
 
 /// Builds the acquire request for `identity` from the settings; logs the spec's warnings.
@@ -197,6 +92,7 @@ static REAPER: service::ReaperGate = service::ReaperGate::new();
 /// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
 pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     let scope = ReapScope {
+        home: Some(ctx.home_id()),
         profile_label: Some(profile_label(ctx)),
         max_age_secs: reaper_max_age_secs(Some(ctx.settings.terminal.lifetime_seconds.get().cast_signed())),
         host: Some(crate::edge::context::hostname()),
@@ -265,8 +161,5 @@ pub(crate) async fn identity_containers(
     identity: &SandboxIdentity,
 ) -> Result<Vec<ContainerSummary>, Failure> {
     let listed = rt.list(&domain::ports::ListQuery { labels: identity.upstream_labels(), states: Vec::new() }).await?;
-    Ok(listed
-        .into_iter()
-        .filter(|c| is_candidate(identity, c) || (c.identity() == Some(identity.digest().as_str())))
-        .collect())
+    Ok(listed.into_iter().filter(|c| is_candidate(identity, c) || identity.owns(c)).collect())
 }

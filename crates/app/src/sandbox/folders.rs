@@ -219,7 +219,7 @@ impl Folders {
             return Ok(Vec::new());
         }
         // Listed after the folders were read: a sandbox created in between claims its folder in this listing.
-        let listed = service::list_managed(rt, profile_label).await?;
+        let listed = service::list_managed(rt, profile_label, None).await?;
         let mut live: BTreeSet<String> = listed
             .iter()
             .filter(|c| !removed.contains(&c.id))

@@ -51,7 +51,7 @@ pub(crate) async fn find(
     } else {
         let want = id.unwrap_or_default().trim();
         let profile = profile_label(ctx);
-        service::list_managed(rt, (!all_profiles).then_some(profile.as_str()))
+        service::list_managed(rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id()))
             .await?
             .into_iter()
             .filter(|c| !want.is_empty() && (c.name == want || (want.len() >= 4 && c.id.starts_with(want))))

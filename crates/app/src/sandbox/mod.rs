@@ -1,5 +1,6 @@
 //! `berth sandbox …` and `berth run`: acquire, exec, release and reap on the Docker Engine.
 
+pub mod connect;
 pub mod cost;
 pub mod engine;
 pub mod folders;
@@ -13,8 +14,8 @@ pub mod run_io;
 pub use cost::summary_json;
 use engine::identity_containers;
 pub use engine::{
-    TEARDOWN_WAIT, connect, connect_remembered, forwarded_env, identity, maybe_reap, profile_label, request,
-    stop_marked,
+    TEARDOWN_WAIT, connect, connect_remembered, forwarded_env, identity, identity_of, maybe_reap, profile_label,
+    request, stop_marked,
 };
 pub use folders::shared_key;
 pub use run::run;
@@ -86,7 +87,12 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             });
             let profile = profile_label(ctx);
             let host = Some(crate::edge::context::hostname());
-            let scope = ReapScope { profile_label: (!all_profiles).then_some(profile), max_age_secs, host };
+            let scope = ReapScope {
+                home: Some(ctx.home_id()),
+                profile_label: (!all_profiles).then_some(profile),
+                max_age_secs,
+                host,
+            };
             let sweep = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
             let report = output::with_progress(ctx.json, "sweeping stale sandboxes", sweep).await?;
             // Then the host folders whose sandbox (in any state) and task are both gone, by the same age threshold;

@@ -49,6 +49,12 @@ impl IdleSettings {
         (secs > 0).then_some(secs)
     }
 
+    /// The shortest period of any profile (the default or an override), `None` when idle stop is off for all.
+    pub fn shortest_period(&self) -> Option<i64> {
+        let overs = self.overrides.values().map(|v| i64::from(*v));
+        std::iter::once(self.default_secs).chain(overs).filter(|s| *s > 0).min()
+    }
+
     /// Whether idle stop applies to anything at all.
     pub fn any_enabled(&self) -> bool {
         self.default_secs > 0 || !self.overrides.is_empty()

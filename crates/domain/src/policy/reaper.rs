@@ -23,6 +23,9 @@ pub struct ReapScope {
     /// This host's name: ephemeral containers owned by a dead process of this host are orphans too (and those owned
     /// from another host whose lease lapsed).
     pub host: Option<String>,
+    /// Only containers this home may manage ([`ContainerSummary::in_home`]: its own and unlabelled ones); `None`
+    /// means every home's.
+    pub home: Option<String>,
 }
 
 /// A container chosen for removal.

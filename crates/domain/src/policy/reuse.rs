@@ -50,13 +50,16 @@ pub struct ReusePolicy {
     pub fields: String,
 }
 
-/// Whether `c` may serve `identity`: same upstream labels, and either berth's identity digest matches or the
-/// container has none (made by hermes-agent, accepted as it is). Ephemeral containers of other processes never match.
+/// Whether `c` may serve `identity`: same upstream labels, and either it is the identity's own berth container
+/// ([`SandboxIdentity::owns`]: this home's, or an older berth's with no home label) or it has no berth identity (made
+/// by hermes-agent, accepted as it is). Another home's container never matches. Ephemeral containers of other
+/// processes never match.
 pub fn is_candidate(identity: &SandboxIdentity, c: &ContainerSummary) -> bool {
     c.is_managed()
         && c.task_label() == Some(identity.task_label().as_str())
         && c.profile_label() == Some(identity.profile_label().as_str())
-        && c.identity().is_none_or(|d| d == identity.digest())
+        && (c.identity().is_none() || identity.owns(c))
+        && c.in_home(identity.home.as_deref())
         && c.label(LABEL_MODE) != Some("ephemeral")
         // hermes 0.21 keys reuse on its egress posture too; a container routed through its egress proxy is not
         // berth's to take over (berth has no proxy and would drop the routing).

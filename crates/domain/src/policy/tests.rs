@@ -185,7 +185,7 @@ fn ago(secs: i64) -> String {
 
 #[test]
 fn reaper_table() {
-    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600, host: None };
+    let scope = ReapScope { home: None, profile_label: Some("default".into()), max_age_secs: 600, host: None };
     let old = Timestamp::from_secs(NOW.as_secs() - 10_000);
     let check = |d: ContainerDetails, expect: Result<ReapReason, SpareReason>| {
         let got = judge_orphan(NOW, &d, &scope, &BTreeSet::new()).map(|o| o.reason);
@@ -221,7 +221,7 @@ fn reaper_table() {
     unmanaged.summary.labels.remove("hermes-agent");
     check(unmanaged, Err(SpareReason::NotManaged));
     // All profiles: another profile's container is in scope.
-    let all = ReapScope { profile_label: None, max_age_secs: 600, host: None };
+    let all = ReapScope { home: None, profile_label: None, max_age_secs: 600, host: None };
     assert!(
         judge_orphan(
             NOW,
@@ -255,7 +255,7 @@ proptest::proptest! {
         let containers: Vec<ContainerDetails> = states.iter().enumerate().map(|(i, s)| {
             details(&format!("c{i}"), profiles[i], all[*s].clone(), &ago(ages[i]), Timestamp::from_secs(NOW.as_secs() - ages[(i + 1) % 30]))
         }).collect();
-        let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(lifetime), host: None };
+        let scope = ReapScope { home: None, profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(lifetime), host: None };
         let plan = find_orphans(NOW, &containers, &scope, &BTreeSet::new());
         proptest::prop_assert_eq!(plan.remove.len() + plan.spare.len(), containers.len());
         for o in &plan.remove {
@@ -269,7 +269,8 @@ proptest::proptest! {
 
 #[test]
 fn a_running_ephemeral_sandbox_whose_owner_died_is_an_orphan() {
-    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600, host: Some("h".into()) };
+    let scope =
+        ReapScope { home: None, profile_label: Some("default".into()), max_age_secs: 600, host: Some("h".into()) };
     let old = Timestamp::from_secs(NOW.as_secs() - 10_000);
     let with = |mode: &str, owner: &str| {
         let mut d = details("e", "default", ContainerState::Running, "0001-01-01T00:00:00Z", old);

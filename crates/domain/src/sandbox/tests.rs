@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::ids::{ProfileName, TaskId};
 
 fn settings() -> SandboxSettings {
     crate::test_util::sandbox_settings()

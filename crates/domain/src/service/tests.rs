@@ -6,11 +6,14 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::container::ContainerDetails;
 use crate::ids::{ProfileName, TaskId};
-use crate::policy::reaper::{ReapReason, reaper_max_age_secs};
+use crate::policy::reaper::{ReapReason, ReapScope, reaper_max_age_secs};
 use crate::ports::CapturedOutput;
+use crate::ports::ProcessProbe;
 use crate::sandbox::{HostFacts, SandboxMode, SandboxSettings, build_create_spec};
 use crate::test_util::{FakeProcessProbe, FakeRuntime, block_on};
+use crate::time::Timestamp;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
@@ -192,8 +195,12 @@ fn reaper_sweeps_old_exited_created_and_spares_the_rest() {
     let running = rt.insert(spec("d", "default"), ContainerState::Running, old, &ago(9000));
     let zero = rt.insert(spec("e", "default"), ContainerState::Exited, old, "0001-01-01T00:00:00Z");
     let other = rt.insert(spec("f", "research-bot"), ContainerState::Exited, old, &ago(9000));
-    let scope =
-        ReapScope { profile_label: Some("default".into()), max_age_secs: reaper_max_age_secs(Some(300)), host: None };
+    let scope = ReapScope {
+        home: None,
+        profile_label: Some("default".into()),
+        max_age_secs: reaper_max_age_secs(Some(300)),
+        host: None,
+    };
 
     let dry = block_on(reap(&rt, T0, &scope, &FakeProcessProbe::default(), true)).unwrap();
     assert_eq!(dry.removed.len(), 2);
@@ -295,7 +302,7 @@ proptest! {
                     rt.set_now(now);
                 }
                 Op::Reap => {
-                    let scope = ReapScope { profile_label: None, max_age_secs: 600, host: Some("h".into()) };
+                    let scope = ReapScope { home: None, profile_label: None, max_age_secs: 600, host: Some("h".into()) };
                     let before: Vec<_> = rt.containers();
                     block_on(reap(&rt, now, &scope, &probe, false)).unwrap();
                     let owner_alive = |c: &crate::test_util::FakeContainer| {
@@ -331,6 +338,7 @@ proptest! {
 fn reaper_gate_runs_once_and_a_disabled_call_keeps_it_open() {
     let rt = FakeRuntime::new(T0);
     let scope = ReapScope {
+        home: None,
         profile_label: Some("research-bot".into()),
         max_age_secs: reaper_max_age_secs(Some(300)),
         host: None,
@@ -380,7 +388,7 @@ fn reaper_gate_reports_a_failed_sweep_once_and_never_retries() {
         }
     }
     let gate = ReaperGate::new();
-    let scope = ReapScope { profile_label: None, max_age_secs: 120, host: None };
+    let scope = ReapScope { home: None, profile_label: None, max_age_secs: 120, host: None };
     assert!(matches!(block_on(gate.run_once(true, &Down, T0, &scope, &FakeProcessProbe::default())), Some(Err(_))));
     assert!(block_on(gate.run_once(true, &Down, T0, &scope, &FakeProcessProbe::default())).is_none());
 }
@@ -465,7 +473,8 @@ fn the_reaper_needs_no_status_filter_from_the_engine() {
         rt.inner.insert(spec("a"), ContainerState::Exited, old, &Timestamp::from_secs(T0.as_secs() - 900).to_rfc3339());
     let dead = rt.inner.insert(spec("b"), ContainerState::Dead, old, "0001-01-01T00:00:00Z");
     let live = rt.inner.insert(spec("c"), ContainerState::Running, old, "0001-01-01T00:00:00Z");
-    let scope = ReapScope { profile_label: Some("default".into()), max_age_secs: 600, host: Some("h".into()) };
+    let scope =
+        ReapScope { home: None, profile_label: Some("default".into()), max_age_secs: 600, host: Some("h".into()) };
     let report = block_on(reap(&rt, T0, &scope, &FakeProcessProbe::default(), false)).unwrap();
     let mut removed: Vec<&str> = report.removed.iter().map(|o| o.id.as_str()).collect();
     removed.sort();
@@ -621,8 +630,12 @@ mod interactions {
         rt.expect_remove().with(eq("cid-stopped"), eq(false)).times(1).returning(|_, _| Ok(()));
         rt.expect_remove().with(eq("cid-eph"), eq(true)).times(1).returning(|_, _| Ok(()));
         rt.expect_stop().never();
-        let scope =
-            ReapScope { profile_label: None, max_age_secs: reaper_max_age_secs(Some(300)), host: Some("h".into()) };
+        let scope = ReapScope {
+            home: None,
+            profile_label: None,
+            max_age_secs: reaper_max_age_secs(Some(300)),
+            host: Some("h".into()),
+        };
         let report = block_on(reap(&rt, T0, &scope, &FakeProcessProbe::default(), false)).unwrap();
         let mut removed: Vec<&str> = report.removed.iter().map(|o| o.id.as_str()).collect();
         removed.sort_unstable();
@@ -644,4 +657,56 @@ mod interactions {
         let err = block_on(acquire(&rt, &req)).unwrap_err();
         assert!(matches!(err, SandboxError::StartFailed { .. }), "{err:?}");
     }
+}
+
+fn homed(mut req: AcquireRequest, home: &str, st: &SandboxSettings) -> AcquireRequest {
+    let identity = req.identity.clone().in_home(home);
+    let host = HostFacts::default();
+    req.spec = build_create_spec(&identity, SandboxMode::Persist, identity.persistent_name(), st, &host).unwrap().spec;
+    req.identity = identity;
+    req
+}
+
+#[test]
+fn drift_never_recreates_a_sandbox_with_a_command_running() {
+    let rt = FakeRuntime::new(T0);
+    let mut st = settings(true);
+    let a = block_on(acquire(&rt, &request("abc", "default", &st, 0))).unwrap();
+    rt.set_busy(&a.id, true);
+    st.image = "img:2".into();
+    let err = block_on(acquire(&rt, &request("abc", "default", &st, 0))).unwrap_err();
+    assert!(matches!(&err, SandboxError::Busy { changed, .. } if changed.contains("image")), "{err}");
+    assert_eq!(rt.containers().len(), 1);
+    assert!(!rt.calls().iter().any(|c| c.starts_with("stop") || c.starts_with("remove")), "{:?}", rt.calls());
+    // Once the command is over, the drift is applied.
+    rt.set_busy(&a.id, false);
+    let b = block_on(acquire(&rt, &request("abc", "default", &st, 0))).unwrap();
+    assert_eq!(b.action, AcquireAction::Recreated);
+}
+
+#[test]
+fn two_homes_never_share_reuse_or_recreate_a_sandbox() {
+    let rt = FakeRuntime::new(T0);
+    let st = settings(true);
+    let a = block_on(acquire(&rt, &homed(request("abc", "default", &st, 0), "aaaa", &st))).unwrap();
+    let mut other = settings(true);
+    other.image = "img:2".into();
+    let b = block_on(acquire(&rt, &homed(request("abc", "default", &other, 0), "bbbb", &other))).unwrap();
+    assert_eq!(b.action, AcquireAction::Created, "the second home makes its own sandbox");
+    assert_ne!((&a.id, &a.name), (&b.id, &b.name));
+    assert_eq!(a.labels["berth.home"], "aaaa");
+    assert_eq!(rt.containers().len(), 2);
+    let again = block_on(acquire(&rt, &homed(request("abc", "default", &st, 0), "aaaa", &st))).unwrap();
+    assert_eq!((again.action, again.id), (AcquireAction::Attached, a.id));
+}
+
+#[test]
+fn a_sandbox_from_before_homes_is_reused_by_a_home() {
+    let rt = FakeRuntime::new(T0);
+    let st = settings(true);
+    // An older berth: no home in the identity, no `berth.home` label.
+    let old = block_on(acquire(&rt, &request("abc", "default", &st, 0))).unwrap();
+    assert!(!old.labels.contains_key("berth.home"));
+    let now = block_on(acquire(&rt, &homed(request("abc", "default", &st, 0), "aaaa", &st))).unwrap();
+    assert_eq!((now.action, now.id), (AcquireAction::Attached, old.id));
 }
