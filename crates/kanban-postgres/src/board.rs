@@ -208,11 +208,11 @@ pub(crate) fn already_failed(tx: &mut impl GenericClient, id: &str, failure_limi
     Ok(kanban_core::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
 }
 
-fn millis(d: Duration) -> i64 {
+pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
+pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
     let row = c.query_opt(&format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1"), &[&id])?;
     let mut t = task_from_row(&row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)?;
     t.parents = c
@@ -572,117 +572,23 @@ impl BoardStore for PgKanbanStore {
         })
     }
 
+
+
+
+
     fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task, StoreError> {
-        let start = c.start.and_then(|v| i64::try_from(v).ok());
-        let expires = now.as_millis().saturating_add(millis(claim_ttl));
-        let (task, run, pid, host) = (c.task, c.run_id, i64::from(c.pid), c.host);
-        self.with(move |conn| {
-            let mut tx = conn.client.transaction()?;
-            status_in(&mut tx, task)?;
-            let n = tx.execute(
-                "UPDATE berth.tasks SET worker_pid = $3, worker_start = $4, worker_host = $5, confirmed_at = $6, \
-                 started_at = $6, last_heartbeat_at = $6, claim_expires = $7 \
-                 WHERE id = $1 AND current_run_id = $2 AND status = 'running' AND claim_lock IS NOT NULL \
-                 AND confirmed_at IS NULL",
-                &[&task, &run, &pid, &start, &host, &now.as_millis(), &expires],
-            )?;
-            if n != 1 {
-                // The same worker confirming again (its first reply was lost to an outage) is confirmed already.
-                let mine = tx.query_opt(
-                    "SELECT 1 FROM berth.tasks WHERE id = $1 AND current_run_id = $2 AND status = 'running' \
-                     AND confirmed_at IS NOT NULL AND worker_pid = $3 AND worker_start IS NOT DISTINCT FROM $4 \
-                     AND worker_host = $5",
-                    &[&task, &run, &pid, &start, &host],
-                )?;
-                if mine.is_some() {
-                    return read_task(&mut tx, task);
-                }
-                return Err(StoreError::Superseded { task: task.to_owned(), run }.into());
-            }
-            tx.execute(
-                "UPDATE berth.task_runs SET worker_pid = $2, worker_start = $3, worker_host = $4, confirmed_at = $5, \
-                 claim_expires = $6 WHERE id = $1",
-                &[&run, &pid, &start, &host, &now.as_millis(), &expires],
-            )?;
-            let payload = json!({"pid": pid, "start": start, "host": host, "expires": expires});
-            event(&mut tx, task, Some(run), "confirmed", &payload, now)?;
-            let t = read_task(&mut tx, task)?;
-            tx.commit()?;
-            Ok(t)
-        })
+        self.confirm(c, claim_ttl, now)
     }
 
     fn heartbeat_run(&mut self, id: &str, run: i64, claim_ttl: Duration, now: Timestamp) -> Result<bool, StoreError> {
-        let expires = now.as_millis().saturating_add(millis(claim_ttl));
-        self.with(|c| {
-            let n = c.client.execute(
-                "UPDATE berth.tasks SET last_heartbeat_at = $3, claim_expires = greatest(coalesce(claim_expires, 0), $4) \
-                 WHERE id = $1 AND current_run_id = $2 AND status = 'running' AND confirmed_at IS NOT NULL",
-                &[&id, &run, &now.as_millis(), &expires],
-            )?;
-            Ok(n == 1)
-        })
+        self.beat(id, run, claim_ttl, now)
     }
 
     fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task, StoreError> {
-        if edit.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(StoreError::Invalid("a task's title cannot be empty".to_owned()));
-        }
-        self.with(|c| {
-            let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            if status == TaskStatus::Archived {
-                return Err(StoreError::Transition { task: id.to_owned(), status, action: "edit" }.into());
-            }
-            if status == TaskStatus::Running && (edit.command.is_some() || edit.assignee.is_some()) {
-                return Err(StoreError::Transition {
-                    task: id.to_owned(),
-                    status,
-                    action: "change the command or assignee of",
-                }
-                .into());
-            }
-            let r = tx.query_one(
-                "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM berth.tasks WHERE id = $1",
-                &[&id],
-            )?;
-            let before: kanban_core::EditableFields =
-                (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?, r.try_get(5)?);
-            let (after, changes) = edit.apply_to(&before);
-            if !changes.is_empty() {
-                tx.execute(
-                    "UPDATE berth.tasks SET title = $2, body = $3, command = $4, priority = $5, assignee = $6, \
-                     max_runtime_seconds = $7 WHERE id = $1",
-                    &[&id, &after.0, &after.1, &after.2, &after.3, &after.4, &after.5],
-                )?;
-                event(&mut tx, id, None, "edited", &Json::Object(changes), now)?;
-            }
-            let task = read_task(&mut tx, id)?;
-            tx.commit()?;
-            Ok(task)
-        })
+        self.edit_task(id, edit, now)
     }
 
     fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>), StoreError> {
-        let host = self.host.clone();
-        self.with(move |c| {
-            let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let task = read_task(&mut tx, id)?;
-            let worker = worker_of(&mut tx, id, &host)?;
-            let run = close_run(&mut tx, id, "removed", None, None, now)?;
-            let children: Option<String> = tx
-                .query_one("SELECT string_agg(child_id, ',') FROM berth.task_links WHERE parent_id = $1", &[&id])?
-                .try_get(0)?;
-            let payload = json!({
-                "prev_status": status.as_str(), "title": task.title, "board": task.board, "children": children,
-            });
-            event(&mut tx, id, run, "removed", &payload, now)?;
-            tx.execute("DELETE FROM berth.task_links WHERE parent_id = $1 OR child_id = $1", &[&id])?;
-            tx.execute("DELETE FROM berth.task_runs WHERE task_id = $1", &[&id])?;
-            tx.execute("DELETE FROM berth.tasks WHERE id = $1", &[&id])?;
-            tx.commit()?;
-            Ok((task, worker))
-        })
+        self.remove_task(id, now)
     }
 }

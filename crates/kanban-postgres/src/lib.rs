@@ -19,7 +19,9 @@
 //! runs on a scoped helper thread (the caller blocks, as it does on SQLite's file), elsewhere directly.
 
 mod board;
+mod claims;
 mod copy;
+mod edit;
 mod listen;
 mod open;
 mod schema;
