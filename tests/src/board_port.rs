@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest, WorkerRef};
-use domain::policy::dispatch::TickPlan;
+use domain::policy::dispatch::{PlanSink, TickPlan};
 use domain::ports::KanbanStore;
 use domain::test_util::DispatchBoard;
 use domain::time::Timestamp;
@@ -59,6 +59,16 @@ impl KanbanStore for AnyBoard {
         plan: &(dyn Fn(&BoardSnapshot) -> TickPlan + Sync),
     ) -> Result<TickOutcome, StoreError> {
         self.store.tick(req, plan)
+    }
+
+    // Forwarded, never left to the defaults: the suite must run each store's production paths (SQLite streams its
+    // dry and real ticks over its ready index; the defaults would plan over a snapshot instead).
+    fn plan_into(&self, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<(), StoreError> {
+        self.store.plan_into(req, sink)
+    }
+
+    fn tick_into(&mut self, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<TickOutcome, StoreError> {
+        self.store.tick_into(req, sink)
     }
 
     fn record_spawned(
