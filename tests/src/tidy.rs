@@ -198,3 +198,18 @@ fn no_adapter_depends_on_another_and_only_the_sqlite_store_uses_rusqlite() {
         .collect();
     assert_eq!(sqlite_users, ["kanban-store"], "rusqlite outside the SQLite store");
 }
+
+/// The settings a drift warning names for each create-spec field (`domain::sandbox::FIELD_SETTINGS`, which cannot
+/// see the settings table) are real settings: a renamed setting fails here, not in an operator's warning.
+#[test]
+fn every_setting_a_drift_warning_names_is_in_the_table() {
+    let known: BTreeSet<&str> = config_bridge::SETTINGS.iter().map(|s| s.key).collect();
+    let mut named = 0;
+    for (field, settings) in domain::sandbox::FIELD_SETTINGS {
+        for key in settings.split(", ").filter(|k| k.starts_with("terminal.") || k.starts_with("kanban.")) {
+            assert!(known.contains(key), "{field}: {key} is not a setting");
+            named += 1;
+        }
+    }
+    assert!(named > 15, "the table names settings ({named})");
+}

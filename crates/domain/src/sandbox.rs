@@ -164,7 +164,7 @@ fn is_default_extra(e: &&ExtraCreate) -> bool {
 
 /// Each create-spec field drift can be named by, and the settings that usually shape it (any field can also come from
 /// `terminal.docker_extra_args`).
-const FIELD_SETTINGS: &[(&str, &str)] = &[
+pub const FIELD_SETTINGS: &[(&str, &str)] = &[
     ("image", "terminal.docker_image"),
     ("cmd", "the keep-alive command"),
     ("workdir", "terminal.cwd"),
