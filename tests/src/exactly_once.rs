@@ -449,7 +449,13 @@ impl Host {
 
     fn log_tail(&self, lines: usize) -> String {
         let log = std::fs::read_to_string(self.home.path().join("gateway.log")).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(lines).collect();
+        // Routine per-tick lines say nothing; what is left is what the gateway decided or met.
+        let tail: Vec<&str> = log
+            .lines()
+            .rev()
+            .filter(|l| !(l.contains("gateway: tick") && l.contains(" done in ")))
+            .take(lines)
+            .collect();
         format!(
             "--- {} (gateway log, last {lines} lines):\n{}",
             self.name,
@@ -832,7 +838,13 @@ fn run_scenario(sc: &Scenario) {
         problems.push(format!("{} commands never ran, e.g. {:?}", never.len(), &never[..never.len().min(5)]));
     }
     if !not_done.is_empty() {
-        problems.push(format!("{} tasks not done, e.g. {:?}", not_done.len(), &not_done[..not_done.len().min(5)]));
+        let trails: Vec<String> = not_done.iter().take(3).map(|id| conn.trail(id)).collect();
+        problems.push(format!(
+            "{} tasks not done, e.g. {:?}\n  {}",
+            not_done.len(),
+            &not_done[..not_done.len().min(5)],
+            trails.join("\n  ")
+        ));
     }
     if !strangers.is_empty() {
         problems.push(format!("counted commands of unknown tasks: {strangers:?}"));
@@ -1015,6 +1027,7 @@ fn host_death(board: Board) {
             ("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", "100".into()),
             ("KANBAN_DISPATCH_INTERVAL_SECONDS", TICK_SECS.to_string()),
             ("KANBAN_HOST_TIMEOUT_SECONDS", HOST_TIMEOUT_SECS.to_string()),
+            ("KANBAN_FAILURE_LIMIT", "1000".into()),
             ("KANBAN_WORKER_COMMAND", worker.clone()),
         ];
         hosts.push(Host::start(i, board.home(&profiles), &env));
@@ -1026,7 +1039,9 @@ fn host_death(board: Board) {
             || Ok(confirmed_on(&mut conn, &name).len() as i64),
             |v| v >= 3,
         ) {
-            panic!("{e}\n{}", logs(&hosts));
+            // Today on SQLite the hosts judge each other's workers by their own pid tables: crash verdicts.
+            let crashed = conn.count("SELECT CAST(count(*) AS TEXT) FROM {T}task_runs WHERE outcome = 'crashed'");
+            panic!("{e}; crashed runs on the board so far: {crashed:?}\n{}", logs(&hosts));
         }
     }
 
