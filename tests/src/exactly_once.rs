@@ -732,12 +732,21 @@ fn run_scenario(sc: &Scenario) {
 
     let scratch = tempfile::Builder::new().prefix("berth-eo-counts.").tempdir().unwrap();
     let counts_file = scratch.path().join("counts");
+    let overlaps_file = scratch.path().join("overlaps");
+    let locks = scratch.path().join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
     // The command counts itself (O_APPEND: one whole line per execution), then completes its own task through the
-    // board (the worker's run id rides along in BERTH_KANBAN_RUN_ID).
+    // board (the worker's run id rides along in BERTH_KANBAN_RUN_ID). It does both holding a per-task flock taken
+    // without waiting: a second execution of the task while the first still runs finds it held and says so in the
+    // overlaps file ("never two at once", seen from inside). The kernel drops the lock with its last holder, so a
+    // killed execution leaves nothing behind.
     let worker = format!(
-        "echo {{task_id}} >> {} && {} kanban complete {{task_id}} --result ok",
-        counts_file.display(),
-        berth_bin().display()
+        "flock -n -E 99 {locks}/{{task_id}} sh -c 'echo \"$1\" >> {counts} && {berth} kanban complete \"$1\" --result ok' \
+         eo {{task_id}}; st=$?; if [ $st -eq 99 ]; then echo {{task_id}} >> {overlaps}; fi; exit $st",
+        locks = locks.display(),
+        counts = counts_file.display(),
+        berth = berth_bin().display(),
+        overlaps = overlaps_file.display(),
     );
     let env: Vec<(&str, String)> = vec![
         ("KANBAN_MAX_IN_PROGRESS", GLOBAL_CAP.to_string()),
@@ -859,6 +868,16 @@ fn run_scenario(sc: &Scenario) {
             "{} commands ran more than once without their own worker killed: {:?}\n  {}",
             unexplained.len(),
             &unexplained[..unexplained.len().min(10)],
+            trails.join("\n  ")
+        ));
+    }
+    let concurrent = counts(&overlaps_file);
+    if !concurrent.is_empty() {
+        let trails: Vec<String> = concurrent.keys().take(3).map(|id| conn.trail(id)).collect();
+        problems.push(format!(
+            "{} tasks had an execution start while another still ran (the command's own lock): {:?}\n  {}",
+            concurrent.len(),
+            concurrent.keys().take(10).collect::<Vec<_>>(),
             trails.join("\n  ")
         ));
     }
