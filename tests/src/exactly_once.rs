@@ -372,8 +372,27 @@ impl Host {
             gw.env(k, v);
         }
         let log = std::fs::OpenOptions::new().create(true).append(true).open(home.path().join("gateway.log")).unwrap();
-        let mut c =
-            wrapped(&["unshare", "--pid", "--fork", "--mount-proc", "--", "bash", "-c", SUPERVISOR, "eo-init"], &gw);
+        // Nothing outlives the test, even a test killed outright: `unshare` gets SIGKILL when the thread that
+        // started it ends (setpriv's parent-death signal, kept across its exec), and `--kill-child` passes that on
+        // to the init, whose death ends the whole namespace.
+        let mut c = wrapped(
+            &[
+                "setpriv",
+                "--pdeathsig",
+                "KILL",
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child=KILL",
+                "--mount-proc",
+                "--",
+                "bash",
+                "-c",
+                SUPERVISOR,
+                "eo-init",
+            ],
+            &gw,
+        );
         c.env(INIT_MARK, "init").stdout(Stdio::null()).stderr(log);
         let child = c.spawn().expect("unshare runs (the suite needs root and util-linux)");
         let parent = child.id() as i32;
