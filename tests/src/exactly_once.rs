@@ -1139,7 +1139,11 @@ fn host_death(board: Board) {
     // (2) host0 dies; its tasks must run elsewhere within host_timeout + one tick.
     hosts[0].freeze();
     let held0 = conn.held_by("host0");
-    assert!(!held0.is_empty(), "host0 held nothing when it died\n{}", logs(&hosts));
+    if held0.is_empty() {
+        // Today on SQLite: the hosts' crash verdicts on each other's workers keep every task moving between hosts.
+        let crashed = conn.count("SELECT CAST(count(*) AS TEXT) FROM {T}task_runs WHERE outcome = 'crashed'");
+        panic!("host0 held nothing when it died; crashed runs on the board so far: {crashed:?}\n{}", logs(&hosts));
+    }
     hosts[0].kill();
     let died = Instant::now();
     let bound = Duration::from_secs(HOST_TIMEOUT_SECS + TICK_SECS) + TAKEOVER_MARGIN;
