@@ -21,6 +21,8 @@ mod docker;
 #[cfg(test)]
 mod edges;
 #[cfg(test)]
+mod exactly_once;
+#[cfg(test)]
 mod fault;
 #[cfg(test)]
 mod gateway;
