@@ -243,10 +243,11 @@ impl crate::policy::dispatch::Housekeeping {
         use crate::policy::dispatch::Housekeeping as H;
         match self {
             H::ExtendClaim => HousekeepingChange::Extend,
+            // Its leader is gone, but a worker command's children may still run the command: stopped with it.
             H::Crashed { pid, .. } => HousekeepingChange::Fail {
                 outcome: "crashed",
                 error: format!("worker pid {pid} exited without completing the task"),
-                stop_worker: false,
+                stop_worker: true,
             },
             H::LeaseExpired { .. } => HousekeepingChange::Fail {
                 outcome: "lease_expired",

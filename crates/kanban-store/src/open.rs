@@ -103,7 +103,8 @@ fn check_length(path: &Path, conn: &Connection, corrupt: &dyn Fn(rusqlite::Error
     let pages: u64 = conn.pragma_query_value(None, "page_count", |r| r.get(0)).map_err(corrupt)?;
     let page_size: u64 = conn.pragma_query_value(None, "page_size", |r| r.get(0)).map_err(corrupt)?;
     let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let mut wal = path.as_os_str().to_owned();
+    // SQLite keeps the WAL beside the file a symlink leads to, not beside the link.
+    let mut wal = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()).into_os_string();
     wal.push("-wal");
     // A WAL with frames may hold pages the main file does not have yet: then the length says nothing.
     let wal_frames = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 32);

@@ -47,12 +47,14 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
 pub struct Failure {
     pub code: u8,
     pub message: String,
+    /// The board (or engine) could not be reached: an outage to wait out, not a fault of what was asked.
+    pub transient: bool,
 }
 
 impl Failure {
     /// Bad usage or invalid input (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
-        Self { code: Exit::USAGE, message: message.into() }
+        Self { code: Exit::USAGE, message: message.into(), transient: false }
     }
 
     pub fn usage_of(e: impl fmt::Display) -> Self {
@@ -61,12 +63,12 @@ impl Failure {
 
     /// The container engine failed (exit 125).
     pub fn engine(message: impl Into<String>) -> Self {
-        Self { code: Exit::ENGINE, message: message.into() }
+        Self { code: Exit::ENGINE, message: message.into(), transient: false }
     }
 
     /// Anything else (exit 1).
     pub fn other(message: impl Into<String>) -> Self {
-        Self { code: Exit::FAILURE, message: message.into() }
+        Self { code: Exit::FAILURE, message: message.into(), transient: false }
     }
 }
 

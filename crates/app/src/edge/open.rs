@@ -10,13 +10,16 @@ use crate::edge::error::Failure;
 
 impl From<StoreError> for Failure {
     fn from(e: StoreError) -> Self {
-        match e {
+        let transient = e.is_transient();
+        let mut f = match e {
             StoreError::NoTask(_) | StoreError::NoBoard(_) | StoreError::Transition { .. } | StoreError::Invalid(_) => {
                 Failure::usage_of(e)
             }
             StoreError::Server(message) => Failure::other(message),
             other => Failure::other(other.to_string()),
-        }
+        };
+        f.transient = transient;
+        f
     }
 }
 

@@ -144,7 +144,7 @@ fn signal(w: Worker, leads_group: bool, sig: Signal) {
 pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
     let Some(pid) = pid_of(w.pid).filter(|_| w.pid > 1) else { return StopOutcome::Gone };
     match stat_of(w.pid) {
-        None => return StopOutcome::Gone,
+        None => return stop_orphaned_group(w, pid),
         Some(s) if s.starttime != w.start => {
             tracing::debug!(
                 "pid {} now belongs to another process (start {} != {}); not signalled",
@@ -193,6 +193,20 @@ pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// A worker whose leader is gone may leave its group behind (a worker command's children, still running the task's
+/// command). The kernel does not hand a pid out again while it names a live process group, so members of a group
+/// whose leader's pid has no process are the worker's own: they are killed, so a crashed run never overlaps its
+/// retry. The caller's own group is never signalled.
+fn stop_orphaned_group(w: Worker, pid: Pid) -> StopOutcome {
+    let own = rustix::process::getpgrp().as_raw_nonzero().get().unsigned_abs() == w.pid;
+    if own || live_members(w.pid) == 0 {
+        return StopOutcome::Gone;
+    }
+    tracing::debug!("worker {} is gone but its process group lives on; killing it", w.pid);
+    let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+    StopOutcome::Killed
 }
 
 /// Stops every worker in `workers` concurrently and waits for all of them.

@@ -452,6 +452,13 @@ async fn tick_all(
                     json!({"spawned": spawned, "crashed": v["crashed"], "reclaimed": v["reclaimed"]}),
                 );
             }
+            // The board away (a server restart, a cut connection) is waited out, not quarantined: the next tick
+            // connects again, and nothing is judged meanwhile (the workers keep running and retry their writes).
+            Err(e) if e.transient => {
+                tracing::warn!("kanban dispatcher [{}]: {}; retrying at the next tick", board.slug, e.message);
+                kept.0 = None;
+                summary.boards.insert(board.slug.clone(), json!({"error": e.message}));
+            }
             Err(e) => {
                 tracing::error!(
                     "kanban dispatcher [{}]: {}; board quarantined for {}s",
