@@ -572,10 +572,6 @@ impl BoardStore for PgKanbanStore {
         })
     }
 
-
-
-
-
     fn confirm_run(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task, StoreError> {
         self.confirm(c, claim_ttl, now)
     }

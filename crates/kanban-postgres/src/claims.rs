@@ -11,7 +11,12 @@ use crate::PgKanbanStore;
 use crate::board::{event, millis, read_task, status_in};
 
 impl PgKanbanStore {
-    pub(crate) fn confirm(&mut self, c: &Confirmation<'_>, claim_ttl: Duration, now: Timestamp) -> Result<Task, StoreError> {
+    pub(crate) fn confirm(
+        &mut self,
+        c: &Confirmation<'_>,
+        claim_ttl: Duration,
+        now: Timestamp,
+    ) -> Result<Task, StoreError> {
         let start = c.start.and_then(|v| i64::try_from(v).ok());
         let expires = now.as_millis().saturating_add(millis(claim_ttl));
         let (task, run, pid, host) = (c.task, c.run_id, i64::from(c.pid), c.host);
