@@ -1,15 +1,136 @@
-//! In-place edits of `config.yaml` for `config set`/`unset`: one key changes, every other byte (comments, blank
-//! lines, quoting, order, hermes's own sections) stays as written. hermes-agent's example config is mostly
-//! comments, and a rewrite through a YAML serializer drops them all.
+//! `config set`/`unset` on `config.yaml`: the value is validated, the file locked, read, changed in one key and
+//! written back (at a symlink's target, keeping the file's mode and owner).
+//!
+//! The write is an in-place edit: one key changes, every other byte (comments, blank lines, quoting, order,
+//! hermes's own sections) stays as written. hermes-agent's example config is mostly comments, and a rewrite through
+//! a YAML serializer drops them all.
 //!
 //! The editor is `yaml-edit` (lossless, pure Rust; `yamlpatch` was weighed too: it needs tree-sitter's YAML grammar
-//! built from C, and its operations patch by route and fragment where berth sets one key). Its result is checked by parsing it back: an edit whose
-//! meaning differs from the intended document is not used, and the caller falls back to a full rewrite.
+//! built from C, and its operations patch by route and fragment where berth sets one key). Its result is checked by
+//! parsing it back: an edit whose meaning differs from the intended document is not used, and the caller falls back
+//! to a full rewrite.
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde_yaml_ng::Value as Yaml;
 use yaml_edit::Document;
+
+use crate::{ConfigError, Value, find, load_file, validate};
+
+/// `config set`: validates the value, then writes it into the file, keeping every other section and key.
+///
+/// # Errors
+/// An unknown key or invalid value (the file is not touched), or an unreadable/unwritable file.
+pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigError> {
+    let value = validate(key, raw)?;
+    let path = &edit_target(path);
+    let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let _lock = lock_for(path)?;
+    let mut doc = load_file(path)?.unwrap_or(Yaml::Mapping(Default::default()));
+    let Yaml::Mapping(root) = &mut doc else {
+        return Err(ConfigError::NotAMapping { path: path.to_owned() });
+    };
+    let section = root.entry(Yaml::String(s.section().to_owned())).or_insert_with(|| Yaml::Mapping(Default::default()));
+    if !section.is_mapping() {
+        *section = Yaml::Mapping(Default::default());
+    }
+    if let Yaml::Mapping(m) = section {
+        m.insert(Yaml::String(s.name().to_owned()), value.to_yaml());
+    }
+    write_edit(path, &doc, s.section(), s.name(), Some(&value.to_yaml()))?;
+    Ok(value)
+}
+
+/// `config unset`: removes the key from the file; returns whether it was there.
+///
+/// # Errors
+/// An unknown key, or an unreadable/unwritable file.
+pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
+    let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
+    let path = &edit_target(path);
+    let _lock = lock_for(path)?;
+    let Some(mut doc) = load_file(path)? else { return Ok(false) };
+    let removed = doc.get_mut(s.section()).and_then(Yaml::as_mapping_mut).and_then(|m| m.remove(s.name())).is_some();
+    if removed {
+        write_edit(path, &doc, s.section(), s.name(), None)?;
+    }
+    Ok(removed)
+}
+
+/// Holds an exclusive lock on the config file's sibling `.config.yaml.lock` while a read-modify-write runs, so
+/// concurrent `config set`s of different keys all land (the config file itself is replaced by rename, so it cannot
+/// carry the lock).
+fn lock_for(path: &Path) -> Result<std::fs::File, ConfigError> {
+    let write_err = |source| ConfigError::Write { path: path.to_owned(), source };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(write_err)?;
+    let name = format!(".{}.lock", path.file_name().and_then(|n| n.to_str()).unwrap_or("config.yaml"));
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(name)).map_err(write_err)?;
+    file.lock().map_err(write_err)?;
+    Ok(file)
+}
+
+/// Writes `doc` into `path`: the file as it was with only `section.name` changed (set to `value`, or removed) when
+/// the in-place editor can do that, else the whole document serialized anew.
+fn write_edit(path: &Path, doc: &Yaml, section: &str, name: &str, value: Option<&Yaml>) -> Result<(), ConfigError> {
+    let original = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
+    };
+    match edited(&original, section, name, value, doc) {
+        Some(text) => write_text(path, &text),
+        None => {
+            let text =
+                serde_yaml_ng::to_string(doc).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })?;
+            write_text(path, &text)
+        }
+    }
+}
+
+/// The file an edit of `path` changes: a symlink is followed (to its final target, as `echo >> config.yaml` would),
+/// so the edit lands in the target and the link stays a link.
+fn edit_target(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    // As many links as the kernel follows; a loop ends here and fails at the read or the write.
+    for _ in 0..40 {
+        let Ok(next) = std::fs::read_link(&p) else { break };
+        p = match p.parent() {
+            Some(dir) if next.is_relative() => dir.join(next),
+            _ => next,
+        };
+    }
+    p
+}
+
+/// Writes `text` to a unique temporary file next to `path`, with the mode and owner `path` has, and renames it over
+/// `path`; the temporary is removed on any failure, so nothing is left behind. When the owner cannot be given to
+/// the new file (another user's file, writable by us), the file is rewritten in place instead, so it stays theirs.
+fn write_text(path: &Path, text: &str) -> Result<(), ConfigError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let write = || -> std::io::Result<()> {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut tmp = tempfile::Builder::new().prefix(".config.yaml.").suffix(".tmp").tempfile_in(dir)?;
+        if let Ok(old) = std::fs::metadata(path) {
+            let owned = std::os::unix::fs::fchown(tmp.as_file(), Some(old.uid()), Some(old.gid()));
+            if owned.is_err() && tmp.as_file().metadata()?.uid() != old.uid() {
+                drop(tmp);
+                let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(path)?;
+                file.write_all(text.as_bytes())?;
+                return file.sync_all();
+            }
+            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))?;
+        }
+        tmp.write_all(text.as_bytes())?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(path).map_err(|e| e.error)?;
+        Ok(())
+    };
+    write().map_err(|source| ConfigError::Write { path: path.to_owned(), source })
+}
 
 /// `original` with `section.name` set to `value` (removed when `None`), or `None` when the editor cannot do it so
 /// that the text means `expected`.

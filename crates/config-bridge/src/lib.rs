@@ -1,17 +1,17 @@
 //! Berth's settings: one table ([`table::SETTINGS`]) and every surface derived from it.
 //!
 //! Surfaces: the config file (`<home>/config.yaml`, hermes-compatible, YAML merge keys applied), the environment
-//! (`TERMINAL_*`/`KANBAN_*`),
-//! `-c key=value`, the environment handed to workers, the generated `docs/settings.md`, and the list of variables
-//! hermetic tests clear. This is the only crate that reads those variables.
+//! (`TERMINAL_*`/`KANBAN_*`), `-c key=value`, the environment handed to workers, the generated `docs/settings.md`
+//! (`docs.rs`), `config set`/`unset` on the file (`edit.rs`), and the list of variables hermetic tests clear. This
+//! is the only crate that reads those variables.
 
+mod docs;
 mod edit;
 pub mod table;
 pub mod typed;
 pub mod value;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use domain::kanban::DispatchCaps;
@@ -19,6 +19,8 @@ use domain::sandbox::SandboxSettings;
 use serde_yaml_ng::Value as Yaml;
 use thiserror::Error;
 
+pub use docs::{PRECEDENCE_NOTE, settings_doc};
+pub use edit::{set_in_file, unset_in_file};
 pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for, find};
 pub use typed::{Cpus, FloatDays, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
 pub use value::{Invalid, Value, parse_bool, parse_text};
@@ -414,198 +416,6 @@ pub fn hermetic_vars() -> Vec<String> {
 pub fn shell_quote(s: &str) -> String {
     let s = s.replace('\0', "");
     shlex::try_quote(&s).map_or_else(|_| String::new(), std::borrow::Cow::into_owned)
-}
-
-/// Holds an exclusive lock on the config file's sibling `.config.yaml.lock` while a read-modify-write runs, so
-/// concurrent `config set`s of different keys all land (the config file itself is replaced by rename, so it cannot
-/// carry the lock).
-fn lock_for(path: &Path) -> Result<std::fs::File, ConfigError> {
-    let write_err = |source| ConfigError::Write { path: path.to_owned(), source };
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(write_err)?;
-    let name = format!(".{}.lock", path.file_name().and_then(|n| n.to_str()).unwrap_or("config.yaml"));
-    let file =
-        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(name)).map_err(write_err)?;
-    file.lock().map_err(write_err)?;
-    Ok(file)
-}
-
-/// Writes `doc` into `path`: the file as it was with only `section.name` changed (set to `value`, or removed) when
-/// the in-place editor can do that, else the whole document serialized anew.
-fn write_edit(path: &Path, doc: &Yaml, section: &str, name: &str, value: Option<&Yaml>) -> Result<(), ConfigError> {
-    let original = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
-    };
-    match edit::edited(&original, section, name, value, doc) {
-        Some(text) => write_text(path, &text),
-        None => {
-            let text =
-                serde_yaml_ng::to_string(doc).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })?;
-            write_text(path, &text)
-        }
-    }
-}
-
-/// The file an edit of `path` changes: a symlink is followed (to its final target, as `echo >> config.yaml` would),
-/// so the edit lands in the target and the link stays a link.
-fn edit_target(path: &Path) -> PathBuf {
-    let mut p = path.to_path_buf();
-    // As many links as the kernel follows; a loop ends here and fails at the read or the write.
-    for _ in 0..40 {
-        let Ok(next) = std::fs::read_link(&p) else { break };
-        p = match p.parent() {
-            Some(dir) if next.is_relative() => dir.join(next),
-            _ => next,
-        };
-    }
-    p
-}
-
-/// Writes `text` to a unique temporary file next to `path`, with the mode and owner `path` has, and renames it over
-/// `path`; the temporary is removed on any failure, so nothing is left behind. When the owner cannot be given to
-/// the new file (another user's file, writable by us), the file is rewritten in place instead, so it stays theirs.
-fn write_text(path: &Path, text: &str) -> Result<(), ConfigError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-    let write = || -> std::io::Result<()> {
-        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut tmp = tempfile::Builder::new().prefix(".config.yaml.").suffix(".tmp").tempfile_in(dir)?;
-        if let Ok(old) = std::fs::metadata(path) {
-            let owned = std::os::unix::fs::fchown(tmp.as_file(), Some(old.uid()), Some(old.gid()));
-            if owned.is_err() && tmp.as_file().metadata()?.uid() != old.uid() {
-                drop(tmp);
-                let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(path)?;
-                file.write_all(text.as_bytes())?;
-                return file.sync_all();
-            }
-            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(old.mode() & 0o7777))?;
-        }
-        tmp.write_all(text.as_bytes())?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(path).map_err(|e| e.error)?;
-        Ok(())
-    };
-    write().map_err(|source| ConfigError::Write { path: path.to_owned(), source })
-}
-
-/// `config set`: validates the value, then writes it into the file, keeping every other section and key.
-///
-/// # Errors
-/// An unknown key or invalid value (the file is not touched), or an unreadable/unwritable file.
-pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigError> {
-    let value = validate(key, raw)?;
-    let path = &edit_target(path);
-    let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
-    let _lock = lock_for(path)?;
-    let mut doc = load_file(path)?.unwrap_or(Yaml::Mapping(Default::default()));
-    let Yaml::Mapping(root) = &mut doc else {
-        return Err(ConfigError::NotAMapping { path: path.to_owned() });
-    };
-    let section = root.entry(Yaml::String(s.section().to_owned())).or_insert_with(|| Yaml::Mapping(Default::default()));
-    if !section.is_mapping() {
-        *section = Yaml::Mapping(Default::default());
-    }
-    if let Yaml::Mapping(m) = section {
-        m.insert(Yaml::String(s.name().to_owned()), value.to_yaml());
-    }
-    write_edit(path, &doc, s.section(), s.name(), Some(&value.to_yaml()))?;
-    Ok(value)
-}
-
-/// `config unset`: removes the key from the file; returns whether it was there.
-///
-/// # Errors
-/// An unknown key, or an unreadable/unwritable file.
-pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
-    let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
-    let path = &edit_target(path);
-    let _lock = lock_for(path)?;
-    let Some(mut doc) = load_file(path)? else { return Ok(false) };
-    let removed = doc.get_mut(s.section()).and_then(Yaml::as_mapping_mut).and_then(|m| m.remove(s.name())).is_some();
-    if removed {
-        write_edit(path, &doc, s.section(), s.name(), None)?;
-    }
-    Ok(removed)
-}
-
-/// Berth's precedence and where hermes-agent differs, for `config ls` and the settings reference.
-pub const PRECEDENCE_NOTE: &str = "precedence: default < config file < environment < -c; hermes-agent differs: there \
-a `terminal:` key in config.yaml overrides its TERMINAL_* variable, here the environment wins over the file";
-
-/// Renders `docs/settings.md` from the table.
-/// The sandbox lifecycle from create to reap, with the settings of each step (the README carries the same story).
-const LIFECYCLE_DOC: &str = "
-## Sandbox lifecycle
-
-From create to reap, and the settings of each step:
-
-1. **Create**: the first `berth run`/`sandbox ensure` of a task creates its sandbox (`terminal.docker_image`, the
-   resource and mount settings); with `terminal.container_persistent` its `/root` and `/workspace` live in the host
-   folder `<terminal.sandbox_dir>/docker/<profile>/<task>-<digest>`.
-2. **Reuse**: later processes attach to it, start it when stopped, recreate it on drift
-   (`terminal.docker_recreate_on_config_change`), but never while a command runs in it (the process that asked
-   exits 125 with one line). With `terminal.docker_persist_across_processes: false` each process
-   gets a throw-away sandbox, removed with its folder at release (`berth run --keep-files` keeps the folder).
-3. **Idle stop**: `terminal.docker_idle_stop_seconds` (0: off; per profile
-   `terminal.docker_idle_stop_seconds_overrides`): the gateway stops (never removes) a running persistent sandbox
-   of any profile of its home with nothing inside but its keep-alive for that profile's period.
-4. **Remove**: `berth sandbox rm` removes the sandbox and its folder (`--keep-files` keeps it; a task on a board keeps
-   its folder), as root through a one-shot helper container when the sandbox's root user left files there, never
-   through a symlink.
-5. **Reap**: at each process's first sandbox (`terminal.docker_orphan_reaper`) and on every gateway cleanup pass
-   (`terminal.docker_reap_interval_seconds`, 0: `max(60, terminal.lifetime_seconds)`): stopped sandboxes older than
-   `2 × max(60, terminal.lifetime_seconds)`, and running throw-away ones whose owner died: on this host by pid, on
-   another host sharing the engine by a lease the owner renews inside the sandbox every third of
-   `terminal.docker_lease_seconds` (hosts need clocks in step).
-6. **Folders**: the same pass (and `berth sandbox reap`) removes sandbox folders no container claims and no board task
-   owns, once untouched for the reaper's threshold.
-7. **Finished tasks' output**: a done task's workspace folder and worker log stay `kanban.retention_days` (0: until
-   archived), or until the task is archived or removed, whichever comes first; `berth kanban prune [--dry-run]` does
-   it now, the gateway on each cleanup pass (one line per pass).
-";
-
-pub fn settings_doc() -> String {
-    let mut s = String::from(
-        "# Settings\n\n<!-- Generated from crates/config-bridge/src/table.rs by `cargo test`; do not edit. -->\n\n\
-         Precedence: default < config file (`<home>/config.yaml`) < environment < `berth -c key=value`.\n\
-         hermes-agent differs: there a `terminal:` key in `config.yaml` overrides its `TERMINAL_*` variable; in berth \
-         the environment wins over the file (`berth config ls` shows which source each value came from).\n\
-         Booleans accept true/false/1/0/yes/no/on/off in any case.\n\
-         Lists and maps are JSON in the environment and `-c` (`[\"a\",\"b\"]`, `{\"k\":\"v\"}`), native YAML in the file.\n\
-         Invalid file or environment values warn and fall back to the default; an invalid cap means no cap.\n\n\
-         | key | environment variable | type | default | meaning |\n|---|---|---|---|---|\n",
-    );
-    let mut rows = String::new();
-    for e in SETTINGS {
-        let default = if e.default.is_empty() { "(unset)".to_owned() } else { format!("`{}`", e.default) };
-        let _ = writeln!(
-            rows,
-            "| `{}` | `{}` | {} | {} | {} |",
-            e.key,
-            e.env_var(),
-            e.kind.as_str(),
-            default,
-            e.doc.replace('|', "\\|")
-        );
-    }
-    s.push_str(&rows);
-    s.push_str(LIFECYCLE_DOC);
-    s.push_str(
-        "\n## `terminal.docker_extra_args`\n\n\
-         Berth creates sandboxes through the Engine API, so each `docker run` flag is mapped onto the create call. \
-         Flags mapped (values as `docker run` takes them, `--flag value` or `--flag=value`):\n\n",
-    );
-    for flag in domain::sandbox::MAPPED_FLAGS {
-        let _ = writeln!(s, "- `{flag}`");
-    }
-    s.push_str(
-        "\nAny other flag is refused with one line naming it, and nothing is created: client-side flags (`--rm`, \
-         `-d`, `-i`, `-t`, `--env-file`, `--pull`, …) and flags that would break the sandbox (`--name`, \
-         `--entrypoint`). With `terminal.docker_network: false`, a `--network` other than `none` is refused too.\n",
-    );
-    s
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! Exec with the caller's standard input and an optional TTY: what `berth run -i`/`-t` needs beyond the port's
 //! output-only [`ContainerRuntime::exec`](domain::ports::ContainerRuntime::exec), which is this with no input.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
 use domain::ports::{ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::Receiver;
 
@@ -24,6 +25,16 @@ pub struct ExecIo {
     pub resize: Option<Receiver<(u16, u16)>>,
 }
 
+/// An exec's output as the engine streams it.
+type ExecOutput = Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
+
+/// A started exec with its streams attached.
+struct Attached {
+    exec_id: String,
+    output: ExecOutput,
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+}
+
 impl DockerRuntime {
     /// Runs a command in a running container with `io` attached, streaming its output to `sink`.
     ///
@@ -39,10 +50,41 @@ impl DockerRuntime {
         let ExecIo { tty, stdin, mut resize } = io;
         // A timed exec is marked, so a timeout can find its processes inside the container (see `kill`).
         let marker = spec.timeout.map(|_| kill::new_marker());
+        let Attached { exec_id, mut output, input } =
+            self.start_attached(id, spec, tty, stdin.is_some(), marker.as_deref()).await?;
+        // The streams are this function's, lent to the pump: they stay open until the command's end is known, also
+        // while a timed-out command is killed.
+        let mut feed = std::pin::pin!(feed(stdin, input));
+        let streams = self.stream_to_exit(id, &exec_id, &mut output, feed.as_mut(), &mut resize, sink);
+        let finished = match spec.timeout {
+            Some(limit) => tokio::time::timeout(limit, streams).await.ok(),
+            None => Some(streams.await),
+        };
+        match finished {
+            Some(streamed) => {
+                streamed?;
+                self.exit_code(id, &exec_id).await
+            }
+            None => {
+                self.kill_timed_out(id, marker.as_deref()).await;
+                Ok(ExecOutcome::TimedOut)
+            }
+        }
+    }
+
+    /// Creates the exec (carrying `marker` in its environment, when the exec is timed) and starts it attached.
+    async fn start_attached(
+        &self,
+        id: &str,
+        spec: &ExecSpec,
+        tty: bool,
+        with_stdin: bool,
+        marker: Option<&str>,
+    ) -> Result<Attached, RuntimeError> {
         let mut env = spec.env.clone();
-        env.extend(marker.clone());
+        env.extend(marker.map(str::to_owned));
         let options = CreateExecOptions {
-            attach_stdin: Some(stdin.is_some()),
+            attach_stdin: Some(with_stdin),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             tty: Some(tty),
@@ -58,74 +100,88 @@ impl DockerRuntime {
             .start_exec(&exec.id, Some(StartExecOptions { detach: false, tty, output_capacity: None }))
             .await
             .map_err(|e| self.map_err("exec", id, e))?;
-        let StartExecResults::Attached { mut output, input } = started else {
+        let StartExecResults::Attached { output, input } = started else {
             return Err(RuntimeError::Api { status: 0, message: "exec started detached".into() });
         };
-        // Input is fed beside the output, never in turn with it: a command that writes before it reads fills its
-        // output while a writer waits for it to read (the deadlock `docker exec -i` does not have either).
-        let mut feed = std::pin::pin!(feed(stdin, input));
-        let mut fed = false;
-        let pump = async {
-            loop {
-                tokio::select! {
-                    chunk = output.next() => match chunk {
-                        Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
-                            sink.write(OutputStream::Stdout, &message);
-                        }
-                        Some(Ok(LogOutput::StdErr { message })) => sink.write(OutputStream::Stderr, &message),
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => return Err(e),
-                        // The stream ends when the process exits, whether or not its input was finished.
-                        None => return Ok(()),
-                    },
-                    () = &mut feed, if !fed => fed = true,
-                    size = recv(&mut resize) => match size {
-                        Some((height, width)) => {
-                            let options = ResizeExecOptions { height, width };
-                            if let Err(e) = self.docker.resize_exec(&exec.id, options).await {
-                                tracing::debug!("resizing the exec's TTY: {e}");
-                            }
-                        }
-                        None => resize = None,
-                    },
-                }
+        Ok(Attached { exec_id: exec.id, output, input })
+    }
+
+    /// Streams the exec's output to `sink`, with its input and resizes alongside, until the command exits.
+    ///
+    /// The engine resets the connection when the command exits with input it never read (`yes | … head`): that is
+    /// the command's own end, told by its exit code afterwards, not a failure of berth's.
+    async fn stream_to_exit(
+        &self,
+        id: &str,
+        exec_id: &str,
+        output: &mut ExecOutput,
+        feed: Pin<&mut impl Future<Output = ()>>,
+        resize: &mut Option<Receiver<(u16, u16)>>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), RuntimeError> {
+        match self.pump(exec_id, output, feed, resize, sink).await {
+            Err(e) if self.exec_exited(exec_id).await => {
+                tracing::debug!("the exec's stream ended with {e} after the command exited");
+                Ok(())
             }
-        };
-        // The engine resets the connection when the command exits with input it never read (`yes | … head`): that is
-        // the command's own end, told by its exit code below, not a failure of berth's.
-        let pump = async {
-            match pump.await {
-                Err(e) if self.exec_exited(&exec.id).await => {
-                    tracing::debug!("the exec's stream ended with {e} after the command exited");
-                    Ok(())
-                }
-                other => other.map_err(|e| self.map_err("exec", id, e)),
-            }
-        };
-        let timed_out = match spec.timeout {
-            Some(limit) => match tokio::time::timeout(limit, pump).await {
-                Ok(res) => {
-                    res?;
-                    false
-                }
-                Err(_) => true,
-            },
-            None => {
-                pump.await?;
-                false
-            }
-        };
-        if timed_out {
-            if let Some(marker) = &marker
-                && let Err(e) = kill::kill_marked(self, id, marker).await
-            {
-                tracing::warn!("killing the timed-out command in {id}: {e}");
-            }
-            return Ok(ExecOutcome::TimedOut);
+            other => other.map_err(|e| self.map_err("exec", id, e)),
         }
-        // The stream closes when the process exits; the exit code may lag a moment behind.
+    }
+
+    /// Moves output to `sink` until the stream ends, while `feed` writes the input and each size in `resize` is
+    /// applied to the TTY.
+    ///
+    /// Input is fed beside the output, never in turn with it: a command that writes before it reads fills its output
+    /// while a writer waits for it to read (the deadlock `docker exec -i` does not have either).
+    async fn pump(
+        &self,
+        exec_id: &str,
+        output: &mut ExecOutput,
+        mut feed: Pin<&mut impl Future<Output = ()>>,
+        resize: &mut Option<Receiver<(u16, u16)>>,
+        sink: &mut dyn OutputSink,
+    ) -> Result<(), bollard::errors::Error> {
+        let mut fed = false;
+        loop {
+            tokio::select! {
+                chunk = output.next() => match chunk {
+                    Some(Ok(LogOutput::StdOut { message } | LogOutput::Console { message })) => {
+                        sink.write(OutputStream::Stdout, &message);
+                    }
+                    Some(Ok(LogOutput::StdErr { message })) => sink.write(OutputStream::Stderr, &message),
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e),
+                    // The stream ends when the process exits, whether or not its input was finished.
+                    None => return Ok(()),
+                },
+                () = &mut feed, if !fed => fed = true,
+                size = recv(resize) => match size {
+                    Some((height, width)) => {
+                        let options = ResizeExecOptions { height, width };
+                        if let Err(e) = self.docker.resize_exec(exec_id, options).await {
+                            tracing::debug!("resizing the exec's TTY: {e}");
+                        }
+                    }
+                    None => *resize = None,
+                },
+            }
+        }
+    }
+
+    /// Kills what a timed-out exec left running, by its marker; a failure is logged, the timeout stands.
+    async fn kill_timed_out(&self, id: &str, marker: Option<&str>) {
+        if let Some(marker) = marker
+            && let Err(e) = kill::kill_marked(self, id, marker).await
+        {
+            tracing::warn!("killing the timed-out command in {id}: {e}");
+        }
+    }
+
+    /// The exit code of an exec whose stream has closed: the stream closes when the process exits, and the exit
+    /// code may lag a moment behind.
+    async fn exit_code(&self, id: &str, exec_id: &str) -> Result<ExecOutcome, RuntimeError> {
         for _ in 0..50 {
-            let info = self.docker.inspect_exec(&exec.id).await.map_err(|e| self.map_err("exec", id, e))?;
+            let info = self.docker.inspect_exec(exec_id).await.map_err(|e| self.map_err("exec", id, e))?;
             if info.running != Some(true) {
                 return Ok(ExecOutcome::Exited(info.exit_code.unwrap_or(-1)));
             }
@@ -133,9 +189,7 @@ impl DockerRuntime {
         }
         Err(RuntimeError::Timeout(format!("exit code of exec in {id}")))
     }
-}
 
-impl DockerRuntime {
     /// Whether the exec `exec_id` has finished (a failed inspect says no: the caller's error stands).
     async fn exec_exited(&self, exec_id: &str) -> bool {
         self.docker.inspect_exec(exec_id).await.is_ok_and(|info| info.running != Some(true))

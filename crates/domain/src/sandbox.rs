@@ -1,17 +1,16 @@
-//! Sandbox identity, the effective create spec, its fingerprint, and how settings become a spec.
+//! Sandbox identity, the effective create spec and its fingerprint; how settings become a spec is `build.rs`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::label::{
-    EGRESS_OFF, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
-};
 use crate::sha256;
 
+mod build;
 mod extra_args;
 mod identity;
+pub use build::{BuiltSpec, HostFacts, SandboxSettings, build_create_spec, is_valid_env_name};
 pub use extra_args::{
     DeviceMapping, DeviceRequest, ExtraCreate, MAPPED_FLAGS, MountSource, MountSpec, PortPublish, Ulimit,
     apply_extra_args, blank_spec, check_extra_args, mount_sources, parse_device, parse_gpus, parse_mount,
@@ -193,7 +192,7 @@ fn short_digest<T: Serialize + ?Sized>(v: &T) -> String {
     sha256::hex_digest(&postcard::to_allocvec(v).unwrap_or_default())[..8].to_owned()
 }
 
-/// The settings behind the fields whose digests differ between two [`LABEL_FIELDS`] values, e.g.
+/// The settings behind the fields whose digests differ between two [`LABEL_FIELDS`](crate::label::LABEL_FIELDS) values, e.g.
 /// `["memory_bytes (terminal.container_memory)"]`; empty when either value is missing or nothing differs (a field
 /// one side lacks counts as changed).
 pub fn changed_fields(old: Option<&str>, new: &str) -> Vec<String> {
@@ -210,7 +209,7 @@ pub fn changed_fields(old: Option<&str>, new: &str) -> Vec<String> {
 }
 
 impl CreateSpec {
-    /// The [`LABEL_FIELDS`] value: `field:digest` for each field the fingerprint covers, comma-separated.
+    /// The [`LABEL_FIELDS`](crate::label::LABEL_FIELDS) value: `field:digest` for each field the fingerprint covers, comma-separated.
     pub fn field_digests(&self) -> String {
         let mut env: Vec<&str> = self.env.iter().map(String::as_str).collect();
         env.sort_unstable();
@@ -301,213 +300,6 @@ impl CreateSpec {
         }
         sha256::hex_digest(s.as_bytes())[..32].to_owned()
     }
-}
-
-/// The sandbox-related settings, already parsed and typed by the config bridge.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SandboxSettings {
-    pub image: String,
-    pub cwd: String,
-    pub persist_across_processes: bool,
-    pub recreate_on_config_change: bool,
-    pub orphan_reaper: bool,
-    pub lifetime_seconds: i64,
-    pub timeout_seconds: u64,
-    pub cpu: f64,
-    pub memory_mb: i64,
-    pub disk_mb: i64,
-    pub container_persistent: bool,
-    pub sandbox_dir: String,
-    pub volumes: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub forward_env: Vec<String>,
-    pub extra_args: Vec<String>,
-    pub network: bool,
-    pub run_as_host_user: bool,
-    pub mount_cwd_to_workspace: bool,
-    /// `terminal.docker_shm_size`: `/dev/shm` size (`1g` by default, as hermes 0.21); empty or `0` keeps Docker's.
-    pub shm_size: String,
-}
-
-/// Facts about the host the spec depends on, gathered at the edge.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct HostFacts {
-    /// `uid:gid` of the calling user, when the platform has POSIX ids.
-    pub user: Option<String>,
-    /// The caller's working directory, when it exists.
-    pub cwd: Option<String>,
-    /// Whether the storage driver supports `--storage-opt size=` (overlay2 on XFS with pquota).
-    pub storage_opt_supported: bool,
-    /// `<host>:<pid>:<start>` of this process; labels ephemeral containers so the reaper can tell when they are
-    /// orphaned.
-    pub owner: Option<String>,
-    /// The engine reported it cannot apply cgroup limits (cpu, memory, pids): they are dropped with a warning,
-    /// as hermes does after its once-per-process probe, instead of failing every create.
-    pub cgroup_limits_unavailable: bool,
-}
-
-/// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
-#[derive(Clone, Debug, PartialEq)]
-pub struct BuiltSpec {
-    pub spec: CreateSpec,
-    /// Host directories the caller must create before creating the container.
-    pub host_dirs: Vec<String>,
-    pub warnings: Vec<String>,
-}
-
-/// Checks an environment variable name the way upstream's normalizer does: `^[A-Za-z_][A-Za-z0-9_]*$`.
-pub fn is_valid_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Builds the effective create spec for `identity` from the settings, with upstream's hardening.
-///
-/// # Errors
-/// A [`SpecError`] for settings no container can honour (an unmappable extra flag, a network conflict, a
-/// relative working directory).
-pub fn build_create_spec(
-    identity: &SandboxIdentity,
-    mode: SandboxMode,
-    name: String,
-    settings: &SandboxSettings,
-    host: &HostFacts,
-) -> Result<BuiltSpec, SpecError> {
-    let mut warnings = Vec::new();
-    let mut host_dirs = Vec::new();
-    let host_user = if settings.run_as_host_user {
-        if host.user.is_none() {
-            warnings.push("docker_run_as_host_user is set but this platform does not expose POSIX uid/gid; running as the image user".to_owned());
-        }
-        host.user.clone()
-    } else {
-        None
-    };
-
-    let mut cap_add: Vec<String> = ["DAC_OVERRIDE", "CHOWN", "FOWNER"].map(String::from).to_vec();
-    if host_user.is_none() {
-        cap_add.extend(["SETUID", "SETGID"].map(String::from));
-    }
-    let mut tmpfs = BTreeMap::from([
-        ("/tmp".to_owned(), "rw,nosuid,size=512m".to_owned()),
-        ("/var/tmp".to_owned(), "rw,noexec,nosuid,size=256m".to_owned()),
-        ("/run".to_owned(), "rw,noexec,nosuid,size=64m".to_owned()),
-    ]);
-
-    // Volumes: explicit entries first; the host cwd is prepended when asked for and /workspace is free.
-    let mut binds = Vec::new();
-    for v in &settings.volumes {
-        if v.contains(':') {
-            binds.push(v.clone());
-        } else {
-            warnings.push(format!("skipping docker volume {v:?}: expected host:container[:options]"));
-        }
-    }
-    let workspace_explicit = binds.iter().any(|b| b.contains(":/workspace"));
-    let mut cwd_mounted = false;
-    if settings.mount_cwd_to_workspace
-        && !workspace_explicit
-        && let Some(cwd) = &host.cwd
-    {
-        binds.insert(0, format!("{cwd}:/workspace"));
-        cwd_mounted = true;
-    }
-    if settings.container_persistent {
-        let dir = identity.host_dir(&settings.sandbox_dir);
-        host_dirs.push(format!("{dir}/home"));
-        binds.push(format!("{dir}/home:/root"));
-        if !workspace_explicit && !cwd_mounted {
-            host_dirs.push(format!("{dir}/workspace"));
-            binds.push(format!("{dir}/workspace:/workspace"));
-        }
-    } else {
-        if !workspace_explicit && !cwd_mounted {
-            tmpfs.insert("/workspace".to_owned(), "rw,exec,size=10g".to_owned());
-        }
-        tmpfs.insert("/home".to_owned(), "rw,exec,size=1g".to_owned());
-        tmpfs.insert("/root".to_owned(), "rw,exec,size=1g".to_owned());
-    }
-
-    let mut env: Vec<String> = Vec::new();
-    for (k, v) in &settings.env {
-        if is_valid_env_name(k.trim()) {
-            env.push(format!("{}={v}", k.trim()));
-        } else {
-            warnings.push(format!("skipping docker_env key {k:?}: not a valid variable name"));
-        }
-    }
-
-    let mut labels = identity.upstream_labels();
-    labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
-    if let Some(home) = &identity.home {
-        labels.insert(LABEL_HOME.to_owned(), home.clone());
-    }
-    labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
-    // hermes 0.21 filters reuse on this label; berth never routes through an egress proxy.
-    labels.insert(LABEL_EGRESS.to_owned(), EGRESS_OFF.to_owned());
-    if let (SandboxMode::Ephemeral, Some(owner)) = (mode, &host.owner) {
-        labels.insert(LABEL_OWNER.to_owned(), owner.clone());
-    }
-
-    let mut spec = CreateSpec {
-        name,
-        image: settings.image.clone(),
-        labels,
-        cmd: vec!["sleep".to_owned(), "infinity".to_owned()],
-        workdir: container_cwd(&settings.cwd)?,
-        env,
-        binds,
-        tmpfs,
-        cap_drop: vec!["ALL".to_owned()],
-        cap_add,
-        security_opt: vec!["no-new-privileges".to_owned()],
-        pids_limit: Some(256),
-        init: true,
-        nano_cpus: (settings.cpu > 0.0).then(|| (settings.cpu * 1e9).round() as i64),
-        memory_bytes: (settings.memory_mb > 0).then(|| settings.memory_mb.saturating_mul(1024 * 1024)),
-        storage_size: None,
-        network_mode: (!settings.network).then(|| "none".to_owned()),
-        user: host_user,
-        extra_hosts: Vec::new(),
-        dns: Vec::new(),
-        privileged: false,
-        shm_size: match settings.shm_size.trim() {
-            "" | "0" => None,
-            raw => Some(parse_bytes(raw).ok_or_else(|| SpecError::BadShmSize(raw.to_owned()))?),
-        },
-        extra: ExtraCreate::default(),
-    };
-    if host.cgroup_limits_unavailable && (spec.nano_cpus.is_some() || spec.memory_bytes.is_some()) {
-        warnings.push(
-            "the engine cannot apply cgroup limits here; sandboxes run without cpu, memory and pids limits".to_owned(),
-        );
-    }
-    if host.cgroup_limits_unavailable {
-        spec.nano_cpus = None;
-        spec.memory_bytes = None;
-        spec.pids_limit = None;
-    }
-    if settings.disk_mb > 0 {
-        if host.storage_opt_supported {
-            spec.storage_size = Some(format!("{}m", settings.disk_mb));
-        } else {
-            warnings.push(format!(
-                "container_disk={} ignored: disk limits require overlay2 on XFS with pquota",
-                settings.disk_mb
-            ));
-        }
-    }
-    apply_extra_args(&mut spec, &settings.extra_args)?;
-    if !settings.network
-        && let Some(mode) = spec.network_mode.as_deref().filter(|m| *m != "none")
-    {
-        return Err(SpecError::NetworkConflict { mode: mode.to_owned() });
-    }
-    let fingerprint = spec.fingerprint();
-    spec.labels.insert(LABEL_FINGERPRINT.to_owned(), fingerprint);
-    spec.labels.insert(LABEL_FIELDS.to_owned(), spec.field_digests());
-    Ok(BuiltSpec { spec, host_dirs, warnings })
 }
 
 /// Parses a Docker size such as `512m`, `1g`, `1024` (bytes) or `64k`.

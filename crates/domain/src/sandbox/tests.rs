@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::ids::{ProfileName, TaskId};
+use crate::label::LABEL_FIELDS;
 
 fn settings() -> SandboxSettings {
     crate::test_util::sandbox_settings()

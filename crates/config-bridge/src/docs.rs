@@ -1,0 +1,85 @@
+//! The generated settings reference (`docs/settings.md`), rendered from the one table, and the precedence note
+//! `config ls` prints; a test holds the checked-in file equal to [`settings_doc`].
+
+use std::fmt::Write as _;
+
+use crate::table::SETTINGS;
+
+/// Berth's precedence and where hermes-agent differs, for `config ls` and the settings reference.
+pub const PRECEDENCE_NOTE: &str = "precedence: default < config file < environment < -c; hermes-agent differs: there \
+a `terminal:` key in config.yaml overrides its TERMINAL_* variable, here the environment wins over the file";
+
+/// The sandbox lifecycle from create to reap, with the settings of each step (the README carries the same story).
+const LIFECYCLE_DOC: &str = "
+## Sandbox lifecycle
+
+From create to reap, and the settings of each step:
+
+1. **Create**: the first `berth run`/`sandbox ensure` of a task creates its sandbox (`terminal.docker_image`, the
+   resource and mount settings); with `terminal.container_persistent` its `/root` and `/workspace` live in the host
+   folder `<terminal.sandbox_dir>/docker/<profile>/<task>-<digest>`.
+2. **Reuse**: later processes attach to it, start it when stopped, recreate it on drift
+   (`terminal.docker_recreate_on_config_change`), but never while a command runs in it (the process that asked
+   exits 125 with one line). With `terminal.docker_persist_across_processes: false` each process
+   gets a throw-away sandbox, removed with its folder at release (`berth run --keep-files` keeps the folder).
+3. **Idle stop**: `terminal.docker_idle_stop_seconds` (0: off; per profile
+   `terminal.docker_idle_stop_seconds_overrides`): the gateway stops (never removes) a running persistent sandbox
+   of any profile of its home with nothing inside but its keep-alive for that profile's period.
+4. **Remove**: `berth sandbox rm` removes the sandbox and its folder (`--keep-files` keeps it; a task on a board keeps
+   its folder), as root through a one-shot helper container when the sandbox's root user left files there, never
+   through a symlink.
+5. **Reap**: at each process's first sandbox (`terminal.docker_orphan_reaper`) and on every gateway cleanup pass
+   (`terminal.docker_reap_interval_seconds`, 0: `max(60, terminal.lifetime_seconds)`): stopped sandboxes older than
+   `2 × max(60, terminal.lifetime_seconds)`, and running throw-away ones whose owner died: on this host by pid, on
+   another host sharing the engine by a lease the owner renews inside the sandbox every third of
+   `terminal.docker_lease_seconds` (hosts need clocks in step).
+6. **Folders**: the same pass (and `berth sandbox reap`) removes sandbox folders no container claims and no board task
+   owns, once untouched for the reaper's threshold.
+7. **Finished tasks' output**: a done task's workspace folder and worker log stay `kanban.retention_days` (0: until
+   archived), or until the task is archived or removed, whichever comes first; `berth kanban prune [--dry-run]` does
+   it now, the gateway on each cleanup pass (one line per pass).
+";
+
+/// Renders `docs/settings.md` from the table: the precedence, a row per setting, the sandbox lifecycle and the
+/// `docker_extra_args` flags berth maps.
+pub fn settings_doc() -> String {
+    let mut s = String::from(
+        "# Settings\n\n<!-- Generated from crates/config-bridge/src/table.rs by `cargo test`; do not edit. -->\n\n\
+         Precedence: default < config file (`<home>/config.yaml`) < environment < `berth -c key=value`.\n\
+         hermes-agent differs: there a `terminal:` key in `config.yaml` overrides its `TERMINAL_*` variable; in berth \
+         the environment wins over the file (`berth config ls` shows which source each value came from).\n\
+         Booleans accept true/false/1/0/yes/no/on/off in any case.\n\
+         Lists and maps are JSON in the environment and `-c` (`[\"a\",\"b\"]`, `{\"k\":\"v\"}`), native YAML in the file.\n\
+         Invalid file or environment values warn and fall back to the default; an invalid cap means no cap.\n\n\
+         | key | environment variable | type | default | meaning |\n|---|---|---|---|---|\n",
+    );
+    let mut rows = String::new();
+    for e in SETTINGS {
+        let default = if e.default.is_empty() { "(unset)".to_owned() } else { format!("`{}`", e.default) };
+        let _ = writeln!(
+            rows,
+            "| `{}` | `{}` | {} | {} | {} |",
+            e.key,
+            e.env_var(),
+            e.kind.as_str(),
+            default,
+            e.doc.replace('|', "\\|")
+        );
+    }
+    s.push_str(&rows);
+    s.push_str(LIFECYCLE_DOC);
+    s.push_str(
+        "\n## `terminal.docker_extra_args`\n\n\
+         Berth creates sandboxes through the Engine API, so each `docker run` flag is mapped onto the create call. \
+         Flags mapped (values as `docker run` takes them, `--flag value` or `--flag=value`):\n\n",
+    );
+    for flag in domain::sandbox::MAPPED_FLAGS {
+        let _ = writeln!(s, "- `{flag}`");
+    }
+    s.push_str(
+        "\nAny other flag is refused with one line naming it, and nothing is created: client-side flags (`--rm`, \
+         `-d`, `-i`, `-t`, `--env-file`, `--pull`, …) and flags that would break the sandbox (`--name`, \
+         `--entrypoint`). With `terminal.docker_network: false`, a `--network` other than `none` is refused too.\n",
+    );
+    s
+}

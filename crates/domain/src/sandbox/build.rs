@@ -1,0 +1,303 @@
+//! How the settings become a sandbox's create spec: upstream's hardening, mounts, environment, limits and labels,
+//! each built by its own step, then `docker_extra_args` on top and the fingerprint over the result.
+
+use std::collections::BTreeMap;
+
+use super::{
+    CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, apply_extra_args, container_cwd, parse_bytes,
+};
+use crate::label::{
+    EGRESS_OFF, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
+};
+
+/// The sandbox-related settings, already parsed and typed by the config bridge.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxSettings {
+    pub image: String,
+    pub cwd: String,
+    pub persist_across_processes: bool,
+    pub recreate_on_config_change: bool,
+    pub orphan_reaper: bool,
+    pub lifetime_seconds: i64,
+    pub timeout_seconds: u64,
+    pub cpu: f64,
+    pub memory_mb: i64,
+    pub disk_mb: i64,
+    pub container_persistent: bool,
+    pub sandbox_dir: String,
+    pub volumes: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub forward_env: Vec<String>,
+    pub extra_args: Vec<String>,
+    pub network: bool,
+    pub run_as_host_user: bool,
+    pub mount_cwd_to_workspace: bool,
+    /// `terminal.docker_shm_size`: `/dev/shm` size (`1g` by default, as hermes 0.21); empty or `0` keeps Docker's.
+    pub shm_size: String,
+}
+
+/// Facts about the host the spec depends on, gathered at the edge.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HostFacts {
+    /// `uid:gid` of the calling user, when the platform has POSIX ids.
+    pub user: Option<String>,
+    /// The caller's working directory, when it exists.
+    pub cwd: Option<String>,
+    /// Whether the storage driver supports `--storage-opt size=` (overlay2 on XFS with pquota).
+    pub storage_opt_supported: bool,
+    /// `<host>:<pid>:<start>` of this process; labels ephemeral containers so the reaper can tell when they are
+    /// orphaned.
+    pub owner: Option<String>,
+    /// The engine reported it cannot apply cgroup limits (cpu, memory, pids): they are dropped with a warning,
+    /// as hermes does after its once-per-process probe, instead of failing every create.
+    pub cgroup_limits_unavailable: bool,
+}
+
+/// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuiltSpec {
+    pub spec: CreateSpec,
+    /// Host directories the caller must create before creating the container.
+    pub host_dirs: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Checks an environment variable name the way upstream's normalizer does: `^[A-Za-z_][A-Za-z0-9_]*$`.
+pub fn is_valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Builds the effective create spec for `identity` from the settings, with upstream's hardening.
+///
+/// The steps run in this order so the warnings read in the order of the settings they concern, and so the first
+/// error a caller sees is the same whatever else is wrong: the working directory, then the shm size, then the extra
+/// arguments, then the network conflict.
+///
+/// # Errors
+/// A [`SpecError`] for settings no container can honour (an unmappable extra flag, a network conflict, a
+/// relative working directory).
+pub fn build_create_spec(
+    identity: &SandboxIdentity,
+    mode: SandboxMode,
+    name: String,
+    settings: &SandboxSettings,
+    host: &HostFacts,
+) -> Result<BuiltSpec, SpecError> {
+    let mut warnings = Vec::new();
+    let user = host_user(settings, host, &mut warnings);
+    let Mounts { binds, tmpfs, host_dirs } = mounts(identity, settings, host, &mut warnings);
+    let env = container_env(settings, &mut warnings);
+    let workdir = container_cwd(&settings.cwd)?;
+    let limits = limits(settings, host, &mut warnings)?;
+    let mut spec = CreateSpec {
+        name,
+        image: settings.image.clone(),
+        labels: labels(identity, mode, host),
+        // The keep-alive: commands run through exec, and idle stop recognises a sandbox running only this.
+        cmd: vec!["sleep".to_owned(), "infinity".to_owned()],
+        workdir,
+        env,
+        binds,
+        tmpfs,
+        // Upstream's hardening: every capability dropped and a few added back, no privilege gained through a
+        // set-uid file, and an init that reaps what the commands leave behind.
+        cap_drop: vec!["ALL".to_owned()],
+        cap_add: added_capabilities(user.is_some()),
+        security_opt: vec!["no-new-privileges".to_owned()],
+        pids_limit: limits.pids_limit,
+        init: true,
+        nano_cpus: limits.nano_cpus,
+        memory_bytes: limits.memory_bytes,
+        storage_size: limits.storage_size,
+        network_mode: (!settings.network).then(|| "none".to_owned()),
+        user,
+        extra_hosts: Vec::new(),
+        dns: Vec::new(),
+        privileged: false,
+        shm_size: limits.shm_size,
+        extra: ExtraCreate::default(),
+    };
+    apply_extra_args(&mut spec, &settings.extra_args)?;
+    check_network(settings, &spec)?;
+    stamp_fingerprint(&mut spec);
+    Ok(BuiltSpec { spec, host_dirs, warnings })
+}
+
+/// The `uid:gid` the sandbox runs as under `terminal.docker_run_as_host_user`, when the platform has one; `None`
+/// runs as the image's user.
+fn host_user(settings: &SandboxSettings, host: &HostFacts, warnings: &mut Vec<String>) -> Option<String> {
+    if !settings.run_as_host_user {
+        return None;
+    }
+    if host.user.is_none() {
+        warnings.push(
+            "docker_run_as_host_user is set but this platform does not expose POSIX uid/gid; running as the image user"
+                .to_owned(),
+        );
+    }
+    host.user.clone()
+}
+
+/// The capabilities added back after dropping all, as upstream grants them: the file ones always, and changing
+/// ids only for the image's user (a sandbox running as the host user stays that user).
+fn added_capabilities(runs_as_host_user: bool) -> Vec<String> {
+    let mut cap_add: Vec<String> = ["DAC_OVERRIDE", "CHOWN", "FOWNER"].map(String::from).to_vec();
+    if !runs_as_host_user {
+        cap_add.extend(["SETUID", "SETGID"].map(String::from));
+    }
+    cap_add
+}
+
+/// What the sandbox mounts, and the host folders that must exist before it is created.
+struct Mounts {
+    binds: Vec<String>,
+    tmpfs: BTreeMap<String, String>,
+    host_dirs: Vec<String>,
+}
+
+/// The binds and tmpfs mounts: explicit volumes first; the host cwd on `/workspace` when asked for and
+/// `/workspace` is free; then either the sandbox's own folders on the host (`terminal.container_persistent`) or
+/// tmpfs in their place.
+fn mounts(
+    identity: &SandboxIdentity,
+    settings: &SandboxSettings,
+    host: &HostFacts,
+    warnings: &mut Vec<String>,
+) -> Mounts {
+    // Upstream's scratch mounts: nothing set-uid, and nothing executable where only temporary files belong.
+    let mut tmpfs = BTreeMap::from([
+        ("/tmp".to_owned(), "rw,nosuid,size=512m".to_owned()),
+        ("/var/tmp".to_owned(), "rw,noexec,nosuid,size=256m".to_owned()),
+        ("/run".to_owned(), "rw,noexec,nosuid,size=64m".to_owned()),
+    ]);
+    let mut host_dirs = Vec::new();
+    let mut binds = Vec::new();
+    for v in &settings.volumes {
+        if v.contains(':') {
+            binds.push(v.clone());
+        } else {
+            warnings.push(format!("skipping docker volume {v:?}: expected host:container[:options]"));
+        }
+    }
+    let workspace_explicit = binds.iter().any(|b| b.contains(":/workspace"));
+    let mut cwd_mounted = false;
+    if settings.mount_cwd_to_workspace
+        && !workspace_explicit
+        && let Some(cwd) = &host.cwd
+    {
+        binds.insert(0, format!("{cwd}:/workspace"));
+        cwd_mounted = true;
+    }
+    if settings.container_persistent {
+        let dir = identity.host_dir(&settings.sandbox_dir);
+        host_dirs.push(format!("{dir}/home"));
+        binds.push(format!("{dir}/home:/root"));
+        if !workspace_explicit && !cwd_mounted {
+            host_dirs.push(format!("{dir}/workspace"));
+            binds.push(format!("{dir}/workspace:/workspace"));
+        }
+    } else {
+        if !workspace_explicit && !cwd_mounted {
+            tmpfs.insert("/workspace".to_owned(), "rw,exec,size=10g".to_owned());
+        }
+        tmpfs.insert("/home".to_owned(), "rw,exec,size=1g".to_owned());
+        tmpfs.insert("/root".to_owned(), "rw,exec,size=1g".to_owned());
+    }
+    Mounts { binds, tmpfs, host_dirs }
+}
+
+/// `terminal.docker_env` as `KEY=VALUE` pairs; a key that is not a variable name is skipped with a warning.
+fn container_env(settings: &SandboxSettings, warnings: &mut Vec<String>) -> Vec<String> {
+    let mut env = Vec::new();
+    for (k, v) in &settings.env {
+        if is_valid_env_name(k.trim()) {
+            env.push(format!("{}={v}", k.trim()));
+        } else {
+            warnings.push(format!("skipping docker_env key {k:?}: not a valid variable name"));
+        }
+    }
+    env
+}
+
+/// The resource limits of a spec before `docker_extra_args`.
+struct Limits {
+    nano_cpus: Option<i64>,
+    memory_bytes: Option<i64>,
+    pids_limit: Option<i64>,
+    storage_size: Option<String>,
+    shm_size: Option<i64>,
+}
+
+/// Cpu, memory and pids (upstream's cap of 256) unless the engine cannot apply cgroup limits; disk only where the
+/// storage driver can limit it; `/dev/shm` as `terminal.docker_shm_size` says. A limit the host cannot apply is
+/// dropped with a warning, as hermes does, rather than failing every create.
+fn limits(settings: &SandboxSettings, host: &HostFacts, warnings: &mut Vec<String>) -> Result<Limits, SpecError> {
+    let shm_size = match settings.shm_size.trim() {
+        "" | "0" => None,
+        raw => Some(parse_bytes(raw).ok_or_else(|| SpecError::BadShmSize(raw.to_owned()))?),
+    };
+    let mut limits = Limits {
+        nano_cpus: (settings.cpu > 0.0).then(|| (settings.cpu * 1e9).round() as i64),
+        memory_bytes: (settings.memory_mb > 0).then(|| settings.memory_mb.saturating_mul(1024 * 1024)),
+        pids_limit: Some(256),
+        storage_size: None,
+        shm_size,
+    };
+    if host.cgroup_limits_unavailable {
+        if limits.nano_cpus.is_some() || limits.memory_bytes.is_some() {
+            warnings.push(
+                "the engine cannot apply cgroup limits here; sandboxes run without cpu, memory and pids limits"
+                    .to_owned(),
+            );
+        }
+        limits.nano_cpus = None;
+        limits.memory_bytes = None;
+        limits.pids_limit = None;
+    }
+    if settings.disk_mb > 0 {
+        if host.storage_opt_supported {
+            limits.storage_size = Some(format!("{}m", settings.disk_mb));
+        } else {
+            warnings.push(format!(
+                "container_disk={} ignored: disk limits require overlay2 on XFS with pquota",
+                settings.disk_mb
+            ));
+        }
+    }
+    Ok(limits)
+}
+
+/// The labels that identify the sandbox (upstream's three, berth's identity, home and mode) and, for an
+/// ephemeral one, its owner, so the reaper can tell when it is orphaned.
+fn labels(identity: &SandboxIdentity, mode: SandboxMode, host: &HostFacts) -> BTreeMap<String, String> {
+    let mut labels = identity.upstream_labels();
+    labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
+    if let Some(home) = &identity.home {
+        labels.insert(LABEL_HOME.to_owned(), home.clone());
+    }
+    labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
+    // hermes 0.21 filters reuse on this label; berth never routes through an egress proxy.
+    labels.insert(LABEL_EGRESS.to_owned(), EGRESS_OFF.to_owned());
+    if let (SandboxMode::Ephemeral, Some(owner)) = (mode, &host.owner) {
+        labels.insert(LABEL_OWNER.to_owned(), owner.clone());
+    }
+    labels
+}
+
+/// Refuses a network from `docker_extra_args` when `terminal.docker_network: false` asked for none, rather than
+/// letting either one silently win.
+fn check_network(settings: &SandboxSettings, spec: &CreateSpec) -> Result<(), SpecError> {
+    match spec.network_mode.as_deref().filter(|m| *m != "none") {
+        Some(mode) if !settings.network => Err(SpecError::NetworkConflict { mode: mode.to_owned() }),
+        _ => Ok(()),
+    }
+}
+
+/// Labels the finished spec with its fingerprint and field digests; last, since they cover everything above.
+fn stamp_fingerprint(spec: &mut CreateSpec) {
+    let fingerprint = spec.fingerprint();
+    spec.labels.insert(LABEL_FINGERPRINT.to_owned(), fingerprint);
+    spec.labels.insert(LABEL_FIELDS.to_owned(), spec.field_digests());
+}
