@@ -369,6 +369,8 @@ fn wrapped(prefix: &[&str], cmd: &Command) -> Command {
 struct Host {
     name: String,
     home: Home,
+    /// The host's settings, as its config file would give them to every berth process there.
+    env: Vec<(String, String)>,
     unshare: Option<Child>,
     init: i32,
 }
@@ -421,7 +423,8 @@ impl Host {
             assert!(Instant::now() < deadline, "{name}: unshare started no init");
             std::thread::sleep(Duration::from_millis(20)); // polling interval
         };
-        Self { name, home, unshare: Some(child), init }
+        let env = env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
+        Self { name, home, env, unshare: Some(child), init }
     }
 
     fn processes(&self) -> Vec<(i32, Role)> {
@@ -435,7 +438,7 @@ impl Host {
     /// Runs a one-shot berth command inside this host's namespaces (so it judges pids as this host sees them).
     fn berth(&self, args: &[&str]) -> Output {
         let mut cmd = self.home.cmd();
-        cmd.env("KANBAN_HOST_ID", &self.name).args(args);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v))).env("KANBAN_HOST_ID", &self.name).args(args);
         let target = self.init.to_string();
         wrapped(&["nsenter", "-t", &target, "-p", "-m", "--"], &cmd).output().expect("nsenter runs")
     }
