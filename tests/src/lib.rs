@@ -44,3 +44,5 @@ mod signals;
 mod tidy;
 #[cfg(test)]
 mod trust;
+#[cfg(test)]
+mod trust_infra;

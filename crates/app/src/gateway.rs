@@ -260,6 +260,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+    let mut backoff = crate::engine_backoff::EngineBackoff::default();
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -277,15 +278,21 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
                 return Ok(finish(ctx, &mut state, sig));
             }
         }
-        process::reap_children();
+        backoff.observe(&process::reap_children(), SystemClock.now());
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
         let tick_started = Instant::now();
-        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping).await;
+        let now = SystemClock.now();
+        let paused = backoff.until(now);
+        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, paused).await;
         let took = tick_started.elapsed();
         watch.seen = before.or(watch.seen);
         next = Instant::now() + jittered(period);
+        // The tick after a pause comes when it ends, not at the interval.
+        if let Some(until) = paused {
+            next = next.min(Instant::now() + Duration::from_secs_f64(until.secs_since(now)));
+        }
         if tick.pending && tick.spawned == 0 {
             bad_ticks += 1;
         } else {
@@ -354,7 +361,7 @@ fn jittered(period: Duration) -> Duration {
 fn finish(ctx: &Ctx, state: &mut Json, signal: &str) -> u8 {
     tracing::info!("gateway: {signal} received; stopped dispatching");
     // Workers are detached processes and keep running; the gateway started no teardowns of its own to wait for.
-    process::reap_children();
+    let _ = process::reap_children();
     state["stopped_at"] = json!(SystemClock.now().to_rfc3339());
     write_state(&ctx.home, state);
     0
@@ -399,6 +406,7 @@ async fn tick_all(
     kept: &mut KeptBoard,
     quarantined: &mut BTreeMap<String, Instant>,
     stopping: &mut JoinSet<process::StopOutcome>,
+    engine_backoff_until: Option<domain::time::Timestamp>,
 ) -> TickSummary {
     let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
     // Boards are re-listed every tick, so new boards need no restart.
@@ -416,7 +424,7 @@ async fn tick_all(
             continue;
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
-        let args = DispatchArgs { detach_stops: true, ..DispatchArgs::default() };
+        let args = DispatchArgs { detach_stops: true, engine_backoff_until, ..DispatchArgs::default() };
         let dispatched = match kept.0.as_mut() {
             Some(store) => kanban::dispatch_on(ctx, store, &slug, &args).await,
             None => kanban::dispatch(ctx, &slug, &args).await,

@@ -3,6 +3,7 @@
 pub mod cli;
 pub mod config_cmd;
 pub mod context;
+pub mod engine_backoff;
 pub mod error;
 pub mod exec_errors;
 pub mod gateway;

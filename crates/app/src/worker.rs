@@ -246,7 +246,8 @@ impl OutputSink for LogSink {
         if stream == OutputStream::Stdout
             && let Some(line) = String::from_utf8_lossy(bytes).lines().rev().find(|l| !l.trim().is_empty())
         {
-            self.last_line = line.chars().take(500).collect();
+            // PostgreSQL's text holds no NUL (the write of the result would fail): the result never carries one.
+            self.last_line = line.chars().filter(|c| *c != '\0').take(500).collect();
         }
     }
 }
@@ -386,6 +387,12 @@ pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8,
     };
     drop(stop);
     let _ = beats.join();
+    let result = match result {
+        Some(Err(SandboxFault::Infra(e))) => return store.engine_unavailable(&e).await,
+        Some(Err(SandboxFault::Other(e))) => Some(Err(e)),
+        Some(Ok(r)) => Some(Ok(r)),
+        None => None,
+    };
     let Some(result) = result else {
         log_line(
             "SIGTERM, or the run was taken back: stopping the command in the sandbox; the board owns the task now",
@@ -449,6 +456,21 @@ struct Outcome<'a> {
 }
 
 impl Outcome<'_> {
+    /// The sandbox could not be had because the container engine is unreachable: not the task's failure. The run
+    /// ends as `infra_unavailable`, the task goes back to `ready` with its failure count unchanged, and the worker
+    /// exits 125, which the gateway takes as the signal to back off.
+    async fn engine_unavailable(&mut self, e: &Failure) -> Result<u8, Failure> {
+        let error = format!("sandbox: {}", e.message);
+        log_line(&format!("infra_unavailable: {error}; the task is requeued without counting a failure"));
+        let (task, run, now) = (self.task, self.run, SystemClock.now());
+        let end = RunEnd { outcome: "infra_unavailable", error: &error, exit_code: None };
+        outage::retrying(self.ctx, "requeue the task", self.patience, &mut self.store, |b| {
+            b.requeue(task, run, &end, now)
+        })
+        .await?;
+        Ok(Exit::ENGINE)
+    }
+
     /// The run failed: through the breaker, waiting out an outage of the board.
     async fn fail(&mut self, outcome: &str, error: &str, code: Option<i64>) -> Result<FailureOutcome, Failure> {
         log_line(&format!("{outcome}: {error}"));
@@ -504,14 +526,38 @@ fn render_worker_command(template: &str, task_id: &str, assignee: &str, board: &
     template.replace("{task_id}", &q(task_id)).replace("{assignee}", &q(assignee)).replace("{board}", &q(board))
 }
 
+/// Why a run in the sandbox gave no exit code.
+enum SandboxFault {
+    /// The container engine did not answer (unreachable, or a call ran past its bound): infrastructure, not the task.
+    Infra(Failure),
+    Other(Failure),
+}
+
+impl From<Failure> for SandboxFault {
+    fn from(f: Failure) -> Self {
+        Self::Other(f)
+    }
+}
+
+impl From<service::SandboxError> for SandboxFault {
+    fn from(e: service::SandboxError) -> Self {
+        use domain::ports::RuntimeError as R;
+        match e {
+            service::SandboxError::Runtime(r @ (R::Unavailable { .. } | R::Timeout(_))) => Self::Infra(r.into()),
+            other => Self::Other(other.into()),
+        }
+    }
+}
+
 async fn run_in_sandbox(
     ctx: &Ctx,
     task: &Task,
     command: &str,
     marker: &str,
-) -> Result<(ExecOutcome, String, String), Failure> {
+) -> Result<(ExecOutcome, String, String), SandboxFault> {
     let identity = sandbox::identity(ctx, &task.id)?;
-    let rt = sandbox::connect(ctx).await?;
+    // `connect` fails only when the engine does not answer.
+    let rt = sandbox::connect(ctx).await.map_err(SandboxFault::Infra)?;
     let req = sandbox::request(ctx, &rt, identity).await?;
     sandbox::maybe_reap(ctx, &rt).await;
     let timeout =

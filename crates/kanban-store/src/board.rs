@@ -94,6 +94,12 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
         failure_limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome>;
+    /// A worker's run that ended for a reason outside the task (the container engine unreachable): the task goes back
+    /// to `ready` with its failure count unchanged (a retry of the same write is a no-op).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`], [`StoreError::Moved`] or [`StoreError::Transition`].
+    fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()>;
     /// Blocks a task; returns the worker to stop.
     ///
     /// # Errors
@@ -210,6 +216,9 @@ impl BoardStore for SqliteKanbanStore {
         now: Timestamp,
     ) -> Result<FailureOutcome> {
         Self::fail(self, id, run, end, failure_limit, now)
+    }
+    fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()> {
+        Self::requeue(self, id, run, end, now)
     }
     fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         Self::block(self, id, reason, now)

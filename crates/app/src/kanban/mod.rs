@@ -355,6 +355,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 failure_limit: *failure_limit,
                 task: None,
                 detach_stops: false,
+                engine_backoff_until: None,
             };
             crate::kanban_boards::dispatch_all(ctx, &args, *explain).await?;
         }
@@ -366,6 +367,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 failure_limit: *failure_limit,
                 task: task.clone(),
                 detach_stops: false,
+                engine_backoff_until: None,
             };
             dispatch_and_print(ctx, &b, &args, *explain).await?;
         }
