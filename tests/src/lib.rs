@@ -45,4 +45,6 @@ mod tidy;
 #[cfg(test)]
 mod trust;
 #[cfg(test)]
+mod trust_board;
+#[cfg(test)]
 mod trust_infra;
