@@ -48,3 +48,5 @@ mod trust;
 mod trust_board;
 #[cfg(test)]
 mod trust_infra;
+#[cfg(test)]
+mod trust_views;

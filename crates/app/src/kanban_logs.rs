@@ -32,10 +32,15 @@ pub fn workspace_path(ctx: &Ctx, task: &str, assignee: Option<&str>) -> Option<S
     Some(format!("{}/workspace", folders.of(&folders.task_identity(task, assignee)?).display()))
 }
 
-/// The last `n` lines of `task`'s log (empty when there is none), for `kanban show`.
+/// The longest line `kanban show` prints of a log; the rest is counted.
+const SHOWN_LINE_MAX: usize = 1000;
+
+/// The last `n` lines of `task`'s log (empty when there is none), for `kanban show`: read from the log's end, each
+/// cut at [`SHOWN_LINE_MAX`] characters.
 pub fn last_lines(ctx: &Ctx, task: &str, n: usize) -> Vec<String> {
-    let text = std::fs::read(log_path(ctx, task)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    tail(&text, Some(n)).lines().map(str::to_owned).collect()
+    let (bytes, _) = crate::terminal_text::tail_of_file(&log_path(ctx, task), n);
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines().map(|l| crate::terminal_text::shown_line(l, SHOWN_LINE_MAX)).collect()
 }
 
 /// `kanban show`'s log section: the path, then the last lines (or that there are none yet).
@@ -124,7 +129,17 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
             "run {r} of {id} ran on host {host}: its log is there (`berth kanban logs {id}` on {host})"
         )));
     }
-    let (text, mut pos) = read_from(&path, 0);
+    // The last lines of the whole log are read from its end (a log of any size costs its tail only).
+    let (text, mut pos) = match (run, lines) {
+        (None, Some(n)) => {
+            let (bytes, len) = crate::terminal_text::tail_of_file(&path, n);
+            // Only whole lines: a partial last line is printed with its end when following.
+            let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            let partial = (bytes.len() - whole) as u64;
+            (String::from_utf8_lossy(&bytes[..whole]).into_owned(), len - partial)
+        }
+        _ => read_from(&path, 0),
+    };
     let shown = match run {
         Some(r) => run_part(&text, id, r),
         None => text,
@@ -214,9 +229,16 @@ fn read_from(path: &Path, from: u64) -> (String, u64) {
     (String::from_utf8_lossy(&buf).into_owned(), from + whole as u64)
 }
 
+/// Writes log bytes to stdout: as they are into a pipe or a file, with control characters shown as escapes on a
+/// terminal (a task's output must not drive the operator's terminal).
 fn write_out(bytes: &[u8]) {
+    use std::io::IsTerminal;
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(bytes);
+    let _ = if out.is_terminal() {
+        out.write_all(crate::terminal_text::sanitize(&String::from_utf8_lossy(bytes)).as_bytes())
+    } else {
+        out.write_all(bytes)
+    };
     let _ = out.flush();
 }
 
