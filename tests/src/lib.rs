@@ -49,4 +49,6 @@ mod trust_board;
 #[cfg(test)]
 mod trust_infra;
 #[cfg(test)]
+mod trust_timeout;
+#[cfg(test)]
 mod trust_views;

@@ -117,6 +117,7 @@ impl DockerRuntime {
         };
         if timed_out {
             if let Some(marker) = &marker
+                && !self.kill_exec_from_host(id, &exec.id, marker).await
                 && let Err(e) = kill::kill_marked(self, id, marker).await
             {
                 tracing::warn!("killing the timed-out command in {id}: {e}");
@@ -135,7 +136,27 @@ impl DockerRuntime {
     }
 }
 
+/// The bound of each inspect the host-side kill makes.
+const CALL_BOUND: Duration = Duration::from_secs(5);
+
 impl DockerRuntime {
+    /// Kills the timed-out exec `exec_id` in `container` from this host (`host_kill`), when the container's
+    /// processes are visible here as its own; false when they are not (the caller then kills from inside).
+    async fn kill_exec_from_host(&self, container: &str, exec_id: &str, marker: &str) -> bool {
+        let Ok(Ok(c)) = tokio::time::timeout(CALL_BOUND, self.docker.inspect_container(container, None)).await else {
+            return false;
+        };
+        let (Some(id), Some(init)) = (c.id, c.state.and_then(|s| s.pid)) else { return false };
+        let root = match tokio::time::timeout(CALL_BOUND, self.docker.inspect_exec(exec_id)).await {
+            Ok(Ok(e)) => e.pid,
+            _ => None,
+        };
+        let marker = marker.to_owned();
+        tokio::task::spawn_blocking(move || crate::host_kill::kill_from_host(&id, init, root, &marker))
+            .await
+            .unwrap_or(false)
+    }
+
     /// Whether the exec `exec_id` has finished (a failed inspect says no: the caller's error stands).
     async fn exec_exited(&self, exec_id: &str) -> bool {
         self.docker.inspect_exec(exec_id).await.is_ok_and(|info| info.running != Some(true))
