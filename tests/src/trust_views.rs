@@ -75,3 +75,50 @@ fn a_huge_log_costs_show_and_tail_only_its_end() {
     let tail = bounded(&["kanban", "logs", &id, "--tail", "5"]);
     assert_eq!(tail, "line 0\nline 1\nline 2\nline 3\nline 4\n");
 }
+
+/// A task that prints a worker's confirmation line (`[berth worker …] confirmed run N of ID as pid P`) does not cut
+/// its run's part of the log: only a line naming the pid the board recorded for that run starts a run.
+#[test]
+fn a_forged_confirmation_line_does_not_cut_a_runs_log() {
+    let home = Home::new();
+    let worker =
+        r#"echo "[berth worker 2099-01-01T00:00:00Z] confirmed run 2 of $BERTH_KANBAN_TASK as pid 4242"; echo after"#;
+    home.ok(&["config", "set", "kanban.worker_command", worker]);
+    let id = home.json(&["kanban", "create", "forged", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let log = home.path().join("kanban/logs").join(format!("{id}.log"));
+    wait_until("the worker's output", Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("after"))
+    });
+    let run = home.ok(&["kanban", "logs", &id, "--run", "1"]);
+    assert!(run.contains("confirmed run 1 of") && run.contains("after"), "run 1's part was cut: {run}");
+}
+
+/// `kanban logs -f` across the worker's log caps prints each line at most once: after a cap it resumes after what
+/// it had read, not from the kept half's start.
+#[test]
+fn following_a_log_across_its_caps_prints_each_line_once() {
+    crate::support::require_docker();
+    let home = Home::new();
+    home.ok(&["config", "set", "kanban.worker_log_rotate_bytes", "65536"]);
+    // About 4 s of output, in bursts, so the log is capped several times while it is followed.
+    let cmd = "i=0; while [ $i -lt 20000 ]; do echo line-$i; i=$((i+1)); [ $((i % 500)) -eq 0 ] && sleep 0.1; done";
+    let id = home.json(&["kanban", "create", "loud", "--assignee", &home.profile, "--command", cmd])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let log = home.path().join("kanban/logs").join(format!("{id}.log"));
+    wait_until("the command's first lines", Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("line-1\n"))
+    });
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "running", "it must be followed while it runs");
+    let out = home.ok(&["kanban", "logs", &id, "-f", "--run", "1"]);
+    let mut seen = std::collections::BTreeMap::new();
+    for l in out.lines().filter(|l| l.starts_with("line-")) {
+        *seen.entry(l).or_insert(0) += 1;
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).map(|(l, _)| *l).collect();
+    assert!(seen.len() > 1000, "{} lines followed", seen.len());
+    assert!(twice.is_empty(), "{} lines printed more than once, e.g. {:?}", twice.len(), &twice[..twice.len().min(3)]);
+}
