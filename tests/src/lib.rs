@@ -47,6 +47,8 @@ mod trust;
 #[cfg(test)]
 mod trust_board;
 #[cfg(test)]
+mod trust_files;
+#[cfg(test)]
 mod trust_infra;
 #[cfg(test)]
 mod trust_timeout;

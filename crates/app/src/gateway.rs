@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -131,10 +130,7 @@ fn take_lock(home: &Path) -> Result<File, Failure> {
         .open(&path)
         .map_err(|e| Failure::other(format!("cannot open {}: {e}", path.display())))?;
     if !process::try_lock(&file) {
-        let holder = std::fs::read_to_string(state_path(home))
-            .ok()
-            .and_then(|s| serde_json::from_str::<Json>(&s).ok())
-            .and_then(|v| v["pid"].as_u64());
+        let holder = read_state(home).and_then(|v| v["pid"].as_u64());
         let who = holder.map(|p| format!(" (pid {p})")).unwrap_or_default();
         return Err(Failure::other(format!(
             "another gateway{who} is already dispatching {}; not starting a second one",
@@ -157,11 +153,12 @@ fn lock_held(home: &Path) -> bool {
 }
 
 fn write_state(home: &Path, state: &Json) {
-    let path = state_path(home);
-    let tmp = path.with_extension("json.tmp");
-    if std::fs::File::create(&tmp).and_then(|mut f| f.write_all(state.to_string().as_bytes())).is_ok() {
-        let _ = std::fs::rename(tmp, path);
-    }
+    crate::state_file::write_atomically(&state_path(home), state.to_string().as_bytes());
+}
+
+/// The state the gateway last wrote, when `gateway.json` is a small regular file.
+fn read_state(home: &Path) -> Option<Json> {
+    serde_json::from_str(&crate::state_file::read_small(&state_path(home), 1 << 20)?).ok()
 }
 
 /// Logs the effective dispatcher configuration, as upstream's watcher does.
@@ -478,10 +475,7 @@ async fn tick_all(
 /// None in practice; the signature matches the other commands.
 pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
     let running = lock_held(&ctx.home);
-    let state: Json = std::fs::read_to_string(state_path(&ctx.home))
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(Json::Null);
+    let state: Json = read_state(&ctx.home).unwrap_or(Json::Null);
     let v = json!({
         "running": running,
         "pid": if running { state["pid"].clone() } else { Json::Null },

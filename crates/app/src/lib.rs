@@ -30,6 +30,7 @@ pub mod run_io;
 pub mod sandbox;
 pub mod sandbox_cost;
 pub mod sandbox_logs;
+pub mod state_file;
 pub mod terminal_text;
 pub mod worker;
 

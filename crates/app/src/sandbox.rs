@@ -59,10 +59,9 @@ pub async fn connect_remembered(ctx: &Ctx) -> Result<(DockerRuntime, bool), Fail
     Ok((connect(ctx).await?, false))
 }
 
-/// A small regular file's text; `None` for anything else (missing, a directory, a FIFO, over 4 KiB).
+/// A small regular file's text; `None` for anything else (missing, a symlink, a directory, a FIFO, over 4 KiB).
 fn read_small(path: &std::path::Path) -> Option<String> {
-    let meta = std::fs::metadata(path).ok()?;
-    (meta.is_file() && meta.len() <= 4096).then(|| std::fs::read_to_string(path).ok()).flatten()
+    crate::state_file::read_small(path, 4096)
 }
 
 /// `dev:inode:ctime` of a unix endpoint's socket file; `None` for TCP endpoints or a missing socket.
@@ -84,13 +83,7 @@ fn api_version_cache(ctx: &Ctx, endpoint: &str) -> std::path::PathBuf {
 
 /// Writes `text` to `path` through a temporary file and a rename, so a concurrent reader sees all of it or none.
 fn write_atomically(path: &std::path::Path, text: &str) {
-    let Some(dir) = path.parent() else { return };
-    let _ = std::fs::create_dir_all(dir);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    crate::state_file::write_atomically(path, text.as_bytes());
 }
 
 /// The identity of `task` under the active profile.
