@@ -31,3 +31,22 @@ fn a_fifo_or_a_symlink_at_the_gateways_state_file_is_neither_waited_on_nor_writt
     assert!(std::fs::symlink_metadata(&state).unwrap().is_file(), "the state file is a regular file again");
     gw.stop();
 }
+
+/// `terminal.docker_shm_size` takes Docker's sizes only (no `1e3`, no 8 EiB), and a refusal quotes at most 64
+/// characters of a 300-digit value.
+#[test]
+fn sizes_and_long_numbers_are_refused_in_one_short_line() {
+    let home = Home::new();
+    for bad in ["1e3", "8EiB", "9223372036854775807", "inf"] {
+        let out = home.run(&["config", "set", "terminal.docker_shm_size", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("terminal.docker_shm_size"), "{bad}: {err}");
+    }
+    home.ok(&["config", "set", "terminal.docker_shm_size", "1.5g"]);
+    let long = "9".repeat(300);
+    let out = home.run(&["config", "set", "terminal.timeout", &long]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.len() < 200 && err.contains("more characters"), "{err}");
+}
