@@ -62,15 +62,22 @@ fn members(id: &str, init: i32, root: Option<i32>, marker: &str) -> BTreeSet<i32
     }
 }
 
-fn signal_all(pids: &BTreeSet<i32>, sig: Signal) {
+/// Signals every process of `pids`; false when one may not be signalled by this user (the caller then leaves the
+/// kill to the container).
+fn signal_all(pids: &BTreeSet<i32>, sig: Signal) -> bool {
+    let mut allowed = true;
     for pid in pids.iter().filter_map(|p| Pid::from_raw(*p)) {
-        let _ = rustix::process::kill_process(pid, sig);
+        if rustix::process::kill_process(pid, sig) == Err(rustix::io::Errno::PERM) {
+            allowed = false;
+        }
     }
+    allowed
 }
 
 /// Freezes and kills the exec's processes (see the module), from this host. `init` is the container's main process
-/// and `root` the exec's, both as the engine reports them. Returns false, doing nothing, when the container's
-/// processes are not visible here as the container's.
+/// and `root` the exec's, both as the engine reports them. Returns false when the container's processes are not
+/// visible here as the container's, when this user may not signal them, or when some outlived the rounds: the
+/// caller then kills from inside the container.
 pub(crate) fn kill_from_host(id: &str, init: i64, root: Option<i64>, marker: &str) -> bool {
     let Ok(init) = i32::try_from(init) else { return false };
     if init <= 1 || Process::new(init).map_or(true, |p| !in_container(&p, id)) {
@@ -85,12 +92,14 @@ pub(crate) fn kill_from_host(id: &str, init: i64, root: Option<i64>, marker: &st
         }
         // Frozen first, so none forks between the look and the kill; the look is repeated on frozen processes,
         // catching children made just before.
-        signal_all(&found, Signal::STOP);
+        if !signal_all(&found, Signal::STOP) {
+            return false;
+        }
         let frozen = members(id, init, root, marker);
         signal_all(&frozen, Signal::STOP);
         signal_all(&frozen, Signal::KILL);
         signal_all(&found, Signal::KILL);
         std::thread::sleep(Duration::from_millis(20)); // the kernel reaps killed processes asynchronously
     }
-    true
+    false
 }
