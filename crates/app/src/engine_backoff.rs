@@ -48,6 +48,15 @@ impl EngineBackoff {
     pub fn until(&self, now: Timestamp) -> Option<Timestamp> {
         self.until.filter(|u| *u > now)
     }
+
+    /// The next tick: at `next`, or sooner when a pause ends before (the tick after a pause comes when it ends,
+    /// not at the interval).
+    pub fn sooner(&self, next: std::time::Instant, now: Timestamp) -> std::time::Instant {
+        match self.until(now) {
+            Some(u) => next.min(std::time::Instant::now() + Duration::from_secs_f64(u.secs_since(now))),
+            None => next,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -280,16 +280,10 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
         let tick_started = Instant::now();
-        let now = SystemClock.now();
-        let paused = backoff.until(now);
-        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, paused).await;
+        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, backoff.until(SystemClock.now())).await;
         let took = tick_started.elapsed();
         watch.seen = before.or(watch.seen);
-        next = Instant::now() + jittered(period);
-        // The tick after a pause comes when it ends, not at the interval.
-        if let Some(until) = paused {
-            next = next.min(Instant::now() + Duration::from_secs_f64(until.secs_since(now)));
-        }
+        next = backoff.sooner(Instant::now() + jittered(period), SystemClock.now());
         if tick.pending && tick.spawned == 0 {
             bad_ticks += 1;
         } else {

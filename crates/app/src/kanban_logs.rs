@@ -153,17 +153,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
             "run {r} of {id} ran on host {host}: its log is there (`berth kanban logs {id}` on {host})"
         )));
     }
-    // The last lines of the whole log are read from its end (a log of any size costs its tail only).
-    let (text, mut pos) = match (run, lines) {
-        (None, Some(n)) => {
-            let (bytes, len) = crate::terminal_text::tail_of_file(&path, n);
-            // Only whole lines: a partial last line is printed with its end when following.
-            let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-            let partial = (bytes.len() - whole) as u64;
-            (String::from_utf8_lossy(&bytes[..whole]).into_owned(), len - partial)
-        }
-        _ => read_from(&path, 0, &[]),
-    };
+    let (text, mut pos) = first_read(&path, run, lines);
     let mut seen = window(text.as_bytes());
     let starts = RunStarts::new(id, &runs);
     let shown = match run {
@@ -237,6 +227,17 @@ fn worker_alive(r: &Run) -> bool {
         Some(pid) => crate::process::ProcProbe.is_alive(pid, r.worker_start.and_then(|s| u64::try_from(s).ok())),
         None => false,
     }
+}
+
+/// What `logs` reads first, and where following goes on: the last lines of the whole log are read from its end (a
+/// log of any size costs its tail only); a run's part needs the whole log.
+fn first_read(path: &Path, run: Option<i64>, lines: Option<usize>) -> (String, u64) {
+    let (None, Some(n)) = (run, lines) else { return read_from(path, 0, &[]) };
+    let (bytes, len) = crate::terminal_text::tail_of_file(path, n);
+    // Only whole lines: a partial last line is printed with its end when following.
+    let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let partial = (bytes.len() - whole) as u64;
+    (String::from_utf8_lossy(&bytes[..whole]).into_owned(), len - partial)
 }
 
 /// The end of what was read so far that finds the place again after the log was capped: its last 4 KiB.

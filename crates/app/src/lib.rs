@@ -29,6 +29,7 @@ pub mod retention;
 pub mod run_io;
 pub mod sandbox;
 pub mod sandbox_cost;
+pub mod sandbox_fault;
 pub mod sandbox_logs;
 pub mod state_file;
 pub mod terminal_text;

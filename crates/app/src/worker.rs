@@ -18,6 +18,7 @@ use crate::kanban::Board;
 
 use crate::context::{Ctx, SystemClock};
 use crate::error::{Exit, Failure};
+use crate::sandbox_fault::SandboxFault;
 use crate::{outage, process, sandbox};
 
 /// A started worker.
@@ -389,9 +390,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, setup: Option<Failure>) -> Result<u8,
     let _ = beats.join();
     let result = match result {
         Some(Err(SandboxFault::Infra(e))) => return store.engine_unavailable(&e).await,
-        Some(Err(SandboxFault::Other(e))) => Some(Err(e)),
-        Some(Ok(r)) => Some(Ok(r)),
-        None => None,
+        other => other.map(|r| r.map_err(SandboxFault::into_failure)),
     };
     let Some(result) = result else {
         log_line(
@@ -524,29 +523,6 @@ fn exec_worker_command(ctx: &Ctx, task: &Task, template: &str) -> Failure {
 fn render_worker_command(template: &str, task_id: &str, assignee: &str, board: &str) -> String {
     use config_bridge::shell_quote as q;
     template.replace("{task_id}", &q(task_id)).replace("{assignee}", &q(assignee)).replace("{board}", &q(board))
-}
-
-/// Why a run in the sandbox gave no exit code.
-enum SandboxFault {
-    /// The container engine did not answer (unreachable, or a call ran past its bound): infrastructure, not the task.
-    Infra(Failure),
-    Other(Failure),
-}
-
-impl From<Failure> for SandboxFault {
-    fn from(f: Failure) -> Self {
-        Self::Other(f)
-    }
-}
-
-impl From<service::SandboxError> for SandboxFault {
-    fn from(e: service::SandboxError) -> Self {
-        use domain::ports::RuntimeError as R;
-        match e {
-            service::SandboxError::Runtime(r @ (R::Unavailable { .. } | R::Timeout(_))) => Self::Infra(r.into()),
-            other => Self::Other(other.into()),
-        }
-    }
 }
 
 async fn run_in_sandbox(
