@@ -112,6 +112,10 @@ fn a_broken_board_is_quarantined_and_the_others_go_on() {
     wait_until("the good board's task to start", Duration::from_secs(10), || {
         home.json(&["kanban", "show", &good])["task"]["status"] == "running"
     });
+    // The task runs from inside the tick; the tick's state is written when it ends.
+    wait_until("the tick's state", Duration::from_secs(10), || {
+        home.json(&["gateway", "status"])["last_tick"].is_object()
+    });
     let st = home.json(&["gateway", "status"]);
     assert_eq!(st["last_tick"]["boards"]["broken"]["quarantined"], true, "{st}");
     kill_workers(&home);

@@ -48,3 +48,13 @@ mod signals;
 mod tidy;
 #[cfg(test)]
 mod trust;
+#[cfg(test)]
+mod trust_board;
+#[cfg(test)]
+mod trust_files;
+#[cfg(test)]
+mod trust_infra;
+#[cfg(test)]
+mod trust_timeout;
+#[cfg(test)]
+mod trust_views;

@@ -109,8 +109,11 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     // Before anything can log a request carrying them (bollard logs exec bodies at debug level).
     let forwarded = &ctx.settings.terminal.docker_forward_env;
     // The board server's password too: the URL travels in workers' environments and may reach a debug log.
-    let board_password = ctx.database_url().and_then(kanban_postgres::url_password);
-    redact::set_secrets(forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.as_deref()));
+    // Every text of it: as the client decodes it and as written in the URL (percent-encoded, `config ls`).
+    let board_password = ctx.database_url().map(kanban_postgres::url_secrets).unwrap_or_default();
+    redact::set_secrets(
+        forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.iter().map(String::as_str)),
+    );
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));

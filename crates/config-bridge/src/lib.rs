@@ -25,12 +25,22 @@ pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for
 pub use typed::{Cpus, FloatDays, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
 pub use value::{Invalid, Value, parse_bool, parse_text};
 
+/// A refused value as a refusal quotes it: at most 64 characters, saying how many more there were.
+fn shown_raw(raw: &str) -> String {
+    let n = raw.chars().count();
+    if n <= 64 {
+        return format!("{raw:?}");
+    }
+    let head: String = raw.chars().take(64).collect();
+    format!("{head:?}… ({} more characters)", n - 64)
+}
+
 /// Errors of the config surfaces.
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("unknown setting {0:?} (see `berth config ls`)")]
     UnknownKey(String),
-    #[error("invalid value {raw:?} for {key}: {why}")]
+    #[error("invalid value {} for {key}: {why}", shown_raw(raw))]
     InvalidValue { key: String, raw: String, why: Invalid },
     #[error("-c expects KEY=VALUE, got {0:?}")]
     BadOverride(String),
@@ -213,6 +223,9 @@ fn yaml_lookup<'a>(doc: &'a Yaml, s: &Setting) -> Option<&'a Yaml> {
     doc.get(s.section())?.get(s.name())
 }
 
+/// The largest `/dev/shm` a sandbox may ask for (1 TiB): more is a typo, and the engine would take it.
+const MAX_SHM_BYTES: i64 = 1 << 40;
+
 /// Checks rules beyond the kind: the range of the row's type (e.g. `kanban.failure_limit` ≥ 1, durations ≤
 /// [`MAX_SECONDS`]) and the text settings whose form is checked by the domain.
 fn check_range(s: &Setting, v: &Value) -> Result<(), Invalid> {
@@ -221,10 +234,12 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), Invalid> {
         ("terminal.cwd", Value::Str(s)) => {
             domain::sandbox::container_cwd(s).map(|_| ()).map_err(|e| Invalid(e.to_string()))
         }
-        ("terminal.docker_shm_size", Value::Str(s))
-            if !matches!(s.trim(), "" | "0") && domain::sandbox::parse_bytes(s).is_none() =>
-        {
-            Err(Invalid::from("not a size such as 1g or 512m"))
+        ("terminal.docker_shm_size", Value::Str(s)) if !matches!(s.trim(), "" | "0") => {
+            match domain::sandbox::parse_bytes(s) {
+                None => Err(Invalid::from("not a size such as 1g or 512m")),
+                Some(n) if n > MAX_SHM_BYTES => Err(Invalid::from("larger than 1t")),
+                Some(_) => Ok(()),
+            }
         }
         _ => Ok(()),
     }

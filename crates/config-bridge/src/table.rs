@@ -191,7 +191,7 @@ settings! {
         docker_recreate_on_config_change: bool = "true", "Recreate a reused sandbox whose create spec (image, env, mounts, resources, args) changed.";
         docker_run_as_host_user: bool = "false", "Run sandbox commands as the calling user's uid:gid.";
         docker_shared_container_key: String = "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";
-        docker_shm_size: String = "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default); empty or 0 keeps Docker's 64m.";
+        docker_shm_size: String = "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default), as Docker writes sizes (512m, 1.5g), at most 1t; empty or 0 keeps Docker's 64m.";
         docker_volumes: Vec<String> = "[]", "Extra mounts, each `host:container[:options]`.";
         lifetime_seconds: Seconds = "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";
         sandbox_dir: String = "{home}/sandboxes", "Where persistent sandbox directories live on the host; an absolute path that is not `/` and does not hold berth's home.";

@@ -13,6 +13,9 @@ use tokio::sync::mpsc::Receiver;
 
 use crate::{DockerRuntime, kill};
 
+/// The bound of each inspect the host-side kill makes.
+const CALL_BOUND: Duration = Duration::from_secs(5);
+
 /// What an exec is attached to besides its output.
 #[derive(Debug, Default)]
 pub struct ExecIo {
@@ -66,7 +69,7 @@ impl DockerRuntime {
                 self.exit_code(id, &exec_id).await
             }
             None => {
-                self.kill_timed_out(id, marker.as_deref()).await;
+                self.kill_timed_out(id, &exec_id, marker.as_deref()).await;
                 Ok(ExecOutcome::TimedOut)
             }
         }
@@ -168,9 +171,11 @@ impl DockerRuntime {
         }
     }
 
-    /// Kills what a timed-out exec left running, by its marker; a failure is logged, the timeout stands.
-    async fn kill_timed_out(&self, id: &str, marker: Option<&str>) {
+    /// Kills what a timed-out exec left running: from this host by berth's own code when the container's processes
+    /// are visible here, else inside the container by its marker; a failure is logged, the timeout stands.
+    async fn kill_timed_out(&self, id: &str, exec_id: &str, marker: Option<&str>) {
         if let Some(marker) = marker
+            && !self.kill_exec_from_host(id, exec_id, marker).await
             && let Err(e) = kill::kill_marked(self, id, marker).await
         {
             tracing::warn!("killing the timed-out command in {id}: {e}");
@@ -188,6 +193,23 @@ impl DockerRuntime {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         Err(RuntimeError::Timeout(format!("exit code of exec in {id}")))
+    }
+
+    /// Kills the timed-out exec `exec_id` in `container` from this host (`host_kill`), when the container's
+    /// processes are visible here as its own; false when they are not (the caller then kills from inside).
+    async fn kill_exec_from_host(&self, container: &str, exec_id: &str, marker: &str) -> bool {
+        let Ok(Ok(c)) = tokio::time::timeout(CALL_BOUND, self.docker.inspect_container(container, None)).await else {
+            return false;
+        };
+        let (Some(id), Some(init)) = (c.id, c.state.and_then(|s| s.pid)) else { return false };
+        let root = match tokio::time::timeout(CALL_BOUND, self.docker.inspect_exec(exec_id)).await {
+            Ok(Ok(e)) => e.pid,
+            _ => None,
+        };
+        let marker = marker.to_owned();
+        tokio::task::spawn_blocking(move || crate::host_kill::kill_from_host(&id, init, root, &marker))
+            .await
+            .unwrap_or(false)
     }
 
     /// Whether the exec `exec_id` has finished (a failed inspect says no: the caller's error stands).

@@ -1,9 +1,10 @@
-//! Killing a timed-out exec and everything it started, inside the container's own pid namespace.
+//! Killing a timed-out exec and everything it started from inside the container (where `host_kill` cannot).
 //!
 //! Every exec with a timeout carries a marker variable (`BERTH_EXEC=<nonce>`) that its children inherit; on timeout
 //! an exec of POSIX `sh`, `tr`, `grep` and `kill` in the same container kills every process whose environment holds
-//! that exact entry. Host pids are never used: when berth itself runs in a container with the engine's socket
-//! mounted, the pids the engine reports belong to another namespace, and signalling them could hit strangers.
+//! that exact entry. It uses no host pid: it is the way when berth cannot see the container's processes as the
+//! container's (itself in a container with the engine's socket mounted, where the engine's pids belong to another
+//! namespace, or a remote engine).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -6,6 +6,7 @@
 mod exec_io;
 mod extra;
 mod files;
+mod host_kill;
 mod kill;
 mod logs;
 mod usage;

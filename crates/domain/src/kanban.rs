@@ -184,6 +184,9 @@ pub struct TickConfig {
     pub host: String,
     /// `kanban.host_timeout_seconds`: a host silent for longer is lost and its tasks are taken over; zero never.
     pub host_timeout: std::time::Duration,
+    /// Until when this host's workers found the container engine unreachable (the gateway's backoff): no task is
+    /// claimed before then. `None` when the engine answered.
+    pub engine_backoff_until: Option<Timestamp>,
 }
 
 /// A running task as a store reads it, before its worker is judged.

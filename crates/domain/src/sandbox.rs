@@ -304,16 +304,33 @@ impl CreateSpec {
 
 /// Parses a Docker size such as `512m`, `1g`, `1024` (bytes) or `64k`.
 pub fn parse_bytes(raw: &str) -> Option<i64> {
+    // Docker's form (`units.RAMInBytes`): a decimal number, then an optional unit k, m, g, t or p with an optional
+    // `i` and `b`; no exponent, sign, infinity or NaN, and nothing that does not fit in an i64.
     let s = raw.trim().to_ascii_lowercase();
     let s = s.strip_suffix('b').unwrap_or(&s);
-    let (num, mult) = match s.chars().last()? {
-        'k' => (&s[..s.len() - 1], 1024),
-        'm' => (&s[..s.len() - 1], 1024 * 1024),
-        'g' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
-        _ => (s, 1),
+    let s = s.strip_suffix('i').unwrap_or(s);
+    let (num, shift) = match s.chars().last()? {
+        'k' => (&s[..s.len() - 1], 10),
+        'm' => (&s[..s.len() - 1], 20),
+        'g' => (&s[..s.len() - 1], 30),
+        't' => (&s[..s.len() - 1], 40),
+        'p' => (&s[..s.len() - 1], 50),
+        _ => (s, 0),
     };
-    let n: f64 = num.parse().ok()?;
-    (n >= 0.0).then_some((n * mult as f64) as i64)
+    let num = num.trim_end();
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits = |d: &str| !d.is_empty() && d.len() <= 20 && d.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || (num.contains('.') && !digits(frac)) {
+        return None;
+    }
+    let unit = 1i128 << shift;
+    let whole = whole.parse::<i128>().ok()?.checked_mul(unit)?;
+    let frac = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<i128>().ok()? * unit / 10i128.pow(u32::try_from(frac.len()).ok()?)
+    };
+    i64::try_from(whole.checked_add(frac)?).ok()
 }
 
 #[cfg(test)]

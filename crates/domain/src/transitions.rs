@@ -249,11 +249,15 @@ impl crate::policy::dispatch::Housekeeping {
                 error: format!("worker pid {pid} exited without completing the task"),
                 stop_worker: true,
             },
-            H::LeaseExpired { .. } => HousekeepingChange::Fail {
+            H::LeaseExpired { outcome: Some(_), .. } => HousekeepingChange::Fail {
                 outcome: "lease_expired",
                 error: "no worker confirmed the run within the spawn lease".to_owned(),
                 stop_worker: true,
             },
+            // No worker was ever started for the run: the task never ran, so nothing of it failed.
+            H::LeaseExpired { outcome: None, .. } => {
+                HousekeepingChange::Requeue { outcome: "lease_expired", stop_worker: false }
+            }
             H::TimedOut { .. } => HousekeepingChange::Fail {
                 outcome: "timed_out",
                 error: "max runtime exceeded".to_owned(),

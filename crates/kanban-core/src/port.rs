@@ -93,6 +93,12 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
         failure_limit: u32,
         now: Timestamp,
     ) -> Result<FailureOutcome>;
+    /// A worker's run that ended for a reason outside the task (the container engine unreachable): the task goes back
+    /// to `ready` with its failure count unchanged (a retry of the same write is a no-op).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`], [`StoreError::Moved`] or [`StoreError::Transition`].
+    fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()>;
     /// Blocks a task; returns the worker to stop.
     ///
     /// # Errors

@@ -489,6 +489,20 @@ impl BoardStore for PgKanbanStore {
         })
     }
 
+    fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<(), StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            if guarded(&mut tx, id, TaskCommand::Reclaim, Some(run), end.outcome)? == Guarded::AlreadyDone {
+                return Ok(());
+            }
+            close_run(&mut tx, id, end.outcome, Some(end.error), end.exit_code, now)?;
+            tx.execute(&format!("UPDATE berth.tasks SET status = 'ready', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
+            event(&mut tx, id, Some(run), end.outcome, &json!({"error": end.error}), now)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
     fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>, StoreError> {
         let host = self.host.clone();
         self.with(move |c| {

@@ -35,7 +35,7 @@ use postgres::{Client, Statement};
 
 pub use copy::load_board;
 pub use listen::PgBoardListener;
-pub use open::redact_url;
+pub use open::{redact_url, secrets as url_secrets};
 
 /// The password in a board URL, if it holds one (for masking it in logs).
 pub fn url_password(url: &str) -> Option<String> {
@@ -150,7 +150,7 @@ impl PgKanbanStore {
             if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
                 let old = guard.take();
                 drop(old);
-                let client = config.connect(postgres::NoTls).map_err(|e| open::connect_error(shown, &e))?;
+                let client = open::connect(config, shown)?;
                 let mut conn = Conn { client, stmts: HashMap::new() };
                 conn.client.batch_execute("SET jit = off").map_err(|e| StoreError::Backend(server_message(&e)))?;
                 *guard = Some(conn);

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kanban_core::StoreError;
+use postgres::Config;
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Config, NoTls};
 
 use crate::open::config;
 use crate::schema::BOARD_CHANNEL;
@@ -112,7 +112,10 @@ fn run(config: &Config, shown: &str, shared: &Shared) {
 /// One connection: `LISTEN`, then count notifications until the listener is dropped (`Ok`) or the connection fails
 /// (`Err` with whether it got as far as listening, and why).
 fn session(config: &Config, shared: &Shared, on_listening: impl FnOnce()) -> Result<(), (bool, String)> {
-    let mut client = config.connect(NoTls).map_err(|e| (false, server_message(&e)))?;
+    let mut client = match crate::open::connect(config, "the server") {
+        Ok(c) => c,
+        Err(e) => return Err((false, e.to_string())),
+    };
     client.batch_execute(&format!("LISTEN {BOARD_CHANNEL}")).map_err(|e| (false, server_message(&e)))?;
     shared.listening.store(true, Ordering::SeqCst);
     shared.version.fetch_add(1, Ordering::SeqCst);

@@ -16,33 +16,101 @@ use crate::{Conn, PgKanbanStore, PgResult, off_runtime, server_message};
 /// The advisory lock key of migrations ("BRTHMIGR").
 const MIGRATE_LOCK: i64 = 0x4252_5448_4d49_4752;
 
-/// `url` with its password replaced by `***`, for messages.
+/// `url` with its password replaced by `***`, for messages: in a URL the user information's password (however it is
+/// written: unencoded `/`, `?` or `@` included) and a `password=` query parameter, in a key-value string the
+/// `password` value (quoted or not, spaces around `=` allowed); then any text of the password left anywhere, as
+/// written or as the client reads it.
 pub fn redact_url(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let (authority, tail) = rest.split_once('/').map_or((rest, None), |(a, t)| (a, Some(t)));
-        let authority = match authority.rsplit_once('@') {
-            Some((userinfo, host)) => match userinfo.split_once(':') {
-                Some((user, _)) => format!("{user}:***@{host}"),
-                None => format!("{userinfo}@{host}"),
-            },
-            None => authority.to_owned(),
-        };
-        let tail = tail.map(|t| format!("/{}", redact_params(t))).unwrap_or_default();
-        return format!("{scheme}://{authority}{tail}");
+    let mut shown = match url.split_once("://") {
+        Some((scheme, rest)) => format!("{scheme}://{}", redact_authority(rest)),
+        None => redact_key_values(url),
+    };
+    for secret in secrets(url) {
+        shown = shown.replace(&secret, "***");
     }
-    redact_params(url)
+    shown
 }
 
-/// `password=…` in a query string or a key-value connection string, replaced by `***`.
-fn redact_params(text: &str) -> String {
+/// The password's texts in `url`: as the client decodes it and as written (percent-encoded or not).
+pub fn secrets(url: &str) -> Vec<String> {
+    let mut all: Vec<String> = crate::url_password(url).into_iter().collect();
+    if let Some((_, rest)) = url.split_once("://")
+        && let Some((userinfo, _)) = split_userinfo(rest)
+        && let Some((_, raw)) = userinfo.split_once(':')
+    {
+        all.push(raw.to_owned());
+    }
+    all.retain(|s| !s.is_empty());
+    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    all.dedup();
+    all
+}
+
+/// The user information and the rest of a URL after its scheme: up to the last `@` before the query string, so a
+/// password with an unencoded `/` or `@` stays in the user information.
+fn split_userinfo(rest: &str) -> Option<(&str, &str)> {
+    let head = rest.find('?').map_or(rest, |q| &rest[..q]);
+    let at = head.rfind('@')?;
+    Some((&rest[..at], &rest[at + 1..]))
+}
+
+fn redact_authority(rest: &str) -> String {
+    let (userinfo, tail) = match split_userinfo(rest) {
+        Some((userinfo, tail)) => (Some(userinfo), tail),
+        None => (None, rest),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => format!("{path}?{}", redact_query(query)),
+        None => tail.to_owned(),
+    };
+    match userinfo {
+        Some(u) => match u.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{tail}"),
+            None => format!("{u}@{tail}"),
+        },
+        None => tail,
+    }
+}
+
+/// `password=…` in a query string, replaced by `***`.
+fn redact_query(query: &str) -> String {
+    let parts = query.split('&').map(|p| match p.split_once('=') {
+        Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+        _ => p.to_owned(),
+    });
+    parts.collect::<Vec<_>>().join("&")
+}
+
+/// A key-value connection string (`host=db password='a b'`) with the password's value replaced by `***`: values
+/// are read as the client reads them (a quoted value up to its closing quote, backslash escapes, spaces around `=`).
+fn redact_key_values(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(at) = rest.find("password=") {
-        out.push_str(&rest[..at + "password=".len()]);
-        out.push_str("***");
-        rest = &rest[at + "password=".len()..];
-        let end = rest.find(['&', ' ']).unwrap_or(rest.len());
-        rest = &rest[end..];
+    while let Some(eq) = rest.find('=') {
+        let key = rest[..eq].trim_end();
+        let key_word = key.rsplit(char::is_whitespace).next().unwrap_or("");
+        out.push_str(&rest[..=eq]);
+        let after = &rest[eq + 1..];
+        let value_at = after.len() - after.trim_start().len();
+        let value = &after[value_at..];
+        let value_len = if let Some(quoted) = value.strip_prefix('\'') {
+            let mut escaped = false;
+            let close = quoted.char_indices().find(|(_, c)| {
+                let end = *c == '\'' && !escaped;
+                escaped = *c == '\\' && !escaped;
+                end
+            });
+            close.map_or(value.len(), |(i, _)| i + 2)
+        } else {
+            value.find(char::is_whitespace).unwrap_or(value.len())
+        };
+        out.push_str(&after[..value_at]);
+        if key_word == "password" {
+            out.push_str("***");
+        } else {
+            out.push_str(&value[..value_len]);
+        }
+        rest = &value[value_len..];
     }
     out.push_str(rest);
     out
@@ -74,7 +142,39 @@ pub(crate) fn config(url: &str, application: &str) -> Result<(Config, String), S
     if config.get_tcp_user_timeout().is_none() {
         config.tcp_user_timeout(Duration::from_secs(60));
     }
+    // Every statement is bounded by the server too (a lock wait included); the URL's own setting wins.
+    let options = config.get_options().unwrap_or_default().to_owned();
+    if !options.contains("statement_timeout") {
+        let bound = STATEMENT_TIMEOUT.as_millis();
+        config.options(format!("{options} -c statement_timeout={bound}").trim());
+    }
     Ok((config, shown))
+}
+
+/// The server-side bound of one statement (`statement_timeout`, unless the URL sets one).
+pub(crate) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Connects with the whole start-up bounded, not only the TCP connect: a server that accepts the connection and then
+/// never answers (a wrong service on the port, a stuck pooler) is reported after the connect timeout (10 s unless
+/// the URL sets `connect_timeout`) instead of holding the command forever. The attempt runs on a thread of its own,
+/// left behind when it does not finish in time (it ends with the connection; its client is then dropped).
+pub(crate) fn connect(config: &Config, shown: &str) -> Result<Client, StoreError> {
+    let bound = config.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10));
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let attempt = config.clone();
+    std::thread::Builder::new()
+        .name("berth-pg-connect".into())
+        .spawn(move || {
+            let _ = tx.send(attempt.connect(NoTls));
+        })
+        .map_err(|e| StoreError::Server(format!("cannot connect to the board database at {shown}: {e}")))?;
+    match rx.recv_timeout(bound) {
+        Ok(result) => result.map_err(|e| connect_error(shown, &e)),
+        Err(_) => Err(StoreError::Server(format!(
+            "the board database at {shown} did not answer within {}s; nothing was changed",
+            bound.as_secs()
+        ))),
+    }
 }
 
 /// A connection failure as the one-line reason it is.
@@ -102,7 +202,7 @@ impl PgKanbanStore {
     /// than 12, a `berth` schema berth did not make, or one from a newer berth; nothing is written then.
     pub fn open(url: &str, host: &str) -> Result<Self, StoreError> {
         let (config, shown) = config(url, "berth")?;
-        let client: Client = off_runtime(|| config.connect(NoTls)).map_err(|e| connect_error(&shown, &e))?;
+        let client: Client = off_runtime(|| connect(&config, &shown))?;
         let store = Self {
             conn: Mutex::new(Some(Conn { client, stmts: HashMap::new() })),
             config,
@@ -224,5 +324,19 @@ mod tests {
             "host=db user=berth password=*** dbname=b"
         );
         assert_eq!(redact_url("postgres://db/board"), "postgres://db/board");
+        // An unencoded `/` or `@`, a percent-encoded password, quoted and spaced key-value forms.
+        assert_eq!(redact_url("postgres://berth:se/cr@t@db:5432/b"), "postgres://berth:***@db:5432/b");
+        assert_eq!(redact_url("postgres://berth:s%2Fcr%40t@db/b"), "postgres://berth:***@db/b");
+        assert_eq!(redact_url("host=db password='s3 c\\'ret' user=berth"), "host=db password=*** user=berth");
+        assert_eq!(redact_url("host=db password = s3cret user=berth"), "host=db password = *** user=berth");
+        assert!(!redact_url("postgres://berth:pa?ss@db/b").contains("pa?ss"));
+    }
+
+    #[test]
+    fn every_session_bounds_its_statements_unless_the_url_does() {
+        let (c, _) = super::config("postgres://db/b", "berth").unwrap();
+        assert_eq!(c.get_options(), Some("-c statement_timeout=60000"));
+        let (c, _) = super::config("postgres://db/b?options=-c%20statement_timeout%3D5", "berth").unwrap();
+        assert_eq!(c.get_options(), Some("-c statement_timeout=5"));
     }
 }

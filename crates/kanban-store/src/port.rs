@@ -130,6 +130,9 @@ impl BoardStore for SqliteKanbanStore {
     ) -> Result<FailureOutcome> {
         Self::fail(self, id, run, end, failure_limit, now)
     }
+    fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()> {
+        Self::requeue(self, id, run, end, now)
+    }
     fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         Self::block(self, id, reason, now)
     }

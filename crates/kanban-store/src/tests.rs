@@ -333,14 +333,15 @@ fn a_claim_nobody_confirms_expires_after_the_spawn_lease_not_the_claim_ttl() {
     f.now = f.now.plus(Duration::from_secs(19));
     let out = f.tick_on(&board(), &c, false);
     assert!(out.plan.housekeeping.is_empty() && out.claimed.is_empty());
-    // Past it, a dry run reports the expiry and writes nothing; the next tick requeues (one failure) and claims again.
+    // Past it, a dry run reports the expiry and writes nothing; the next tick requeues and claims again, counting no
+    // failure: no worker was ever started, so the task never ran.
     f.now = f.now.plus(Duration::from_secs(2));
     assert!(matches!(f.dry(&c).housekeeping[..], [(_, Housekeeping::LeaseExpired { pid: None, .. })]));
     assert_eq!(f.status(&id), TaskStatus::Running, "dry run wrote nothing");
     let second = f.tick_on(&board(), &c, false);
     assert_eq!(second.claimed.len(), 1, "requeued and claimed again in the same tick");
     let t = f.store.task(&id).unwrap();
-    assert_eq!((t.consecutive_failures, t.current_run_id), (1, Some(second.claimed[0].run_id)));
+    assert_eq!((t.consecutive_failures, t.current_run_id), (0, Some(second.claimed[0].run_id)));
     let runs = f.store.runs(&id).unwrap();
     assert_eq!(runs[0].outcome.as_deref(), Some("lease_expired"));
     assert!(runs[0].ended_at.is_some() && runs[1].ended_at.is_none());

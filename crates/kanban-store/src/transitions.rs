@@ -113,6 +113,23 @@ impl SqliteKanbanStore {
         Ok(res)
     }
 
+    /// Ends `run` with `end.outcome` and puts the task back in `ready` without counting a failure (see
+    /// [`crate::BoardStore::requeue`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`], [`StoreError::Moved`] or [`StoreError::Transition`].
+    pub fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()> {
+        let tx = self.write()?;
+        if guarded(&tx, id, TaskCommand::Reclaim, Some(run), end.outcome)? == Guarded::AlreadyDone {
+            return Ok(());
+        }
+        close_run(&tx, id, end.outcome, Some(end.error), end.exit_code, now).sql()?;
+        tx.execute(concat!("UPDATE tasks SET status = 'ready', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
+        event(&tx, id, Some(run), end.outcome, &json!({"error": end.error}), now).sql()?;
+        tx.commit().sql()?;
+        Ok(())
+    }
+
     /// Blocks a task (clears any claim); returns the worker to stop, if one ran.
     ///
     /// # Errors

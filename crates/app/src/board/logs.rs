@@ -32,10 +32,15 @@ pub fn workspace_path(ctx: &Ctx, task: &str, assignee: Option<&str>) -> Option<S
     Some(format!("{}/workspace", folders.of(&folders.task_identity(task, assignee)?).display()))
 }
 
-/// The last `n` lines of `task`'s log (empty when there is none), for `kanban show`.
+/// The longest line `kanban show` prints of a log; the rest is counted.
+const SHOWN_LINE_MAX: usize = 1000;
+
+/// The last `n` lines of `task`'s log (empty when there is none), for `kanban show`: read from the log's end, each
+/// cut at [`SHOWN_LINE_MAX`] characters.
 pub fn last_lines(ctx: &Ctx, task: &str, n: usize) -> Vec<String> {
-    let text = std::fs::read(log_path(ctx, task)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    tail(&text, Some(n)).lines().map(str::to_owned).collect()
+    let (bytes, _) = crate::edge::terminal_text::tail_of_file(&log_path(ctx, task), n);
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines().map(|l| crate::edge::terminal_text::shown_line(l, SHOWN_LINE_MAX)).collect()
 }
 
 /// `kanban show`'s log section: the path, then the last lines (or that there are none yet).
@@ -55,26 +60,50 @@ pub fn show_text(path: &str, last: &[String], workspace: Option<&str>) {
     }
 }
 
-/// Whether `line` is where run `run`'s part of the log starts (any run when `None`).
-fn starts_run(line: &str, task: &str, run: Option<i64>) -> bool {
-    let Some(rest) = line.split_once("] confirmed run ").map(|(_, r)| r) else { return false };
-    let Some((n, after)) = rest.split_once(' ') else { return false };
-    after.starts_with(&format!("of {task} as pid")) && run.is_none_or(|r| n == r.to_string())
+/// Where each run's part of a task's log starts: the line its worker writes when it confirms the run, believed only
+/// when it names the pid the board recorded for that run (a task's output can print the same words, not its worker's
+/// pid, which nothing in the sandbox sees).
+struct RunStarts<'a> {
+    task: &'a str,
+    /// Each run's confirmed worker pid, from the board.
+    pids: std::collections::BTreeMap<i64, i64>,
 }
 
-/// The part of `text` that run `run` wrote: from its confirmation line to the next run's.
-fn run_part(text: &str, task: &str, run: i64) -> String {
-    let mut out = String::new();
-    let mut inside = false;
-    for line in text.split_inclusive('\n') {
-        if starts_run(line, task, None) {
-            inside = starts_run(line, task, Some(run));
-        }
-        if inside {
-            out.push_str(line);
-        }
+impl<'a> RunStarts<'a> {
+    fn new(task: &'a str, runs: &[Run]) -> Self {
+        Self { task, pids: runs.iter().filter_map(|r| Some((r.id, r.worker_pid?))).collect() }
     }
-    out
+
+    /// Whether `line` is where run `run`'s part starts (any run's when `None`).
+    fn starts(&self, line: &str, run: Option<i64>) -> bool {
+        let Some(rest) = line.strip_prefix("[berth worker ").and_then(|l| l.split_once("] confirmed run ")) else {
+            return false;
+        };
+        let Some((n, after)) = rest.1.split_once(' ') else { return false };
+        let Some(pid) = after.strip_prefix(&format!("of {} as pid ", self.task)) else { return false };
+        let (Ok(n), Ok(pid)) = (n.parse::<i64>(), pid.trim_end().parse::<i64>()) else { return false };
+        self.pids.get(&n) == Some(&pid) && run.is_none_or(|r| r == n)
+    }
+
+    /// The part of `text` that run `run` wrote: from its confirmation line to the next run's.
+    fn part(&self, text: &str, run: i64) -> String {
+        let mut out = String::new();
+        let mut inside = false;
+        for line in text.split_inclusive('\n') {
+            if self.starts(line, None) {
+                inside = self.starts(line, Some(run));
+            }
+            if inside {
+                out.push_str(line);
+            }
+        }
+        out
+    }
+
+    /// Whether `text` already holds run `run`'s confirmation line.
+    fn seen(&self, text: &str, run: i64) -> bool {
+        text.lines().any(|l| self.starts(l, Some(run)))
+    }
 }
 
 /// The last `n` lines of `text` (all of it when `None`).
@@ -124,9 +153,11 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
             "run {r} of {id} ran on host {host}: its log is there (`berth kanban logs {id}` on {host})"
         )));
     }
-    let (text, mut pos) = read_from(&path, 0);
+    let (text, mut pos) = first_read(&path, run, lines);
+    let mut seen = window(text.as_bytes());
+    let starts = RunStarts::new(id, &runs);
     let shown = match run {
-        Some(r) => run_part(&text, id, r),
+        Some(r) => starts.part(&text, r),
         None => text,
     };
     let shown = tail(&shown, lines);
@@ -149,17 +180,21 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     let followed = run.or(task.current_run_id);
     let Some(followed) = followed.filter(|_| follow) else { return Ok(0) };
     let mut ended_at: Option<std::time::Instant> = None;
-    let mut inside = run.is_none() || starts_run_seen(shown, id, followed);
+    let mut inside = run.is_none() || starts.seen(shown, followed);
     // Prints the new whole lines of the followed run; false once another run's output begins.
-    let drain = |pos: &mut u64, inside: &mut bool| -> bool {
-        let (more, next) = read_from(&path, *pos);
+    let mut drain = |pos: &mut u64, inside: &mut bool| -> bool {
+        let (more, next) = read_from(&path, *pos, &seen);
         *pos = next;
+        if !more.is_empty() {
+            seen.extend_from_slice(more.as_bytes());
+            seen = window(&seen);
+        }
         for line in more.split_inclusive('\n') {
-            if starts_run(line, id, None) {
-                if *inside && !starts_run(line, id, Some(followed)) {
+            if starts.starts(line, None) {
+                if *inside && !starts.starts(line, Some(followed)) {
                     return false;
                 }
-                *inside = starts_run(line, id, Some(followed));
+                *inside = starts.starts(line, Some(followed));
             }
             if *inside {
                 write_out(line.as_bytes());
@@ -187,11 +222,6 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     }
 }
 
-/// Whether `text` already holds run `run`'s confirmation line.
-fn starts_run_seen(text: &str, task: &str, run: i64) -> bool {
-    text.lines().any(|l| starts_run(l, task, Some(run)))
-}
-
 fn worker_alive(r: &Run) -> bool {
     match r.worker_pid.and_then(|p| u32::try_from(p).ok()) {
         Some(pid) => crate::edge::process::ProcProbe.is_alive(pid, r.worker_start.and_then(|s| u64::try_from(s).ok())),
@@ -199,24 +229,59 @@ fn worker_alive(r: &Run) -> bool {
     }
 }
 
-/// Reads `path` from byte `from`; a file that shrank (its log was capped) is read again from the start.
-fn read_from(path: &Path, from: u64) -> (String, u64) {
+/// What `logs` reads first, and where following goes on: the last lines of the whole log are read from its end (a
+/// log of any size costs its tail only); a run's part needs the whole log.
+fn first_read(path: &Path, run: Option<i64>, lines: Option<usize>) -> (String, u64) {
+    let (None, Some(n)) = (run, lines) else { return read_from(path, 0, &[]) };
+    let (bytes, len) = crate::edge::terminal_text::tail_of_file(path, n);
+    // Only whole lines: a partial last line is printed with its end when following.
+    let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let partial = (bytes.len() - whole) as u64;
+    (String::from_utf8_lossy(&bytes[..whole]).into_owned(), len - partial)
+}
+
+/// The end of what was read so far that finds the place again after the log was capped: its last 4 KiB.
+fn window(read: &[u8]) -> Vec<u8> {
+    read[read.len().saturating_sub(4096)..].to_vec()
+}
+
+/// Reads `path` from byte `from`. A file that shrank was capped (its oldest half dropped behind one line): reading
+/// resumes after `seen`, the end of what was read before, where the kept half still holds it, so nothing is printed
+/// twice; from the start when it is not there (all of it is new).
+fn read_from(path: &Path, from: u64, seen: &[u8]) -> (String, u64) {
     let Ok(mut f) = std::fs::File::open(path) else { return (String::new(), from) };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let from = if len < from { 0 } else { from };
     let mut buf = Vec::new();
-    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
-        return (String::new(), from);
-    }
+    let from = if len < from {
+        if f.read_to_end(&mut buf).is_err() {
+            return (String::new(), 0);
+        }
+        let resume = if seen.is_empty() { None } else { buf.windows(seen.len()).rposition(|w| w == seen) };
+        let at = resume.map_or(0, |i| i + seen.len());
+        buf.drain(..at);
+        at as u64
+    } else {
+        if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut buf).is_err() {
+            return (String::new(), from);
+        }
+        from
+    };
     // Only whole lines: a partial last line is read again with its end on the next look.
     let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     buf.truncate(whole);
     (String::from_utf8_lossy(&buf).into_owned(), from + whole as u64)
 }
 
+/// Writes log bytes to stdout: as they are into a pipe or a file, with control characters shown as escapes on a
+/// terminal (a task's output must not drive the operator's terminal).
 fn write_out(bytes: &[u8]) {
+    use std::io::IsTerminal;
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(bytes);
+    let _ = if out.is_terminal() {
+        out.write_all(crate::edge::terminal_text::sanitize(&String::from_utf8_lossy(bytes)).as_bytes())
+    } else {
+        out.write_all(bytes)
+    };
     let _ = out.flush();
 }
 
@@ -227,13 +292,22 @@ mod tests {
     const LOG: &str = "[berth worker 1] confirmed run 3 of t_a as pid 9\none\n[berth worker 2] confirmed run 7 of t_a \
                        as pid 10\ntwo\nthree\n";
 
+    fn starts() -> RunStarts<'static> {
+        RunStarts { task: "t_a", pids: [(3, 9), (7, 10)].into_iter().collect() }
+    }
+
     #[test]
     fn a_runs_part_runs_from_its_confirmation_to_the_next() {
-        assert_eq!(run_part(LOG, "t_a", 3), "[berth worker 1] confirmed run 3 of t_a as pid 9\none\n");
-        assert!(run_part(LOG, "t_a", 7).ends_with("two\nthree\n"));
-        assert_eq!(run_part(LOG, "t_a", 5), "");
+        let s = starts();
+        assert_eq!(s.part(LOG, 3), "[berth worker 1] confirmed run 3 of t_a as pid 9\none\n");
+        assert!(s.part(LOG, 7).ends_with("two\nthree\n"));
+        assert_eq!(s.part(LOG, 5), "");
         // Another task's id inside a line is not a run start.
-        assert!(!starts_run("[x] confirmed run 3 of t_ab as pid 1", "t_a", None));
+        assert!(!s.starts("[berth worker 1] confirmed run 3 of t_ab as pid 9", None));
+        // Nor a line a task printed, not naming the pid the board recorded, or not at a line's start.
+        let forged = "[berth worker 1] confirmed run 3 of t_a as pid 9\none\n[berth worker 2] confirmed run 7 of t_a as \
+                      pid 11\nstill three\n  [berth worker 2] confirmed run 7 of t_a as pid 10\n";
+        assert!(s.part(forged, 3).ends_with("still three\n  [berth worker 2] confirmed run 7 of t_a as pid 10\n"));
     }
 
     #[test]

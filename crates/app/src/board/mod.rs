@@ -259,7 +259,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
         KanbanCmd::Prune { dry_run } => return prune(ctx, *dry_run, now).await,
         KanbanCmd::Check => return check(ctx),
-        KanbanCmd::Migrate { to } => migrate(ctx, to)?,
+        KanbanCmd::Migrate { to } => migrate(ctx, &migrate_target(ctx, to.as_deref())?)?,
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
         KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
             let args = DispatchArgs {
@@ -268,6 +268,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 failure_limit: *failure_limit,
                 task: None,
                 detach_stops: false,
+                engine_backoff_until: None,
             };
             crate::board::boards::dispatch_all(ctx, &args, *explain).await?;
         }
@@ -279,6 +280,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 failure_limit: *failure_limit,
                 task: task.clone(),
                 detach_stops: false,
+                engine_backoff_until: None,
             };
             dispatch_and_print(ctx, &b, &args, *explain).await?;
         }
@@ -334,6 +336,28 @@ async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result
 }
 
 /// `kanban migrate --to URL`: copies the SQLite board of this home into an empty PostgreSQL board.
+/// The URL `kanban migrate` copies into: `--to URL`, the first line of stdin for `--to -`, else
+/// `kanban.database_url` (the two last keep the password out of the process's arguments).
+fn migrate_target(ctx: &Ctx, to: Option<&str>) -> Result<String, Failure> {
+    match to {
+        Some("-") => {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map_err(|e| Failure::usage(format!("cannot read the board URL from stdin: {e}")))?;
+            let url = line.trim();
+            if url.is_empty() {
+                return Err(Failure::usage("--to - read no board URL from stdin"));
+            }
+            Ok(url.to_owned())
+        }
+        Some(url) => Ok(url.to_owned()),
+        None => ctx.database_url().map(str::to_owned).ok_or_else(|| {
+            Failure::usage("give the board to copy into: --to URL, --to - (the URL on stdin) or kanban.database_url")
+        }),
+    }
+}
+
 fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
     let source = ctx.db_path();
     if !source.exists() {

@@ -29,6 +29,8 @@ pub struct DispatchArgs {
     /// Leave the workers housekeeping took tasks from in [`DispatchReport::stops`] for the caller to stop off the
     /// tick path (the gateway), instead of stopping them before returning.
     pub detach_stops: bool,
+    /// The gateway's backoff after its workers found the engine unreachable: nothing is claimed before then.
+    pub engine_backoff_until: Option<domain::time::Timestamp>,
 }
 
 /// What a dispatch did (or, dry, would do): the dispatcher's report and what the printer adds.
@@ -71,6 +73,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),
         host: ctx.host_id(),
         host_timeout: ctx.settings.kanban.host_timeout_seconds.duration(),
+        engine_backoff_until: args.engine_backoff_until,
     }
 }
 

@@ -407,7 +407,8 @@ impl PlanSink for ReportWriter {
             }
             Decision::DeferredMaxInProgress { .. }
             | Decision::DeferredMaxSpawn { .. }
-            | Decision::DeferredSandboxElsewhere { .. } => {
+            | Decision::DeferredSandboxElsewhere { .. }
+            | Decision::DeferredEngineUnavailable { .. } => {
                 let reason = d.decision.code();
                 if json {
                     self.deferred.push(ITEM_SEP, |b| {

@@ -12,3 +12,5 @@ pub mod private_files;
 pub mod process;
 pub mod redact;
 pub mod remove_tree;
+pub mod state_file;
+pub mod terminal_text;

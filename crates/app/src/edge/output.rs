@@ -4,6 +4,10 @@ use std::io::Write;
 
 /// Prints rows under headers, columns padded to the widest cell.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) {
+    // Cells may hold a task's words (a title, a command): shown, never obeyed by the terminal.
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().map(|c| crate::edge::terminal_text::sanitize(c).into_owned()).collect()).collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -32,9 +36,9 @@ pub fn json(value: &serde_json::Value) {
     let _ = writeln!(out, "{}", serde_json::to_string_pretty(value).unwrap_or_default());
 }
 
-/// Prints one line of text.
+/// Prints one line of text, its control characters shown as escapes (a line may carry a task's words).
 pub fn line(text: &str) {
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let _ = writeln!(std::io::stdout().lock(), "{}", crate::edge::terminal_text::sanitize(text));
 }
 
 /// Runs `work`, showing `berth: TEXT … Ns` on stderr while it runs (rewritten in place every second, erased when it

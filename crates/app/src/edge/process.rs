@@ -112,10 +112,15 @@ fn reap(pid: Pid) {
     let _ = rustix::process::waitpid(Some(pid), WaitOptions::NOHANG);
 }
 
-/// Reaps every exited child of this process (workers the gateway started), so none lingers as a zombie.
-pub fn reap_children() {
+/// Reaps every exited child of this process (workers the gateway started), so none lingers as a zombie; returns the
+/// exit codes of those that exited (not killed by a signal).
+pub fn reap_children() -> Vec<i32> {
     // `wait` is waitpid(-1): any child (`waitpid(None)` would only see children in our own process group).
-    while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+    let mut codes = Vec::new();
+    while let Ok(Some((_, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+        codes.extend(status.exit_status());
+    }
+    codes
 }
 
 /// Live (non-zombie) members of process group `pgid`.

@@ -1,12 +1,12 @@
 //! `berth gateway run|status`: the long-running service that reaps once, then dispatches every board each interval,
 //! quarantines a failing board, warns when work is stuck, and shuts down cleanly on SIGTERM/SIGINT.
 
+pub mod engine_backoff;
 pub mod housekeeping;
 pub mod status;
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -134,10 +134,7 @@ fn take_lock(home: &Path) -> Result<File, Failure> {
         .open(&path)
         .map_err(|e| Failure::other(format!("cannot open {}: {e}", path.display())))?;
     if !process::try_lock(&file) {
-        let holder = std::fs::read_to_string(state_path(home))
-            .ok()
-            .and_then(|s| serde_json::from_str::<Json>(&s).ok())
-            .and_then(|v| v["pid"].as_u64());
+        let holder = read_state(home).and_then(|v| v["pid"].as_u64());
         let who = holder.map(|p| format!(" (pid {p})")).unwrap_or_default();
         return Err(Failure::other(format!(
             "another gateway{who} is already dispatching {}; not starting a second one",
@@ -160,11 +157,12 @@ fn lock_held(home: &Path) -> bool {
 }
 
 fn write_state(home: &Path, state: &Json) {
-    let path = state_path(home);
-    let tmp = path.with_extension("json.tmp");
-    if std::fs::File::create(&tmp).and_then(|mut f| f.write_all(state.to_string().as_bytes())).is_ok() {
-        let _ = std::fs::rename(tmp, path);
-    }
+    crate::edge::state_file::write_atomically(&state_path(home), state.to_string().as_bytes());
+}
+
+/// The state the gateway last wrote, when `gateway.json` is a small regular file.
+fn read_state(home: &Path) -> Option<Json> {
+    serde_json::from_str(&crate::edge::state_file::read_small(&state_path(home), 1 << 20)?).ok()
 }
 
 /// Logs the effective dispatcher configuration, as upstream's watcher does.
@@ -263,6 +261,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
+    let mut backoff = crate::gateway::engine_backoff::EngineBackoff::default();
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -280,15 +279,15 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
                 return Ok(finish(ctx, &mut state, sig));
             }
         }
-        process::reap_children();
+        backoff.observe(&process::reap_children(), SystemClock.now());
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
         let tick_started = Instant::now();
-        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping).await;
+        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, backoff.until(SystemClock.now())).await;
         let took = tick_started.elapsed();
         watch.seen = before.or(watch.seen);
-        next = Instant::now() + jittered(period);
+        next = backoff.sooner(Instant::now() + jittered(period), SystemClock.now());
         if tick.pending && tick.spawned == 0 {
             bad_ticks += 1;
         } else {
@@ -357,7 +356,7 @@ fn jittered(period: Duration) -> Duration {
 fn finish(ctx: &Ctx, state: &mut Json, signal: &str) -> u8 {
     tracing::info!("gateway: {signal} received; stopped dispatching");
     // Workers are detached processes and keep running; the gateway started no teardowns of its own to wait for.
-    process::reap_children();
+    let _ = process::reap_children();
     state["stopped_at"] = json!(SystemClock.now().to_rfc3339());
     write_state(&ctx.home, state);
     0
@@ -402,6 +401,7 @@ async fn tick_all(
     kept: &mut KeptBoard,
     quarantined: &mut BTreeMap<String, Instant>,
     stopping: &mut JoinSet<process::StopOutcome>,
+    engine_backoff_until: Option<domain::time::Timestamp>,
 ) -> TickSummary {
     let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
     // Boards are re-listed every tick, so new boards need no restart.
@@ -419,7 +419,7 @@ async fn tick_all(
             continue;
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
-        let args = DispatchArgs { detach_stops: true, ..DispatchArgs::default() };
+        let args = DispatchArgs { detach_stops: true, engine_backoff_until, ..DispatchArgs::default() };
         let dispatched = match kept.0.as_mut() {
             Some(store) => board::dispatch_on(ctx, store, &slug, &args).await,
             None => board::dispatch(ctx, &slug, &args).await,
@@ -480,10 +480,7 @@ async fn tick_all(
 /// None in practice; the signature matches the other commands.
 pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
     let running = lock_held(&ctx.home);
-    let state: Json = std::fs::read_to_string(state_path(&ctx.home))
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok())
-        .unwrap_or(Json::Null);
+    let state: Json = read_state(&ctx.home).unwrap_or(Json::Null);
     let v = json!({
         "running": running,
         "pid": if running { state["pid"].clone() } else { Json::Null },

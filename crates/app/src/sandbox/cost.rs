@@ -26,7 +26,9 @@ pub fn idle_state_path(home: &Path) -> PathBuf {
 /// The gateway's idle observations, when it wrote them recently enough to still be true (three of its passes, or a
 /// minute); an absent or stale file means nobody is watching.
 fn read_idle_since(home: &Path, now: Timestamp) -> BTreeMap<String, Timestamp> {
-    let Ok(text) = std::fs::read_to_string(idle_state_path(home)) else { return BTreeMap::new() };
+    let Some(text) = crate::edge::state_file::read_small(&idle_state_path(home), 16 << 20) else {
+        return BTreeMap::new();
+    };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return BTreeMap::new() };
     let written = v["written_at_ms"].as_i64().map(Timestamp::from_millis);
     let fresh_for = v["pass_ms"].as_i64().unwrap_or(20_000).saturating_mul(3).max(60_000);
@@ -41,16 +43,10 @@ fn read_idle_since(home: &Path, now: Timestamp) -> BTreeMap<String, Timestamp> {
 
 /// Writes the gateway's idle observations (atomically: a reader never sees half a file).
 pub fn write_idle_since(home: &Path, now: Timestamp, pass_ms: i64, memory: &BTreeMap<String, Timestamp>) {
-    let path = idle_state_path(home);
-    let Some(dir) = path.parent() else { return };
-    let _ = std::fs::create_dir_all(dir);
     let map: serde_json::Map<String, serde_json::Value> =
         memory.iter().map(|(id, t)| (id.clone(), json!(t.as_millis()))).collect();
     let body = json!({"written_at_ms": now.as_millis(), "pass_ms": pass_ms, "idle_since_ms": map});
-    let tmp = path.with_extension("json.tmp");
-    if std::fs::write(&tmp, body.to_string()).is_ok() {
-        let _ = std::fs::rename(tmp, path);
-    }
+    crate::edge::state_file::write_atomically(&idle_state_path(home), body.to_string().as_bytes());
 }
 
 /// The bytes of every file under `dir` (symlinks counted as themselves, never followed); `None` when it is absent.

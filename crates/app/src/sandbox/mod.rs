@@ -3,6 +3,7 @@
 pub mod connect;
 pub mod cost;
 pub mod engine;
+pub mod fault;
 pub mod folders;
 pub mod lease;
 pub mod logs;

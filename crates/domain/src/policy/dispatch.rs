@@ -17,10 +17,12 @@ use crate::time::Timestamp;
 pub enum Housekeeping {
     /// The worker pid is gone (or reused): a crash, counted as a failure.
     Crashed { pid: u32, outcome: FailureOutcome },
-    /// No worker confirmed the run before its spawn lease ran out (the dispatcher died between claim and spawn, or
-    /// the worker never started): back to `ready` or blocked, counted as a failure. `pid` is a live process the
-    /// dispatcher recorded, to stop.
-    LeaseExpired { pid: Option<u32>, outcome: FailureOutcome },
+    /// No worker confirmed the run before its spawn lease ran out. When the dispatcher recorded a worker process
+    /// (it started, then never confirmed) the run counts as a failure (`outcome`: back to `ready` or blocked), so a
+    /// worker that can never confirm still ends the task; when no worker was recorded (the dispatcher died between
+    /// claim and spawn) the task never ran: back to `ready`, not counted (`outcome` is `None`). `pid` is a live
+    /// process the dispatcher recorded, to stop.
+    LeaseExpired { pid: Option<u32>, outcome: Option<FailureOutcome> },
     /// `max_runtime_seconds` elapsed: kill the worker; counted as a failure.
     TimedOut { pid: Option<u32>, outcome: FailureOutcome },
     /// The claim expired but the worker lives and heartbeats: extend the claim.
@@ -52,6 +54,9 @@ pub enum Decision {
     DeferredMaxSpawn { cap: u32 },
     /// A retry whose sandbox is on another host of a shared board: left to that host for a while longer.
     DeferredSandboxElsewhere { wait_secs: i64 },
+    /// The container engine was unreachable for this host's recent workers: nothing is claimed until the backoff
+    /// ends, so an outage of the infrastructure costs the tasks time, not attempts.
+    DeferredEngineUnavailable { wait_secs: i64 },
     /// `--task ID` names a task that is not ready (blocked, done, …): not considered.
     NotReady { status: TaskStatus },
     /// `--task ID` names a task that already runs: not considered.
@@ -71,6 +76,7 @@ impl Decision {
             Self::DeferredMaxInProgress { .. } => "deferred_max_in_progress",
             Self::DeferredMaxSpawn { .. } => "deferred_max_spawn",
             Self::DeferredSandboxElsewhere { .. } => "deferred_sandbox_elsewhere",
+            Self::DeferredEngineUnavailable { .. } => "deferred_engine_unavailable",
             Self::NotReady { .. } => "not_ready",
             Self::AlreadyRunning => "already_running",
             Self::WaitingOnParents => "waiting_on_parents",
@@ -100,9 +106,8 @@ impl Housekeeping {
     /// Whether this action tripped the failure breaker (the task is now `blocked`, with `gave_up`).
     pub fn gave_up(&self) -> bool {
         match self {
-            Self::Crashed { outcome, .. } | Self::TimedOut { outcome, .. } | Self::LeaseExpired { outcome, .. } => {
-                outcome.gave_up()
-            }
+            Self::Crashed { outcome, .. } | Self::TimedOut { outcome, .. } => outcome.gave_up(),
+            Self::LeaseExpired { outcome, .. } => outcome.is_some_and(FailureOutcome::gave_up),
             Self::ExtendClaim | Self::Reclaim { .. } | Self::Stale { .. } | Self::HostLost { .. } => false,
         }
     }
@@ -156,9 +161,11 @@ pub fn plan_housekeeping(now: Timestamp, t: &TaskRow, cfg: &TickConfig) -> Optio
         // Unconfirmed: the claim is only a spawn lease. Waiting inside it is healthy; past it the run is void (a
         // worker that starts later fails its confirmation and runs nothing), so the task goes back to the queue.
         if t.claim_expires.is_none_or(|exp| exp < now) {
+            // Only a run a worker process was started for can be the task's failure.
+            let counted = t.worker_pid.is_some();
             return Some(Housekeeping::LeaseExpired {
                 pid: t.worker_pid.filter(|_| alive),
-                outcome: record_failure(t.consecutive_failures, t.max_retries, cfg.failure_limit),
+                outcome: counted.then(|| record_failure(t.consecutive_failures, t.max_retries, cfg.failure_limit)),
             });
         }
         return None;
@@ -196,11 +203,10 @@ fn leaves_running(h: &Housekeeping) -> bool {
 /// Whether housekeeping puts the task back in `ready` (it then joins this tick's ready tasks).
 pub fn requeues(h: &Housekeeping) -> bool {
     match h {
-        Housekeeping::Crashed { outcome, .. }
-        | Housekeeping::TimedOut { outcome, .. }
-        | Housekeeping::LeaseExpired { outcome, .. } => {
+        Housekeeping::Crashed { outcome, .. } | Housekeeping::TimedOut { outcome, .. } => {
             matches!(outcome, FailureOutcome::Requeue { .. })
         }
+        Housekeeping::LeaseExpired { outcome, .. } => !outcome.is_some_and(FailureOutcome::gave_up),
         Housekeeping::Reclaim { .. } | Housekeeping::Stale { .. } | Housekeeping::HostLost { .. } => true,
         Housekeeping::ExtendClaim => false,
     }
@@ -353,6 +359,10 @@ impl<'c> Planner<'c> {
         // A deferred task still names its assignee, so `--explain` says whose task waits.
         let named = t.assignee.filter(|a| !a.trim().is_empty());
         let mut d = DecisionRef { task_id: t.id, assignee: named, auto_assigned: false, decision: Decision::Spawn };
+        if let Some(until) = cfg.engine_backoff_until.filter(|until| *until > self.now) {
+            d.decision = Decision::DeferredEngineUnavailable { wait_secs: until.secs_since(self.now).ceil() as i64 };
+            return Some(d);
+        }
         // A retry waits a while for the host that holds its sandbox (and its files), then any host takes it.
         if let Some(since) = t.sandbox_elsewhere_since {
             let left = cfg.sandbox_affinity_secs - self.now.secs_since(since).floor() as i64;

@@ -410,3 +410,15 @@ fn a_drift_names_the_fields_and_settings_that_changed_and_nothing_else() {
     assert!(changed_fields(None, &base).is_empty());
     assert!(changed_fields(Some(""), &base).is_empty());
 }
+
+#[test]
+fn sizes_are_read_as_docker_reads_them_and_nothing_else() {
+    use crate::sandbox::parse_bytes;
+    assert_eq!(parse_bytes("512m"), Some(512 << 20));
+    assert_eq!(parse_bytes("1.5g"), Some(3 << 29));
+    assert_eq!(parse_bytes("1GiB"), Some(1 << 30));
+    assert_eq!(parse_bytes("2048"), Some(2048));
+    for bad in ["1e3", "inf", "NaN", "-1m", "8EiB", "99999999999999999999p", "", "m", "1.m", "+5"] {
+        assert_eq!(parse_bytes(bad), None, "{bad}");
+    }
+}

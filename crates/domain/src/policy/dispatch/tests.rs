@@ -278,23 +278,33 @@ fn spawn_lease_table() {
     let mut t = unconfirmed(10);
     (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
     assert_eq!(plan_housekeeping(NOW, &t, &c), None);
-    // Past the lease without a confirmation (the dispatcher died between claim and spawn): requeued, one failure.
-    assert_eq!(
-        plan_housekeeping(NOW, &unconfirmed(-1), &c),
-        Some(Housekeeping::LeaseExpired { pid: None, outcome: FailureOutcome::Requeue { failures: 1, limit: 2 } })
-    );
-    // A process the dispatcher recorded but that never confirmed is stopped; a dead one is a crash.
-    let mut t = unconfirmed(-1);
-    (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
-    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::LeaseExpired { pid: Some(42), .. })));
-    t.worker_alive = Some(false);
-    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::Crashed { pid: 42, .. })));
-    // The failure rules apply: at the limit the task is blocked.
+    // Past the lease with no worker ever recorded (the dispatcher died between claim and spawn): the task never
+    // ran, so it is requeued without counting a failure, even at the limit.
     let mut t = unconfirmed(-1);
     t.consecutive_failures = 1;
+    assert_eq!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::LeaseExpired { pid: None, outcome: None }));
+    assert!(requeues(&Housekeeping::LeaseExpired { pid: None, outcome: None }));
+    // A process the dispatcher recorded but that never confirmed is stopped and counted; a dead one is a crash.
+    let mut t = unconfirmed(-1);
+    (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
     assert_eq!(
         plan_housekeeping(NOW, &t, &c),
-        Some(Housekeeping::LeaseExpired { pid: None, outcome: FailureOutcome::GiveUp { failures: 2, limit: 2 } })
+        Some(Housekeeping::LeaseExpired {
+            pid: Some(42),
+            outcome: Some(FailureOutcome::Requeue { failures: 1, limit: 2 })
+        })
+    );
+    t.worker_alive = Some(false);
+    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::Crashed { pid: 42, .. })));
+    // The failure rules apply to a started worker: at the limit the task is blocked.
+    let mut t = unconfirmed(-1);
+    (t.worker_pid, t.worker_alive, t.consecutive_failures) = (Some(42), Some(true), 1);
+    assert_eq!(
+        plan_housekeeping(NOW, &t, &c),
+        Some(Housekeeping::LeaseExpired {
+            pid: Some(42),
+            outcome: Some(FailureOutcome::GiveUp { failures: 2, limit: 2 })
+        })
     );
     // A claim with no expiry at all is no lease: it expires.
     let mut t = unconfirmed(0);
@@ -531,4 +541,16 @@ proptest! {
         prop_assert_eq!(&a.decisions, &b.decisions);
         prop_assert_eq!(a, plan_tick(NOW, &snap, &c));
     }
+}
+
+#[test]
+fn an_engine_backoff_claims_nothing_until_it_ends() {
+    let mut c = cfg(None);
+    c.engine_backoff_until = Some(Timestamp::from_secs(NOW.as_secs() + 4));
+    let plan = plan_tick(NOW, &snapshot(ready(2, "alpha")), &c);
+    assert_eq!(plan.spawns().count(), 0);
+    assert!(plan.decisions.iter().all(|d| d.decision == Decision::DeferredEngineUnavailable { wait_secs: 4 }));
+    // Once it ended, the ready tasks go as before.
+    c.engine_backoff_until = Some(NOW);
+    assert_eq!(plan_tick(NOW, &snapshot(ready(2, "alpha")), &c).spawns().count(), 2);
 }
