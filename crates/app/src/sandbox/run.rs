@@ -48,35 +48,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let env = exec_env(ctx, &args.env)?;
     crate::sandbox::run_io::check_tty(args.tty)?;
     let (rt, remembered) = connect_remembered(ctx).await?;
-    // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
-    // once per process before a sandbox is created, so only when that misses.
-    let first_contact = async {
-        if args.interactive || args.tty || !ctx.settings.terminal.docker_persist_across_processes {
-            return Ok::<_, Failure>((request(ctx, &rt, identity).await?, None));
-        }
-        // The inspect of the deterministic name goes out first; the request is built while it is answered.
-        let name = identity.persistent_name();
-        let (inspected, req) = tokio::join!(rt.inspect(&name), request(ctx, &rt, identity));
-        let req = req?;
-        let found = if req.spec.name == name {
-            service::attach_inspected(&req, inspected)?
-        } else {
-            service::attach_running(&rt, &req).await?
-        };
-        Ok((req, found))
-    };
-    let (req, found) = if remembered {
-        // The first requests to an engine not pinged: bounded as the ping is, so a hung engine fails as fast.
-        let bound = docker_adapter::CONNECT_TIMEOUT;
-        tokio::time::timeout(bound, first_contact).await.map_err(|_| {
-            Failure::from(domain::ports::RuntimeError::Unavailable {
-                endpoint: rt.endpoint().to_owned(),
-                message: format!("no answer within {}s; is the Docker daemon running?", bound.as_secs()),
-            })
-        })??
-    } else {
-        first_contact.await?
-    };
+    let (req, found) = first_contact(ctx, args, &rt, identity, remembered).await?;
     if found.is_none() {
         maybe_reap(ctx, &rt).await;
     }
@@ -131,24 +103,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
         tracing::debug!("ran in {} ({})", acquired.name, acquired.action.as_str());
         if !req.persist_across_processes {
-            let teardown = async {
-                service::release(&rt, Some(&acquired.id), ReleaseMode::OptOut).await?;
-                // A throw-away sandbox's folder goes with it, unless kept or still used (see `remove_for`).
-                if !args.keep_files
-                    && let Some(Err(e)) =
-                        crate::sandbox::folders::Folders::from_ctx(ctx).remove_for(&rt, &req.identity).await
-                {
-                    tracing::warn!("{e}");
-                }
-                Ok::<_, domain::ports::RuntimeError>(())
-            };
-            if tokio::time::timeout(TEARDOWN_WAIT, teardown).await.is_err() {
-                tracing::warn!(
-                    "teardown of {} did not finish within {}s; the reaper will remove it",
-                    acquired.name,
-                    TEARDOWN_WAIT.as_secs()
-                );
-            }
+            release_throwaway(ctx, &rt, &req, acquired, args.keep_files).await;
         }
     }
     match result?.1 {
@@ -183,5 +138,72 @@ async fn remove_folder_bounded(ctx: &Ctx, identity: &SandboxIdentity) {
     };
     if let Ok(Some(Err(e))) = tokio::time::timeout(TEARDOWN_WAIT, work).await {
         tracing::warn!("{e}");
+    }
+}
+
+/// The sandbox to run in, on the fast path when it already runs under its deterministic name (one inspect, the
+/// request built meanwhile); `None` when it must still be acquired.
+async fn first_contact(
+    ctx: &Ctx,
+    args: &RunArgs,
+    rt: &docker_adapter::DockerRuntime,
+    identity: domain::sandbox::SandboxIdentity,
+    remembered: bool,
+) -> Result<(domain::service::AcquireRequest, Option<domain::service::Acquired>), Failure> {
+    // The fast path: the sandbox already runs under its deterministic name (one inspect). The orphan reaper runs
+    // once per process before a sandbox is created, so only when that misses.
+    let first_contact = async {
+        if args.interactive || args.tty || !ctx.settings.terminal.docker_persist_across_processes {
+            return Ok::<_, Failure>((request(ctx, rt, identity).await?, None));
+        }
+        // The inspect of the deterministic name goes out first; the request is built while it is answered.
+        let name = identity.persistent_name();
+        let (inspected, req) = tokio::join!(rt.inspect(&name), request(ctx, rt, identity));
+        let req = req?;
+        let found = if req.spec.name == name {
+            service::attach_inspected(&req, inspected)?
+        } else {
+            service::attach_running(rt, &req).await?
+        };
+        Ok((req, found))
+    };
+    if remembered {
+        // The first requests to an engine not pinged: bounded as the ping is, so a hung engine fails as fast.
+        let bound = docker_adapter::CONNECT_TIMEOUT;
+        tokio::time::timeout(bound, first_contact).await.map_err(|_| {
+            Failure::from(domain::ports::RuntimeError::Unavailable {
+                endpoint: rt.endpoint().to_owned(),
+                message: format!("no answer within {}s; is the Docker daemon running?", bound.as_secs()),
+            })
+        })?
+    } else {
+        first_contact.await
+    }
+}
+
+/// Stops and removes a throw-away sandbox after its command (and its folder, unless kept or still used); bounded.
+async fn release_throwaway(
+    ctx: &Ctx,
+    rt: &docker_adapter::DockerRuntime,
+    req: &domain::service::AcquireRequest,
+    acquired: &domain::service::Acquired,
+    keep_files: bool,
+) {
+    let teardown = async {
+        service::release(rt, Some(&acquired.id), ReleaseMode::OptOut).await?;
+        // A throw-away sandbox's folder goes with it, unless kept or still used (see `remove_for`).
+        if !keep_files
+            && let Some(Err(e)) = crate::sandbox::folders::Folders::from_ctx(ctx).remove_for(rt, &req.identity).await
+        {
+            tracing::warn!("{e}");
+        }
+        Ok::<_, domain::ports::RuntimeError>(())
+    };
+    if tokio::time::timeout(TEARDOWN_WAIT, teardown).await.is_err() {
+        tracing::warn!(
+            "teardown of {} did not finish within {}s; the reaper will remove it",
+            acquired.name,
+            TEARDOWN_WAIT.as_secs()
+        );
     }
 }
