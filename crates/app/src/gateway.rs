@@ -34,7 +34,7 @@ const WAKE_POLL: Duration = Duration::from_millis(10);
 /// heartbeats). The gateway's own ticks write too, so a tick that changed something is followed by at most one more
 /// (which finds nothing to do and writes nothing); a change made while a tick ran is never missed, because the
 /// version to compare with is read before the tick starts.
-struct BoardWatch {
+pub(crate) struct BoardWatch {
     source: WatchSource,
     seen: Option<i64>,
 }
@@ -53,7 +53,7 @@ enum WatchSource {
 }
 
 impl BoardWatch {
-    fn new(ctx: &Ctx) -> Self {
+    pub(crate) fn new(ctx: &Ctx) -> Self {
         // A PostgreSQL board has no file to watch: never open, let alone create, a SQLite file beside it.
         let source = match ctx.database_url() {
             Some(url) => WatchSource::Postgres(
@@ -94,7 +94,7 @@ impl BoardWatch {
     }
 
     /// Whether the board changed since the version last seen.
-    fn changed(&mut self) -> bool {
+    pub(crate) fn changed(&mut self) -> bool {
         let now = self.version();
         let changed = now.is_some() && now != self.seen;
         self.seen = now.or(self.seen);
@@ -204,6 +204,8 @@ async fn shutdown_signal() -> &'static str {
 /// A failure when another gateway holds this home.
 pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let _lock = take_lock(&ctx.home)?;
+    // The dashboard, when asked for (`kanban.dashboard_port`), fed by this loop's board watch.
+    let dashboard = crate::web::for_gateway(ctx).await?;
     let started = SystemClock.now();
     let raw_interval = ctx.settings.kanban.dispatch_interval_seconds.get();
     let interval = if raw_interval < 1.0 {
@@ -243,6 +245,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
 
     if !dispatching {
         tracing::info!("kanban dispatcher: disabled via config kanban.dispatch_in_gateway=false");
+        if let Some(d) = &dashboard {
+            d.watch_alone(ctx);
+        }
         let sig = stop.await;
         return Ok(finish(ctx, &mut state, sig));
     }
@@ -267,6 +272,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
                 if !watch.changed() {
                     continue;
                 }
+                if let Some(d) = &dashboard {
+                    d.changed();
+                }
                 tracing::debug!("gateway: the board changed; ticking now");
             }
             () = child_exited(&mut sigchld) => tracing::debug!("gateway: a worker ended; ticking now"),
@@ -284,6 +292,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         let tick_started = Instant::now();
         let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping).await;
         let took = tick_started.elapsed();
+        crate::web::metrics::observe_tick(took);
         watch.seen = before.or(watch.seen);
         next = Instant::now() + jittered(period);
         if tick.pending && tick.spawned == 0 {
@@ -433,6 +442,7 @@ async fn tick_all(
                 summary.spawned += spawned;
                 summary.pending |= r.had_spawnable();
                 let v = kanban::report_json(&r, false);
+                crate::web::metrics::record_report(&v);
                 if spawned > 0 {
                     tracing::info!(
                         "kanban dispatcher [{}]: spawned={spawned} reclaimed={} crashed={} timed_out={} promoted={} auto_blocked={}",

@@ -29,6 +29,7 @@ pub mod run_io;
 pub mod sandbox;
 pub mod sandbox_cost;
 pub mod sandbox_logs;
+pub mod web;
 pub mod worker;
 
 #[cfg(test)]
@@ -53,7 +54,7 @@ pub fn main() -> ExitCode {
         }
     };
     // The gateway is a service: its dispatcher lines are INFO and belong in its log by default.
-    let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run));
+    let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run) | Command::Dashboard { .. });
     // The process environment is read once, here; everything else gets this map.
     let env = config_bridge::EnvMap::from_process();
     init_logging(cli.verbose + u8::from(service), &env);
@@ -140,6 +141,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task, setup)),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
+        Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
         Command::Completions { .. } => Ok(0),
     }
 }

@@ -14,7 +14,9 @@ use crate::kanban::{Board, open_board};
 /// The run this process works for when it is task `id`'s worker (or that worker's command): its writes about the
 /// task are guarded by that run and wait out an outage.
 pub fn own_run(ctx: &Ctx, id: &str) -> Option<i64> {
-    ctx.env.get("BERTH_KANBAN_TASK").is_some_and(|t| t == id)
+    ctx.env
+        .get("BERTH_KANBAN_TASK")
+        .is_some_and(|t| t == id)
         .then(|| ctx.env.get("BERTH_KANBAN_RUN_ID")?.parse().ok())
         .flatten()
 }
