@@ -7,7 +7,7 @@ use std::net::TcpStream;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use crate::support::{Gateway, Home, berth_bin, wait_until};
+use crate::support::{Gateway, Home, berth_bin, require_docker, wait_until};
 
 /// A dashboard under test: its base URL (`http://127.0.0.1:PORT`) and token.
 pub(crate) struct Served {
@@ -281,4 +281,21 @@ fn dashboard_metrics_parse_and_their_counters_move_as_a_gateway_runs_tasks() {
     assert!(value(&after, "berth_tick_duration_seconds", &[]) >= 1.0, "ticks were timed");
     let (code, _, err) = gw.stop();
     assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn dashboard_lists_the_sandboxes_as_sandbox_ls_does() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["sandbox", "ensure", "--task", "webview"]);
+    let d = Served::start(&home, &[]);
+    let (status, body) = d.get("/api/sandboxes");
+    assert_eq!(status, 200, "{body}");
+    let rows: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let row = rows.as_array().unwrap().iter().find(|r| r["task"] == "webview").expect("the sandbox is listed");
+    assert_eq!(row["state"], "running", "{row}");
+    assert!(row["memory_bytes"].as_u64().is_some_and(|m| m > 0), "{row}");
+    let (status, page) = d.get("/sandboxes");
+    assert_eq!(status, 200);
+    assert!(page.contains("webview") && page.contains("running"), "{page}");
 }

@@ -11,6 +11,7 @@ mod live;
 pub mod metrics;
 mod pages;
 mod routes;
+mod sandboxes;
 mod views;
 
 use std::net::{IpAddr, SocketAddr};

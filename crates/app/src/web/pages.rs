@@ -35,6 +35,7 @@ pub(crate) fn layout(title: &str, body: Markup) -> Markup {
                     a href="/profiles" { "Profiles" }
                     a href="/hosts" { "Hosts" }
                     a href="/diagnostics" { "Diagnostics" }
+                    a href="/sandboxes" { "Sandboxes" }
                     a href="/metrics" { "Metrics" }
                     span #live title="live updates" { "○" }
                 }
@@ -90,13 +91,20 @@ fn card(c: &Card) -> Markup {
     }
 }
 
+/// Cards a column shows on the page (the first, by priority then age); `/api/board` has them all. A browser lays out
+/// a few hundred cards at once, not ten thousand.
+const CARDS_PER_COLUMN: usize = 200;
+
 /// The columns alone (the live part of the board page).
 pub(crate) fn columns(v: &BoardView) -> Markup {
     html! {
         @for col in &v.columns {
             section.col data-status=(col.status.as_str()) {
                 h2 { (col.status.as_str()) " " span.n { (col.tasks.len()) } }
-                @for c in &col.tasks { (card(c)) }
+                @for c in col.tasks.iter().take(CARDS_PER_COLUMN) { (card(c)) }
+                @if col.tasks.len() > CARDS_PER_COLUMN {
+                    p.more { "… and " (col.tasks.len() - CARDS_PER_COLUMN) " more (all of them: " a href={ "/api/board?board=" (v.board) } { "/api/board" } ")" }
+                }
             }
         }
     }

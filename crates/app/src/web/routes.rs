@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::actions::{self, blocking};
-use super::{Web, auth, live, pages, views};
+use super::{Web, auth, live, pages, sandboxes, views};
 use crate::context::Ctx;
 use crate::error::Failure;
 
@@ -27,6 +27,7 @@ pub(crate) fn router(web: Arc<Web>) -> Router {
         .route("/profiles", get(profiles_page))
         .route("/hosts", get(hosts_page))
         .route("/diagnostics", get(diagnostics_page))
+        .route("/sandboxes", get(sandboxes::page))
         .route("/events", get(live::events))
         .route("/api/boards", get(api_board_names))
         .route("/api/board", get(api_board))
@@ -37,6 +38,7 @@ pub(crate) fn router(web: Arc<Web>) -> Router {
         .route("/api/profiles", get(api_profiles))
         .route("/api/hosts", get(api_hosts))
         .route("/api/diagnostics", get(api_diagnostics))
+        .route("/api/sandboxes", get(sandboxes::api))
         .route("/api/dispatch", post(actions::dispatch))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -100,7 +102,7 @@ async fn api_board(State(web): State<Arc<Web>>, Query(q): Params) -> Response {
 }
 
 async fn api_board_names(State(web): State<Arc<Web>>) -> Response {
-    api(read(&web, |ctx| Ok(views::board(ctx, "default", false)?.boards)).await)
+    api(read(&web, views::boards).await)
 }
 
 async fn task_page(State(web): State<Arc<Web>>, Path(id): Path<String>, Query(q): Params) -> Response {

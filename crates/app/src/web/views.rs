@@ -142,6 +142,11 @@ fn card(ctx: &Ctx, store: &Board, t: &Task, now: Timestamp) -> Card {
     }
 }
 
+/// The names of every board (`GET /api/boards`).
+pub(crate) fn boards(ctx: &Ctx) -> Result<Vec<String>, Failure> {
+    board_names(open_read_only(ctx)?.as_ref())
+}
+
 /// The names of every board (`default` alone before the board exists).
 fn board_names(store: Option<&Board>) -> Result<Vec<String>, Failure> {
     Ok(match store {
