@@ -299,3 +299,53 @@ fn dashboard_lists_the_sandboxes_as_sandbox_ls_does() {
     assert_eq!(status, 200);
     assert!(page.contains("webview") && page.contains("running"), "{page}");
 }
+
+#[test]
+fn dashboard_actions_go_through_the_board_as_the_cli_does() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let worker = format!("sleep 1; {} kanban complete {{task_id}}", berth_bin().display());
+    let d = Served::start(&home, &[("KANBAN_WORKER_COMMAND", &worker)]);
+    let show = |id: &str| home.json(&["kanban", "show", id])["task"].clone();
+    let error_of = |(status, body): (u16, String)| -> String {
+        assert_eq!(status, 400, "{body}");
+        let e = serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"].as_str().unwrap().to_owned();
+        assert_eq!(e.lines().count(), 1, "one line: {e}");
+        e
+    };
+    assert!(error_of(d.post("/api/tasks", r#"{"title": " "}"#)).contains("title"));
+    let (status, body) = d.post("/api/tasks", r#"{"title": "made on the page", "command": "true"}"#);
+    assert_eq!(status, 200, "{body}");
+    let id = body.split_whitespace().find(|w| w.starts_with("t_")).unwrap().to_owned();
+    assert_eq!(show(&id)["title"], "made on the page");
+
+    assert_eq!(d.post(&format!("/api/tasks/{id}/assign"), r#"{"profile": "alpha"}"#).0, 200);
+    assert_eq!(show(&id)["assignee"], "alpha");
+    error_of(d.post(&format!("/api/tasks/{id}/assign"), r#"{"profile": "nobody"}"#));
+    assert_eq!(d.post(&format!("/api/tasks/{id}/edit"), r#"{"title": "renamed", "priority": 5}"#).0, 200);
+    assert_eq!((show(&id)["title"].clone(), show(&id)["priority"].clone()), ("renamed".into(), 5.into()));
+    assert!(error_of(d.post(&format!("/api/tasks/{id}/edit"), "{}")).contains("nothing to change"));
+    assert!(error_of(d.post(&format!("/api/tasks/{id}/unblock"), "{}")).contains("unblock"));
+
+    // Dispatch now, reclaim the running task (its worker is stopped), dispatch again: it finishes.
+    assert!(d.post("/api/dispatch", r#"{"board": "default"}"#).1.contains("1 spawned"));
+    assert_eq!(show(&id)["status"], "running");
+    assert_eq!(d.post(&format!("/api/tasks/{id}/reclaim"), r#"{"reason": "try again"}"#).0, 200);
+    assert_eq!(show(&id)["status"], "ready");
+    assert!(d.post("/api/dispatch", r#"{"board": "default"}"#).1.contains("1 spawned"));
+    wait_until("the task to finish", Duration::from_secs(20), || show(&id)["status"] == "done");
+    let profiles: serde_json::Value = serde_json::from_str(&d.get("/api/profiles").1).unwrap();
+    assert!(profiles["profiles"].as_array().unwrap().iter().any(|p| p["name"] == "alpha"), "{profiles}");
+    let hosts: serde_json::Value = serde_json::from_str(&d.get("/api/hosts").1).unwrap();
+    assert!(hosts["this_host"].is_string(), "{hosts}");
+    let task: serde_json::Value = serde_json::from_str(&d.get(&format!("/api/tasks/{id}")).1).unwrap();
+    assert_eq!(task["runs"].as_array().unwrap().len(), 2, "two runs: reclaimed, then done");
+    assert!(task["events"].as_array().unwrap().iter().any(|e| e["kind"] == "reclaimed"), "{task}");
+
+    assert_eq!(d.post(&format!("/api/tasks/{id}/archive"), "{}").0, 200);
+    assert_eq!(show(&id)["status"], "archived");
+    let other = create(&home, "to remove");
+    assert_eq!(d.post(&format!("/api/tasks/{other}/block"), "{}").0, 200);
+    assert_eq!(d.post(&format!("/api/tasks/{other}/remove"), "{}").0, 200);
+    assert!(!home.run(&["kanban", "show", &other]).status.success(), "removed from the board");
+}

@@ -1,4 +1,4 @@
-//! The dashboard's writes: create, assign, block, unblock, reclaim, archive and dispatch now, each through the same
+//! The dashboard's writes: create, edit, assign, block, unblock, reclaim, archive, remove and dispatch now, each through the same
 //! `BoardStore` calls and checks as its `berth kanban` command, answering `{"ok": true, "message": …}` or
 //! `{"error": …}` (one line) with a 4xx/5xx status.
 
@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use domain::ids::{BoardSlug, ProfileName};
 use domain::ports::Clock;
-use kanban_store::{NewTask, WorkerRef};
+use kanban_store::{NewTask, TaskEdit, WorkerRef};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -113,6 +113,9 @@ pub(crate) struct Reason {
     reason: Option<String>,
     #[serde(default)]
     profile: Option<String>,
+    /// For `edit`: the fields to change.
+    #[serde(flatten)]
+    edit: Edit,
 }
 
 /// `POST /api/tasks/{id}/{action}`: assign, block, unblock, reclaim, archive.
@@ -143,33 +146,37 @@ pub(crate) async fn act(
             })
             .await
         }
-        "block" | "reclaim" | "archive" => stopping(&web, id, action, reason).await,
+        "block" | "reclaim" | "archive" | "remove" => stopping(&web, id, action, reason).await,
+        "edit" => blocking(&web, move |ctx| edit(ctx, &id, r.edit)).await,
         other => Err(Failure::usage(format!("no action {other:?}"))),
     };
     answer(result)
 }
 
-/// The transitions that may take a task from its worker: the write, then the verified stop (and for archive, the
-/// task's sandbox and output, as `kanban archive` does).
+/// The transitions that may take a task from its worker: the write, then the verified stop (and for archive and
+/// remove, the task's sandbox and output, as `kanban archive` and `kanban rm` do).
 async fn stopping(web: &Arc<Web>, id: String, action: String, reason: Option<String>) -> Result<String, Failure> {
-    let (worker, task) = blocking(web, {
+    let (worker, t, had_runs) = blocking(web, {
         let (id, action) = (id.clone(), action.clone());
         move |ctx| {
             let mut store = crate::kanban::open_store(ctx)?;
             let now = SystemClock.now();
-            let w = match action.as_str() {
-                "block" => store.block(&id, reason.as_deref(), now)?,
-                "reclaim" => store.reclaim(&id, reason.as_deref(), now)?,
-                _ => store.archive(&id, now)?,
-            };
             let had_runs = !store.runs(&id)?.is_empty();
-            Ok((w, (store.task(&id)?, had_runs)))
+            let (w, t) = match action.as_str() {
+                "block" => (store.block(&id, reason.as_deref(), now)?, store.task(&id)?),
+                "reclaim" => (store.reclaim(&id, reason.as_deref(), now)?, store.task(&id)?),
+                "archive" => (store.archive(&id, now)?, store.task(&id)?),
+                _ => {
+                    let (t, w) = store.remove(&id, now)?;
+                    (w, t)
+                }
+            };
+            Ok((w, t, had_runs))
         }
     })
     .await?;
     stop(worker).await;
-    let (t, had_runs) = task;
-    if action == "archive" {
+    if action == "archive" || action == "remove" {
         if let Some(a) = t.assignee.as_deref().filter(|_| had_runs) {
             crate::worker::remove_task_sandbox(&web.ctx, &t.id, a).await;
         }
@@ -178,9 +185,47 @@ async fn stopping(web: &Arc<Web>, id: String, action: String, reason: Option<Str
     let verb = match action.as_str() {
         "block" => "blocked",
         "reclaim" => "reclaimed",
-        _ => "archived",
+        "archive" => "archived",
+        _ => "removed",
     };
     Ok(format!("{verb} {id}"))
+}
+
+/// What `POST /api/tasks/{id}/edit` may change (absent fields stay as they are).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Edit {
+    title: Option<String>,
+    body: Option<String>,
+    command: Option<String>,
+    priority: Option<i64>,
+    assignee: Option<String>,
+}
+
+/// `kanban edit`, with its checks: the assignee is a profile, and an unfinished task keeps the command the built-in
+/// worker needs.
+fn edit(ctx: &crate::context::Ctx, id: &str, e: Edit) -> Result<String, Failure> {
+    if let Some(a) = e.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+        ProfileName::parse(a).map_err(Failure::usage_of)?;
+        crate::kanban_edit::check_assignee(ctx, a, false)?;
+    }
+    if e.title.is_none() && e.body.is_none() && e.command.is_none() && e.priority.is_none() && e.assignee.is_none() {
+        return Err(Failure::usage("nothing to change: give title, body, command, priority or assignee"));
+    }
+    let mut store = crate::kanban::open_store(ctx)?;
+    let before = store.task(id)?;
+    if !matches!(before.status, domain::kanban::TaskStatus::Done | domain::kanban::TaskStatus::Archived) {
+        crate::kanban_edit::check_command(ctx, e.command.as_deref().or(before.command.as_deref()))?;
+    }
+    let edit = TaskEdit {
+        title: e.title,
+        body: e.body,
+        command: e.command,
+        priority: e.priority,
+        assignee: e.assignee,
+        max_runtime_seconds: None,
+    };
+    let t = store.edit(id, &edit, SystemClock.now())?;
+    Ok(format!("edited {}", t.id))
 }
 
 #[derive(Debug, Deserialize)]

@@ -87,8 +87,11 @@ pub fn observe_tick(took: Duration) {
 fn observe_tasks(tasks: &[kanban_store::Task]) {
     let c = &*COUNTERS;
     let Ok(mut seen) = c.seen.lock() else { return };
+    // Rebuilt at each scrape, so a task taken off the board leaves the map too.
+    let last = std::mem::take(&mut *seen);
     for t in tasks {
-        let before = seen.insert(t.id.clone(), (t.status, t.consecutive_failures));
+        seen.insert(t.id.clone(), (t.status, t.consecutive_failures));
+        let before = last.get(&t.id).copied();
         let new = t.created_at >= c.started_ms;
         let was_done = before.map_or(!new && t.completed_at.is_some_and(|at| at < c.started_ms), |(s, _)| {
             s == TaskStatus::Done || s == TaskStatus::Archived

@@ -51,22 +51,26 @@ pub(crate) fn error(message: &str) -> Markup {
     layout("error", html! { p.err { (message) } })
 }
 
-fn actions(c: &Card) -> Markup {
+/// The buttons of the transitions a task in `status` can take (`remove` only on its own page).
+fn actions(id: &str, status: domain::kanban::TaskStatus, remove: bool) -> Markup {
     use domain::kanban::TaskStatus as S;
     let mut acts: Vec<&str> = Vec::new();
-    match c.status {
+    match status {
         S::Blocked => acts.push("unblock"),
         S::Running => acts.extend(["block", "reclaim"]),
         S::Done | S::Archived => {}
         _ => acts.push("block"),
     }
-    if c.status != S::Archived {
+    if status != S::Archived {
         acts.push("archive");
+    }
+    if remove {
+        acts.push("remove");
     }
     html! {
         div.acts {
             @for a in acts {
-                button type="button" data-action=(a) data-task=(c.id) { (a) }
+                button type="button" data-action=(a) data-task=(id) { (a) }
             }
         }
     }
@@ -86,7 +90,7 @@ fn card(c: &Card) -> Markup {
             }
             @if c.shown_status != c.status.as_str() { div.warn { (c.shown_status) } }
             @if let Some(e) = &c.last_error { div.err title="last error" { (e) } }
-            (actions(c))
+            (actions(&c.id, c.status, false))
         }
     }
 }
@@ -137,8 +141,10 @@ pub(crate) fn board(v: &BoardView) -> Markup {
 pub(crate) fn task_detail(v: &TaskView) -> Markup {
     let t = &v.task;
     let field = |k: &str| t.get(k).and_then(|x| x.as_str()).unwrap_or("-").to_owned();
+    let status = t["status"].as_str().and_then(domain::kanban::TaskStatus::from_db);
     html! {
         h1 { (field("title")) }
+        @if let Some(s) = status { (actions(&field("id"), s, true)) }
         dl {
             dt { "id" } dd { (field("id")) }
             dt { "board" } dd { a href={ "/?board=" (field("board")) } { (field("board")) } }
@@ -183,6 +189,13 @@ pub(crate) fn task(id: &str, v: &TaskView) -> Markup {
         id,
         html! {
             div #detail data-fragment={ "/tasks/" (id) "?fragment=1" } { (task_detail(v)) }
+            form #edit data-task=(id) {
+                input name="title" placeholder="new title";
+                input name="assignee" placeholder="new assignee";
+                input name="command" placeholder="new command";
+                input name="priority" type="number" placeholder="priority";
+                button type="submit" { "edit" }
+            }
             h2 { "Log " small { "(live)" } }
             pre #log data-task=(id) {}
         },

@@ -95,6 +95,15 @@ document.addEventListener("DOMContentLoaded", () => {
     });
     form.reset();
   });
+  const edit = $("#edit");
+  if (edit) edit.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const d = new FormData(edit), body = {};
+    for (const k of ["title", "assignee", "command"]) if (d.get(k)) body[k] = d.get(k);
+    if (d.get("priority") !== "") body.priority = Number(d.get("priority"));
+    post(`/api/tasks/${encodeURIComponent(edit.dataset.task)}/edit`, body);
+    edit.reset();
+  });
   const dispatch = $("#dispatch");
   if (dispatch) dispatch.addEventListener("click", () => post("/api/dispatch", { board: dispatch.dataset.board }));
   const log = $("#log");
