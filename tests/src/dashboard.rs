@@ -349,3 +349,64 @@ fn dashboard_actions_go_through_the_board_as_the_cli_does() {
     assert_eq!(d.post(&format!("/api/tasks/{other}/remove"), "{}").0, 200);
     assert!(!home.run(&["kanban", "show", &other]).status.success(), "removed from the board");
 }
+
+/// Opens `/events` and returns a reader positioned after the response headers.
+fn event_stream(base: &str, token: &str) -> std::io::BufReader<TcpStream> {
+    let host = base.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(s, "GET /events?token={token} HTTP/1.1\r\nhost: {host}\r\n\r\n").unwrap();
+    let mut r = std::io::BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    while line != "\r\n" {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+    }
+    r
+}
+
+/// How long until the stream says the board changed.
+fn next_change(r: &mut std::io::BufReader<TcpStream>) -> Duration {
+    let start = std::time::Instant::now();
+    let mut line = String::new();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(15), "no change within 15 s");
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended");
+        if line.contains("event: change") {
+            return start.elapsed();
+        }
+    }
+}
+
+#[test]
+fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
+    for dispatching in [true, false] {
+        let home = Home::new();
+        home.ok(&["profile", "create", "alpha"]);
+        // The board exists before the gateway: its watch has a file to open from the start.
+        home.json(&["kanban", "create", "before", "--command", "true"]);
+        let port = free_port();
+        let port_setting = format!("kanban.dashboard_port={port}");
+        let dispatch = format!("kanban.dispatch_in_gateway={dispatching}");
+        let gw = Gateway::start(&home, &["-c", &port_setting, "-c", &dispatch, "-c", "kanban.worker_command=sleep 30"]);
+        let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+        if dispatching {
+            // Past the reaper and into the loop: the change announced when the watch began has gone out.
+            wait_until("two ticks", Duration::from_secs(15), || {
+                home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) >= 2
+            });
+        }
+        let mut events = event_stream(&format!("http://127.0.0.1:{port}"), &token);
+        home.json(&["kanban", "create", "seen live", "--command", "true"]);
+        let took = next_change(&mut events);
+        eprintln!("dispatching={dispatching}: the stream said changed {} ms after the CLI returned", took.as_millis());
+        if dispatching {
+            assert!(took < Duration::from_secs(1), "{took:?}");
+        }
+        let (code, _, err) = gw.stop();
+        assert_eq!(code, Some(0), "{err}");
+    }
+}

@@ -261,6 +261,10 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     // Wake at once on events (a worker's exit, any change to the board by another process); the interval stays the
     // fallback for what no event announces (time-based housekeeping).
     let mut watch = BoardWatch::new(ctx);
+    if let Some(d) = &dashboard {
+        // What changed before the watch began (during the reaper) was seen by no watch: pages fetch once now.
+        d.changed();
+    }
     let mut kept = KeptBoard::default();
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -289,6 +293,13 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
+        // A change the poll has not reported yet (the tick woke first) is the dashboard's news too.
+        if let Some(d) = &dashboard
+            && before.is_some()
+            && before != watch.seen
+        {
+            d.changed();
+        }
         let tick_started = Instant::now();
         let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping).await;
         let took = tick_started.elapsed();

@@ -52,6 +52,8 @@ impl Dashboard {
         let live = self.live.clone();
         let mut watch = crate::gateway::BoardWatch::new(ctx);
         std::thread::spawn(move || {
+            // What changed before this watch began was seen by no watch: pages fetch once now.
+            live.send_modify(|v| *v = v.wrapping_add(1));
             while !live.is_closed() {
                 if watch.changed() {
                     live.send_modify(|v| *v = v.wrapping_add(1));
