@@ -119,11 +119,11 @@ fn dashboard_in_a_real_browser() {
         eprintln!("a task created by the CLI appeared after {} ms", took.as_millis());
         let marker = c.execute("return window.__berthMarker || null;", vec![]).await.unwrap();
         assert_eq!(marker, json!(42), "the page was not reloaded");
-        screenshot(&c).await;
 
         // Dispatch now: the assigned task runs; its page tails the worker's log while it prints.
         c.find(Locator::Id("dispatch")).await.unwrap().click().await.unwrap();
         appears(&c, &format!("section[data-status=running] #card-{first}"), Duration::from_secs(5)).await;
+        screenshot(&c).await;
         c.goto(&format!("{}/tasks/{first}", d.base)).await.unwrap();
         let log = c.find(Locator::Id("log")).await.unwrap();
         let start = Instant::now();

@@ -279,6 +279,7 @@ fn dashboard_metrics_parse_and_their_counters_move_as_a_gateway_runs_tasks() {
     assert_eq!(value(&after, "berth_claims_total", &[]), 3.0);
     assert_eq!(value(&after, "berth_completions_total", &[]), 3.0);
     assert!(value(&after, "berth_tick_duration_seconds", &[]) >= 1.0, "ticks were timed");
+    assert!(value(&after, "berth_board_round_trip_seconds", &[]) > 0.0, "the board's round trip was timed");
     let (code, _, err) = gw.stop();
     assert_eq!(code, Some(0), "{err}");
 }

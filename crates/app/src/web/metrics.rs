@@ -116,8 +116,17 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 fn board_gauges(ctx: &Ctx, reg: &mut Registry) -> Result<(), Failure> {
     let tasks = Family::<Labels, Gauge>::default();
     if let Some(store) = crate::kanban::open_read_only(ctx)? {
+        let asked = std::time::Instant::now();
+        let boards = store.boards()?;
+        let round_trip = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        round_trip.set(asked.elapsed().as_secs_f64());
+        reg.register(
+            "berth_board_round_trip_seconds",
+            "One read of the board (its list of boards) at this scrape",
+            round_trip,
+        );
         let mut all = Vec::new();
-        for b in store.boards()? {
+        for b in boards {
             let Ok(slug) = BoardSlug::parse(&b.slug) else { continue };
             all.extend(store.tasks(&slug, None, None)?);
         }
