@@ -9,6 +9,8 @@ mod support;
 #[cfg(test)]
 mod board_port;
 #[cfg(test)]
+mod browser;
+#[cfg(test)]
 mod claims;
 #[cfg(test)]
 mod cli;
@@ -16,6 +18,8 @@ mod cli;
 mod cockpit;
 #[cfg(test)]
 mod config;
+#[cfg(test)]
+mod dashboard;
 #[cfg(test)]
 mod docker;
 #[cfg(test)]

@@ -64,6 +64,20 @@ pub enum Command {
     /// The long-running service that dispatches the boards.
     #[command(subcommand)]
     Gateway(GatewayCmd),
+    /// Serve the dashboard (board, task logs, actions, JSON API, /metrics) without a gateway, until SIGTERM or
+    /// SIGINT.
+    ///
+    /// Prints its URL with this start's token once; the token is also in `<home>/dashboard.token`. The gateway serves
+    /// the same dashboard when `kanban.dashboard_port` is set.
+    Dashboard {
+        /// The address to listen on (default: `kanban.dashboard_bind`, 127.0.0.1); not loopback only with
+        /// `kanban.dashboard_allow_remote`.
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
+        /// The port (default: `kanban.dashboard_port`; 0 takes any free port).
+        #[arg(long, value_name = "PORT")]
+        port: Option<u16>,
+    },
     /// Print a shell completion script (bash, zsh, fish, …).
     ///
     /// For example: `berth completions bash > ~/.local/share/bash-completion/completions/berth`.

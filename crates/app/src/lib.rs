@@ -8,6 +8,7 @@ pub mod config_cmd;
 pub mod edge;
 pub mod gateway;
 pub mod sandbox;
+pub mod web;
 
 #[cfg(test)]
 mod help_tests;
@@ -35,7 +36,7 @@ pub fn main() -> ExitCode {
         }
     };
     // The gateway is a service: its dispatcher lines are INFO and belong in its log by default.
-    let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run));
+    let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run) | Command::Dashboard { .. });
     // The process environment is read once, here; everything else gets this map.
     let env = config_bridge::EnvMap::from_process();
     init_logging(cli.verbose + u8::from(service), &env);
@@ -126,6 +127,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task, setup)),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
+        Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
         Command::Completions { .. } => Ok(0),
     }
 }

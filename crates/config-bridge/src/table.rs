@@ -150,6 +150,9 @@ settings! {
     kanban: Kanban {
         board_retry_seconds: Seconds = "300", "How long a worker keeps retrying its writes to the board (its confirmation, heartbeats, outcome) while the board is unreachable, before it gives up; a command that finished meanwhile is recorded when the board is back, never run again.";
         claim_ttl_seconds: PositiveSeconds = "900", "Seconds a dispatcher's claim on a task lasts before housekeeping re-checks the worker.";
+        dashboard_allow_remote: bool = "false", "Let the dashboard listen on an address other than loopback (`kanban.dashboard_bind`); without it such a bind is refused. Every route still needs the start's token.";
+        dashboard_bind: String = "127.0.0.1", "The address the dashboard listens on; an address that is not loopback needs `kanban.dashboard_allow_remote`.";
+        dashboard_port: u16 = "0", "The port of the dashboard `berth gateway run` serves (board, task logs, actions, `/api`, `/metrics`); 0 serves none. `berth dashboard` uses it too, 0 there meaning any free port.";
         database_url: String = "", "Where the board lives: empty keeps it in `<home>/berth-kanban.db` (SQLite); a `postgres://user:password@host:port/db` URL puts it on PostgreSQL, shared by gateways on several hosts.";
         default_assignee: String = "", "Profile that unassigned ready tasks are routed to at dispatch time; empty or whitespace means unset.";
         dispatch_in_gateway: bool = "true", "Whether `berth gateway run` dispatches the boards; false leaves the gateway idle.";

@@ -211,6 +211,16 @@ impl FromValue for u64 {
     }
 }
 
+/// A TCP port (0 to 65535).
+impl FromValue for u16 {
+    const KIND: Kind = Kind::Int;
+
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
+        let n = int_in(v, 0, Some((i64::from(u16::MAX), "")))?;
+        u16::try_from(n).map_err(|_| Invalid(format!("{n} is out of range")))
+    }
+}
+
 /// A count of at least one.
 impl FromValue for NonZeroU32 {
     const KIND: Kind = Kind::Int;

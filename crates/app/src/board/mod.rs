@@ -66,7 +66,7 @@ fn slug(raw: &str) -> Result<BoardSlug, Failure> {
 }
 
 /// A fresh task id: `t_` and 12 hex digits (48 random bits: collisions stay negligible on large boards).
-fn new_task_id() -> String {
+pub(crate) fn new_task_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));

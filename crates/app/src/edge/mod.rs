@@ -14,3 +14,4 @@ pub mod redact;
 pub mod remove_tree;
 pub mod state_file;
 pub mod terminal_text;
+pub mod watch;

@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use crate::board::{self, DispatchArgs};
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
+use crate::edge::watch::BoardWatch;
 use crate::{edge::output, edge::process, sandbox};
 
 /// Ticks with spawnable work and nothing spawned before the "stuck" warning.
@@ -30,80 +31,6 @@ const QUARANTINE: Duration = Duration::from_secs(300);
 /// completed by its worker, …): SQLite's `data_version`, or the count of PostgreSQL's notifications, neither of which
 /// costs a read of the board. Events in between are one tick.
 const WAKE_POLL: Duration = Duration::from_millis(10);
-
-/// Wakes the gateway when another process (or, on PostgreSQL, another host) changed the board, by a version it polls:
-/// on SQLite `data_version` on a connection of its own; on PostgreSQL the count of notifications a
-/// [`kanban_postgres::PgBoardListener`] received (the schema notifies on the changes that matter to dispatch, not on
-/// heartbeats). The gateway's own ticks write too, so a tick that changed something is followed by at most one more
-/// (which finds nothing to do and writes nothing); a change made while a tick ran is never missed, because the
-/// version to compare with is read before the tick starts.
-struct BoardWatch {
-    source: WatchSource,
-    seen: Option<i64>,
-}
-
-/// What a [`BoardWatch`] polls.
-enum WatchSource {
-    Sqlite {
-        path: PathBuf,
-        store: Option<kanban_store::SqliteKanbanStore>,
-        /// When opening the board last failed (no file yet, or one the ticks quarantine): retried once a second, not
-        /// every poll.
-        failed_at: Option<Instant>,
-    },
-    /// `None` when the URL is malformed (each tick reports it).
-    Postgres(Option<kanban_postgres::PgBoardListener>),
-}
-
-impl BoardWatch {
-    fn new(ctx: &Ctx) -> Self {
-        // A PostgreSQL board has no file to watch: never open, let alone create, a SQLite file beside it.
-        let source = match ctx.database_url() {
-            Some(url) => WatchSource::Postgres(
-                kanban_postgres::PgBoardListener::start(url)
-                    .inspect_err(|e| tracing::warn!("gateway: not listening for board changes: {e}"))
-                    .ok(),
-            ),
-            None => WatchSource::Sqlite { path: ctx.db_path(), store: None, failed_at: None },
-        };
-        let mut watch = Self { source, seen: None };
-        watch.seen = watch.version();
-        watch
-    }
-
-    fn version(&mut self) -> Option<i64> {
-        let (path, store, failed_at) = match &mut self.source {
-            WatchSource::Postgres(listener) => return listener.as_ref().map(|l| l.version().cast_signed()),
-            WatchSource::Sqlite { path, store, failed_at } => (path, store, failed_at),
-        };
-        if store.is_none() && failed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-            // No board file yet (or an unreadable one, which the tick reports): nothing to watch until there is.
-            // A read-write connection (that writes nothing): a read-only one on a WAL file can disturb the writers'
-            // shared-memory index when it is the last to close.
-            if std::fs::metadata(&*path).is_ok_and(|m| m.len() > 0) {
-                *store = kanban_store::SqliteKanbanStore::open(path).ok();
-            }
-            *failed_at = store.is_none().then(Instant::now);
-        }
-        match store.as_ref().map(kanban_store::SqliteKanbanStore::data_version) {
-            Some(Ok(v)) => Some(v),
-            Some(Err(_)) => {
-                *store = None;
-                *failed_at = Some(Instant::now());
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// Whether the board changed since the version last seen.
-    fn changed(&mut self) -> bool {
-        let now = self.version();
-        let changed = now.is_some() && now != self.seen;
-        self.seen = now.or(self.seen);
-        changed
-    }
-}
 
 /// The next SIGCHLD (a worker the gateway started has ended), or never when the signal cannot be watched.
 async fn child_exited(sig: &mut Option<tokio::signal::unix::Signal>) {
@@ -205,6 +132,8 @@ async fn shutdown_signal() -> &'static str {
 /// A failure when another gateway holds this home.
 pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let _lock = take_lock(&ctx.home)?;
+    // The dashboard, when asked for (`kanban.dashboard_port`), fed by this loop's board watch.
+    let dashboard = crate::web::for_gateway(ctx).await?;
     let started = SystemClock.now();
     let raw_interval = ctx.settings.kanban.dispatch_interval_seconds.get();
     let interval = if raw_interval < 1.0 {
@@ -244,6 +173,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
 
     if !dispatching {
         tracing::info!("kanban dispatcher: disabled via config kanban.dispatch_in_gateway=false");
+        if let Some(d) = &dashboard {
+            d.watch_alone(ctx);
+        }
         let sig = stop.await;
         return Ok(finish(ctx, &mut state, sig));
     }
@@ -257,6 +189,10 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     // Wake at once on events (a worker's exit, any change to the board by another process); the interval stays the
     // fallback for what no event announces (time-based housekeeping).
     let mut watch = BoardWatch::new(ctx);
+    if let Some(d) = &dashboard {
+        // What changed before the watch began (during the reaper) was seen by no watch: pages fetch once now.
+        d.changed();
+    }
     let mut kept = KeptBoard::default();
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -268,6 +204,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             _ = poll.tick() => {
                 if !watch.changed() {
                     continue;
+                }
+                if let Some(d) = &dashboard {
+                    d.changed();
                 }
                 tracing::debug!("gateway: the board changed; ticking now");
             }
@@ -283,9 +222,17 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
+        // A change the poll has not reported yet (the tick woke first) is the dashboard's news too.
+        if let Some(d) = &dashboard
+            && before.is_some()
+            && before != watch.seen
+        {
+            d.changed();
+        }
         let tick_started = Instant::now();
         let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, backoff.until(SystemClock.now())).await;
         let took = tick_started.elapsed();
+        crate::web::metrics::observe_tick(took);
         watch.seen = before.or(watch.seen);
         next = backoff.sooner(Instant::now() + jittered(period), SystemClock.now());
         if tick.pending && tick.spawned == 0 {
@@ -436,6 +383,7 @@ async fn tick_all(
                 summary.spawned += spawned;
                 summary.pending |= r.had_spawnable();
                 let v = board::report_json(&r, false);
+                crate::web::metrics::record_report(&v);
                 if spawned > 0 {
                     tracing::info!(
                         "kanban dispatcher [{}]: spawned={spawned} reclaimed={} crashed={} timed_out={} promoted={} auto_blocked={}",

@@ -1,0 +1,253 @@
+//! The dashboard's writes: create, edit, assign, block, unblock, reclaim, archive, remove and dispatch now, each through the same
+//! `BoardStore` calls and checks as its `berth kanban` command, answering `{"ok": true, "message": …}` or
+//! `{"error": …}` (one line) with a 4xx/5xx status.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use domain::ids::{BoardSlug, ProfileName};
+use domain::ports::Clock;
+use kanban_store::{NewTask, TaskEdit, WorkerRef};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::Web;
+use crate::edge::context::SystemClock;
+use crate::edge::error::Failure;
+
+/// The answer to a write.
+fn answer(result: Result<String, Failure>) -> Response {
+    match result {
+        Ok(message) => Json(json!({"ok": true, "message": message})).into_response(),
+        Err(f) => {
+            let status = if f.code == crate::edge::error::Exit::USAGE {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::INTERNAL_SERVER_ERROR
+            };
+            (status, Json(json!({"error": f.message}))).into_response()
+        }
+    }
+}
+
+/// Runs a store write off the runtime's thread (a write may wait on the board's lock, which must not hold up the
+/// gateway's ticks or other requests).
+pub(super) async fn blocking<T: Send + 'static>(
+    web: &Arc<Web>,
+    f: impl FnOnce(&crate::edge::context::Ctx) -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    let web = Arc::clone(web);
+    tokio::task::spawn_blocking(move || f(&web.ctx))
+        .await
+        .map_err(|e| Failure::other(format!("the dashboard's write did not finish: {e}")))?
+}
+
+/// A worker a transition took its task from is stopped, as the CLI does (verified pid and start).
+async fn stop(worker: Option<WorkerRef>) {
+    if let Some(w) = worker {
+        let _ = crate::board::worker::stop(Some(w.pid), w.start).await;
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Create {
+    #[serde(default = "default_board")]
+    board: String,
+    title: String,
+    #[serde(default)]
+    assignee: Option<String>,
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    priority: i64,
+}
+
+fn default_board() -> String {
+    "default".to_owned()
+}
+
+fn blank_to_none(s: Option<String>) -> Option<String> {
+    s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+/// `POST /api/tasks`: `kanban create`.
+pub(crate) async fn create(State(web): State<Arc<Web>>, Json(c): Json<Create>) -> Response {
+    answer(
+        blocking(&web, move |ctx| {
+            let b = BoardSlug::parse(&c.board).map_err(Failure::usage_of)?;
+            if c.title.trim().is_empty() {
+                return Err(Failure::usage("a task needs a title"));
+            }
+            let assignee = blank_to_none(c.assignee);
+            if let Some(a) = &assignee {
+                ProfileName::parse(a).map_err(Failure::usage_of)?;
+                crate::board::edit::check_assignee(ctx, a, false)?;
+            }
+            let command = blank_to_none(c.command);
+            crate::board::edit::check_command(ctx, command.as_deref())?;
+            let new = NewTask {
+                title: c.title,
+                body: blank_to_none(c.body),
+                command,
+                assignee,
+                priority: c.priority,
+                created_by: Some(ctx.profile.as_str().to_owned()),
+                ..NewTask::default()
+            };
+            let id = crate::board::new_task_id();
+            let t = crate::edge::open::open_store(ctx)?.create_task(&b, &id, &new, SystemClock.now())?;
+            Ok(format!("created {} ({})", t.id, t.status))
+        })
+        .await,
+    )
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Reason {
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    profile: Option<String>,
+    /// For `edit`: the fields to change.
+    #[serde(flatten)]
+    edit: Edit,
+}
+
+/// `POST /api/tasks/{id}/{action}`: assign, block, unblock, reclaim, archive.
+pub(crate) async fn act(
+    State(web): State<Arc<Web>>,
+    Path((id, action)): Path<(String, String)>,
+    body: Option<Json<Reason>>,
+) -> Response {
+    let Json(r) = body.unwrap_or_default();
+    let reason = blank_to_none(r.reason);
+    let profile = blank_to_none(r.profile);
+    let result = match action.as_str() {
+        "assign" => {
+            blocking(&web, move |ctx| {
+                if let Some(p) = &profile {
+                    ProfileName::parse(p).map_err(Failure::usage_of)?;
+                    crate::board::edit::check_assignee(ctx, p, false)?;
+                }
+                let t = crate::edge::open::open_store(ctx)?.assign(&id, profile.as_deref(), SystemClock.now())?;
+                Ok(format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")))
+            })
+            .await
+        }
+        "unblock" => {
+            blocking(&web, move |ctx| {
+                let t = crate::edge::open::open_store(ctx)?.unblock(&id, SystemClock.now())?;
+                Ok(format!("unblocked {} ({})", t.id, t.status))
+            })
+            .await
+        }
+        "block" | "reclaim" | "archive" | "remove" => stopping(&web, id, action, reason).await,
+        "edit" => blocking(&web, move |ctx| edit(ctx, &id, r.edit)).await,
+        other => Err(Failure::usage(format!("no action {other:?}"))),
+    };
+    answer(result)
+}
+
+/// The transitions that may take a task from its worker: the write, then the verified stop (and for archive and
+/// remove, the task's sandbox and output, as `kanban archive` and `kanban rm` do).
+async fn stopping(web: &Arc<Web>, id: String, action: String, reason: Option<String>) -> Result<String, Failure> {
+    let (worker, t, had_runs) = blocking(web, {
+        let (id, action) = (id.clone(), action.clone());
+        move |ctx| {
+            let mut store = crate::edge::open::open_store(ctx)?;
+            let now = SystemClock.now();
+            let had_runs = !store.runs(&id)?.is_empty();
+            let (w, t) = match action.as_str() {
+                "block" => (store.block(&id, reason.as_deref(), now)?, store.task(&id)?),
+                "reclaim" => (store.reclaim(&id, reason.as_deref(), now)?, store.task(&id)?),
+                "archive" => (store.archive(&id, now)?, store.task(&id)?),
+                _ => {
+                    let (t, w) = store.remove(&id, now)?;
+                    (w, t)
+                }
+            };
+            Ok((w, t, had_runs))
+        }
+    })
+    .await?;
+    stop(worker).await;
+    if action == "archive" || action == "remove" {
+        if let Some(a) = t.assignee.as_deref().filter(|_| had_runs) {
+            crate::board::worker::remove_task_sandbox(&web.ctx, &t.id, a).await;
+        }
+        crate::board::retention::remove_task_output(&web.ctx, &t.id, t.assignee.as_deref()).await;
+    }
+    let verb = match action.as_str() {
+        "block" => "blocked",
+        "reclaim" => "reclaimed",
+        "archive" => "archived",
+        _ => "removed",
+    };
+    Ok(format!("{verb} {id}"))
+}
+
+/// What `POST /api/tasks/{id}/edit` may change (absent fields stay as they are).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Edit {
+    title: Option<String>,
+    body: Option<String>,
+    command: Option<String>,
+    priority: Option<i64>,
+    assignee: Option<String>,
+}
+
+/// `kanban edit`, with its checks: the assignee is a profile, and an unfinished task keeps the command the built-in
+/// worker needs.
+fn edit(ctx: &crate::edge::context::Ctx, id: &str, e: Edit) -> Result<String, Failure> {
+    if let Some(a) = e.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+        ProfileName::parse(a).map_err(Failure::usage_of)?;
+        crate::board::edit::check_assignee(ctx, a, false)?;
+    }
+    if e.title.is_none() && e.body.is_none() && e.command.is_none() && e.priority.is_none() && e.assignee.is_none() {
+        return Err(Failure::usage("nothing to change: give title, body, command, priority or assignee"));
+    }
+    let mut store = crate::edge::open::open_store(ctx)?;
+    let before = store.task(id)?;
+    if !matches!(before.status, domain::kanban::TaskStatus::Done | domain::kanban::TaskStatus::Archived) {
+        crate::board::edit::check_command(ctx, e.command.as_deref().or(before.command.as_deref()))?;
+    }
+    let edit = TaskEdit {
+        title: e.title,
+        body: e.body,
+        command: e.command,
+        priority: e.priority,
+        assignee: e.assignee,
+        max_runtime_seconds: None,
+    };
+    let t = store.edit(id, &edit, SystemClock.now())?;
+    Ok(format!("edited {}", t.id))
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct Dispatch {
+    #[serde(default = "default_board")]
+    board: String,
+}
+
+/// `POST /api/dispatch`: one tick of a board now, as `kanban dispatch` (the store's tick lock keeps it and the
+/// gateway's own ticks from overlapping). The tick runs on a runtime of its own on a blocking thread: the dispatcher's
+/// future is not `Send`, which a handler's must be.
+pub(crate) async fn dispatch(State(web): State<Arc<Web>>, Json(d): Json<Dispatch>) -> Response {
+    let result = blocking(&web, move |ctx| {
+        let b = BoardSlug::parse(&d.board).map_err(Failure::usage_of)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::other(format!("cannot start a dispatch: {e}")))?;
+        let r = rt.block_on(crate::board::dispatch(ctx, &b, &crate::board::DispatchArgs::default()))?;
+        super::metrics::record_tick(&r);
+        Ok(format!("dispatched {}: {} spawned", b.as_str(), r.spawned.len()))
+    })
+    .await;
+    answer(result)
+}

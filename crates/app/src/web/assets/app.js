@@ -1,0 +1,113 @@
+// berth dashboard: live updates over Server-Sent Events, actions through fetch, the log tail. No build step.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+
+function flash(text, ok) {
+  const f = $("#flash");
+  if (!f) return;
+  f.textContent = text;
+  f.className = ok ? "ok" : "err";
+}
+
+// Writes carry the custom header the server requires (a cross-site page cannot send it).
+async function post(url, body) {
+  try {
+    const r = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "content-type": "application/json", "x-berth-csrf": "1" },
+      body: JSON.stringify(body || {}),
+    });
+    const v = await r.json().catch(() => ({ error: "HTTP " + r.status }));
+    flash(v.message || v.error, r.ok);
+  } catch (e) {
+    flash("the dashboard did not answer: " + e, false);
+  }
+  refresh();
+}
+
+// The live part of a page is swapped in again on each change; one fetch at a time, one more if changes came
+// meanwhile.
+let busy = false, again = false;
+async function refresh() {
+  const live = $("[data-fragment]");
+  if (!live) return;
+  if (busy) { again = true; return; }
+  busy = true;
+  try {
+    const r = await fetch(live.dataset.fragment, { credentials: "same-origin" });
+    if (r.ok) live.innerHTML = await r.text();
+  } finally {
+    busy = false;
+    if (again) { again = false; refresh(); }
+  }
+}
+
+function listen() {
+  const dot = $("#live");
+  const es = new EventSource("/events");
+  es.addEventListener("change", refresh);
+  es.onopen = () => { if (dot) { dot.textContent = "●"; dot.className = "on"; } refresh(); };
+  es.onerror = () => { if (dot) { dot.textContent = "○"; dot.className = ""; } };
+}
+
+// Running timers count on between updates.
+function tick() {
+  document.querySelectorAll(".timer[data-since]").forEach((el) => {
+    const s = Number(el.dataset.since) + 1;
+    el.dataset.since = String(s);
+    el.textContent = s < 60 ? s + "s" : s < 3600 ? Math.floor(s / 60) + "m" + String(s % 60).padStart(2, "0") + "s"
+      : Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
+  });
+}
+
+// A task's worker log, read on from where it was.
+async function tailLog(pre) {
+  let offset = 0;
+  for (;;) {
+    try {
+      const r = await fetch(`/api/tasks/${encodeURIComponent(pre.dataset.task)}/log?offset=${offset}`,
+        { credentials: "same-origin" });
+      if (r.ok) {
+        const v = await r.json();
+        if (v.offset < offset) pre.textContent = "";
+        if (v.text) { pre.textContent += v.text; pre.scrollTop = pre.scrollHeight; }
+        offset = v.offset;
+      }
+    } catch (e) { /* the next round tries again */ }
+    await new Promise((ok) => setTimeout(ok, 500));
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest("button[data-action]");
+    if (b) post(`/api/tasks/${encodeURIComponent(b.dataset.task)}/${b.dataset.action}`, {});
+  });
+  const form = $("#create");
+  if (form) form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const d = new FormData(form);
+    post("/api/tasks", {
+      board: form.dataset.board, title: d.get("title"), assignee: d.get("assignee"),
+      command: d.get("command"), priority: Number(d.get("priority") || 0),
+    });
+    form.reset();
+  });
+  const edit = $("#edit");
+  if (edit) edit.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const d = new FormData(edit), body = {};
+    for (const k of ["title", "assignee", "command"]) if (d.get(k)) body[k] = d.get(k);
+    if (d.get("priority") !== "") body.priority = Number(d.get("priority"));
+    post(`/api/tasks/${encodeURIComponent(edit.dataset.task)}/edit`, body);
+    edit.reset();
+  });
+  const dispatch = $("#dispatch");
+  if (dispatch) dispatch.addEventListener("click", () => post("/api/dispatch", { board: dispatch.dataset.board }));
+  const log = $("#log");
+  if (log) tailLog(log);
+  if ($("[data-fragment]")) listen();
+  setInterval(tick, 1000);
+});

@@ -1,0 +1,186 @@
+//! `/metrics` in the Prometheus text format (prometheus-client): the board's tasks by board, status and assignee,
+//! running workers against their caps, and counters of what this process saw since it started: its dispatch ticks'
+//! claims, spawns, crashes, timeouts, reclaims and give-ups (from each tick's report), completions and failures
+//! (from the board, compared scrape to scrape), and the tick duration as a histogram.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use domain::ids::BoardSlug;
+use domain::kanban::TaskStatus;
+use domain::ports::Clock;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use serde_json::Value as Json;
+
+use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::error::Failure;
+
+/// The process's counters; gauges are read from the board at each scrape.
+struct Counters {
+    claims: Counter,
+    spawns: Counter,
+    spawn_failures: Counter,
+    crashes: Counter,
+    timeouts: Counter,
+    reclaims: Counter,
+    gave_up: Counter,
+    completions: Counter,
+    failures: Counter,
+    tick: Histogram,
+    /// Each task's status and failure count at the last scrape, to count what changed since.
+    seen: Mutex<HashMap<String, (TaskStatus, i64)>>,
+    started_ms: i64,
+}
+
+static COUNTERS: LazyLock<Counters> = LazyLock::new(|| Counters {
+    claims: Counter::default(),
+    spawns: Counter::default(),
+    spawn_failures: Counter::default(),
+    crashes: Counter::default(),
+    timeouts: Counter::default(),
+    reclaims: Counter::default(),
+    gave_up: Counter::default(),
+    completions: Counter::default(),
+    failures: Counter::default(),
+    // 1 ms to about 16 s.
+    tick: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+    seen: Mutex::new(HashMap::new()),
+    started_ms: SystemClock.now().as_millis(),
+});
+
+/// How many a report's key holds (a list of tasks, or a count).
+fn count(v: &Json) -> u64 {
+    v.as_u64().unwrap_or_else(|| v.as_array().map_or(0, |a| a.len() as u64))
+}
+
+/// Counts one tick's report (`kanban::report_json`): its claims, spawns, crashes, timeouts, reclaims, give-ups.
+pub fn record_report(v: &Json) {
+    let c = &*COUNTERS;
+    let (spawned, failed) = (count(&v["spawned"]), count(&v["spawn_failed"]));
+    c.claims.inc_by(spawned + failed);
+    c.spawns.inc_by(spawned);
+    c.spawn_failures.inc_by(failed);
+    c.crashes.inc_by(count(&v["crashed"]));
+    c.timeouts.inc_by(count(&v["timed_out"]));
+    c.reclaims.inc_by(count(&v["reclaimed"]));
+    c.gave_up.inc_by(count(&v["auto_blocked"]));
+}
+
+/// As [`record_report`] from the report itself.
+pub(crate) fn record_tick(r: &crate::board::DispatchReport) {
+    record_report(&crate::board::report_json(r, false));
+}
+
+/// One tick's duration (every board of it).
+pub fn observe_tick(took: Duration) {
+    COUNTERS.tick.observe(took.as_secs_f64());
+}
+
+/// Counts completions and failures since the last scrape: a task now done that was not (or, seen for the first time,
+/// finished after this process started), and every rise of a task's consecutive failures.
+fn observe_tasks(tasks: &[kanban_store::Task]) {
+    let c = &*COUNTERS;
+    let Ok(mut seen) = c.seen.lock() else { return };
+    // Rebuilt at each scrape, so a task taken off the board leaves the map too.
+    let last = std::mem::take(&mut *seen);
+    for t in tasks {
+        seen.insert(t.id.clone(), (t.status, t.consecutive_failures));
+        let before = last.get(&t.id).copied();
+        let new = t.created_at >= c.started_ms;
+        let was_done = before.map_or(!new && t.completed_at.is_some_and(|at| at < c.started_ms), |(s, _)| {
+            s == TaskStatus::Done || s == TaskStatus::Archived
+        });
+        if t.status == TaskStatus::Done && !was_done && t.completed_at.is_some_and(|at| at >= c.started_ms) {
+            c.completions.inc();
+        }
+        let failures_before = before.map_or(if new { 0 } else { t.consecutive_failures }, |(_, f)| f);
+        if let Ok(rise) = u64::try_from(t.consecutive_failures - failures_before) {
+            c.failures.inc_by(rise);
+        }
+    }
+}
+
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// The board's gauges: tasks by board, status and assignee; running and caps per profile.
+fn board_gauges(ctx: &Ctx, reg: &mut Registry) -> Result<(), Failure> {
+    let tasks = Family::<Labels, Gauge>::default();
+    if let Some(store) = crate::edge::open::open_read_only(ctx)? {
+        let asked = std::time::Instant::now();
+        let boards = store.boards()?;
+        let round_trip = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        round_trip.set(asked.elapsed().as_secs_f64());
+        reg.register(
+            "berth_board_round_trip_seconds",
+            "One read of the board (its list of boards) at this scrape",
+            round_trip,
+        );
+        let mut all = Vec::new();
+        for b in boards {
+            let Ok(slug) = BoardSlug::parse(&b.slug) else { continue };
+            all.extend(store.tasks(&slug, None, None)?);
+        }
+        for t in &all {
+            let l = labels(&[
+                ("board", &t.board),
+                ("status", t.status.as_str()),
+                ("assignee", t.assignee.as_deref().unwrap_or("")),
+            ]);
+            tasks.get_or_create(&l).inc();
+        }
+        observe_tasks(&all);
+    }
+    reg.register("berth_tasks", "Tasks on the board by board, status and assignee", tasks);
+    let view = super::views::profiles(ctx)?;
+    let running = Family::<Labels, Gauge>::default();
+    let caps = Family::<Labels, Gauge>::default();
+    for p in &view.profiles {
+        running.get_or_create(&labels(&[("profile", &p.name)])).set(p.running);
+        if let Some(cap) = p.cap {
+            caps.get_or_create(&labels(&[("profile", &p.name)])).set(i64::from(cap));
+        }
+    }
+    reg.register("berth_running", "Running workers per profile, all boards", running);
+    reg.register("berth_running_cap", "Per-profile cap on running workers (absent: no cap)", caps);
+    if let Some(max) = view.max_in_progress {
+        let g = Gauge::<i64>::default();
+        g.set(i64::from(max));
+        reg.register("berth_max_in_progress", "The cap on running workers, all profiles", g);
+    }
+    Ok(())
+}
+
+/// The whole exposition.
+pub(crate) fn render(ctx: &Ctx) -> Result<String, Failure> {
+    let mut reg = Registry::default();
+    board_gauges(ctx, &mut reg)?;
+    let c = &*COUNTERS;
+    let counters = [
+        ("berth_claims", "Tasks claimed by this process's dispatch ticks", &c.claims),
+        ("berth_spawns", "Workers started by this process's dispatch ticks", &c.spawns),
+        ("berth_spawn_failures", "Claims whose worker could not be started", &c.spawn_failures),
+        ("berth_crashes", "Runs whose worker was found gone (crashed)", &c.crashes),
+        ("berth_timeouts", "Runs stopped past their max runtime", &c.timeouts),
+        ("berth_reclaims", "Claims housekeeping took back (lapsed leases, stale claims)", &c.reclaims),
+        ("berth_gave_up", "Tasks blocked by the failure breaker (gave_up)", &c.gave_up),
+        ("berth_completions", "Tasks seen finishing (done) since this process started", &c.completions),
+        ("berth_failures", "Task failures seen since this process started", &c.failures),
+    ];
+    for (name, help, counter) in counters {
+        reg.register(name, help, counter.clone());
+    }
+    reg.register("berth_tick_duration_seconds", "Duration of a dispatch tick over every board", c.tick.clone());
+    let mut out = String::new();
+    encode(&mut out, &reg).map_err(|e| Failure::other(format!("cannot encode the metrics: {e}")))?;
+    Ok(out)
+}

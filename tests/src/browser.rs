@@ -1,0 +1,146 @@
+//! The dashboard in a real browser: Debian's chromium driven through chromium-driver (WebDriver) with fantoccini.
+//! It opens the dashboard with the token, sees the tasks it created, blocks one through the page, sees a task the
+//! CLI creates appear without a reload within 1 s, watches a worker's log live, and takes the README's screenshot
+//! (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+
+use crate::dashboard::Served;
+use crate::support::{Home, berth_bin, workspace};
+
+/// chromium-driver on a port of its own, stopped (by its pid) when dropped.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The browser's programs, or `None` (the test is skipped with a note) outside CI; under `CI=true` they must be
+/// there (`.ci/run` installs them).
+fn driver() -> Option<Driver> {
+    let present = |p: &str| std::path::Path::new(p).exists();
+    if !present("/usr/bin/chromium") || !present("/usr/bin/chromedriver") {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(
+            !ci,
+            "CI=true but chromium or chromedriver is missing: `.ci/run` installs chromium and chromium-driver"
+        );
+        eprintln!("skipped: chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)");
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("/usr/bin/chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    let driver = Driver { child, port };
+    crate::support::wait_until("chromedriver to listen", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    Some(driver)
+}
+
+async fn browser(driver: &Driver) -> Client {
+    let mut caps = serde_json::Map::new();
+    let args = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1500,900"];
+    caps.insert("goog:chromeOptions".into(), json!({"binary": "/usr/bin/chromium", "args": args}));
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{}", driver.port))
+        .await
+        .expect("a chromium session")
+}
+
+/// Waits up to `limit` for `css` to match; how long it took.
+async fn appears(c: &Client, css: &str, limit: Duration) -> Duration {
+    let start = Instant::now();
+    c.wait()
+        .at_most(limit)
+        .every(Duration::from_millis(20))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} did not appear within {limit:?}: {e}"));
+    start.elapsed()
+}
+
+#[test]
+fn dashboard_in_a_real_browser() {
+    let Some(driver) = driver() else { return };
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let first = home.json(&["kanban", "create", "write the parser", "--assignee", "alpha", "--command", "true"]);
+    let second = home.json(&["kanban", "create", "review the parser", "--command", "true"]);
+    let (first, second) = (first["id"].as_str().unwrap().to_owned(), second["id"].as_str().unwrap().to_owned());
+    // Workers "dispatch now" starts print a few lines slowly, then complete their task.
+    let worker = format!(
+        "for i in 1 2 3 4 5 6 7 8 9 10; do echo log-line-$i; sleep 0.4; done; {} kanban complete {{task_id}}",
+        berth_bin().display()
+    );
+    let d = Served::start(&home, &[("KANBAN_WORKER_COMMAND", &worker)]);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = browser(&driver).await;
+        c.goto(&d.url()).await.unwrap();
+        // The token went into a cookie and out of the address.
+        assert!(!c.current_url().await.unwrap().as_str().contains("token="));
+        appears(&c, &format!("section[data-status=ready] #card-{first}"), Duration::from_secs(5)).await;
+        appears(&c, &format!("section[data-status=ready] #card-{second}"), Duration::from_secs(5)).await;
+        appears(&c, "#live.on", Duration::from_secs(5)).await;
+
+        // Block through the page: the card moves to the blocked column.
+        c.find(Locator::Css(&format!("#card-{second} button[data-action=block]")))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let took = appears(&c, &format!("section[data-status=blocked] #card-{second}"), Duration::from_secs(2)).await;
+        eprintln!("blocked through the page: shown after {} ms", took.as_millis());
+        assert!(c.find(Locator::Css("#flash.ok")).await.unwrap().text().await.unwrap().contains("blocked"));
+        assert_eq!(home.json(&["kanban", "show", &second])["task"]["status"], "blocked");
+
+        // A task the CLI creates appears without a reload within 1 s.
+        c.execute("window.__berthMarker = 42; return null;", vec![]).await.unwrap();
+        let third = home.json(&["kanban", "create", "made by the CLI", "--command", "true"]);
+        let third = third["id"].as_str().unwrap();
+        let took = appears(&c, &format!("section[data-status=ready] #card-{third}"), Duration::from_secs(1)).await;
+        eprintln!("a task created by the CLI appeared after {} ms", took.as_millis());
+        let marker = c.execute("return window.__berthMarker || null;", vec![]).await.unwrap();
+        assert_eq!(marker, json!(42), "the page was not reloaded");
+
+        // Dispatch now: the assigned task runs; its page tails the worker's log while it prints.
+        c.find(Locator::Id("dispatch")).await.unwrap().click().await.unwrap();
+        appears(&c, &format!("section[data-status=running] #card-{first}"), Duration::from_secs(5)).await;
+        screenshot(&c).await;
+        c.goto(&format!("{}/tasks/{first}", d.base)).await.unwrap();
+        let log = c.find(Locator::Id("log")).await.unwrap();
+        let start = Instant::now();
+        while !log.text().await.unwrap().contains("log-line-3") {
+            assert!(start.elapsed() < Duration::from_secs(5), "the log did not show its lines");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(home.json(&["kanban", "show", &first])["task"]["status"], "running", "seen while it prints");
+        c.close().await.unwrap();
+    });
+}
+
+/// The README's picture: into `docs/` when asked (`BERTH_UPDATE_SCREENSHOT=1`), else checked and dropped.
+async fn screenshot(c: &Client) {
+    let png = c.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    if std::env::var("BERTH_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
+        std::fs::write(workspace().join("docs/dashboard.png"), &png).unwrap();
+    }
+}

@@ -1,0 +1,413 @@
+//! The dashboard over plain HTTP (`berth dashboard` and the gateway's): the token on every route, cross-site writes
+//! refused, a non-loopback bind refused without its setting, no secret in a page, `/metrics` parsed by a Prometheus
+//! text parser with its counters moving as a gateway runs tasks.
+
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::support::{Gateway, Home, berth_bin, require_docker, wait_until};
+
+/// A dashboard under test: its base URL (`http://127.0.0.1:PORT`) and token.
+pub(crate) struct Served {
+    child: Option<Child>,
+    pub base: String,
+    pub token: String,
+}
+
+impl Served {
+    /// `berth dashboard` on a free port, with `envs` in its environment; the URL is its first line of stdout.
+    pub(crate) fn start(home: &Home, envs: &[(&str, &str)]) -> Self {
+        let mut cmd = home.cmd();
+        cmd.args(["dashboard"]).envs(envs.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("berth dashboard starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().strip_prefix("dashboard: ").unwrap_or_else(|| panic!("no URL line: {line:?}"));
+        let (base, token) = url.split_once("/?token=").unwrap();
+        let on_file = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+        assert_eq!(on_file, token, "the printed token is the one in the home");
+        Self { child: Some(child), base: base.to_owned(), token: token.to_owned() }
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("{}/?token={}", self.base, self.token)
+    }
+
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
+        http(&self.base, "GET", path, &[("authorization", &format!("Bearer {}", self.token))], "")
+    }
+
+    /// A write as the dashboard's own page makes it.
+    pub(crate) fn post(&self, path: &str, body: &str) -> (u16, String) {
+        let auth = format!("Bearer {}", self.token);
+        let headers = [("authorization", auth.as_str()), ("x-berth-csrf", "1"), ("content-type", "application/json")];
+        http(&self.base, "POST", path, &headers, body)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection; the status and the body.
+pub(crate) fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let host = base.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(host).expect("the dashboard accepts");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// A port nobody listens on right now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn create(home: &Home, title: &str) -> String {
+    let t = home.json(&["kanban", "create", title, "--command", "true"]);
+    t["id"].as_str().unwrap().to_owned()
+}
+
+const GETS: &[&str] = &[
+    "/",
+    "/?board=default",
+    "/tasks/ID",
+    "/profiles",
+    "/hosts",
+    "/diagnostics",
+    "/events",
+    "/api/boards",
+    "/api/board",
+    "/api/tasks/ID",
+    "/api/tasks/ID/log",
+    "/api/profiles",
+    "/api/hosts",
+    "/api/diagnostics",
+    "/metrics",
+    "/healthz",
+    "/assets/app.js",
+    "/assets/app.css",
+    "/no/such/page",
+];
+const POSTS: &[&str] = &["/api/tasks", "/api/tasks/ID/block", "/api/tasks/ID/archive", "/api/dispatch"];
+
+#[test]
+fn dashboard_every_route_answers_401_without_its_token() {
+    let home = Home::new();
+    let id = create(&home, "guarded");
+    let d = Served::start(&home, &[]);
+    let mode = std::fs::metadata(home.path().join("dashboard.token")).unwrap();
+    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777, 0o600);
+    let wrong = "0".repeat(d.token.len());
+    for path in GETS.iter().map(|p| p.replace("ID", &id)) {
+        assert_eq!(http(&d.base, "GET", &path, &[], "").0, 401, "GET {path} without a token");
+        let bearer = format!("Bearer {wrong}");
+        assert_eq!(http(&d.base, "GET", &path, &[("authorization", &bearer)], "").0, 401, "GET {path}, wrong token");
+        let sep = if path.contains('?') { '&' } else { '?' };
+        assert_eq!(http(&d.base, "GET", &format!("{path}{sep}token={wrong}"), &[], "").0, 401, "{path}?token=wrong");
+        if path != "/events" && path != "/no/such/page" {
+            assert_eq!(d.get(&path).0, 200, "GET {path} with the token");
+        }
+    }
+    for path in POSTS.iter().map(|p| p.replace("ID", &id)) {
+        let headers = [("x-berth-csrf", "1"), ("content-type", "application/json")];
+        assert_eq!(http(&d.base, "POST", &path, &headers, "{}").0, 401, "POST {path} without a token");
+    }
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "ready", "nothing was written");
+
+    // The first load trades the token in the URL for a cookie and a clean address; the cookie then suffices.
+    let (status, _) = http(&d.base, "GET", &format!("/?board=default&token={}", d.token), &[], "");
+    assert_eq!(status, 303);
+    let port = d.base.rsplit(':').next().unwrap();
+    let cookie = format!("berth_token_{port}={}", d.token);
+    let (status, page) = http(&d.base, "GET", "/", &[("cookie", &cookie)], "");
+    assert_eq!(status, 200);
+    assert!(page.contains("guarded"), "{page}");
+}
+
+#[test]
+fn dashboard_refuses_cross_site_writes() {
+    let home = Home::new();
+    let id = create(&home, "target");
+    let d = Served::start(&home, &[]);
+    let auth = format!("Bearer {}", d.token);
+    let path = format!("/api/tasks/{id}/block");
+    let port = d.base.rsplit(':').next().unwrap();
+    let cookie = format!("berth_token_{port}={}", d.token);
+    let attempts: [&[(&str, &str)]; 4] = [
+        // A form posted from another site: the cookie, but no custom header.
+        &[
+            ("cookie", &cookie),
+            ("origin", "http://evil.example"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        &[("authorization", &auth)],
+        &[("authorization", &auth), ("x-berth-csrf", "1"), ("origin", "http://evil.example")],
+        &[("cookie", &cookie), ("x-berth-csrf", "1"), ("sec-fetch-site", "cross-site")],
+    ];
+    for headers in attempts {
+        let (status, body) = http(&d.base, "POST", &path, headers, "");
+        assert_eq!(status, 403, "{headers:?}: {body}");
+        assert_eq!(body.trim(), "cross-site write refused");
+    }
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "ready", "nothing was blocked");
+    // The dashboard's own page does it.
+    let (status, body) = d.post(&path, r#"{"reason": "from the page"}"#);
+    assert_eq!((status, body.contains("blocked")), (200, true), "{body}");
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "blocked");
+    // A refused transition is its one-line error.
+    let (status, body) = d.post(&path, "{}");
+    assert_eq!(status, 400);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("cannot block"), "{body}");
+}
+
+#[test]
+fn dashboard_refuses_a_non_loopback_bind_without_the_setting() {
+    let home = Home::new();
+    let out = home.run(&["dashboard", "--bind", "0.0.0.0", "--port", "0"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not loopback") && err.contains("kanban.dashboard_allow_remote"), "{err}");
+
+    let port = free_port().to_string();
+    let port_setting = format!("kanban.dashboard_port={port}");
+    let args = ["-c", &port_setting, "-c", "kanban.dashboard_bind=0.0.0.0", "gateway", "run"];
+    let out = home.cmd().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().filter(|l| l.contains("not loopback")).count(), 1, "{err}");
+
+    // With the setting it serves there (still behind the token).
+    let mut child = home
+        .cmd()
+        .args(["-c", "kanban.dashboard_allow_remote=true", "dashboard", "--bind", "0.0.0.0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert!(line.starts_with("dashboard: http://0.0.0.0:"), "{line}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn dashboard_never_shows_a_forwarded_secret() {
+    let home = Home::new();
+    let id = create(&home, "deploy with s3cr3t-v4lue-42");
+    home.ok(&["kanban", "block", &id, "--reason", "key s3cr3t-v4lue-42 leaked"]);
+    let envs = [("TERMINAL_DOCKER_FORWARD_ENV", r#"["BERTH_TEST_SECRET"]"#), ("BERTH_TEST_SECRET", "s3cr3t-v4lue-42")];
+    let d = Served::start(&home, &envs);
+    for path in ["/", "/api/board", &format!("/tasks/{id}"), &format!("/api/tasks/{id}"), "/api/diagnostics"] {
+        let (status, body) = d.get(path);
+        assert_eq!(status, 200, "{path}");
+        assert!(!body.contains("s3cr3t-v4lue-42"), "{path} shows the secret: {body}");
+        assert!(body.contains("deploy with ***"), "{path}: {body}");
+        if path.contains("diagnostics") {
+            assert!(body.contains("key *** leaked"), "the reason is shown, masked: {body}");
+        }
+    }
+}
+
+/// A metric's value in a parsed scrape (summed over its label sets matching `labels`).
+fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match &s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(h) => h.last().map_or(0.0, |b| b.count),
+            prometheus_parse::Value::Summary(_) => 0.0,
+        })
+        .sum()
+}
+
+fn scrape(base: &str, token: &str) -> prometheus_parse::Scrape {
+    let (status, body) = http(base, "GET", "/metrics", &[("authorization", &format!("Bearer {token}"))], "");
+    assert_eq!(status, 200, "{body}");
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("/metrics parses")
+}
+
+#[test]
+fn dashboard_metrics_parse_and_their_counters_move_as_a_gateway_runs_tasks() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let port = free_port();
+    let worker = format!("kanban.worker_command={} kanban complete {{task_id}}", berth_bin().display());
+    let port_setting = format!("kanban.dashboard_port={port}");
+    let gw = Gateway::start(&home, &["-c", &port_setting, "-c", &worker, "-c", "kanban.max_in_progress_per_profile=2"]);
+    let base = format!("http://127.0.0.1:{port}");
+    let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+    assert_eq!(http(&base, "GET", "/healthz", &[("authorization", &format!("Bearer {token}"))], "").1, "ok\n");
+    let before = scrape(&base, &token);
+    assert_eq!(value(&before, "berth_spawns_total", &[]), 0.0);
+    assert_eq!(value(&before, "berth_completions_total", &[]), 0.0);
+    for i in 0..3 {
+        home.json(&["kanban", "create", &format!("job {i}"), "--assignee", "alpha", "--command", "true"]);
+    }
+    wait_until("the three tasks to finish", Duration::from_secs(30), || {
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().all(|t| t["status"] == "done")
+    });
+    let after = scrape(&base, &token);
+    assert_eq!(value(&after, "berth_tasks", &[("status", "done"), ("assignee", "alpha")]), 3.0);
+    assert_eq!(value(&after, "berth_running_cap", &[("profile", "alpha")]), 2.0);
+    assert_eq!(value(&after, "berth_spawns_total", &[]), 3.0);
+    assert_eq!(value(&after, "berth_claims_total", &[]), 3.0);
+    assert_eq!(value(&after, "berth_completions_total", &[]), 3.0);
+    assert!(value(&after, "berth_tick_duration_seconds", &[]) >= 1.0, "ticks were timed");
+    assert!(value(&after, "berth_board_round_trip_seconds", &[]) > 0.0, "the board's round trip was timed");
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn dashboard_lists_the_sandboxes_as_sandbox_ls_does() {
+    require_docker();
+    let home = Home::new();
+    home.ok(&["sandbox", "ensure", "--task", "webview"]);
+    let d = Served::start(&home, &[]);
+    let (status, body) = d.get("/api/sandboxes");
+    assert_eq!(status, 200, "{body}");
+    let rows: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let row = rows.as_array().unwrap().iter().find(|r| r["task"] == "webview").expect("the sandbox is listed");
+    assert_eq!(row["state"], "running", "{row}");
+    assert!(row["memory_bytes"].as_u64().is_some_and(|m| m > 0), "{row}");
+    let (status, page) = d.get("/sandboxes");
+    assert_eq!(status, 200);
+    assert!(page.contains("webview") && page.contains("running"), "{page}");
+}
+
+#[test]
+fn dashboard_actions_go_through_the_board_as_the_cli_does() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let worker = format!("sleep 1; {} kanban complete {{task_id}}", berth_bin().display());
+    let d = Served::start(&home, &[("KANBAN_WORKER_COMMAND", &worker)]);
+    let show = |id: &str| home.json(&["kanban", "show", id])["task"].clone();
+    let error_of = |(status, body): (u16, String)| -> String {
+        assert_eq!(status, 400, "{body}");
+        let e = serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"].as_str().unwrap().to_owned();
+        assert_eq!(e.lines().count(), 1, "one line: {e}");
+        e
+    };
+    assert!(error_of(d.post("/api/tasks", r#"{"title": " "}"#)).contains("title"));
+    let (status, body) = d.post("/api/tasks", r#"{"title": "made on the page", "command": "true"}"#);
+    assert_eq!(status, 200, "{body}");
+    let id = body.split_whitespace().find(|w| w.starts_with("t_")).unwrap().to_owned();
+    assert_eq!(show(&id)["title"], "made on the page");
+
+    assert_eq!(d.post(&format!("/api/tasks/{id}/assign"), r#"{"profile": "alpha"}"#).0, 200);
+    assert_eq!(show(&id)["assignee"], "alpha");
+    error_of(d.post(&format!("/api/tasks/{id}/assign"), r#"{"profile": "nobody"}"#));
+    assert_eq!(d.post(&format!("/api/tasks/{id}/edit"), r#"{"title": "renamed", "priority": 5}"#).0, 200);
+    assert_eq!((show(&id)["title"].clone(), show(&id)["priority"].clone()), ("renamed".into(), 5.into()));
+    assert!(error_of(d.post(&format!("/api/tasks/{id}/edit"), "{}")).contains("nothing to change"));
+    assert!(error_of(d.post(&format!("/api/tasks/{id}/unblock"), "{}")).contains("unblock"));
+
+    // Dispatch now, reclaim the running task (its worker is stopped), dispatch again: it finishes.
+    assert!(d.post("/api/dispatch", r#"{"board": "default"}"#).1.contains("1 spawned"));
+    assert_eq!(show(&id)["status"], "running");
+    assert_eq!(d.post(&format!("/api/tasks/{id}/reclaim"), r#"{"reason": "try again"}"#).0, 200);
+    assert_eq!(show(&id)["status"], "ready");
+    assert!(d.post("/api/dispatch", r#"{"board": "default"}"#).1.contains("1 spawned"));
+    wait_until("the task to finish", Duration::from_secs(20), || show(&id)["status"] == "done");
+    let profiles: serde_json::Value = serde_json::from_str(&d.get("/api/profiles").1).unwrap();
+    assert!(profiles["profiles"].as_array().unwrap().iter().any(|p| p["name"] == "alpha"), "{profiles}");
+    let hosts: serde_json::Value = serde_json::from_str(&d.get("/api/hosts").1).unwrap();
+    assert!(hosts["this_host"].is_string(), "{hosts}");
+    let task: serde_json::Value = serde_json::from_str(&d.get(&format!("/api/tasks/{id}")).1).unwrap();
+    assert_eq!(task["runs"].as_array().unwrap().len(), 2, "two runs: reclaimed, then done");
+    assert!(task["events"].as_array().unwrap().iter().any(|e| e["kind"] == "reclaimed"), "{task}");
+
+    assert_eq!(d.post(&format!("/api/tasks/{id}/archive"), "{}").0, 200);
+    assert_eq!(show(&id)["status"], "archived");
+    let other = create(&home, "to remove");
+    assert_eq!(d.post(&format!("/api/tasks/{other}/block"), "{}").0, 200);
+    assert_eq!(d.post(&format!("/api/tasks/{other}/remove"), "{}").0, 200);
+    assert!(!home.run(&["kanban", "show", &other]).status.success(), "removed from the board");
+}
+
+/// Opens `/events` and returns a reader positioned after the response headers.
+fn event_stream(base: &str, token: &str) -> std::io::BufReader<TcpStream> {
+    let host = base.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    write!(s, "GET /events?token={token} HTTP/1.1\r\nhost: {host}\r\n\r\n").unwrap();
+    let mut r = std::io::BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+    while line != "\r\n" {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+    }
+    r
+}
+
+/// How long until the stream says the board changed.
+fn next_change(r: &mut std::io::BufReader<TcpStream>) -> Duration {
+    let start = std::time::Instant::now();
+    let mut line = String::new();
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(15), "no change within 15 s");
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended");
+        if line.contains("event: change") {
+            return start.elapsed();
+        }
+    }
+}
+
+#[test]
+fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
+    for dispatching in [true, false] {
+        let home = Home::new();
+        home.ok(&["profile", "create", "alpha"]);
+        // The board exists before the gateway: its watch has a file to open from the start.
+        home.json(&["kanban", "create", "before", "--command", "true"]);
+        let port = free_port();
+        let port_setting = format!("kanban.dashboard_port={port}");
+        let dispatch = format!("kanban.dispatch_in_gateway={dispatching}");
+        let gw = Gateway::start(&home, &["-c", &port_setting, "-c", &dispatch, "-c", "kanban.worker_command=sleep 30"]);
+        let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+        if dispatching {
+            // Past the reaper and into the loop: the change announced when the watch began has gone out.
+            wait_until("two ticks", Duration::from_secs(15), || {
+                home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) >= 2
+            });
+        }
+        let mut events = event_stream(&format!("http://127.0.0.1:{port}"), &token);
+        home.json(&["kanban", "create", "seen live", "--command", "true"]);
+        let took = next_change(&mut events);
+        eprintln!("dispatching={dispatching}: the stream said changed {} ms after the CLI returned", took.as_millis());
+        if dispatching {
+            assert!(took < Duration::from_secs(1), "{took:?}");
+        }
+        let (code, _, err) = gw.stop();
+        assert_eq!(code, Some(0), "{err}");
+    }
+}
