@@ -1,6 +1,7 @@
 //! `berth kanban …`: the board commands (parse → call the store or the dispatcher → print). The dispatch tick and
 //! its report are in `report.rs`, listings, `show` and `tail` in `show.rs`.
 
+mod create;
 mod report;
 mod show;
 mod stream;
@@ -146,11 +147,21 @@ fn slug(raw: &str) -> Result<BoardSlug, Failure> {
 
 /// A fresh task id: `t_` and 12 hex digits (48 random bits: collisions stay negligible on large boards).
 fn new_task_id() -> String {
+    task_id_of(new_task_bits())
+}
+
+/// A new task id's 48 random bits.
+fn new_task_bits() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));
     h.write_u32(std::process::id());
-    format!("t_{:012x}", h.finish() & 0xffff_ffff_ffff)
+    h.finish() & 0xffff_ffff_ffff
+}
+
+/// The task id of 48 bits: `t_` and twelve hex digits (fixed width, so ids sort as their numbers).
+fn task_id_of(bits: u64) -> String {
+    format!("t_{:012x}", bits & 0xffff_ffff_ffff)
 }
 
 fn ms(t: Option<i64>) -> String {
@@ -191,6 +202,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 output::table(&["SLUG", "NAME", "CREATED"], &rows);
             }
         }
+        KanbanCmd::Create { from: Some(from), allow_unknown_assignee, board, .. } => {
+            create::from_file(ctx, &slug(&board.board)?, from, *allow_unknown_assignee, now)?;
+        }
         KanbanCmd::Create {
             title,
             assignee,
@@ -203,18 +217,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             max_runtime,
             max_retries,
             board,
+            from: None,
         } => {
-            let b = slug(&board.board)?;
-            if let Some(a) = assignee.as_deref().filter(|a| !a.trim().is_empty()) {
-                ProfileName::parse(a.trim()).map_err(Failure::usage_of)?;
-                crate::kanban_edit::check_assignee(ctx, a, *allow_unknown_assignee)?;
-            }
-            crate::kanban_edit::check_command(ctx, command.as_deref())?;
-            if max_runtime.is_some_and(|m| m < 1) || max_retries.is_some_and(|m| m < 1) {
-                return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
-            }
             let new = NewTask {
-                title: title.clone(),
+                title: String::new(),
                 body: body.clone(),
                 command: command.clone(),
                 assignee: assignee.clone(),
@@ -225,12 +231,12 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 max_retries: *max_retries,
                 created_by: Some(ctx.profile.as_str().to_owned()),
             };
-            let task = open_store(ctx)?.create_task(&b, &new_task_id(), &new, now)?;
-            if ctx.json {
-                output::json(&task_json(&task));
-            } else {
-                output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
-            }
+            let flags = create::Flags {
+                title: title.as_deref().unwrap_or_default(),
+                new,
+                allow_unknown_assignee: *allow_unknown_assignee,
+            };
+            create::one(ctx, &slug(&board.board)?, flags, now)?;
         }
         KanbanCmd::Ls { all_boards: true, status, assignee, .. } => {
             crate::kanban_boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
