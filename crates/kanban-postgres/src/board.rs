@@ -85,9 +85,17 @@ pub(crate) fn event(
     payload: &Json,
     now: Timestamp,
 ) -> PgResult<()> {
-    tx.execute(
+    use postgres::types::Type;
+    // Typed parameters: one round trip, not a prepare and then an execute (every transition appends an event).
+    tx.query_typed(
         "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
-        &[&task, &run, &kind, &payload.to_string(), &now.as_millis()],
+        &[
+            (&task, Type::TEXT),
+            (&run, Type::INT8),
+            (&kind, Type::TEXT),
+            (&payload.to_string(), Type::TEXT),
+            (&now.as_millis(), Type::INT8),
+        ],
     )?;
     Ok(())
 }
@@ -212,11 +220,18 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A task with its parents, in two round trips (typed parameters: no separate prepare), as every worker and
+/// `kanban complete` reads one.
 pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
-    let row = c.query_opt(&format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1"), &[&id])?;
+    use postgres::types::Type;
+    let sql = format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1");
+    let row = c.query_typed_opt(&sql, &[(&id, Type::TEXT)])?;
     let mut t = task_from_row(&row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)?;
     t.parents = c
-        .query("SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id", &[&id])?
+        .query_typed(
+            "SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id",
+            &[(&id, Type::TEXT)],
+        )?
         .iter()
         .map(|r| r.try_get(0))
         .collect::<Result<_, _>>()?;

@@ -151,9 +151,8 @@ impl PgKanbanStore {
                 let old = guard.take();
                 drop(old);
                 let client = config.connect(postgres::NoTls).map_err(|e| open::connect_error(shown, &e))?;
-                let mut conn = Conn { client, stmts: HashMap::new() };
-                conn.client.batch_execute("SET jit = off").map_err(|e| StoreError::Backend(server_message(&e)))?;
-                *guard = Some(conn);
+                // `jit = off` comes with the connection's startup options (`open::config`).
+                *guard = Some(Conn { client, stmts: HashMap::new() });
             }
             let conn = guard.as_mut().unwrap_or_else(|| unreachable!("connected above"));
             f(conn).map_err(StoreError::from)

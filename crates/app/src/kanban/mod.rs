@@ -305,14 +305,21 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let run = crate::outage::own_run(ctx, id);
             let patience = if run.is_some() { crate::outage::patience(ctx) } else { std::time::Duration::ZERO };
             let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
+            // A worker command completing its own run is the worker the task records (or runs in its process
+            // group): the verified stop would leave it alone, so it needs no read of the task before, and its run
+            // says the task ran, so no read of the runs after: the completion is the one write it makes.
             let (before, t) = crate::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
-                Ok((s.task(id)?, s.complete(id, run, result.as_deref(), None, now)?))
+                let before = if run.is_some() { None } else { Some(s.task(id)?) };
+                Ok((before, s.complete(id, run, result.as_deref(), None, now)?))
             })
             .await?;
             let store = slot.ok_or_else(|| Failure::other("the board did not open"))?;
-            // A worker command completing its own task is its caller: the verified stop leaves it alone.
-            worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
-            release_finished(ctx, &store, &t).await?;
+            if let Some(before) = before {
+                worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
+                release_finished(ctx, &store, &t).await?;
+            } else if let Some(assignee) = &t.assignee {
+                worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
+            }
             done(ctx, &t, &format!("completed {}", t.id));
         }
         KanbanCmd::Block { id, reason } => {
