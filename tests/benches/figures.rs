@@ -23,6 +23,9 @@ use serde_json::{Value as Json, json};
 #[path = "figures_parts/pg.rs"]
 mod figures_pg;
 
+#[path = "figures_parts/drain.rs"]
+mod figures_drain;
+
 const IMAGE: &str = "berth-sandbox:latest";
 
 fn workspace() -> PathBuf {
@@ -30,6 +33,10 @@ fn workspace() -> PathBuf {
 }
 
 fn berth_bin() -> PathBuf {
+    // Another build measured by the same bench (e.g. the one before a change): `BERTH_BENCH_BERTH=/path/to/berth`.
+    if let Some(bin) = std::env::var_os("BERTH_BENCH_BERTH") {
+        return PathBuf::from(bin);
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
     let bin = target.join("release").join("berth");
     assert!(
@@ -1126,14 +1133,15 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process`: one group of rows, printed and not written to BENCHMARKS.md (for iterating).
+    // `--only run|gateway|spawn|process|drain`: one group of rows, printed and not written to BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 41 }),
             "gateway" => bench_gateway_throughput(if quick { 40 } else { 120 }),
             "spawn" => vec![bench_spawn_process(home.path(), if quick { 5 } else { 11 })],
             "process" => bench_dispatch_process(home.path(), quick).0,
-            other => panic!("--only takes run, gateway, spawn or process, not {other:?}"),
+            "drain" => figures_drain::bench_drain(quick),
+            other => panic!("--only takes run, gateway, spawn, process or drain, not {other:?}"),
         };
         remove_profile_containers(&bench_profile("run"));
         print!("{}", report(&figures, &json!({}), &json!([]), &machine()));
@@ -1161,6 +1169,8 @@ fn main() {
     figures.push(bench_concurrent_ensure(if quick { 1 } else { 3 }));
     eprintln!("bench: gateway throughput …");
     figures.extend(bench_gateway_throughput(if quick { 40 } else { 120 }));
+    eprintln!("bench: draining rate on PostgreSQL beside pgqueuer …");
+    figures.extend(figures_drain::bench_drain(quick));
     eprintln!("bench: idle gateway memory …");
     figures.push(bench_gateway_memory());
     for kind in ["run", "acq", "reap", "idle"] {

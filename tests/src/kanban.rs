@@ -519,6 +519,95 @@ fn archiving_a_running_task_stops_its_worker_and_removes_its_sandbox() {
     );
 }
 
+/// `berth kanban create --from - EXTRA…` with `input` on its stdin.
+fn create_from(home: &Home, input: &str, extra: &[&str]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = home
+        .cmd()
+        .args(["kanban", "create", "--from", "-"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn bulk_create_is_all_or_none_and_names_the_bad_line() {
+    bulk_create_is_all_or_none_and_names_the_bad_line_on(Home::new());
+}
+
+fn bulk_create_is_all_or_none_and_names_the_bad_line_on(home: Home) {
+    profiles(&home, &["alpha"]);
+    let parent = create(&home, &["parent"]);
+    let count = || home.json(&["kanban", "ls"]).as_array().unwrap().len();
+    // Each bad line is the third of four (a blank line counts): the batch is refused with its number, nothing made.
+    let good = r#"{"title":"ok","command":"true"}"#;
+    for (bad, says) in [
+        (r#"{"title":"x","command":"true","assignee":"nobody"}"#, "line 3: no profile \"nobody\""),
+        (r#"{"title":"x"}"#, "line 3: a task for the built-in worker needs a command"),
+        (r#"{"title":"x","command":"true","parents":["t_000000000000"]}"#, "line 3: no task t_000000000000"),
+        (r#"{"title":"x","command":"true""#, "line 3, column"),
+        (r#"{"title":"x","command":"true","prio":1}"#, "line 3, column 36: unknown field `prio`"),
+        (r#"{"title":" ","command":"true"}"#, "line 3: a task needs a non-empty title"),
+        (
+            r#"{"title":"x","command":"true","max_retries":0}"#,
+            "line 3: --max-runtime and --max-retries must be at least 1",
+        ),
+    ] {
+        let out = create_from(&home, &format!("{good}\n\n{bad}\n{good}\n"), &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.starts_with(&format!("berth: {says}")), "{bad}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+        assert_eq!(count(), 1, "nothing of a refused batch is written ({bad})");
+    }
+    // A good file (a path, not stdin): its tasks in one go, the ids printed in the file's order, statuses by the
+    // new-task rule, every field as the flags would set it.
+    let file = home.path().join("tasks.jsonl");
+    let lines = [
+        format!(r#"{{"title":"child","command":"true","assignee":"alpha","parents":["{parent}"]}}"#),
+        r#"{"title":"triaged","command":"true","triage":true}"#.to_owned(),
+        r#"{"title":"urgent","command":"sleep 1","body":"why","priority":2,"max_runtime_seconds":60,"max_retries":3}"#
+            .to_owned(),
+        r#"{"title":"plain","command":"true"}"#.to_owned(),
+    ];
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let ids: Vec<String> = home
+        .json(&["kanban", "create", "--from", file.to_str().unwrap()])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "a batch's ids sort in its order: {ids:?}");
+    let show = |id: &str| home.json(&["kanban", "show", id]);
+    let statuses: Vec<String> = ids.iter().map(|id| show(id)["task"]["status"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(statuses, ["todo", "triage", "ready", "ready"]);
+    let child = show(&ids[0]);
+    assert_eq!(child["task"]["parents"], serde_json::json!([parent]));
+    assert_eq!(child["task"]["assignee"], "alpha");
+    assert_eq!(child["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "created").count(), 1);
+    let urgent = show(&ids[2]);
+    assert_eq!((urgent["task"]["body"].as_str(), urgent["task"]["priority"].as_i64()), (Some("why"), Some(2)));
+    assert_eq!(
+        (urgent["task"]["max_runtime_seconds"].as_i64(), urgent["task"]["max_retries"].as_i64()),
+        (Some(60), Some(3))
+    );
+    assert_eq!(count(), 5);
+    // The flags' escape hatch covers every line; text output is a line per task.
+    let out =
+        create_from(&home, r#"{"title":"later","command":"true","assignee":"someday"}"#, &["--allow-unknown-assignee"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("  ready  later\n"));
+    // The flags of one task do not mix with a file.
+    assert_eq!(home.run(&["kanban", "create", "--from", "-", "--command", "true"]).status.code(), Some(2));
+}
+
 /// The same CLI scenarios with the board on PostgreSQL (`kanban.database_url`), each in a fresh database.
 mod on_postgres {
     use crate::support::Home;
@@ -537,5 +626,6 @@ mod on_postgres {
         spawn_failures_count_toward_the_failure_limit => spawn_failures_count_toward_the_failure_limit_on,
         concurrent_dispatchers_claim_each_task_once_and_hold_the_caps => concurrent_dispatchers_claim_each_task_once_and_hold_the_caps_on,
         task_lifecycle_commands_and_bad_input => task_lifecycle_commands_and_bad_input_on,
+        bulk_create_is_all_or_none_and_names_the_bad_line => bulk_create_is_all_or_none_and_names_the_bad_line_on,
     );
 }

@@ -282,10 +282,20 @@ pub enum KanbanCmd {
     /// Manage boards.
     #[command(subcommand)]
     Board(BoardCmd),
-    /// Put a task on a board.
+    /// Put a task on a board, or many at once with --from.
     Create {
         /// One line saying what the task is.
-        title: String,
+        #[arg(required_unless_present = "from")]
+        title: Option<String>,
+        /// Create every task of FILE (`-`: stdin) in one transaction, all or none: one JSON object per line with
+        /// the flags' fields (title, body, command, assignee, priority, parents, max_runtime_seconds, max_retries,
+        /// triage).
+        #[arg(
+            long,
+            value_name = "FILE",
+            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "max_runtime", "max_retries"]
+        )]
+        from: Option<String>,
         /// Profile that works on it (must exist unless --allow-unknown-assignee).
         #[arg(long)]
         assignee: Option<String>,

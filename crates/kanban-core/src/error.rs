@@ -39,6 +39,9 @@ pub enum StoreError {
     Moved { task: String, run: i64, status: TaskStatus },
     #[error("invalid task data: {0}")]
     Invalid(String),
+    /// One entry of a batch (`create_tasks`) was refused, so nothing of the batch was written; `index` counts from 0.
+    #[error("entry {} of the batch: {error}", index + 1)]
+    Batch { index: usize, error: Box<StoreError> },
     /// The database could not finish an operation (the transaction was rolled back); `busy` when another process
     /// held it locked past the wait, or the connection to a server was lost: worth retrying.
     #[error("board database error: {message}")]
@@ -64,6 +67,7 @@ impl StoreError {
         match self {
             Self::Unreachable(_) | Self::Server(_) | Self::Unavailable { .. } => true,
             Self::Database { busy, .. } => *busy,
+            Self::Batch { error, .. } => error.is_transient(),
             _ => false,
         }
     }

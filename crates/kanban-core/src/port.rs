@@ -39,6 +39,19 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoBoard`], [`StoreError::NoTask`] for a missing parent, [`StoreError::Invalid`].
     fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task>;
+    /// Creates every `(id, task)` of `tasks` in one transaction, all or none, each as [`BoardStore::create_task`]
+    /// would (its first status by `rules::initial_status`, one `created` event); returns each one's status, in
+    /// order. Parents must already be on the board (not in the batch).
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`]; [`StoreError::Batch`] naming the first entry refused (an empty title, a missing
+    /// parent), with nothing written; a storage error.
+    fn create_tasks(
+        &mut self,
+        board: &BoardSlug,
+        tasks: &[(String, NewTask)],
+        now: Timestamp,
+    ) -> Result<Vec<TaskStatus>>;
     /// One task with its parents.
     ///
     /// # Errors

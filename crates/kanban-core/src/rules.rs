@@ -30,6 +30,39 @@ pub fn initial_status(new: &NewTask, parents: &[(&str, Option<TaskStatus>)]) -> 
     })
 }
 
+/// A new task's assignee as stored: trimmed, and none when blank.
+pub fn assignee_of(new: &NewTask) -> Option<&str> {
+    new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty())
+}
+
+/// The `created` event's payload of a new task.
+pub fn created_payload(new: &NewTask, status: TaskStatus, board: &str) -> Json {
+    json!({"assignee": assignee_of(new), "status": status.as_str(), "parents": new.parents, "board": board})
+}
+
+/// The first statuses of a batch of new tasks ([`initial_status`] for each), given the statuses the store found
+/// for their parents (a parent missing from `found` does not exist). The first entry refused (an empty title, a
+/// missing parent) is named by its index, so a store writes nothing of the batch.
+///
+/// # Errors
+/// [`StoreError::Batch`].
+pub fn initial_statuses(
+    tasks: &[(String, NewTask)],
+    found: &std::collections::HashMap<String, TaskStatus>,
+) -> Result<Vec<TaskStatus>> {
+    let refused = |index, error| StoreError::Batch { index, error: Box::new(error) };
+    let mut statuses = Vec::with_capacity(tasks.len());
+    for (index, (_, new)) in tasks.iter().enumerate() {
+        if new.title.trim().is_empty() {
+            return Err(refused(index, StoreError::Invalid("a task needs a non-empty title".into())));
+        }
+        let parents: Vec<(&str, Option<TaskStatus>)> =
+            new.parents.iter().map(|p| (p.as_str(), found.get(p).copied())).collect();
+        statuses.push(initial_status(new, &parents).map_err(|e| refused(index, e))?);
+    }
+    Ok(statuses)
+}
+
 /// What a failure does to a task: the breaker's outcome, the status and failure count to write, and the events
 /// to append (the failure's own, then `gave_up` when the breaker tripped).
 #[derive(Clone, Debug, PartialEq)]

@@ -1,6 +1,6 @@
-//! Reads, creations and task transitions on PostgreSQL: each write is one transaction with its event, each
-//! transition looked up in the domain's table, as on SQLite (`kanban-store`'s `queries.rs`, `transitions.rs`,
-//! `edit.rs`).
+//! Reads and task transitions on PostgreSQL (creations are in `create.rs`): each write is one transaction with its
+//! event, each transition looked up in the domain's table, as on SQLite (`kanban-store`'s `queries.rs`,
+//! `transitions.rs`, `edit.rs`).
 
 use std::time::Duration;
 
@@ -8,7 +8,7 @@ use domain::ids::BoardSlug;
 use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_core::rules::{failure_change, initial_status};
+use kanban_core::rules::failure_change;
 use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
 use postgres::GenericClient;
 use serde_json::{Value as Json, json};
@@ -85,9 +85,17 @@ pub(crate) fn event(
     payload: &Json,
     now: Timestamp,
 ) -> PgResult<()> {
-    tx.execute(
+    use postgres::types::Type;
+    // Typed parameters: one round trip, not a prepare and then an execute (every transition appends an event).
+    tx.query_typed(
         "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
-        &[&task, &run, &kind, &payload.to_string(), &now.as_millis()],
+        &[
+            (&task, Type::TEXT),
+            (&run, Type::INT8),
+            (&kind, Type::TEXT),
+            (&payload.to_string(), Type::TEXT),
+            (&now.as_millis(), Type::INT8),
+        ],
     )?;
     Ok(())
 }
@@ -212,18 +220,25 @@ pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A task with its parents, in two round trips (typed parameters: no separate prepare), as every worker and
+/// `kanban complete` reads one.
 pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
-    let row = c.query_opt(&format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1"), &[&id])?;
+    use postgres::types::Type;
+    let sql = format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1");
+    let row = c.query_typed_opt(&sql, &[(&id, Type::TEXT)])?;
     let mut t = task_from_row(&row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)?;
     t.parents = c
-        .query("SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id", &[&id])?
+        .query_typed(
+            "SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id",
+            &[(&id, Type::TEXT)],
+        )?
         .iter()
         .map(|r| r.try_get(0))
         .collect::<Result<_, _>>()?;
     Ok(t)
 }
 
-fn read_board(c: &mut impl GenericClient, slug: &str) -> PgResult<Board> {
+pub(crate) fn read_board(c: &mut impl GenericClient, slug: &str) -> PgResult<Board> {
     let row =
         c.query_opt("SELECT slug, name, created_at FROM berth.boards WHERE slug = $1 AND archived = 0", &[&slug])?;
     board_from_row(&row.ok_or_else(|| StoreError::NoBoard(slug.to_owned()))?)
@@ -296,50 +311,16 @@ impl BoardStore for PgKanbanStore {
     }
 
     fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task, StoreError> {
-        if new.title.trim().is_empty() {
-            return Err(StoreError::Invalid("a task needs a non-empty title".into()));
-        }
-        self.with(|c| {
-            let mut tx = c.client.transaction()?;
-            read_board(&mut tx, board.as_str())?;
-            let mut parents = Vec::with_capacity(new.parents.len());
-            for p in &new.parents {
-                let row = tx.query_opt("SELECT status FROM berth.tasks WHERE id = $1", &[p])?;
-                let status = row.map(|r| r.try_get::<_, String>(0)).transpose()?;
-                parents.push((p.as_str(), status.as_deref().map(status_of).transpose()?));
-            }
-            let status = initial_status(new, &parents)?;
-            let assignee = new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty());
-            tx.execute(
-                "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, created_by, \
-                 created_at, max_runtime_seconds, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                &[
-                    &id,
-                    &board.as_str(),
-                    &new.title,
-                    &new.body,
-                    &new.command,
-                    &assignee,
-                    &status.as_str(),
-                    &new.priority,
-                    &new.created_by,
-                    &now.as_millis(),
-                    &new.max_runtime_seconds,
-                    &new.max_retries,
-                ],
-            )?;
-            for p in &new.parents {
-                tx.execute(
-                    "INSERT INTO berth.task_links (parent_id, child_id) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                    &[p, &id],
-                )?;
-            }
-            let payload = json!({"assignee": assignee, "status": status.as_str(), "parents": new.parents, "board": board.as_str()});
-            event(&mut tx, id, None, "created", &payload, now)?;
-            let t = read_task(&mut tx, id)?;
-            tx.commit()?;
-            Ok(t)
-        })
+        self.with(|c| crate::create::create_task(&mut c.client, board, id, new, now))
+    }
+
+    fn create_tasks(
+        &mut self,
+        board: &BoardSlug,
+        tasks: &[(String, NewTask)],
+        now: Timestamp,
+    ) -> Result<Vec<TaskStatus>, StoreError> {
+        self.with(|c| crate::create::create_tasks(&mut c.client, board, tasks, now))
     }
 
     fn task(&self, id: &str) -> Result<Task, StoreError> {

@@ -6,7 +6,8 @@
 //!
 //! - `open.rs`: connecting, the one-line errors (unreachable, bad credentials, foreign schema, too old a server),
 //!   the migrations under an advisory lock.
-//! - `board.rs`: reads, creations and task transitions (each one transaction with its event).
+//! - `board.rs`: reads and task transitions (each one transaction with its event); `create.rs`: creating one task
+//!   or a batch (a fixed number of round trips however many).
 //! - `tick.rs`: the dispatch tick. Every tick of every host takes one transaction-scoped advisory lock, so the
 //!   snapshot → plan → claims step is serialized over all hosts and the caps hold globally; claims lock their rows
 //!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
@@ -21,6 +22,7 @@
 mod board;
 mod claims;
 mod copy;
+mod create;
 mod edit;
 mod listen;
 mod open;
@@ -151,9 +153,8 @@ impl PgKanbanStore {
                 let old = guard.take();
                 drop(old);
                 let client = open::connect(config, shown)?;
-                let mut conn = Conn { client, stmts: HashMap::new() };
-                conn.client.batch_execute("SET jit = off").map_err(|e| StoreError::Backend(server_message(&e)))?;
-                *guard = Some(conn);
+                // `jit = off` and the statement bound come with the connection's startup options (`open::config`).
+                *guard = Some(Conn { client, stmts: HashMap::new() });
             }
             let conn = guard.as_mut().unwrap_or_else(|| unreachable!("connected above"));
             f(conn).map_err(StoreError::from)

@@ -142,12 +142,15 @@ pub(crate) fn config(url: &str, application: &str) -> Result<(Config, String), S
     if config.get_tcp_user_timeout().is_none() {
         config.tcp_user_timeout(Duration::from_secs(60));
     }
-    // Every statement is bounded by the server too (a lock wait included); the URL's own setting wins.
-    let options = config.get_options().unwrap_or_default().to_owned();
+    // Every statement is bounded by the server too (a lock wait included); the URL's own setting wins. A tick's
+    // snapshot is a plain scan whose cost estimate crosses the JIT threshold at 100 000 tasks; compiling it takes
+    // longer than running it, and berth's statements are short OLTP: no JIT. Both ride in the startup packet, so
+    // they cost no round trip (every worker and `kanban complete` opens a connection).
+    let mut options = format!("{} -c jit=off", config.get_options().unwrap_or_default());
     if !options.contains("statement_timeout") {
-        let bound = STATEMENT_TIMEOUT.as_millis();
-        config.options(format!("{options} -c statement_timeout={bound}").trim());
+        options.push_str(&format!(" -c statement_timeout={}", STATEMENT_TIMEOUT.as_millis()));
     }
+    config.options(options.trim_start());
     Ok((config, shown))
 }
 
@@ -216,9 +219,9 @@ impl PgKanbanStore {
 
 /// Checks the server version and the schema, then applies the missing migrations (all in one transaction).
 fn prepare(c: &mut Conn, shown: &str) -> PgResult<()> {
-    // A tick's snapshot is a plain scan whose cost estimate (its per-row subplans) crosses the JIT threshold at
-    // 100 000 tasks; compiling it takes longer than running it. Berth's statements are short OLTP: no JIT.
-    c.client.batch_execute("SET jit = off")?;
+    if current_at_once(&mut c.client) {
+        return Ok(());
+    }
     let version: i32 = c.client.query_one("SELECT current_setting('server_version_num')::int", &[])?.get(0);
     if version < MIN_SERVER_VERSION {
         return Err(StoreError::Server(format!(
@@ -258,6 +261,25 @@ fn prepare(c: &mut Conn, shown: &str) -> PgResult<()> {
     )?;
     tx.commit()?;
     Ok(())
+}
+
+/// Whether the server is new enough and holds berth's schema at exactly this berth's version, asked in one round
+/// trip (one simple query of two statements): the common case of every connection a worker or a command opens.
+/// Anything else (no schema yet, a foreign or newer one, an old server, an error) is left to the full check, which
+/// says what is wrong or migrates.
+fn current_at_once(client: &mut Client) -> bool {
+    use postgres::SimpleQueryMessage::Row;
+    let Ok(messages) = client
+        .simple_query("SELECT current_setting('server_version_num')::int; SELECT application, version FROM berth.meta")
+    else {
+        return false;
+    };
+    let rows: Vec<&postgres::SimpleQueryRow> =
+        messages.iter().filter_map(|m| if let Row(r) = m { Some(r) } else { None }).collect();
+    let [server, meta] = rows.as_slice() else { return false };
+    let server_ok = server.get(0).and_then(|v| v.parse::<i32>().ok()).is_some_and(|v| v >= MIN_SERVER_VERSION);
+    let known = MIGRATIONS.len().to_string();
+    server_ok && meta.get(0) == Some(APPLICATION) && meta.get(1) == Some(known.as_str())
 }
 
 fn schema_version(client: &mut Client, shown: &str) -> PgResult<Option<i64>> {

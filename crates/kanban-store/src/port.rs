@@ -92,6 +92,14 @@ impl BoardStore for SqliteKanbanStore {
     fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task> {
         Self::create_task(self, board, id, new, now)
     }
+    fn create_tasks(
+        &mut self,
+        board: &BoardSlug,
+        tasks: &[(String, NewTask)],
+        now: Timestamp,
+    ) -> Result<Vec<TaskStatus>> {
+        Self::create_tasks(self, board, tasks, now)
+    }
     fn task(&self, id: &str) -> Result<Task> {
         Self::task(self, id)
     }

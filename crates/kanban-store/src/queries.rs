@@ -155,6 +155,78 @@ impl SqliteKanbanStore {
         self.task(id)
     }
 
+    /// Creates a batch of tasks in one `BEGIN IMMEDIATE` transaction, all or none (see `BoardStore::create_tasks`):
+    /// the parents are read first, every entry is checked, then rows, links and events go in through statements
+    /// prepared once.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`], [`StoreError::Batch`] for a refused entry (nothing written), or an SQLite error.
+    pub fn create_tasks(
+        &mut self,
+        board: &BoardSlug,
+        tasks: &[(String, NewTask)],
+        now: Timestamp,
+    ) -> Result<Vec<TaskStatus>> {
+        self.board(board)?;
+        let tx = self.write()?;
+        let mut found = std::collections::HashMap::new();
+        {
+            let mut stmt = tx.prepare("SELECT status FROM tasks WHERE id = ?1").sql()?;
+            for p in tasks.iter().flat_map(|(_, new)| &new.parents) {
+                if found.contains_key(p) {
+                    continue;
+                }
+                let status: Option<String> = stmt.query_row([p], |r| r.get(0)).optional().sql()?;
+                if let Some(status) = status {
+                    found.insert(p.clone(), crate::rows::status_of(&status)?);
+                }
+            }
+        }
+        let statuses = kanban_core::rules::initial_statuses(tasks, &found)?;
+        {
+            let mut task = tx
+                .prepare(
+                    "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, \
+                     created_at, max_runtime_seconds, max_retries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
+                     ?11, ?12)",
+                )
+                .sql()?;
+            let mut link =
+                tx.prepare("INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)").sql()?;
+            let mut created = tx
+                .prepare(
+                    "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
+                     VALUES (?1, NULL, 'created', ?2, ?3)",
+                )
+                .sql()?;
+            for ((id, new), status) in tasks.iter().zip(&statuses) {
+                let assignee = kanban_core::rules::assignee_of(new);
+                task.execute(params![
+                    id,
+                    board.as_str(),
+                    new.title,
+                    new.body,
+                    new.command,
+                    assignee,
+                    status.as_str(),
+                    new.priority,
+                    new.created_by,
+                    now.as_millis(),
+                    new.max_runtime_seconds,
+                    new.max_retries
+                ])
+                .sql()?;
+                for p in &new.parents {
+                    link.execute(params![p, id]).sql()?;
+                }
+                let payload = kanban_core::rules::created_payload(new, *status, board.as_str());
+                created.execute(params![id, payload.to_string(), now.as_millis()]).sql()?;
+            }
+        }
+        tx.commit().sql()?;
+        Ok(statuses)
+    }
+
     /// One task with its parents.
     ///
     /// # Errors

@@ -43,7 +43,7 @@ impl Server {
     }
 
     /// A fresh database (a copy of `template` when given); returns its URL.
-    fn database(&mut self, name: &str, template: Option<&str>) -> String {
+    pub fn database(&mut self, name: &str, template: Option<&str>) -> String {
         self.sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
         let create = match template {
             Some(t) => format!("CREATE DATABASE {name} TEMPLATE {t}"),

@@ -2,6 +2,7 @@
 //! its report are in `report.rs`, listings, `show` and `tail` in `show.rs`.
 
 pub mod boards;
+mod create;
 pub mod edit;
 pub mod launcher;
 pub mod logs;
@@ -67,11 +68,21 @@ fn slug(raw: &str) -> Result<BoardSlug, Failure> {
 
 /// A fresh task id: `t_` and 12 hex digits (48 random bits: collisions stay negligible on large boards).
 pub(crate) fn new_task_id() -> String {
+    task_id_of(new_task_bits())
+}
+
+/// A new task id's 48 random bits.
+fn new_task_bits() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));
     h.write_u32(std::process::id());
-    format!("t_{:012x}", h.finish() & 0xffff_ffff_ffff)
+    h.finish() & 0xffff_ffff_ffff
+}
+
+/// The task id of 48 bits: `t_` and twelve hex digits (fixed width, so ids sort as their numbers).
+fn task_id_of(bits: u64) -> String {
+    format!("t_{:012x}", bits & 0xffff_ffff_ffff)
 }
 
 /// How many of the log's last lines `kanban show` prints.
@@ -104,6 +115,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 output::table(&["SLUG", "NAME", "CREATED"], &rows);
             }
         }
+        KanbanCmd::Create { from: Some(from), allow_unknown_assignee, board, .. } => {
+            create::from_file(ctx, &slug(&board.board)?, from, *allow_unknown_assignee, now)?;
+        }
         KanbanCmd::Create {
             title,
             assignee,
@@ -116,18 +130,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             max_runtime,
             max_retries,
             board,
+            from: None,
         } => {
-            let b = slug(&board.board)?;
-            if let Some(a) = assignee.as_deref().filter(|a| !a.trim().is_empty()) {
-                ProfileName::parse(a.trim()).map_err(Failure::usage_of)?;
-                crate::board::edit::check_assignee(ctx, a, *allow_unknown_assignee)?;
-            }
-            crate::board::edit::check_command(ctx, command.as_deref())?;
-            if max_runtime.is_some_and(|m| m < 1) || max_retries.is_some_and(|m| m < 1) {
-                return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
-            }
             let new = NewTask {
-                title: title.clone(),
+                title: String::new(),
                 body: body.clone(),
                 command: command.clone(),
                 assignee: assignee.clone(),
@@ -138,12 +144,12 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
                 max_retries: *max_retries,
                 created_by: Some(ctx.profile.as_str().to_owned()),
             };
-            let task = open_store(ctx)?.create_task(&b, &new_task_id(), &new, now)?;
-            if ctx.json {
-                output::json(&task_json(&task));
-            } else {
-                output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
-            }
+            let flags = create::Flags {
+                title: title.as_deref().unwrap_or_default(),
+                new,
+                allow_unknown_assignee: *allow_unknown_assignee,
+            };
+            create::one(ctx, &slug(&board.board)?, flags, now)?;
         }
         KanbanCmd::Ls { all_boards: true, status, assignee, .. } => {
             crate::board::boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
@@ -212,14 +218,21 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let run = crate::board::outage::own_run(ctx, id);
             let patience = if run.is_some() { crate::board::outage::patience(ctx) } else { std::time::Duration::ZERO };
             let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
+            // A worker command completing its own run is the worker the task records (or runs in its process
+            // group): the verified stop would leave it alone, so it needs no read of the task before, and its run
+            // says the task ran, so no read of the runs after: the completion is the one write it makes.
             let (before, t) = crate::board::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
-                Ok((s.task(id)?, s.complete(id, run, result.as_deref(), None, now)?))
+                let before = if run.is_some() { None } else { Some(s.task(id)?) };
+                Ok((before, s.complete(id, run, result.as_deref(), None, now)?))
             })
             .await?;
             let store = slot.ok_or_else(|| Failure::other("the board did not open"))?;
-            // A worker command completing its own task is its caller: the verified stop leaves it alone.
-            worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
-            release_finished(ctx, &store, &t).await?;
+            if let Some(before) = before {
+                worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
+                release_finished(ctx, &store, &t).await?;
+            } else if let Some(assignee) = &t.assignee {
+                worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
+            }
             done(ctx, &t, &format!("completed {}", t.id));
         }
         KanbanCmd::Block { id, reason } => {

@@ -1,0 +1,189 @@
+//! `berth kanban create`: one task from the flags, or a batch from a file of JSON lines (`--from FILE`, `-` for
+//! stdin) in one transaction. Every line gets the checks one task gets (a title, an assignee that is a profile, a
+//! command for the built-in worker, limits of at least 1) before anything is written; the first bad line is
+//! refused with its number and nothing is created.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use domain::ids::{BoardSlug, ProfileName};
+use domain::time::Timestamp;
+use kanban_core::{NewTask, StoreError};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{open_store, task_json};
+use crate::board::edit::{check_assignee, check_command};
+use crate::edge::context::Ctx;
+use crate::edge::error::Failure;
+use crate::edge::output;
+
+/// One line of a `--from` file: the flags of `kanban create`, by their long names.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    title: String,
+    body: Option<String>,
+    command: Option<String>,
+    assignee: Option<String>,
+    #[serde(default)]
+    priority: i64,
+    #[serde(default)]
+    parents: Vec<String>,
+    max_runtime_seconds: Option<i64>,
+    max_retries: Option<i64>,
+    #[serde(default)]
+    triage: bool,
+}
+
+/// What `kanban create` checks on every task before the store sees it.
+struct Checks<'a> {
+    ctx: &'a Ctx,
+    allow_unknown_assignee: bool,
+    /// Assignees already found to be profiles (a batch names few, many times).
+    known: HashMap<String, ()>,
+}
+
+impl Checks<'_> {
+    fn task(&mut self, new: &NewTask) -> Result<(), Failure> {
+        if let Some(a) = new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty())
+            && !self.known.contains_key(a)
+        {
+            ProfileName::parse(a).map_err(Failure::usage_of)?;
+            check_assignee(self.ctx, a, self.allow_unknown_assignee)?;
+            self.known.insert(a.to_owned(), ());
+        }
+        check_command(self.ctx, new.command.as_deref())?;
+        if new.max_runtime_seconds.is_some_and(|m| m < 1) || new.max_retries.is_some_and(|m| m < 1) {
+            return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// The flags of one `kanban create`.
+pub(crate) struct Flags<'a> {
+    pub title: &'a str,
+    pub new: NewTask,
+    pub allow_unknown_assignee: bool,
+}
+
+/// `kanban create TITLE …`: one task.
+///
+/// # Errors
+/// A usage failure for a bad flag, or the store's.
+pub(crate) fn one(ctx: &Ctx, board: &BoardSlug, flags: Flags<'_>, now: Timestamp) -> Result<(), Failure> {
+    let mut checks = Checks { ctx, allow_unknown_assignee: flags.allow_unknown_assignee, known: HashMap::new() };
+    checks.task(&flags.new)?;
+    let new = NewTask { title: flags.title.to_owned(), ..flags.new };
+    let task = open_store(ctx)?.create_task(board, &super::new_task_id(), &new, now)?;
+    if ctx.json {
+        output::json(&task_json(&task));
+    } else {
+        output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
+    }
+    Ok(())
+}
+
+/// `kanban create --from FILE`: every task of the file in one transaction, all or none.
+///
+/// # Errors
+/// A usage failure naming the first bad line (nothing written), or the store's.
+pub(crate) fn from_file(
+    ctx: &Ctx,
+    board: &BoardSlug,
+    from: &str,
+    allow_unknown_assignee: bool,
+    now: Timestamp,
+) -> Result<(), Failure> {
+    let text = read_source(from)?;
+    let mut checks = Checks { ctx, allow_unknown_assignee, known: HashMap::new() };
+    let mut lines = Vec::new();
+    let mut tasks = Vec::new();
+    for (n, raw) in text.lines().enumerate().map(|(i, l)| (i + 1, l)) {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let at = |e: Failure| Failure { message: format!("line {n}: {}", e.message), ..e };
+        let line: Line = serde_json::from_str(raw).map_err(|e| {
+            // serde's own position counts lines within this one line; the file's line number replaces it.
+            let text = e.to_string();
+            let what = text.rsplit_once(" at line ").map_or(text.as_str(), |(what, _)| what);
+            Failure::usage(format!("line {n}, column {}: {what}", e.column()))
+        })?;
+        if line.title.trim().is_empty() {
+            return Err(Failure::usage(format!("line {n}: a task needs a non-empty title")));
+        }
+        let new = NewTask {
+            title: line.title,
+            body: line.body,
+            command: line.command,
+            assignee: line.assignee,
+            parents: line.parents,
+            priority: line.priority,
+            triage: line.triage,
+            max_runtime_seconds: line.max_runtime_seconds,
+            max_retries: line.max_retries,
+            created_by: Some(ctx.profile.as_str().to_owned()),
+        };
+        checks.task(&new).map_err(at)?;
+        lines.push(n);
+        tasks.push(new);
+    }
+    let tasks: Vec<(String, NewTask)> = batch_ids(tasks.len()).into_iter().zip(tasks).collect();
+    let statuses = match open_store(ctx)?.create_tasks(board, &tasks, now) {
+        Ok(s) => s,
+        Err(StoreError::Batch { index, error }) => {
+            let n = lines.get(index).copied().unwrap_or(index + 1);
+            return Err(Failure::usage(format!("line {n}: {error}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if ctx.json {
+        output::json(&json!(tasks.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>()));
+    } else {
+        let mut out = String::new();
+        for ((id, new), status) in tasks.iter().zip(&statuses) {
+            out += &format!("{id}  {status}  {}\n", new.title);
+        }
+        print!("{out}");
+    }
+    Ok(())
+}
+
+/// The whole of FILE, or of stdin for `-`.
+fn read_source(from: &str) -> Result<String, Failure> {
+    let mut text = String::new();
+    let read = if from == "-" {
+        std::io::stdin().read_to_string(&mut text).map(drop)
+    } else {
+        std::fs::File::open(from).and_then(|mut f| f.read_to_string(&mut text)).map(drop)
+    };
+    read.map_err(|e| Failure::usage(format!("cannot read {from}: {e}")))?;
+    Ok(text)
+}
+
+/// `n` new task ids, consecutive from one random start: the board orders tasks of equal priority and creation
+/// time by id, so a batch is dispatched in the file's order.
+fn batch_ids(n: usize) -> Vec<String> {
+    const MAX: u64 = 0xffff_ffff_ffff;
+    let count = u64::try_from(n).unwrap_or(MAX);
+    let base = super::new_task_bits();
+    let base = if base > MAX - count { base - count } else { base };
+    (0..count).map(|i| super::task_id_of(base + i)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::batch_ids;
+
+    #[test]
+    fn a_batch_s_ids_are_distinct_and_sort_in_its_order() {
+        let ids = batch_ids(1000);
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, ids);
+        assert!(ids.iter().all(|id| id.len() == 14 && id.starts_with("t_")));
+    }
+}

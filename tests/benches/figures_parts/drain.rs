@@ -1,0 +1,257 @@
+//! The draining rate on PostgreSQL beside a peer queue on the same server in the same run: berth with 1, 2 and 3
+//! gateways (each its own home and `kanban.host_id`, as hosts are), every task's worker command completing its own
+//! task (`berth kanban complete {task_id}`), against pgqueuer 1.6 from PyPI (installed into a virtual environment
+//! under `target/`, never the system Python) draining the same number of jobs, one `true` process per job, at the
+//! same concurrency. Also `kanban create --from` (bulk create) on both stores, beside pgqueuer's batch enqueue.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::figures_pg::Server;
+use super::{Figure, berth_bin, median, workspace};
+
+/// Slots on the board (`kanban.max_in_progress`, every gateway together) and the peer's concurrency.
+const SLOTS: usize = 16;
+const PEER_VERSION: &str = "1.6.0";
+
+/// The peer's virtual environment (made and filled on first use); its python.
+fn peer_python() -> PathBuf {
+    let venv = workspace().join("target").join("bench-peer-venv");
+    let python = venv.join("bin").join("python");
+    let ready = Command::new(&python)
+        .args(["-c", &format!("import pgqueuer, sys; sys.exit(pgqueuer.__version__ != {PEER_VERSION:?})")])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ready {
+        let base = std::env::var("BERTH_BENCH_PYTHON").unwrap_or_else(|_| "python3".into());
+        let made = Command::new(&base).arg("-m").arg("venv").arg(&venv).status().expect("python3 for the peer");
+        assert!(made.success(), "cannot make the peer's venv at {}", venv.display());
+        let pip = Command::new(venv.join("bin").join("pip"))
+            .args(["install", "-q", &format!("pgqueuer=={PEER_VERSION}"), "asyncpg"])
+            .status()
+            .expect("pip");
+        assert!(pip.success(), "cannot install pgqueuer {PEER_VERSION} into {}", venv.display());
+    }
+    python
+}
+
+/// libpq's form of a `postgres://` URL whose host is a socket directory (`%2F…`), for asyncpg.
+fn asyncpg_dsn(url: &str) -> String {
+    let Some((before, after)) = url.split_once('@') else { return url.to_owned() };
+    let Some((hostport, db)) = after.split_once('/') else { return url.to_owned() };
+    let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "5432"));
+    if !host.starts_with("%2F") {
+        return url.replace("postgres://", "postgresql://");
+    }
+    let host = host.replace("%2F", "/");
+    format!("{}@/{db}?host={host}&port={port}", before.replace("postgres://", "postgresql://"))
+}
+
+/// What one peer run measured.
+struct Peer {
+    drain: f64,
+    enqueue_batch: f64,
+    enqueue_one: f64,
+}
+
+fn peer_run(server: &mut Server, python: &Path, jobs: usize) -> Peer {
+    let url = server.database("berth_bench_peer", None);
+    let script = workspace().join("tests/benches/figures_parts/peer_pgqueuer.py");
+    let out = Command::new(python)
+        .arg(script)
+        .args([asyncpg_dsn(&url), jobs.to_string(), SLOTS.to_string()])
+        .output()
+        .expect("the peer runs");
+    assert!(out.status.success(), "peer failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the peer's JSON line");
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    Peer { drain: f("drain_per_s"), enqueue_batch: f("enqueue_batch_per_s"), enqueue_one: f("enqueue_one_per_s") }
+}
+
+/// A berth command for `home`, with the settings every drain home shares.
+fn berth_on(home: &Path, url: &str, host: &str) -> Command {
+    let mut c = Command::new(berth_bin());
+    for var in config_bridge::hermetic_vars() {
+        c.env_remove(var);
+    }
+    let complete = format!("{} kanban complete {{task_id}}", berth_bin().display());
+    c.env("BERTH_HOME", home).env("BERTH_PROFILE", "drain").stdin(Stdio::null());
+    for (k, v) in [
+        ("kanban.database_url", url),
+        ("kanban.host_id", host),
+        ("kanban.worker_command", complete.as_str()),
+        ("kanban.max_in_progress", &SLOTS.to_string()),
+        ("kanban.dispatch_interval_seconds", "1"),
+    ] {
+        c.arg("-c").arg(format!("{k}={v}"));
+    }
+    c
+}
+
+/// What one berth drain measured.
+struct Drain {
+    rate: f64,
+    /// Median claim → completion of a task (its slot time), ms.
+    slot_ms: f64,
+    create_rate: f64,
+}
+
+/// `n` trivial tasks created in one `kanban create --from`, then drained by `gateways` gateways.
+fn drain_run(server: &mut Server, gateways: usize, n: usize) -> Drain {
+    let url = server.database(&format!("berth_bench_drain_{gateways}"), None);
+    let homes: Vec<tempfile::TempDir> = (0..gateways).map(|_| tempfile::tempdir().unwrap()).collect();
+    for h in &homes {
+        std::fs::create_dir_all(h.path().join("profiles").join("drain")).unwrap();
+    }
+    let file = homes[0].path().join("tasks.jsonl");
+    let lines: Vec<String> =
+        (0..n).map(|i| format!(r#"{{"title":"job {i}","command":"true","assignee":"drain"}}"#)).collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let t = Instant::now();
+    let out = berth_on(homes[0].path(), &url, "h0").args(["kanban", "create", "--from"]).arg(&file).output().unwrap();
+    let create_rate = n as f64 / t.elapsed().as_secs_f64();
+    assert!(out.status.success(), "bulk create: {}", String::from_utf8_lossy(&out.stderr));
+    let mut children: Vec<Child> = homes
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let log = std::fs::File::create(h.path().join("gateway.log")).unwrap();
+            berth_on(h.path(), &url, &format!("h{i}"))
+                .args(["gateway", "run"])
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let done = |c: &mut postgres::Client| -> i64 {
+        c.query_one("SELECT count(*) FROM berth.tasks WHERE status = 'done'", &[]).unwrap().get(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while done(&mut c) < n as i64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50)); // polling the board for the end of the drain
+    }
+    for child in &mut children {
+        if let Some(pid) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
+    for child in &mut children {
+        child.wait().unwrap();
+    }
+    assert_eq!(done(&mut c), n as i64, "every task done within the deadline");
+    let row = c
+        .query_one(
+            "SELECT (SELECT min(created_at) FROM berth.task_events WHERE kind = 'claimed'), \
+             (SELECT max(created_at) FROM berth.task_events WHERE kind = 'completed'), \
+             (SELECT count(*) FROM berth.task_runs), \
+             (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ended_at - started_at)::float8 FROM berth.task_runs)",
+            &[],
+        )
+        .unwrap();
+    let (first, last, runs, slot_ms): (i64, i64, i64, f64) = (row.get(0), row.get(1), row.get(2), row.get(3));
+    assert_eq!(runs, n as i64, "every task ran once");
+    Drain { rate: n as f64 * 1000.0 / (last - first).max(1) as f64, slot_ms, create_rate }
+}
+
+/// Bulk create on SQLite: `n` tasks in one `kanban create --from`, tasks per second.
+fn sqlite_create(n: usize) -> f64 {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("profiles").join("drain")).unwrap();
+    let file = home.path().join("tasks.jsonl");
+    let lines: Vec<String> =
+        (0..n).map(|i| format!(r#"{{"title":"job {i}","command":"true","assignee":"drain"}}"#)).collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let mut c = Command::new(berth_bin());
+    for var in config_bridge::hermetic_vars() {
+        c.env_remove(var);
+    }
+    c.env("BERTH_HOME", home.path()).env("BERTH_PROFILE", "drain").args(["kanban", "create", "--from"]).arg(&file);
+    let t = Instant::now();
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "bulk create: {}", String::from_utf8_lossy(&out.stderr));
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+/// The drain and bulk-create rows; none without a PostgreSQL server.
+pub fn bench_drain(quick: bool) -> Vec<Figure> {
+    let Some(mut server) = Server::from_env() else {
+        eprintln!("bench: drain rows skipped: BERTH_TEST_POSTGRES_URL is not set");
+        return Vec::new();
+    };
+    let python = peer_python();
+    let (n, reps) = if quick { (300, 1) } else { (1000, 3) };
+    let mut berth: [Vec<Drain>; 3] = Default::default();
+    let mut peers = Vec::new();
+    // Alternating, so a busy moment of the machine falls on both sides.
+    for rep in 0..reps {
+        for (g, runs) in berth.iter_mut().enumerate() {
+            eprintln!("bench: drain {n} tasks, {} gateway(s), round {}", g + 1, rep + 1);
+            runs.push(drain_run(&mut server, g + 1, n));
+        }
+        eprintln!("bench: peer drain {n} jobs, round {}", rep + 1);
+        peers.push(peer_run(&mut server, &python, n));
+    }
+    let mut peer_drain: Vec<f64> = peers.iter().map(|p| p.drain).collect();
+    let peer_rate = median(&mut peer_drain);
+    let mut figures = Vec::new();
+    for (g, runs) in berth.iter().enumerate() {
+        let mut rates: Vec<f64> = runs.iter().map(|d| d.rate).collect();
+        let mut slots: Vec<f64> = runs.iter().map(|d| d.slot_ms).collect();
+        let rate = median(&mut rates);
+        let shown: Vec<String> = runs.iter().map(|d| format!("{:.0}", d.rate)).collect();
+        figures.push(Figure {
+            name: format!("PostgreSQL: drain {n} trivial tasks with {} gateway(s), {SLOTS} slots", g + 1),
+            berth: rate,
+            baseline: Some(peer_rate),
+            baseline_source: "pgqueuer 1.6 on the same server in the same run, one `true` process per job, same concurrency",
+            unit: "tasks/s (median)",
+            ratio: Some(rate / peer_rate),
+            target: "≥ 50 % of the peer's rate".into(),
+            met: rate >= 0.5 * peer_rate,
+            detail: format!(
+                "{reps} round(s) alternating with the peer (berth {} tasks/s; peer {} jobs/s); first claim to last completion, from the board's events; each task a `kanban.worker_command` of `berth kanban complete {{task_id}}`; median slot time (claim to completion) {:.0} ms; every task ran once",
+                shown.join(", "),
+                peer_drain.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", "),
+                median(&mut slots)
+            ),
+        });
+    }
+    let mut create: Vec<f64> = berth.iter().flatten().map(|d| d.create_rate).collect();
+    let create_rate = median(&mut create);
+    let mut batch: Vec<f64> = peers.iter().map(|p| p.enqueue_batch).collect();
+    let mut one: Vec<f64> = peers.iter().map(|p| p.enqueue_one).collect();
+    let batch_rate = median(&mut batch);
+    figures.push(Figure {
+        name: format!("PostgreSQL: `berth kanban create --from FILE`, {n} tasks in one transaction"),
+        berth: create_rate,
+        baseline: Some(batch_rate),
+        baseline_source: "pgqueuer 1.6's batch enqueue of as many jobs, same server, same run",
+        unit: "tasks/s (median)",
+        ratio: Some(create_rate / batch_rate),
+        target: "≥ 2000 tasks/s".into(),
+        met: create_rate >= 2000.0,
+        detail: format!(
+            "{} runs, the whole process (start, checks, one transaction); pgqueuer's one-at-a-time enqueue: {:.0} jobs/s",
+            create.len(),
+            median(&mut one)
+        ),
+    });
+    let mut sqlite: Vec<f64> = (0..reps.max(3)).map(|_| sqlite_create(n)).collect();
+    let sqlite_rate = median(&mut sqlite);
+    figures.push(Figure {
+        name: format!("SQLite: `berth kanban create --from FILE`, {n} tasks in one transaction"),
+        berth: sqlite_rate,
+        baseline: None,
+        baseline_source: "",
+        unit: "tasks/s (median)",
+        ratio: None,
+        target: "≥ 2000 tasks/s".into(),
+        met: sqlite_rate >= 2000.0,
+        detail: format!("{} runs, the whole process", sqlite.len()),
+    });
+    figures
+}
