@@ -95,26 +95,7 @@ const SHOW_LOG_LINES: usize = 10;
 pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
     let now = SystemClock.now();
     match cmd {
-        KanbanCmd::Board(BoardCmd::Create { slug: raw, name }) => {
-            let s = slug(raw)?;
-            let (board, created) = open_store(ctx)?.create_board(&s, name.as_deref(), now)?;
-            if ctx.json {
-                output::json(&json!({"board": board, "created": created}));
-            } else {
-                output::line(&format!("{} board {}", if created { "created" } else { "kept existing" }, board.slug));
-            }
-        }
-        KanbanCmd::Board(BoardCmd::Ls) => {
-            let store = open_store(ctx)?;
-            let boards = store.boards()?;
-            if ctx.json {
-                output::json(&json!(boards));
-            } else {
-                let rows: Vec<Vec<String>> =
-                    boards.iter().map(|b| vec![b.slug.clone(), b.name.clone(), ms(Some(b.created_at))]).collect();
-                output::table(&["SLUG", "NAME", "CREATED"], &rows);
-            }
-        }
+        KanbanCmd::Board(cmd) => board_command(ctx, cmd, now)?,
         KanbanCmd::Create { from: Some(from), allow_unknown_assignee, board, .. } => {
             create::from_file(ctx, &slug(&board.board)?, from, *allow_unknown_assignee, now)?;
         }
@@ -155,51 +136,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             crate::board::boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
         }
         KanbanCmd::Ls { status, assignee, board, .. } => {
-            let b = slug(&board.board)?;
-            let status = status.as_deref().map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
-            let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
-                Some(store) => {
-                    store.board(&b)?;
-                    let tasks = store.tasks(&b, status, assignee.as_deref())?;
-                    tasks.iter().map(|t| listed(ctx, &store, t, now)).collect()
-                }
-                None if b.as_str() == "default" => Vec::new(),
-                None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
-            };
-            if ctx.json {
-                output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
-            } else {
-                let rows: Vec<Vec<String>> = shown
-                    .into_iter()
-                    .map(|(_, t, status)| {
-                        vec![
-                            t.id.clone(),
-                            status,
-                            t.assignee.clone().unwrap_or_else(|| "-".into()),
-                            t.priority.to_string(),
-                            t.title.clone(),
-                        ]
-                    })
-                    .collect();
-                output::table(&["ID", "STATUS", "ASSIGNEE", "PRIORITY", "TITLE"], &rows);
-            }
+            ls(ctx, &board.board, status.as_deref(), assignee.as_deref(), now)?
         }
-        KanbanCmd::Show { id } => {
-            let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-            let (shown, task, status) = listed(ctx, &store, &store.task(id)?, now);
-            let events = store.events(id, 0)?;
-            let runs = store.runs(id)?;
-            let log = crate::board::logs::log_path(ctx, id).display().to_string();
-            let last = crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES);
-            let ws = crate::board::logs::workspace_path(ctx, id, task.assignee.as_deref());
-            if ctx.json {
-                let log = json!({"path": log, "last_lines": last});
-                output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws}));
-            } else {
-                show_text(&task, &status, &events, &runs);
-                crate::board::logs::show_text(&log, &last, ws.as_deref());
-            }
-        }
+        KanbanCmd::Show { id } => show(ctx, id, now)?,
         KanbanCmd::Logs { id, follow, tail, run } => {
             return crate::board::logs::logs(ctx, id, *follow, *tail, *run).await;
         }
@@ -212,29 +151,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let t = open_store(ctx)?.assign(id, profile.as_deref(), now)?;
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
         }
-        KanbanCmd::Complete { id, result } => {
-            // A worker's command completing its own task: guarded by its run (a run taken back meanwhile is not
-            // completed) and waiting out an outage of the board; by hand, the task as it is, at once.
-            let run = crate::board::outage::own_run(ctx, id);
-            let patience = if run.is_some() { crate::board::outage::patience(ctx) } else { std::time::Duration::ZERO };
-            let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
-            // A worker command completing its own run is the worker the task records (or runs in its process
-            // group): the verified stop would leave it alone, so it needs no read of the task before, and its run
-            // says the task ran, so no read of the runs after: the completion is the one write it makes.
-            let (before, t) = crate::board::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
-                let before = if run.is_some() { None } else { Some(s.task(id)?) };
-                Ok((before, s.complete(id, run, result.as_deref(), None, now)?))
-            })
-            .await?;
-            let store = slot.ok_or_else(|| Failure::other("the board did not open"))?;
-            if let Some(before) = before {
-                worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
-                release_finished(ctx, &store, &t).await?;
-            } else if let Some(assignee) = &t.assignee {
-                worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
-            }
-            done(ctx, &t, &format!("completed {}", t.id));
-        }
+        KanbanCmd::Complete { id, result } => complete(ctx, id, result.as_deref(), now).await?,
         KanbanCmd::Block { id, reason } => {
             let mut store = open_store(ctx)?;
             let w = store.block(id, reason.as_deref(), now)?;
@@ -299,6 +216,118 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         }
     }
     Ok(0)
+}
+
+/// `kanban board create|ls`.
+fn board_command(ctx: &Ctx, cmd: &BoardCmd, now: domain::time::Timestamp) -> Result<(), Failure> {
+    match cmd {
+        BoardCmd::Create { slug: raw, name } => {
+            let s = slug(raw)?;
+            let (board, created) = open_store(ctx)?.create_board(&s, name.as_deref(), now)?;
+            if ctx.json {
+                output::json(&json!({"board": board, "created": created}));
+            } else {
+                output::line(&format!("{} board {}", if created { "created" } else { "kept existing" }, board.slug));
+            }
+        }
+        BoardCmd::Ls => {
+            let store = open_store(ctx)?;
+            let boards = store.boards()?;
+            if ctx.json {
+                output::json(&json!(boards));
+            } else {
+                let rows: Vec<Vec<String>> =
+                    boards.iter().map(|b| vec![b.slug.clone(), b.name.clone(), ms(Some(b.created_at))]).collect();
+                output::table(&["SLUG", "NAME", "CREATED"], &rows);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `kanban ls` on one board.
+fn ls(
+    ctx: &Ctx,
+    board: &str,
+    status: Option<&str>,
+    assignee: Option<&str>,
+    now: domain::time::Timestamp,
+) -> Result<(), Failure> {
+    let b = slug(board)?;
+    let status = status.map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
+    let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
+        Some(store) => {
+            store.board(&b)?;
+            let tasks = store.tasks(&b, status, assignee)?;
+            tasks.iter().map(|t| listed(ctx, &store, t, now)).collect()
+        }
+        None if b.as_str() == "default" => Vec::new(),
+        None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
+    };
+    if ctx.json {
+        output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
+    } else {
+        let rows: Vec<Vec<String>> = shown
+            .into_iter()
+            .map(|(_, t, status)| {
+                vec![
+                    t.id.clone(),
+                    status,
+                    t.assignee.clone().unwrap_or_else(|| "-".into()),
+                    t.priority.to_string(),
+                    t.title.clone(),
+                ]
+            })
+            .collect();
+        output::table(&["ID", "STATUS", "ASSIGNEE", "PRIORITY", "TITLE"], &rows);
+    }
+    Ok(())
+}
+
+/// `kanban show`.
+fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure> {
+    let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
+    let (shown, task, status) = listed(ctx, &store, &store.task(id)?, now);
+    let events = store.events(id, 0)?;
+    let runs = store.runs(id)?;
+    let log = crate::board::logs::log_path(ctx, id).display().to_string();
+    let last = crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES);
+    let ws = crate::board::logs::workspace_path(ctx, id, task.assignee.as_deref());
+    if ctx.json {
+        let log = json!({"path": log, "last_lines": last});
+        output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws}));
+    } else {
+        show_text(&task, &status, &events, &runs);
+        crate::board::logs::show_text(&log, &last, ws.as_deref());
+    }
+    Ok(())
+}
+
+/// `kanban complete`: by hand, the task as it is, at once; from a worker's command on its own task, guarded by its
+/// run (a run taken back meanwhile is not completed) and waiting out an outage of the board.
+async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::Timestamp) -> Result<(), Failure> {
+    // A worker's command completing its own task: guarded by its run (a run taken back meanwhile is not
+    // completed) and waiting out an outage of the board; by hand, the task as it is, at once.
+    let run = crate::board::outage::own_run(ctx, id);
+    let patience = if run.is_some() { crate::board::outage::patience(ctx) } else { std::time::Duration::ZERO };
+    let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
+    // A worker command completing its own run is the worker the task records (or runs in its process
+    // group): the verified stop would leave it alone, so it needs no read of the task before, and its run
+    // says the task ran, so no read of the runs after: the completion is the one write it makes.
+    let (before, t) = crate::board::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
+        let before = if run.is_some() { None } else { Some(s.task(id)?) };
+        Ok((before, s.complete(id, run, result, None, now)?))
+    })
+    .await?;
+    let store = slot.ok_or_else(|| Failure::other("the board did not open"))?;
+    if let Some(before) = before {
+        worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
+        release_finished(ctx, &store, &t).await?;
+    } else if let Some(assignee) = &t.assignee {
+        worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
+    }
+    done(ctx, &t, &format!("completed {}", t.id));
+    Ok(())
 }
 
 /// A task finished by hand (completed or archived) no longer needs its sandbox; one that never ran has none, so the

@@ -134,42 +134,24 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let _lock = take_lock(&ctx.home)?;
     // The dashboard, when asked for (`kanban.dashboard_port`), fed by this loop's board watch.
     let dashboard = crate::web::for_gateway(ctx).await?;
-    let started = SystemClock.now();
-    let raw_interval = ctx.settings.kanban.dispatch_interval_seconds.get();
-    let interval = if raw_interval < 1.0 {
-        tracing::warn!("kanban.dispatch_interval_seconds={raw_interval} is below the floor; using 1s");
-        1.0
-    } else {
-        raw_interval
-    };
+    let interval = interval_secs(ctx);
     let dispatching = ctx.settings.kanban.dispatch_in_gateway;
-    let mut state = json!({"pid": std::process::id(), "started_at": started.to_rfc3339(), "home": ctx.home.display().to_string(),
-        "interval_seconds": interval, "dispatching": dispatching, "ticks": 0, "last_tick": null});
+    let mut state = json!({"pid": std::process::id(), "started_at": SystemClock.now().to_rfc3339(),
+        "home": ctx.home.display().to_string(), "interval_seconds": interval, "dispatching": dispatching,
+        "ticks": 0, "last_tick": null});
     write_state(&ctx.home, &state);
 
     let stop = shutdown_signal();
     tokio::pin!(stop);
 
-    // The orphan reaper, once, before anything else; an unreachable engine is logged, never fatal.
-    let reap = async {
-        match sandbox::connect(ctx).await {
-            Ok(rt) => sandbox::maybe_reap(ctx, &rt).await,
-            Err(e) => tracing::warn!("orphan reaper skipped: {e}"),
-        }
-    };
     tokio::select! {
-        () = reap => {}
+        () = reap_once(ctx) => {}
         sig = &mut stop => return Ok(finish(ctx, &mut state, sig)),
     }
 
     // Idle stop and the periodic reaper run in a task of their own beside the ticks (`housekeeping`).
     let _cleanup = crate::gateway::housekeeping::Housekeeper::from_ctx(ctx).spawn();
-    // This host's heartbeat on a shared board (PostgreSQL, or a file hosts with their own `kanban.host_id` share),
-    // on a thread of its own so a long tick never makes the host look dead. A board one host uses needs none: its
-    // workers are judged by their pids (and a beat would wake this gateway's own board watch every few seconds).
-    if ctx.database_url().is_some() || !ctx.settings.kanban.host_id.trim().is_empty() {
-        host_heartbeat(crate::edge::open::BoardAt::of(ctx), ctx.settings.kanban.host_timeout_seconds.duration());
-    }
+    start_host_heartbeat(ctx);
 
     if !dispatching {
         tracing::info!("kanban dispatcher: disabled via config kanban.dispatch_in_gateway=false");
@@ -185,7 +167,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let mut next = Instant::now() + period.min(Duration::from_secs(5));
     let mut quarantined: BTreeMap<String, Instant> = BTreeMap::new();
     let mut stopping = JoinSet::new();
-    let (mut bad_ticks, mut last_stuck_warning): (u32, Option<Instant>) = (0, None);
+    let mut health = Health::default();
     // Wake at once on events (a worker's exit, any change to the board by another process); the interval stays the
     // fallback for what no event announces (time-based housekeeping).
     let mut watch = BoardWatch::new(ctx);
@@ -235,28 +217,69 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         crate::web::metrics::observe_tick(took);
         watch.seen = before.or(watch.seen);
         next = backoff.sooner(Instant::now() + jittered(period), SystemClock.now());
-        if tick.pending && tick.spawned == 0 {
-            bad_ticks += 1;
-        } else {
-            bad_ticks = 0;
-        }
-        if bad_ticks >= HEALTH_WINDOW && last_stuck_warning.is_none_or(|t| t.elapsed() >= STUCK_WARN_EVERY) {
-            tracing::warn!(
-                "kanban dispatcher stuck: ready queue non-empty for {bad_ticks} consecutive ticks but 0 workers spawned. \
-                 Check profile health and `berth kanban ls --status ready`."
-            );
-            last_stuck_warning = Some(Instant::now());
-        }
-        state["ticks"] = json!(state["ticks"].as_u64().unwrap_or(0) + 1);
+        health.after(&tick);
         tracing::debug!(
-            "gateway: tick {} done in {:.1} ms ({} stop(s) under way)",
-            state["ticks"],
+            "gateway: tick done in {:.1} ms ({} stop(s) under way)",
             took.as_secs_f64() * 1000.0,
             stopping.len()
         );
-        state["last_tick"] =
-            json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
-        write_state(&ctx.home, &state);
+        record_tick(ctx, &mut state, tick);
+    }
+}
+
+/// Counts a tick in the state `gateway status` reads.
+fn record_tick(ctx: &Ctx, state: &mut Json, tick: TickSummary) {
+    state["ticks"] = json!(state["ticks"].as_u64().unwrap_or(0) + 1);
+    state["last_tick"] = json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
+    write_state(&ctx.home, state);
+}
+
+/// The orphan reaper, once, before anything else; an unreachable engine is logged, never fatal.
+async fn reap_once(ctx: &Ctx) {
+    match sandbox::connect(ctx).await {
+        Ok(rt) => sandbox::maybe_reap(ctx, &rt).await,
+        Err(e) => tracing::warn!("orphan reaper skipped: {e}"),
+    }
+}
+
+/// The stuck warning: spawnable work that sat for [`HEALTH_WINDOW`] ticks with nothing spawned, said at most every
+/// [`STUCK_WARN_EVERY`].
+#[derive(Default)]
+struct Health {
+    bad_ticks: u32,
+    last_warning: Option<Instant>,
+}
+
+impl Health {
+    fn after(&mut self, tick: &TickSummary) {
+        self.bad_ticks = if tick.pending && tick.spawned == 0 { self.bad_ticks + 1 } else { 0 };
+        if self.bad_ticks >= HEALTH_WINDOW && self.last_warning.is_none_or(|t| t.elapsed() >= STUCK_WARN_EVERY) {
+            tracing::warn!(
+                "kanban dispatcher stuck: ready queue non-empty for {} consecutive ticks but 0 workers spawned. \
+                 Check profile health and `berth kanban ls --status ready`.",
+                self.bad_ticks
+            );
+            self.last_warning = Some(Instant::now());
+        }
+    }
+}
+
+/// `kanban.dispatch_interval_seconds`, at its floor of one second.
+fn interval_secs(ctx: &Ctx) -> f64 {
+    let raw = ctx.settings.kanban.dispatch_interval_seconds.get();
+    if raw < 1.0 {
+        tracing::warn!("kanban.dispatch_interval_seconds={raw} is below the floor; using 1s");
+        return 1.0;
+    }
+    raw
+}
+
+/// This host's heartbeat on a shared board (PostgreSQL, or a file hosts with their own `kanban.host_id` share), on a
+/// thread of its own so a long tick never makes the host look dead. A board one host uses needs none: its workers
+/// are judged by their pids (and a beat would wake this gateway's own board watch every few seconds).
+fn start_host_heartbeat(ctx: &Ctx) {
+    if ctx.database_url().is_some() || !ctx.settings.kanban.host_id.trim().is_empty() {
+        host_heartbeat(crate::edge::open::BoardAt::of(ctx), ctx.settings.kanban.host_timeout_seconds.duration());
     }
 }
 
