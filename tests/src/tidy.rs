@@ -213,3 +213,127 @@ fn every_setting_a_drift_warning_names_is_in_the_table() {
     }
     assert!(named > 15, "the table names settings ({named})");
 }
+
+/// `app`'s modules, each with the modules it names (`crate::a::b…`, `use crate::{…}` items, `super::…`), from the
+/// source text before any `#[cfg(test)]`.
+fn app_module_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = workspace().join("crates/app/src");
+    let mut files = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    let name = |p: &Path| -> String {
+        let rel = p.strip_prefix(&src).unwrap().with_extension("");
+        let parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        let parts: Vec<String> = parts.into_iter().filter(|c| c != "mod").collect();
+        parts.join("::")
+    };
+    let modules: BTreeSet<String> = files.iter().map(|f| name(f)).collect();
+    let resolve = |path: &str| -> Option<String> {
+        let parts: Vec<&str> = path.split("::").collect();
+        (1..=parts.len()).rev().map(|k| parts[..k].join("::")).find(|c| modules.contains(c))
+    };
+    let mut graph = BTreeMap::new();
+    for f in &files {
+        let m = name(f);
+        let text = std::fs::read_to_string(f).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let parent = if f.ends_with("mod.rs") { m.clone() } else { m.rsplit_once("::").map_or("", |p| p.0).to_owned() };
+        let mut named = BTreeSet::new();
+        let words = |prefix: &str| -> Vec<String> {
+            text.match_indices(prefix)
+                .map(|(i, _)| {
+                    text[i + prefix.len()..]
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                        .collect()
+                })
+                .collect()
+        };
+        for w in words("crate::") {
+            named.extend(resolve(w.trim_end_matches(':')));
+        }
+        for group in text.split("use crate::{").skip(1) {
+            for item in group.split('}').next().unwrap_or_default().split(',') {
+                named.extend(resolve(item.trim().split("::{").next().unwrap_or_default().trim_end_matches(':')));
+            }
+        }
+        for w in words("super::") {
+            let full = if parent.is_empty() { w } else { format!("{parent}::{w}") };
+            named.extend(resolve(full.trim_end_matches(':')));
+        }
+        named.remove(&m);
+        graph.insert(m, named);
+    }
+    graph
+}
+
+/// Whether `graph` has a cycle (a depth-first search that meets a module on its own path).
+fn has_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        g: &BTreeMap<String, BTreeSet<String>>,
+        n: &str,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == n) {
+            return Some(path[i..].to_vec());
+        }
+        if !done.insert(n.to_owned()) {
+            return None;
+        }
+        path.push(n.to_owned());
+        for next in g.get(n).into_iter().flatten() {
+            if let Some(c) = visit(g, next, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph.keys().find_map(|n| visit(graph, n, &mut Vec::new(), &mut done))
+}
+
+/// `app` is laid out by surface (edge ← sandbox ← board ← gateway ← web) with at most eight files at its top, and no
+/// module imports one that imports it back, between surfaces or between files.
+#[test]
+fn app_is_laid_out_by_surface_without_import_cycles() {
+    let files = graph_top_files();
+    assert!(files.len() <= 8, "app has {} files at its top: {files:?}", files.len());
+    let graph = app_module_graph();
+    assert!(graph.len() > 40, "the module graph was read ({} modules)", graph.len());
+    assert_eq!(has_cycle(&graph), None, "a cycle between app's files");
+    let mut surfaces: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, named) in &graph {
+        let top = m.split("::").next().unwrap_or_default().to_owned();
+        let others: Vec<String> =
+            named.iter().map(|n| n.split("::").next().unwrap_or_default().to_owned()).filter(|n| *n != top).collect();
+        surfaces.entry(top).or_default().extend(others);
+    }
+    assert_eq!(has_cycle(&surfaces), None, "a cycle between app's surfaces");
+    // The checker itself finds a cycle when there is one.
+    let two = BTreeMap::from([
+        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
+        ("b".to_owned(), BTreeSet::from(["a".to_owned()])),
+    ]);
+    assert!(has_cycle(&two).is_some());
+}
+
+/// The `.rs` files directly in `crates/app/src`.
+fn graph_top_files() -> Vec<String> {
+    std::fs::read_dir(workspace().join("crates/app/src"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
