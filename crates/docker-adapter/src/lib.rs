@@ -299,6 +299,30 @@ fn explain(message: &str) -> Option<String> {
 /// Maps `top`'s rows to processes by their column titles; without a command column every row counts with its whole
 /// text, so an unknown layout makes a sandbox look busy, never idle.
 fn top_rows(titles: Vec<String>, rows: Vec<Vec<String>>) -> Vec<ContainerProcess> {
+    // Podman's compatible `top` gives the titles as one string and each process as one unsplit line: split both on
+    // whitespace, the last column taking the rest of the line (the command and its arguments).
+    let (titles, rows) = if titles.len() == 1 && titles[0].split_whitespace().count() > 1 {
+        let titles: Vec<String> = titles[0].split_whitespace().map(str::to_owned).collect();
+        let n = titles.len();
+        let rows = rows
+            .into_iter()
+            .map(|row| {
+                let line = row.join(" ");
+                let mut cols: Vec<String> = Vec::with_capacity(n);
+                let mut rest = line.trim_start();
+                while cols.len() + 1 < n {
+                    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+                    cols.push(rest[..end].to_owned());
+                    rest = rest[end..].trim_start();
+                }
+                cols.push(rest.to_owned());
+                cols
+            })
+            .collect();
+        (titles, rows)
+    } else {
+        (titles, rows)
+    };
     let col = |names: &[&str]| titles.iter().position(|t| names.iter().any(|n| t.eq_ignore_ascii_case(n)));
     let pid = col(&["PID"]);
     let cmd = col(&["CMD", "COMMAND", "ARGS"]);
@@ -501,6 +525,26 @@ impl ContainerRuntime for DockerRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_rows_read_dockers_columns_and_podmans_unsplit_lines() {
+        // Verbatim shapes: Docker splits each row into the titles' columns, Podman 4.3 gives one string each.
+        let docker = top_rows(
+            vec!["UID".into(), "PID".into(), "CMD".into()],
+            vec![vec!["root".into(), "7".into(), "sleep infinity".into()]],
+        );
+        assert_eq!((docker[0].pid.as_str(), docker[0].command.as_str()), ("7", "sleep infinity"));
+        let podman = top_rows(
+            vec!["UID          PID    PPID  C STIME TTY          TIME CMD".into()],
+            vec![
+                vec!["root           1       0  0 15:10 ?        00:00:00 /run/podman-init -- sleep infinity".into()],
+                vec!["root           7       1  0 15:10 ?        00:00:00 sleep infinity".into()],
+            ],
+        );
+        let got: Vec<(&str, &str)> = podman.iter().map(|p| (p.pid.as_str(), p.command.as_str())).collect();
+        assert_eq!(got, [("1", "/run/podman-init -- sleep infinity"), ("7", "sleep infinity")]);
+        assert!(podman.iter().all(|p| domain::policy::idle::is_keep_alive(&p.command)));
+    }
 
     #[test]
     fn podmans_raw_errors_become_one_actionable_line() {

@@ -357,8 +357,8 @@ mod tests {
     #[test]
     fn every_session_bounds_its_statements_unless_the_url_does() {
         let (c, _) = super::config("postgres://db/b", "berth").unwrap();
-        assert_eq!(c.get_options(), Some("-c statement_timeout=60000"));
+        assert_eq!(c.get_options(), Some("-c jit=off -c statement_timeout=60000"));
         let (c, _) = super::config("postgres://db/b?options=-c%20statement_timeout%3D5", "berth").unwrap();
-        assert_eq!(c.get_options(), Some("-c statement_timeout=5"));
+        assert_eq!(c.get_options(), Some("-c statement_timeout=5 -c jit=off"));
     }
 }
