@@ -206,6 +206,7 @@ where
     report.plan = outcome.plan;
     report.auto_blocked =
         report.plan.housekeeping.iter().filter(|(_, h)| h.gave_up()).map(|(id, _)| id.clone()).collect();
+    launcher.kill_leftovers(&outcome.stop_workers);
     if opts.detach_stops {
         report.stops = outcome.stop_workers;
     } else {

@@ -340,6 +340,13 @@ pub trait WorkerLauncher: Send + Sync {
     /// they do not compete with the dispatcher for the CPU and the board while it finishes its tick).
     fn recorded(&self) {}
 
+    /// Kills at once what is left of workers whose own process is gone (a worker command's children, still running
+    /// the task's command), before this tick starts new workers: a crashed run never overlaps its retry. The stop of
+    /// live workers (with its grace period) may run later, detached.
+    fn kill_leftovers(&self, workers: &[crate::kanban::WorkerRef]) {
+        let _ = workers;
+    }
+
     /// Stops workers housekeeping took their task from, concurrently, each verified against its start.
     async fn stop(&self, workers: Vec<crate::kanban::WorkerRef>);
 

@@ -54,6 +54,12 @@ impl WorkerLauncher for ProcessLauncher<'_> {
         self.gate.lock().unwrap_or_else(PoisonError::into_inner).take();
     }
 
+    fn kill_leftovers(&self, workers: &[WorkerRef]) {
+        for w in workers.iter().filter_map(|w| process::Worker::from_row(Some(w.pid), w.start)) {
+            process::kill_leftovers(w);
+        }
+    }
+
     async fn stop(&self, workers: Vec<WorkerRef>) {
         // Concurrently: one worker that ignores SIGTERM costs one grace period, not one per worker.
         process::stop_all(workers.iter().filter_map(|w| process::Worker::from_row(Some(w.pid), w.start)).collect())

@@ -161,7 +161,7 @@ pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
         }
         Some(s) if is_exited(&s) => {
             reap(pid);
-            return StopOutcome::Gone;
+            return stop_orphaned_group(w, pid);
         }
         Some(_) => {}
     }
@@ -197,6 +197,17 @@ pub async fn stop(w: Worker, grace: Duration) -> StopOutcome {
             return StopOutcome::Killed;
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// When `w`'s own process is gone, kills what is left of its process group at once (see [`stop`]); a live worker is
+/// left to [`stop`] and its grace period.
+pub fn kill_leftovers(w: Worker) {
+    // Gone, or a zombie of this very worker (its pid, and so its group id, still held: not reusable).
+    if let Some(pid) = pid_of(w.pid).filter(|_| w.pid > 1)
+        && stat_of(w.pid).is_none_or(|s| is_exited(&s) && s.starttime == w.start)
+    {
+        stop_orphaned_group(w, pid);
     }
 }
 
