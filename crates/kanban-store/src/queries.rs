@@ -4,11 +4,10 @@ use domain::ids::BoardSlug;
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
 use rusqlite::{OptionalExtension, params};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use crate::Sql;
 use crate::rows::{TASK_COLUMNS, task_from_row};
-use crate::transitions::event;
 use crate::{Board, Event, NewTask, Result, Run, SqliteKanbanStore, StoreError, Task};
 
 /// When each host last heartbeated (epoch milliseconds). A board file from before host heartbeats, opened read-only
@@ -106,52 +105,11 @@ impl SqliteKanbanStore {
     /// # Errors
     /// [`StoreError::NoBoard`], [`StoreError::NoTask`] for a missing parent, or an SQLite error.
     pub fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task> {
-        if new.title.trim().is_empty() {
-            return Err(StoreError::Invalid("a task needs a non-empty title".into()));
-        }
-        self.board(board)?;
-        let tx = self.write()?;
-        let mut parents = Vec::with_capacity(new.parents.len());
-        for p in &new.parents {
-            let status: Option<String> =
-                tx.query_row("SELECT status FROM tasks WHERE id = ?1", [p], |r| r.get(0)).optional().sql()?;
-            parents.push((p.as_str(), status.as_deref().map(crate::rows::status_of).transpose()?));
-        }
-        let status = kanban_core::rules::initial_status(new, &parents)?;
-        let assignee = new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty());
-        tx.execute(
-            "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, created_at, \
-             max_runtime_seconds, max_retries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            params![
-                id,
-                board.as_str(),
-                new.title,
-                new.body,
-                new.command,
-                assignee,
-                status.as_str(),
-                new.priority,
-                new.created_by,
-                now.as_millis(),
-                new.max_runtime_seconds,
-                new.max_retries
-            ],
-        )
-        .sql()?;
-        for p in &new.parents {
-            tx.execute("INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)", params![p, id])
-                .sql()?;
-        }
-        event(
-            &tx,
-            id,
-            None,
-            "created",
-            &json!({"assignee": assignee, "status": status.as_str(), "parents": new.parents, "board": board.as_str()}),
-            now,
-        )
-        .sql()?;
-        tx.commit().sql()?;
+        // A batch of one: one way to write a task, its links and its `created` event.
+        self.create_tasks(board, &[(id.to_owned(), new.clone())], now).map_err(|e| match e {
+            StoreError::Batch { error, .. } => *error,
+            other => other,
+        })?;
         self.task(id)
     }
 
