@@ -23,7 +23,8 @@ pub struct AnyBoard {
 
 pub fn sqlite() -> AnyBoard {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteKanbanStore::open(&dir.path().join(kanban_store::BOARD_FILE)).unwrap();
+    // As host `host`, as the PostgreSQL board below (and as every board `berth` opens: as its host).
+    let store = SqliteKanbanStore::open(&dir.path().join(kanban_store::BOARD_FILE)).unwrap().on_host("host");
     AnyBoard { store: Box::new(store), _dir: Some(dir), _db: None }
 }
 
@@ -74,10 +75,10 @@ impl KanbanStore for AnyBoard {
     fn record_spawned(
         &mut self,
         spawned: &[SpawnRecord<'_>],
-        lease: Duration,
+        claim_ttl: Duration,
         now: Timestamp,
-    ) -> Result<(), StoreError> {
-        self.store.record_spawned(spawned, lease, now)
+    ) -> Result<usize, StoreError> {
+        self.store.record_spawned(spawned, claim_ttl, now)
     }
 
     fn record_spawn_failure(

@@ -85,10 +85,11 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
         return Ok(0);
     }
-    if let Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) = &cli.command {
-        // The dispatcher's gate: it closes once the tick recorded its workers (or the dispatcher is gone).
-        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-    }
+    // The dispatcher's gate: it opens once the tick recorded its workers (or the dispatcher is gone).
+    let gate = match &cli.command {
+        Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) => worker::Gate::wait(),
+        _ => worker::Gate::Closed,
+    };
     // A worker never reads the config file: its dispatcher resolved every setting into its environment.
     let read_file = !matches!(cli.command, Command::Worker(_));
     let ctx = match Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file) {
@@ -124,7 +125,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Sandbox(cmd) => runtime()?.block_on(sandbox::command(&ctx, cmd)),
         Command::Run(args) => runtime()?.block_on(sandbox::run(&ctx, args)),
         Command::Kanban(cmd) => runtime()?.block_on(board::command(&ctx, cmd)),
-        Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task, setup)),
+        Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task, gate, setup)),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),

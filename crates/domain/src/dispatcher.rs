@@ -245,8 +245,8 @@ where
         .iter()
         .map(|(c, l)| SpawnRecord { task: &c.task_id, run_id: c.run_id, pid: l.pid, start: l.start, log: &l.log })
         .collect();
-    store.record_spawned(&records, req.spawn_lease, clock.now())?;
-    launcher.recorded();
+    let confirmed = store.record_spawned(&records, req.claim_ttl, clock.now())?;
+    launcher.recorded(confirmed == records.len());
     report.spawned = started
         .into_iter()
         .map(|(c, l)| SpawnedWorker {

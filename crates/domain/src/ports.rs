@@ -287,16 +287,19 @@ pub trait KanbanStore {
         Ok(out)
     }
 
-    /// Records started workers (pid, start, log) on runs still unconfirmed; the spawn lease restarts from `now`.
+    /// Records started workers (pid, start, host, log) and confirms their runs for them, in one write: each run
+    /// still its task's current one and unconfirmed becomes confirmed by that (pid, start) on this host, its claim
+    /// lasting `claim_ttl` from `now` (the same compare-and-swap a worker's own confirmation is). Returns how many
+    /// runs it confirmed; a run it did not (superseded meanwhile) is left for its worker to find superseded.
     ///
     /// # Errors
     /// A storage error.
     fn record_spawned(
         &mut self,
         spawned: &[crate::kanban::SpawnRecord<'_>],
-        lease: Duration,
+        claim_ttl: Duration,
         now: Timestamp,
-    ) -> Result<(), Self::Error>;
+    ) -> Result<usize, Self::Error>;
 
     /// A worker that could not be started: the failure breaker (requeue, or block with `gave_up`).
     ///
@@ -330,15 +333,17 @@ pub struct Launched {
 /// Starts and stops the processes that run tasks (`berth worker run` on this host).
 #[async_trait]
 pub trait WorkerLauncher: Send + Sync {
-    /// Starts the worker for a claimed run; it confirms the run itself.
+    /// Starts the worker for a claimed run. It waits for [`WorkerLauncher::recorded`] before it runs anything.
     ///
     /// # Errors
     /// [`LaunchError`] when no process could be started.
     fn launch(&self, board: &crate::ids::BoardSlug, claimed: &crate::kanban::Claimed) -> Result<Launched, LaunchError>;
 
     /// Every worker of this tick is recorded: the ones launched may go on (a launcher may hold them until then, so
-    /// they do not compete with the dispatcher for the CPU and the board while it finishes its tick).
-    fn recorded(&self) {}
+    /// they do not compete with the dispatcher for the CPU and the board while it finishes its tick). `confirmed`:
+    /// the record confirmed every launched worker's run, so a worker told so promptly need not confirm it again
+    /// (otherwise each confirms its own run, and one whose run was superseded runs nothing).
+    fn recorded(&self, _confirmed: bool) {}
 
     /// Kills at once what is left of workers whose own process is gone (a worker command's children, still running
     /// the task's command), before this tick starts new workers: a crashed run never overlaps its retry. The stop of

@@ -206,8 +206,8 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
     ) -> Result<TickOutcome> {
         (**self).tick_into(req, sink)
     }
-    fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
-        (**self).record_spawned(spawned, lease, now)
+    fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], claim_ttl: Duration, now: Timestamp) -> Result<usize> {
+        (**self).record_spawned(spawned, claim_ttl, now)
     }
     fn record_spawn_failure(
         &mut self,

@@ -325,14 +325,18 @@ fn read_snapshot(c: &mut Conn, req: &TickRequest<'_>) -> PgResult<BoardSnapshot>
     Ok(snap)
 }
 
+/// A dispatcher's record of the workers it started, confirming each run for its worker: the same compare-and-swap as
+/// a worker's own confirmation (`claims.rs`).
 const SPAWNED_TASKS: &str = "UPDATE berth.tasks t SET worker_pid = u.pid, worker_start = u.start, worker_host = $5, \
-     claim_expires = greatest(coalesce(t.claim_expires, 0), $6) \
+     confirmed_at = $7, started_at = $7, last_heartbeat_at = $7, claim_expires = $6 \
      FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(id, run, pid, start) \
-     WHERE t.id = u.id AND t.current_run_id = u.run AND t.status = 'running' AND t.confirmed_at IS NULL \
+     WHERE t.id = u.id AND t.current_run_id = u.run AND t.status = 'running' AND t.claim_lock IS NOT NULL \
+     AND t.confirmed_at IS NULL \
      RETURNING t.id";
 
-const SPAWNED_RUNS: &str = "UPDATE berth.task_runs r SET worker_pid = u.pid, worker_host = $3 \
-     FROM unnest($1::bigint[], $2::bigint[]) AS u(run, pid) WHERE r.id = u.run AND r.confirmed_at IS NULL";
+const SPAWNED_RUNS: &str = "UPDATE berth.task_runs r SET worker_pid = u.pid, worker_start = u.start, worker_host = $4, \
+     confirmed_at = $6, claim_expires = $5 \
+     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(run, pid, start) WHERE r.id = u.run";
 
 impl PgKanbanStore {
     /// The tick's configuration as this store's host sees it: on a shared board the store's host is who judges.
@@ -370,18 +374,19 @@ impl KanbanStore for PgKanbanStore {
         self.with(move |c| apply_tick(c, &host, &req, plan))
     }
 
-    /// Records started workers (with this host as theirs, so only this host probes or stops them).
+    /// Records started workers (with this host as theirs, so only this host probes or stops them) and confirms
+    /// their runs for them.
     fn record_spawned(
         &mut self,
         spawned: &[SpawnRecord<'_>],
-        lease: Duration,
+        claim_ttl: Duration,
         now: Timestamp,
-    ) -> Result<(), StoreError> {
+    ) -> Result<usize, StoreError> {
         if spawned.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let host = self.host.clone();
-        let expires = now.as_millis().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+        let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
         self.with(move |c| {
             let (tasks_stmt, runs_stmt, events_stmt) = (c.stmt(SPAWNED_TASKS)?, c.stmt(SPAWNED_RUNS)?, c.stmt(EVENTS)?);
             let ids: Vec<&str> = spawned.iter().map(|s| s.task).collect();
@@ -389,24 +394,30 @@ impl KanbanStore for PgKanbanStore {
             let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.pid)).collect();
             let starts: Vec<Option<i64>> =
                 spawned.iter().map(|s| s.start.and_then(|v| i64::try_from(v).ok())).collect();
+            let at = now.as_millis();
             let mut tx = c.client.transaction()?;
             // Only the runs still their task's current one (a dispatcher held up past the lease writes nothing).
             let current: std::collections::HashSet<String> = tx
-                .query(&tasks_stmt, &[&ids, &runs, &pids, &starts, &host, &expires])?
+                .query(&tasks_stmt, &[&ids, &runs, &pids, &starts, &host, &expires, &at])?
                 .iter()
                 .map(|r| r.get(0))
                 .collect();
             let spawned: Vec<&SpawnRecord<'_>> = spawned.iter().filter(|s| current.contains(s.task)).collect();
             let runs: Vec<i64> = spawned.iter().map(|s| s.run_id).collect();
             let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.pid)).collect();
-            tx.execute(&runs_stmt, &[&runs, &pids, &host])?;
+            let starts: Vec<Option<i64>> =
+                spawned.iter().map(|s| s.start.and_then(|v| i64::try_from(v).ok())).collect();
+            tx.execute(&runs_stmt, &[&runs, &pids, &starts, &host, &expires, &at])?;
             let mut events = Events::default();
-            for s in spawned {
+            for (s, start) in spawned.iter().zip(&starts) {
                 events.push(s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log, "host": host}));
+                let confirmation =
+                    json!({"pid": s.pid, "start": start, "host": host, "expires": expires, "by": "dispatcher"});
+                events.push(s.task, Some(s.run_id), "confirmed", &confirmation);
             }
             events.flush(&events_stmt, &mut tx, now)?;
             tx.commit()?;
-            Ok(())
+            Ok(spawned.len())
         })
     }
 

@@ -58,10 +58,10 @@ impl KanbanStore for SqliteKanbanStore {
     fn record_spawned(
         &mut self,
         spawned: &[SpawnRecord<'_>],
-        lease: Duration,
+        claim_ttl: Duration,
         now: Timestamp,
-    ) -> Result<(), StoreError> {
-        SqliteKanbanStore::record_spawned(self, spawned, lease, now)
+    ) -> Result<usize, StoreError> {
+        SqliteKanbanStore::record_spawned(self, spawned, claim_ttl, now)
     }
 
     fn record_spawn_failure(

@@ -79,11 +79,8 @@ impl Fixture {
                 self.probe.set_alive(pid, true);
                 let rec =
                     SpawnRecord { task: &c.task_id, run_id: c.run_id, pid, start: Some(u64::from(pid)), log: "log" };
-                self.store.record_spawned(&[rec], Duration::from_secs(20), self.now).unwrap();
-                // The worker's first act.
-                let conf =
-                    Confirmation { task: &c.task_id, run_id: c.run_id, pid, start: Some(u64::from(pid)), host: "host" };
-                self.store.confirm_run(&conf, Duration::from_secs(900), self.now).unwrap();
+                // The dispatcher's record confirms the run for its worker.
+                assert_eq!(self.store.record_spawned(&[rec], Duration::from_secs(900), self.now).unwrap(), 1);
             }
         }
         out
@@ -381,21 +378,15 @@ fn confirmation_is_a_compare_and_swap() {
     let id = f.add(Some("alpha"));
     let out = f.tick_on(&board(), &cfg(None), false);
     let c = &out.claimed[0];
-    // The dispatcher recording its spawn late restarts the lease from the record (a long spawn loop does not eat
-    // its workers' leases).
-    let rec = SpawnRecord { task: &c.task_id, run_id: c.run_id, pid: 600, start: Some(1), log: "log" };
-    let recorded = f.now.plus(Duration::from_secs(15));
-    f.store.record_spawned(&[rec], Duration::from_secs(20), recorded).unwrap();
-    assert_eq!(f.store.task(&id).unwrap().claim_expires, Some(recorded.as_millis() + 20_000));
-    // It succeeds once, even late while no tick has ended the run; a second confirmation (another process claiming
-    // the same run) fails.
-    let later = recorded.plus(Duration::from_secs(25));
+    // A worker whose dispatcher did not confirm for it (the gate closed without a word) confirms itself, once, even
+    // late while no tick has ended the run; a second confirmation (another process claiming the same run) fails.
+    let later = f.now.plus(Duration::from_secs(40));
     f.store.confirm_run(&confirmation(c, 600), Duration::from_secs(900), later).unwrap();
     let twice = f.store.confirm_run(&confirmation(c, 601), Duration::from_secs(900), f.now);
     assert!(matches!(twice, Err(StoreError::Superseded { .. })));
-    // The dispatcher's late record does not overwrite what the worker wrote.
+    // The dispatcher's late record neither overwrites what the worker wrote nor confirms anything.
     let rec = SpawnRecord { task: &c.task_id, run_id: c.run_id, pid: 999, start: Some(1), log: "log" };
-    f.store.record_spawned(&[rec], Duration::from_secs(20), f.now).unwrap();
+    assert_eq!(f.store.record_spawned(&[rec], Duration::from_secs(20), f.now).unwrap(), 0);
     let t = f.store.task(&id).unwrap();
     assert_eq!((t.worker_pid, t.worker_start, t.worker_host.as_deref()), (Some(600), Some(7), Some("host")));
     // Its heartbeat extends the claim while the run is current; after a reclaim it reports the run gone.
@@ -404,9 +395,18 @@ fn confirmation_is_a_compare_and_swap() {
     assert_eq!(f.store.task(&id).unwrap().claim_expires, Some(beat.as_millis() + 900_000));
     f.store.reclaim(&id, None, beat).unwrap();
     assert!(!f.store.heartbeat_run(&id, c.run_id, Duration::from_secs(900), beat).unwrap());
-    // A confirmed run's dead worker is a crash, not a lease expiry.
+    // The dispatcher's record confirms a run for its worker (the claim lasting the claim TTL from the record), and
+    // a confirmed run's dead worker is a crash, not a lease expiry.
     let out = f.tick_on(&board(), &cfg(None), false);
-    f.store.confirm_run(&confirmation(&out.claimed[0], 602), Duration::from_secs(900), f.now).unwrap();
+    let c = &out.claimed[0];
+    let rec = SpawnRecord { task: &c.task_id, run_id: c.run_id, pid: 602, start: Some(602), log: "log" };
+    let recorded = f.now.plus(Duration::from_secs(15));
+    assert_eq!(f.store.record_spawned(&[rec], Duration::from_secs(900), recorded).unwrap(), 1);
+    let t = f.store.task(&id).unwrap();
+    assert_eq!((t.worker_pid, t.claim_expires), (Some(602), Some(recorded.as_millis() + 900_000)));
+    assert!(t.confirmed_at.is_some());
+    let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
+    assert!(kinds.ends_with(&["spawned".to_owned(), "confirmed".to_owned()]), "{kinds:?}");
     f.probe.set_alive(602, false);
     let out = f.tick_on(&board(), &cfg(None), false);
     assert!(matches!(out.plan.housekeeping[..], [(_, Housekeeping::Crashed { pid: 602, .. })]));

@@ -297,40 +297,49 @@ impl SqliteKanbanStore {
         Ok(n == 1)
     }
 
-    /// Records the workers a dispatcher started for claimed tasks, all in one transaction.
-    ///
-    /// This is informational (`kanban show` and stops can find the process before it confirms): the worker's own
-    /// confirmation is what counts, so a run it already confirmed is left as the worker wrote it, and a run that is
-    /// no longer its task's current one gets nothing (no pid, no event). An unconfirmed
-    /// run's spawn lease restarts here (`lease` from `now`), so a long spawn loop does not eat its workers' leases.
+    /// Records the workers a dispatcher started for claimed tasks and confirms their runs for them, all in one
+    /// transaction: the same compare-and-swap as [`Self::confirm_run`] (task on that run, running, unconfirmed), with
+    /// the pid and start the dispatcher read right after the spawn and this store's host. A run that is no longer its
+    /// task's current one (its lease lapsed while this dispatcher was held up, and another took the task) gets
+    /// nothing: its worker confirms for itself and finds the run superseded. Returns how many runs were confirmed.
     ///
     /// # Errors
     /// An SQLite error.
-    pub fn record_spawned(&mut self, spawned: &[SpawnRecord<'_>], lease: Duration, now: Timestamp) -> Result<()> {
-        let expires = now.as_millis().saturating_add(i64::try_from(lease.as_millis()).unwrap_or(i64::MAX));
+    pub fn record_spawned(
+        &mut self,
+        spawned: &[SpawnRecord<'_>],
+        claim_ttl: Duration,
+        now: Timestamp,
+    ) -> Result<usize> {
+        let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
         let host = self.host.clone();
         let tx = self.write()?;
+        let mut confirmed = 0;
         for s in spawned {
             let start = s.start.and_then(|v| i64::try_from(v).ok());
             let n = tx.prepare_cached(
-                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, claim_expires = max(coalesce(claim_expires, 0), ?5), \
-                 worker_host = nullif(?6, '') \
-                 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND confirmed_at IS NULL",
+                "UPDATE tasks SET worker_pid = ?3, worker_start = ?4, worker_host = nullif(?5, ''), confirmed_at = ?6, \
+                 started_at = ?6, last_heartbeat_at = ?6, claim_expires = ?7 \
+                 WHERE id = ?1 AND current_run_id = ?2 AND status = 'running' AND claim_lock IS NOT NULL \
+                 AND confirmed_at IS NULL",
             ).sql()?
-            .execute(params![s.task, s.run_id, s.pid, start, expires, host]).sql()?;
-            // A run no longer the task's (its lease lapsed while this dispatcher was held up, and another took the
-            // task) is not this dispatcher's to write on: its worker will find the run superseded and run nothing.
+            .execute(params![s.task, s.run_id, s.pid, start, host, now.as_millis(), expires]).sql()?;
             if n == 0 {
                 continue;
             }
             tx.prepare_cached(
-                "UPDATE task_runs SET worker_pid = ?2, worker_host = nullif(?3, '') WHERE id = ?1 AND confirmed_at IS NULL",
+                "UPDATE task_runs SET worker_pid = ?2, worker_start = ?3, worker_host = nullif(?4, ''), confirmed_at = ?5, \
+                 claim_expires = ?6 WHERE id = ?1",
             ).sql()?
-            .execute(params![s.run_id, s.pid, host]).sql()?;
+            .execute(params![s.run_id, s.pid, start, host, now.as_millis(), expires]).sql()?;
             event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now).sql()?;
+            let confirmation =
+                json!({"pid": s.pid, "start": start, "host": host, "expires": expires, "by": "dispatcher"});
+            event(&tx, s.task, Some(s.run_id), "confirmed", &confirmation, now).sql()?;
+            confirmed += 1;
         }
         tx.commit().sql()?;
-        Ok(())
+        Ok(confirmed)
     }
 
     /// Records a failed spawn: back to `ready` below the failure limit, `blocked` with `gave_up` at it.

@@ -139,7 +139,7 @@ impl KanbanStore for BoxRef<'_> {
         s: &[SpawnRecord<'_>],
         l: Duration,
         n: domain::time::Timestamp,
-    ) -> Result<(), Self::Error> {
+    ) -> Result<usize, Self::Error> {
         self.0.record_spawned(s, l, n)
     }
     fn record_spawn_failure(

@@ -1,5 +1,7 @@
 //! The `WorkerLauncher` port on this host: `berth worker run` processes, the verified stop, the task's sandbox.
 
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
@@ -15,17 +17,21 @@ use crate::{board::worker, edge::process};
 /// The workers of one tick wait at a gate (their stdin, a pipe whose only writer this launcher holds) until the
 /// tick has recorded them all: spawning is the dispatcher's slow part (a process start each), and a worker that runs
 /// meanwhile takes the CPU from it and the board's write lock from its last transaction. The gate opens when the
-/// writer closes: at [`WorkerLauncher::recorded`], or when the launcher (or the whole process) goes away.
+/// writer closes: at [`WorkerLauncher::recorded`], or when the launcher (or the whole process) goes away. When the
+/// record confirmed every worker's run, one byte per worker goes through the gate first: a worker that reads one
+/// knows its run is confirmed (see `worker::Gate`); one that reads only the end of the file confirms it itself.
 pub struct ProcessLauncher<'a> {
     pub ctx: &'a Ctx,
     /// The workers' shared environment and the gate's read end, made at the first launch.
     env: OnceLock<Result<worker::WorkerEnv, String>>,
     gate: Mutex<Option<std::io::PipeWriter>>,
+    /// Workers started behind the gate.
+    launched: AtomicUsize,
 }
 
 impl<'a> ProcessLauncher<'a> {
     pub fn new(ctx: &'a Ctx) -> Self {
-        Self { ctx, env: OnceLock::new(), gate: Mutex::new(None) }
+        Self { ctx, env: OnceLock::new(), gate: Mutex::new(None), launched: AtomicUsize::new(0) }
     }
 
     fn env(&self) -> Result<&worker::WorkerEnv, String> {
@@ -47,11 +53,16 @@ impl WorkerLauncher for ProcessLauncher<'_> {
             tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
             LaunchError(e)
         })?;
+        self.launched.fetch_add(1, Ordering::Relaxed);
         Ok(Launched { pid: s.pid, start: s.start, log: s.log.display().to_string(), sandbox: s.sandbox })
     }
 
-    fn recorded(&self) {
-        self.gate.lock().unwrap_or_else(PoisonError::into_inner).take();
+    fn recorded(&self, confirmed: bool) {
+        let Some(mut gate) = self.gate.lock().unwrap_or_else(PoisonError::into_inner).take() else { return };
+        if confirmed {
+            // A short write (a worker gone, the pipe full) leaves some workers to confirm for themselves: harmless.
+            let _ = gate.write_all(&vec![worker::Gate::CONFIRMED; self.launched.load(Ordering::Relaxed)]);
+        }
     }
 
     fn kill_leftovers(&self, workers: &[WorkerRef]) {

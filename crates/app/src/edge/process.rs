@@ -30,6 +30,16 @@ fn stat_of(pid: u32) -> Option<Stat> {
     Process::new(i32::try_from(pid).ok()?).ok()?.stat().ok()
 }
 
+/// How long this process has existed, from its start in the process table (so time spent before `main` counts).
+pub fn own_age() -> Option<std::time::Duration> {
+    use procfs::Current;
+    let start = Process::myself().ok()?.stat().ok()?.starttime;
+    let uptime = procfs::Uptime::current().ok()?.uptime;
+    #[allow(clippy::cast_precision_loss)]
+    let started = start as f64 / procfs::ticks_per_second() as f64;
+    Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
+}
+
 /// A zombie (exited, not yet reaped) or dead process no longer runs anything.
 fn is_exited(stat: &Stat) -> bool {
     matches!(stat.state, 'Z' | 'X' | 'x')

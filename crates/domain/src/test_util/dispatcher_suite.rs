@@ -171,24 +171,40 @@ pub fn spawn_failure_is_recorded<B: DispatchBoard>(store: B) {
     assert!(w.store.event_kinds("a").ends_with(&["spawn_failed".to_owned(), "gave_up".to_owned()]));
 }
 
-/// A claim no worker confirmed within its spawn lease is requeued, and the recorded worker is stopped.
+/// The dispatcher's record confirms the runs it started (one write); a claim it never recorded (the dispatcher died
+/// between its claim and its record) is requeued once its spawn lease lapses, with no worker to stop.
 pub fn lapsed_lease_stops_the_recorded_worker<B: DispatchBoard>(store: B) {
     let mut w = World::new(store, TickConfig { failure_limit: 3, ..tick_config(None) });
     let now = w.now();
     w.store.add_task("default", "a", Some("alpha"), 0, &[], now);
+    w.store.add_task("default", "b", Some("alpha"), 0, &[], now);
     w.tick();
-    let pid = w.pid_of("a");
-    w.launcher.fail_for("a");
+    assert!(w.store.event_kinds("a").ends_with(&["spawned".to_owned(), "confirmed".to_owned()]));
+    // A claim of "b" that no dispatcher recorded: the store's own tick, without the dispatcher around it.
+    w.store.add_task("default", "c", Some("alpha"), 0, &[], now);
+    let req = TickRequest {
+        board: &w.board,
+        cfg: &w.cfg,
+        now,
+        probe: &w.launcher.probe,
+        claimer: "test:2",
+        claim_ttl: Duration::from_secs(900),
+        spawn_lease: Duration::from_secs(20),
+    };
+    let claimed = w.store.tick(&req, &|snap| crate::policy::dispatch::plan_tick(now, snap, &w.cfg)).expect("tick");
+    assert_eq!(claimed.claimed.iter().map(|c| c.task_id.as_str()).collect::<Vec<_>>(), ["c"]);
+    w.launcher.fail_for("c");
     w.clock.advance(Duration::from_secs(60));
     let r = w.tick();
-    assert!(
-        r.plan
-            .housekeeping
-            .iter()
-            .any(|(id, h)| id == "a" && matches!(h, crate::policy::dispatch::Housekeeping::LeaseExpired { .. })),
-        "{r:?}"
-    );
-    assert_eq!(w.launcher.stopped(), vec![WorkerRef { pid: i64::from(pid), start: Some(i64::from(pid)) }]);
+    let lapsed: Vec<&str> = r
+        .plan
+        .housekeeping
+        .iter()
+        .filter(|(_, h)| matches!(h, crate::policy::dispatch::Housekeeping::LeaseExpired { .. }))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(lapsed, ["c"], "{r:?}");
+    assert!(w.launcher.stopped().is_empty(), "no worker was recorded for c: {:?}", w.launcher.stopped());
 }
 
 /// `--task` says why a task is not considered, as a `Decision`; a task of another board is an error.

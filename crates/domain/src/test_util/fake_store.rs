@@ -131,6 +131,10 @@ impl FakeKanbanStore {
         now: Timestamp,
     ) -> Result<(), FakeStoreError> {
         let t = self.tasks.get_mut(id).ok_or_else(|| FakeStoreError::NoTask(id.to_owned()))?;
+        // The same worker confirming again (its dispatcher's record confirmed it already) is confirmed.
+        if t.status == TaskStatus::Running && t.current_run == Some(run) && t.worker == Some(worker) {
+            return Ok(());
+        }
         if t.status != TaskStatus::Running
             || t.current_run != Some(run)
             || t.claim_lock.is_none()
@@ -357,20 +361,24 @@ impl KanbanStore for FakeKanbanStore {
     fn record_spawned(
         &mut self,
         spawned: &[SpawnRecord<'_>],
-        lease: Duration,
+        claim_ttl: Duration,
         now: Timestamp,
-    ) -> Result<(), Self::Error> {
+    ) -> Result<usize, Self::Error> {
+        let mut confirmed = 0;
         for s in spawned {
             if let Some(t) = self.tasks.get_mut(s.task).filter(|t| {
                 t.current_run == Some(s.run_id) && t.status == TaskStatus::Running && t.confirmed_at.is_none()
             }) {
                 t.worker =
                     Some(WorkerRef { pid: i64::from(s.pid), start: s.start.and_then(|v| i64::try_from(v).ok()) });
-                t.claim_expires = t.claim_expires.max(Some(now.plus(lease)));
+                t.confirmed_at = Some(now);
+                t.claim_expires = Some(now.plus(claim_ttl));
+                confirmed += 1;
+                self.events.push((s.task.to_owned(), "spawned".to_owned()));
+                self.events.push((s.task.to_owned(), "confirmed".to_owned()));
             }
-            self.events.push((s.task.to_owned(), "spawned".to_owned()));
         }
-        Ok(())
+        Ok(confirmed)
     }
 
     fn record_spawn_failure(
