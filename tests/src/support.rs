@@ -12,12 +12,12 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
 }
 
-/// The built `berth` binary (built by `cargo test --workspace` or `cargo build -p app`).
+/// The built `berth` binary (built by `cargo test --workspace` or `cargo build -p berth`).
 pub fn berth_bin() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     let bin = target.join(profile).join("berth");
-    assert!(bin.exists(), "{} is missing: run `cargo build -p app` (or `cargo test --workspace`)", bin.display());
+    assert!(bin.exists(), "{} is missing: run `cargo build -p berth` (or `cargo test --workspace`)", bin.display());
     bin
 }
 

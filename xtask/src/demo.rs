@@ -27,8 +27,8 @@ const TASKS: [(&str, &str, &str); 4] = [
 /// Runs the demo; `keep` leaves the home (and prints how to use it).
 pub fn run(keep: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    say("building berth (cargo build -p app)");
-    crate::run(Command::new(&cargo).args(["build", "-q", "-p", "app", "--bin", "berth"]))?;
+    say("building berth (cargo build -p berth)");
+    crate::run(Command::new(&cargo).args(["build", "-q", "-p", "berth", "--bin", "berth"]))?;
     let berth = target_dir().join("debug").join("berth");
     say("making sure the sandbox image is there (cargo xtask image)");
     crate::image::build(false)?;

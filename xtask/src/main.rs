@@ -38,7 +38,7 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 fn bench(quick: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     image::build(false)?;
-    run(Command::new(&cargo).args(["build", "--release", "-p", "app", "--bin", "berth"]))?;
+    run(Command::new(&cargo).args(["build", "--release", "-p", "berth", "--bin", "berth"]))?;
     let mut cmd = Command::new(&cargo);
     cmd.args(["bench", "-p", "tests", "--bench", "figures", "--"]);
     if quick {
@@ -58,7 +58,7 @@ fn ci() -> Result<(), String> {
         sync_image(name, endpoint)?;
     }
     // The CLI tests run the real binary, so build it first.
-    run(Command::new(&cargo).args(["build", "-p", "app", "--bin", "berth"]))?;
+    run(Command::new(&cargo).args(["build", "-p", "berth", "--bin", "berth"]))?;
     // The hermes interop suite finds hermes-agent's venv through this variable; `.ci/run` sets it, and a venv at
     // the place `.ci/run` makes it counts too.
     let venv_python = std::path::Path::new("/opt/berth-hermes-venv/bin/python");
