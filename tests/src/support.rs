@@ -21,6 +21,25 @@ pub fn berth_bin() -> PathBuf {
     bin
 }
 
+/// The variable naming the file a skipped test appends its line to (`cargo xtask ci` sets it and counts the lines,
+/// since libtest counts a skipped test as passed and shows its note only with `--nocapture`).
+pub const SKIP_LOG_VAR: &str = "BERTH_TEST_SKIP_LOG";
+
+/// Marks the running test as skipped: one `skipped: <test>: <reason>` line on stderr, and one `<test>\t<reason>`
+/// line appended to the file [`SKIP_LOG_VAR`] names. The reason names how to get the missing prerequisite.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    eprintln!("skipped: {test}: {reason}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_VAR) {
+        let line = format!("{test}\t{}\n", reason.replace(['\n', '\t'], " "));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+        // One write of a short line to an O_APPEND file: lines of parallel tests do not interleave.
+        file.and_then(|mut f| f.write_all(line.as_bytes())).expect("the skip log is writable");
+    }
+}
+
 /// Runs the docker CLI (for setup and inspection in tests); panics if docker is missing.
 pub fn docker(args: &[&str]) -> Output {
     Command::new("docker").args(args).stdin(Stdio::null()).output().expect("the docker CLI runs")
@@ -35,7 +54,7 @@ pub fn require_docker() {
 }
 
 /// The variable naming the engines the real-engine sandbox suite runs against: `name=endpoint` pairs separated by
-/// commas, e.g. `docker=unix:///var/run/docker.sock,podman=unix:///run/berth-podman/podman.sock` (`.ci/run` sets
+/// commas, e.g. `docker=unix:///var/run/docker.sock,podman=unix:///…/target/ci/podman/podman.sock` (`.ci/run` sets
 /// it). Docker defaults to `DOCKER_HOST` or its standard socket when unnamed.
 pub const ENGINES_VAR: &str = "BERTH_TEST_ENGINES";
 
@@ -71,7 +90,7 @@ impl Engine {
         let Some(endpoint) = listed_endpoint("podman") else {
             let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
             assert!(!ci, "CI=true but {ENGINES_VAR} names no podman endpoint: `.ci/run` starts one");
-            eprintln!("skipped: {ENGINES_VAR} names no podman endpoint (`bash .ci/run` sets one up)");
+            skip(&format!("{ENGINES_VAR} names no podman endpoint (`bash .ci/run` starts one)"));
             return None;
         };
         let engine = Self { name: "podman", endpoint };
