@@ -20,7 +20,7 @@ impl Gateway {
         args.extend_from_slice(&["gateway", "run"]);
         let child = home.cmd().args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false) {
+        while !home.gateway_status()["running"].as_bool().unwrap_or(false) {
             assert!(Instant::now() < deadline, "gateway did not start");
             std::thread::sleep(Duration::from_millis(50));
         }

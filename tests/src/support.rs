@@ -236,6 +236,17 @@ impl Home {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?} printed no JSON ({e}): {out}"))
     }
 
+    /// `gateway status --json`: exit 0 while a gateway runs, 3 when it is stopped; either way its JSON.
+    pub fn gateway_status(&self) -> serde_json::Value {
+        let out = self.run(&["gateway", "status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("gateway status printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr))
+        });
+        let want = if v["running"] == true { 0 } else { 3 };
+        assert_eq!(out.status.code(), Some(want), "gateway status: {v}");
+        v
+    }
+
     /// Ids of every container of this home's profile.
     pub fn containers(&self) -> Vec<String> {
         ids(&self.docker(&["ps", "-aq", "--no-trunc", "--filter", &format!("label=hermes-profile={}", self.profile)]))
@@ -329,11 +340,13 @@ impl Gateway {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        // Owned first, so a failed wait below still kills it (Drop).
+        let gateway = Self { child: Some(child), stderr, reader: Some(reader) };
         // Wait until it holds the lock and has written its state.
         wait_until("the gateway to start", std::time::Duration::from_secs(10), || {
-            home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false)
+            home.gateway_status()["running"].as_bool().unwrap_or(false)
         });
-        Self { child: Some(child), stderr, reader: Some(reader) }
+        gateway
     }
 
     /// What the gateway wrote to stderr so far.

@@ -13,13 +13,15 @@ const IMAGE: &str = image::DEFAULT_TAG;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let res = match args.first().map(String::as_str) {
-        Some("image") => image::build(args.iter().any(|a| a == "--force")),
-        Some("ci") => ci(args.iter().any(|a| a == "--allow-skips")),
-        Some("demo") => demo::run(args.iter().any(|a| a == "--keep")),
-        Some("bench") => bench(args.iter().any(|a| a == "--quick")),
-        _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci [--allow-skips] | bench [--quick]>".to_owned()),
-    };
+    let res =
+        match args.first().map(String::as_str) {
+            Some("image") => image::build(args.iter().any(|a| a == "--force")),
+            Some("ci") => ci(args.iter().any(|a| a == "--allow-skips")),
+            Some("demo") => demo::run(args.iter().any(|a| a == "--keep")),
+            Some("bench") => bench(args.iter().any(|a| a == "--quick")),
+            _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci [--allow-skips] | bench [--quick]>"
+                .to_owned()),
+        };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

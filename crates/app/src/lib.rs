@@ -29,6 +29,10 @@ pub fn main() -> ExitCode {
     private_files::enter();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
+            edge::version::print(&config_bridge::EnvMap::from_process());
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
@@ -39,7 +43,7 @@ pub fn main() -> ExitCode {
     let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run) | Command::Dashboard { .. });
     // The process environment is read once, here; everything else gets this map.
     let env = config_bridge::EnvMap::from_process();
-    init_logging(cli.verbose + u8::from(service), &env);
+    init_logging(cli.verbose + u8::from(service), &env, service && cli.json);
     match run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
@@ -49,7 +53,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
+/// Logging on stderr: plain `berth: …` lines, with time and level from `-v` (and in the gateway), JSON lines with
+/// `json_lines` (`gateway run --json`).
+fn init_logging(verbose: u8, env: &config_bridge::EnvMap, json_lines: bool) {
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -65,7 +71,13 @@ fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
         .with_writer(redact::Stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = if with_time { builder.try_init() } else { builder.event_format(log_format::Plain).try_init() };
+    let _ = if json_lines {
+        builder.with_ansi(false).event_format(log_format::JsonLines).try_init()
+    } else if with_time {
+        builder.try_init()
+    } else {
+        builder.event_format(log_format::Plain).try_init()
+    };
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
