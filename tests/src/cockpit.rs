@@ -204,7 +204,8 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     assert_eq!(tail.lines().count(), 2, "{tail}");
     assert!(followed.ends_with(&tail));
     let run = show["runs"][0]["id"].as_i64().unwrap().to_string();
-    let part = home.ok(&["kanban", "logs", &id, "--run", &run]);
+    assert_eq!(show["runs"][0]["number"], 1, "{show}");
+    let part = home.ok(&["kanban", "logs", &id, "--run", "1"]);
     assert!(part.starts_with("[berth worker") && part.contains(&format!("confirmed run {run} of {id}")), "{part}");
     let json = home.json(&["kanban", "logs", &id, "--tail", "1"]);
     assert_eq!(json["lines"].as_array().unwrap().len(), 1, "{json}");
@@ -554,6 +555,67 @@ fn gateway_log_lines_name_their_tasks_and_are_json_lines_with_json() {
     assert!(about("started"), "{err}");
     assert!(about("failed (exit 1)"), "{err}");
     assert!(about("blocked"), "{err}");
+}
+
+/// `kanban ls` shows what a task went through (a failed task is not plain `ready`; FAILURES, AGE, STARTED) and
+/// hides archived tasks unless asked; task ids are taken by a unique prefix (an ambiguous one is refused in one
+/// line naming the candidates); `kanban logs --run N` is the task's own Nth run.
+#[test]
+fn kanban_ls_shows_failures_and_ages_hides_archived_ids_take_prefixes_runs_count_per_task() {
+    let home = Home::on(&Engine::docker());
+    let me = home.profile.clone();
+    let first = create_task(&home, &["first", "--assignee", &me, "--command", "true"]);
+    let failing = create_task(&home, &["failing", "--assignee", &me, "--command", "false"]);
+    let old = create_task(&home, &["old", "--assignee", &me, "--command", "true"]);
+    let task = |id: &str| home.json(&["kanban", "show", id])["task"].clone();
+    home.ok(&["kanban", "dispatch", "--task", &first]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while task(&first)["status"] != "done" {
+        assert!(Instant::now() < deadline, "first did not finish: {}", task(&first));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // By prefixes: `t_` and four characters, and four characters alone.
+    home.ok(&["kanban", "dispatch", "--task", &failing[..6]]);
+    while task(&failing)["consecutive_failures"] != 1 || task(&failing)["status"] != "ready" {
+        assert!(Instant::now() < deadline, "failing did not fail once: {}", task(&failing));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    home.ok(&["kanban", "archive", &old[2..6]]);
+    let text = home.ok(&["kanban", "ls"]);
+    let header = text.lines().next().unwrap();
+    assert!(header.contains("FAILURES") && header.contains("AGE") && header.contains("STARTED"), "{text}");
+    let row = text.lines().find(|l| l.starts_with(&failing)).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("ready (failed 1x)") && row.matches(" ago").count() == 2, "{text}");
+    assert!(!text.contains(&old), "an archived task listed by default:\n{text}");
+    assert!(home.ok(&["kanban", "ls", "--archived"]).contains(&old));
+    assert!(!home.json(&["kanban", "ls"]).to_string().contains(&old));
+    assert!(home.json(&["kanban", "ls", "--archived"]).to_string().contains(&old));
+    // The failing task's first run is the board's second: `--run 1` is its own first.
+    let show = home.json(&["kanban", "show", &failing[2..6]]);
+    let run_id = show["runs"][0]["id"].as_i64().unwrap();
+    assert_eq!((show["runs"][0]["number"].as_i64(), run_id > 1), (Some(1), true), "{show}");
+    let part = home.ok(&["kanban", "logs", &failing, "--run", "1"]);
+    assert!(part.contains(&format!("confirmed run {run_id} of {failing}")), "{part}");
+    // Enough tasks that two ids share four characters (2000 of 65536 prefixes: all but certain).
+    let lines: String = (0..2000).map(|i| format!("{{\"title\":\"bulk {i}\",\"command\":\"true\"}}\n")).collect();
+    let file = home.path().join("bulk.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    home.ok(&["kanban", "create", "--from", file.to_str().unwrap()]);
+    let ids: Vec<String> =
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
+    let mut by_prefix = std::collections::BTreeMap::<&str, Vec<&String>>::new();
+    for id in &ids {
+        by_prefix.entry(&id[..6]).or_default().push(id);
+    }
+    let (prefix, shared) = by_prefix.iter().find(|(_, v)| v.len() > 1).expect("two ids share four characters");
+    let out = home.run(&["kanban", "show", prefix]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.lines().count() == 1 && err.contains("is ambiguous"), "{err}");
+    // The candidates, sorted, the first eight by name.
+    let mut sorted = shared.clone();
+    sorted.sort();
+    assert!(sorted.iter().take(8).all(|id| err.contains(id.as_str())), "{err}");
 }
 
 #[test]

@@ -337,6 +337,9 @@ pub enum KanbanCmd {
         /// Every board's tasks (with a BOARD column), instead of one board's.
         #[arg(long, conflicts_with = "board")]
         all_boards: bool,
+        /// Also archived tasks (hidden unless asked for, here or with `--status archived`).
+        #[arg(long)]
+        archived: bool,
         #[command(flatten)]
         board: BoardArg,
     },
@@ -355,7 +358,7 @@ pub enum KanbanCmd {
         /// Only the last N lines.
         #[arg(long, value_name = "N")]
         tail: Option<usize>,
-        /// Only what run N wrote (run ids as `kanban show` lists them).
+        /// Only what the task's run N wrote (1 = its first run, as `kanban show` numbers them).
         #[arg(long, value_name = "N")]
         run: Option<i64>,
     },

@@ -87,7 +87,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
 }
 
-fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
+fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     // Completions need no home, settings or engine: they describe the command line itself.
     if let Command::Completions { shell } = &cli.command {
         use clap::CommandFactory;
@@ -130,6 +130,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
+    board::prefix::expand(&ctx, &mut cli.command)?;
     match &cli.command {
         Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),
         Command::Config(cmd) => config_cmd::command(&ctx, cmd),

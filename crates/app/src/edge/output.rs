@@ -66,3 +66,14 @@ pub async fn with_progress<T>(json: bool, text: &str, work: impl std::future::Fu
     show("");
     out
 }
+
+/// Seconds as `1h02m`, `3m05s`, `12s` (the dashboard's ages, `kanban ls`'s AGE and STARTED).
+pub fn age(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
