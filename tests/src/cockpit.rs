@@ -618,6 +618,49 @@ fn kanban_ls_shows_failures_and_ages_hides_archived_ids_take_prefixes_runs_count
     assert!(sorted.iter().take(8).all(|id| err.contains(id.as_str())), "{err}");
 }
 
+/// `berth status` is one screen on the gateway, the hosts, each board's counts, the sandboxes and the problems, with
+/// the same in `--json`; its state words are coloured on a terminal only, and never with `NO_COLOR`. `berth man`
+/// prints the man page.
+#[test]
+fn status_overviews_everything_coloured_only_on_a_terminal_and_man_prints_the_page() {
+    let home = Home::on(&Engine::docker());
+    let me = home.profile.clone();
+    let stuck = create_task(&home, &["stuck", "--assignee", &me, "--command", "true"]);
+    home.ok(&["kanban", "block", &stuck, "--reason", "waiting for review"]);
+    create_task(&home, &["next", "--assignee", &me, "--command", "true"]);
+    home.ok(&["sandbox", "ensure", "--task", "box"]);
+    let v = home.json(&["status"]);
+    assert_eq!(v["gateway"]["state"], "stopped", "{v}");
+    assert_eq!((&v["boards"]["default"]["blocked"], &v["boards"]["default"]["ready"]), (&1.into(), &1.into()), "{v}");
+    assert_eq!((&v["sandboxes"]["total"], &v["sandboxes"]["by_state"]["running"]), (&1.into(), &1.into()), "{v}");
+    let problem = v["problems"].as_array().unwrap().iter().find(|p| p["task"] == stuck.as_str()).cloned();
+    assert_eq!(problem.map(|p| p["kind"].clone()), Some("blocked".into()), "{v}");
+    assert!(v["hosts"]["this_host"].is_string(), "{v}");
+    let text = home.ok(&["status"]);
+    for want in ["gateway:    stopped", "board default: 1 blocked, 1 ready", "sandboxes:  1 running", &stuck] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    assert!(!text.contains('\x1b'), "colour into a pipe: {text:?}");
+    let on_terminal = |no_colour: bool| {
+        let (master, slave) = pty(24, 120);
+        let mut cmd = home.cmd();
+        if no_colour {
+            cmd.env("NO_COLOR", "1");
+        }
+        let mut child = cmd.arg("status").stdout(slave).spawn().expect("berth runs");
+        let seen = collect(master);
+        assert!(wait_within(&mut child, Duration::from_secs(20)).success());
+        saw(&seen, "sandboxes:", Duration::from_secs(5));
+        String::from_utf8_lossy(&seen.lock().unwrap()).into_owned()
+    };
+    let coloured = on_terminal(false);
+    assert!(coloured.contains("\x1b[31mstopped\x1b[0m") && coloured.contains("\x1b[31mblocked\x1b[0m"), "{coloured:?}");
+    let plain = on_terminal(true);
+    assert!(plain.contains("gateway:    stopped") && !plain.contains('\x1b'), "NO_COLOR: {plain:?}");
+    let man = home.ok(&["man"]);
+    assert!(man.contains(".TH berth 1") && man.contains("kanban") && man.contains(".SH SYNOPSIS"), "{man}");
+}
+
 #[test]
 fn reap_dry_run_gives_one_reason_in_words_per_row_and_says_when_there_is_nothing() {
     let home = Home::on(&Engine::docker());

@@ -86,6 +86,10 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// One screen on everything: the gateway, the hosts, each board's counts, the sandboxes, the last problems.
+    Status,
+    /// Print berth's man page (roff), e.g. `berth man > ~/.local/share/man/man1/berth.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]

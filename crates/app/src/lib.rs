@@ -97,6 +97,15 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
         return Ok(0);
     }
+    if let Command::Man = &cli.command {
+        use clap::CommandFactory;
+        let mut page = Vec::new();
+        clap_mangen::Man::new(Cli::command())
+            .render(&mut page)
+            .map_err(|e| Failure::other(format!("cannot render the man page: {e}")))?;
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &page);
+        return Ok(0);
+    }
     if let Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) = &cli.command {
         // The dispatcher's gate: it closes once the tick recorded its workers (or the dispatcher is gone).
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
@@ -141,6 +150,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
-        Command::Completions { .. } => Ok(0),
+        Command::Status => runtime()?.block_on(web::overview::command(&ctx)),
+        Command::Completions { .. } | Command::Man => Ok(0),
     }
 }

@@ -456,9 +456,21 @@ async fn tick_all(
 /// # Errors
 /// None in practice; the signature matches the other commands.
 pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
+    let v = status_json(ctx);
+    let running = v["running"] == true;
+    if ctx.json {
+        output::json(&v);
+    } else {
+        crate::gateway::status::print_text(&v);
+    }
+    Ok(if running { Exit::OK } else { Exit::NOT_RUNNING })
+}
+
+/// What `gateway status --json` prints.
+pub fn status_json(ctx: &Ctx) -> Json {
     let running = lock_held(&ctx.home);
     let state: Json = read_state(&ctx.home).unwrap_or(Json::Null);
-    let v = json!({
+    json!({
         "running": running,
         "state": if running { "running" } else { "stopped" },
         "pid": if running { state["pid"].clone() } else { Json::Null },
@@ -469,11 +481,5 @@ pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
         "ticks": state["ticks"],
         "last_tick": state["last_tick"],
         "stopped_at": if running { Json::Null } else { state["stopped_at"].clone() },
-    });
-    if ctx.json {
-        output::json(&v);
-    } else {
-        crate::gateway::status::print_text(&v);
-    }
-    Ok(if running { Exit::OK } else { Exit::NOT_RUNNING })
+    })
 }

@@ -18,7 +18,7 @@ fn or_dash(v: &Json) -> String {
 pub fn print_text(v: &Json) {
     let running = v["running"].as_bool().unwrap_or(false);
     let state = if running { format!("yes (pid {})", or_dash(&v["pid"])) } else { "no: stopped".to_owned() };
-    output::line(&format!("running:      {state}"));
+    output::painted_line(&format!("running:      {state}"));
     output::line(&format!("started at:   {}", or_dash(&v["started_at"])));
     let interval = match &v["interval_seconds"] {
         Json::Null => "-".to_owned(),

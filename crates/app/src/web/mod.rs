@@ -9,6 +9,7 @@ mod actions;
 mod auth;
 mod live;
 pub mod metrics;
+pub mod overview;
 mod pages;
 mod routes;
 mod sandboxes;
