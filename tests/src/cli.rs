@@ -37,6 +37,29 @@ fn help_and_version() {
     assert!(home.ok(&["--version"]).starts_with("berth "));
 }
 
+/// The bash completion script never offers file names for a profile, a task id or a setting-free value such as
+/// `--assignee`, and its help says bash-completion is needed; `-t` is `--tty` only (`sandbox rm -t` is refused).
+#[test]
+fn completions_offer_no_file_names_for_profiles_and_ids_and_t_means_tty_only() {
+    let home = Home::new();
+    let script = home.ok(&["completions", "bash"]);
+    let mut checked = 0;
+    for flag in ["--assignee)", "--task)", "--profile)", "--board)", "--status)"] {
+        for (i, _) in script.match_indices(flag) {
+            let body: String = script[i..].lines().skip(1).take_while(|l| !l.trim().starts_with(";;")).collect();
+            assert!(!body.contains("compgen -f"), "{flag} completes file names:\n{body}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 10, "the script names these options ({checked} places)");
+    let help = home.ok(&["completions", "--help"]);
+    assert!(help.contains("bash-completion"), "{help}");
+    let out = home.run(&["sandbox", "rm", "-t", "x"]);
+    assert_eq!(out.status.code(), Some(2), "-t still means --task in sandbox rm");
+    assert!(home.ok(&["sandbox", "rm", "--help"]).contains("--task <ID>"));
+    assert!(home.ok(&["run", "--help"]).contains("-t, --tty"));
+}
+
 /// `--version` names the version, the commit berth was built from and the Engine API it negotiates, or says the
 /// engine is unreachable: at once for a missing socket, within about 2 s for one that never answers.
 #[test]
