@@ -661,6 +661,21 @@ fn status_overviews_everything_coloured_only_on_a_terminal_and_man_prints_the_pa
     assert!(man.contains(".TH berth 1") && man.contains("kanban") && man.contains(".SH SYNOPSIS"), "{man}");
 }
 
+/// The default image has the small tools a person reaches for (and `berth --help`'s own `make test` example needs):
+/// each runs in a sandbox, `file` with its database, vim without a startup error, pip3 on the image's python3.
+#[test]
+fn the_default_image_has_tty_stty_make_vim_file_and_pip3() {
+    let home = Home::on(&Engine::docker());
+    let script = "for p in tty stty make vi vim file pip3; do command -v $p >/dev/null || echo missing $p; done; \
+                  file /bin/sh; make --version | head -n 1; vim -es -c q </dev/null && echo vim ok; pip3 --version";
+    let out = home.run(&["run", "--task", "tools", "--", "bash", "-c", script]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !text.contains("missing"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for want in ["/bin/sh: ", "GNU Make", "vim ok", "pip "] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+}
+
 #[test]
 fn reap_dry_run_gives_one_reason_in_words_per_row_and_says_when_there_is_nothing() {
     let home = Home::on(&Engine::docker());

@@ -27,8 +27,10 @@ const TASKS: [(&str, &str, &str); 4] = [
 /// Runs the demo; `keep` leaves the home (and prints how to use it).
 pub fn run(keep: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    say("building berth (cargo build -p berth)");
-    crate::run(Command::new(&cargo).args(["build", "-q", "-p", "berth", "--bin", "berth"]))?;
+    // Not quiet: a first build compiles a few hundred crates for minutes, and cargo's own progress (a bar on a
+    // terminal, a line per crate otherwise) shows that it is moving.
+    say("building berth (cargo build -p berth; the first build takes several minutes, cargo shows its progress)");
+    crate::run(Command::new(&cargo).args(["build", "-p", "berth", "--bin", "berth"]))?;
     let berth = target_dir().join("debug").join("berth");
     say("making sure the sandbox image is there (cargo xtask image)");
     crate::image::build(false)?;
