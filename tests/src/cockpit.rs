@@ -632,14 +632,16 @@ fn status_overviews_everything_coloured_only_on_a_terminal_and_man_prints_the_pa
     let v = home.json(&["status"]);
     assert_eq!(v["gateway"]["state"], "stopped", "{v}");
     assert_eq!((&v["boards"]["default"]["blocked"], &v["boards"]["default"]["ready"]), (&1.into(), &1.into()), "{v}");
-    assert_eq!((&v["sandboxes"]["total"], &v["sandboxes"]["by_state"]["running"]), (&1.into(), &1.into()), "{v}");
+    // The engine-facts probe of a new home may still have a short-lived container of its own (`created`).
+    assert_eq!(v["sandboxes"]["by_state"]["running"], 1, "{v}");
     let problem = v["problems"].as_array().unwrap().iter().find(|p| p["task"] == stuck.as_str()).cloned();
     assert_eq!(problem.map(|p| p["kind"].clone()), Some("blocked".into()), "{v}");
     assert!(v["hosts"]["this_host"].is_string(), "{v}");
     let text = home.ok(&["status"]);
-    for want in ["gateway:    stopped", "board default: 1 blocked, 1 ready", "sandboxes:  1 running", &stuck] {
+    for want in ["gateway:    stopped", "board default: 1 blocked, 1 ready", &stuck] {
         assert!(text.contains(want), "{want:?} missing from:\n{text}");
     }
+    assert!(text.lines().any(|l| l.starts_with("sandboxes:  ") && l.contains("1 running")), "{text}");
     assert!(!text.contains('\x1b'), "colour into a pipe: {text:?}");
     let on_terminal = |no_colour: bool| {
         let (master, slave) = pty(24, 120);

@@ -150,7 +150,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
-        Command::Status => runtime()?.block_on(web::overview::command(&ctx)),
+        Command::Status => runtime()?.block_on(gateway::overview::command(&ctx)),
         Command::Completions { .. } | Command::Man => Ok(0),
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod engine_backoff;
 pub mod housekeeping;
+pub mod overview;
 pub mod status;
 pub mod task_log;
 

@@ -9,11 +9,10 @@ mod actions;
 mod auth;
 mod live;
 pub mod metrics;
-pub mod overview;
 mod pages;
 mod routes;
 mod sandboxes;
-mod views;
+pub mod views;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -71,8 +71,8 @@ async fn sandboxes(ctx: &Ctx) -> Json {
 pub async fn command(ctx: &Ctx) -> Result<u8, Failure> {
     let gateway = crate::gateway::status_json(ctx);
     let (counts, failed) = boards(ctx)?;
-    let hosts = super::views::hosts(ctx)?;
-    let mut problems: Vec<Json> = super::views::diagnostics(ctx)?.into_iter().map(|d| json!(d)).collect();
+    let hosts = crate::web::views::hosts(ctx)?;
+    let mut problems: Vec<Json> = crate::web::views::diagnostics(ctx)?.into_iter().map(|d| json!(d)).collect();
     problems.extend(failed);
     problems.truncate(PROBLEMS);
     let sandboxes = sandboxes(ctx).await;
