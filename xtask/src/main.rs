@@ -1,5 +1,5 @@
 //! Automation: `cargo xtask demo` runs the main job end to end in a temporary home; `cargo xtask image` builds the local sandbox image; `cargo xtask ci` runs the CI steps;
-//! `cargo xtask bench` measures the PRODUCT §9 figures.
+//! `cargo xtask bench` measures the PRODUCT §9 figures; `cargo xtask man` writes the man page.
 //!
 //! It depends on no product crate: it drives `docker` and `cargo` as processes.
 
@@ -13,15 +13,15 @@ const IMAGE: &str = image::DEFAULT_TAG;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let res =
-        match args.first().map(String::as_str) {
-            Some("image") => image::build(args.iter().any(|a| a == "--force")),
-            Some("ci") => ci(args.iter().any(|a| a == "--allow-skips")),
-            Some("demo") => demo::run(args.iter().any(|a| a == "--keep")),
-            Some("bench") => bench(args.iter().any(|a| a == "--quick")),
-            _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci [--allow-skips] | bench [--quick]>"
-                .to_owned()),
-        };
+    let res = match args.first().map(String::as_str) {
+        Some("image") => image::build(args.iter().any(|a| a == "--force")),
+        Some("ci") => ci(args.iter().any(|a| a == "--allow-skips")),
+        Some("demo") => demo::run(args.iter().any(|a| a == "--keep")),
+        Some("bench") => bench(args.iter().any(|a| a == "--quick")),
+        Some("man") => man(),
+        _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci [--allow-skips] | bench [--quick] | man>"
+            .to_owned()),
+    };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -34,6 +34,23 @@ fn main() -> ExitCode {
 fn run(cmd: &mut Command) -> Result<(), String> {
     let status = cmd.status().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed with {status}")) }
+}
+
+/// Builds berth and writes its man page to `target/man/man1/berth.1` (`MANPATH=target/man man berth` reads it).
+fn man() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    run(Command::new(&cargo).args(["build", "-p", "berth", "--bin", "berth"]))?;
+    let berth = demo::target_dir().join("debug").join("berth");
+    let out = Command::new(&berth).arg("man").output().map_err(|e| format!("cannot run {}: {e}", berth.display()))?;
+    if !out.status.success() || out.stdout.is_empty() {
+        return Err(format!("berth man failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let dir = demo::target_dir().join("man").join("man1");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let page = dir.join("berth.1");
+    std::fs::write(&page, &out.stdout).map_err(|e| format!("cannot write {}: {e}", page.display()))?;
+    eprintln!("xtask: wrote {}", page.display());
+    Ok(())
 }
 
 /// Builds the release binary and the image, then runs the figures benchmark (writes BENCHMARKS.md, benchmarks.json).
