@@ -41,7 +41,7 @@ fn berth_bin() -> PathBuf {
     let bin = target.join("release").join("berth");
     assert!(
         bin.exists(),
-        "{} is missing: `cargo build --release -p app` first (cargo xtask bench does)",
+        "{} is missing: `cargo build --release -p berth` first (cargo xtask bench does)",
         bin.display()
     );
     bin

@@ -35,7 +35,9 @@ fn driver() -> Option<Driver> {
             !ci,
             "CI=true but chromium or chromedriver is missing: `.ci/run` installs chromium and chromium-driver"
         );
-        eprintln!("skipped: chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)");
+        crate::support::skip(
+            "chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)",
+        );
         return None;
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

@@ -204,7 +204,8 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     assert_eq!(tail.lines().count(), 2, "{tail}");
     assert!(followed.ends_with(&tail));
     let run = show["runs"][0]["id"].as_i64().unwrap().to_string();
-    let part = home.ok(&["kanban", "logs", &id, "--run", &run]);
+    assert_eq!(show["runs"][0]["number"], 1, "{show}");
+    let part = home.ok(&["kanban", "logs", &id, "--run", "1"]);
     assert!(part.starts_with("[berth worker") && part.contains(&format!("confirmed run {run} of {id}")), "{part}");
     let json = home.json(&["kanban", "logs", &id, "--tail", "1"]);
     assert_eq!(json["lines"].as_array().unwrap().len(), 1, "{json}");
@@ -496,7 +497,7 @@ fn gateway_status_text_shows_what_json_has() {
     let gateway = Gateway::start(&home, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let v = loop {
-        let v = home.json(&["gateway", "status"]);
+        let v = home.gateway_status();
         if v["ticks"].as_u64().unwrap_or(0) >= 1 {
             break v;
         }
@@ -515,10 +516,166 @@ fn gateway_status_text_shows_what_json_has() {
     }
     assert!(text.lines().any(|l| l.starts_with("last tick:    ") && l.contains("(spawned ")), "{text}");
     assert_eq!(gateway.stop().0, Some(0));
-    let v = home.json(&["gateway", "status"]);
-    let text = home.ok(&["gateway", "status"]);
-    assert!(text.contains("running:      no"), "{text}");
+    let v = home.gateway_status();
+    assert_eq!((&v["state"], &v["dispatching"]), (&"stopped".into(), &false.into()), "{v}");
+    let out = home.run(&["gateway", "status"]);
+    assert_eq!(out.status.code(), Some(3), "a stopped gateway's status is not success");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("running:      no: stopped") && text.contains("dispatching:  no"), "{text}");
     assert!(text.contains(&format!("stopped at:   {}", v["stopped_at"].as_str().unwrap())), "{text}");
+}
+
+/// The gateway's log names the task of each line about one: a worker started, its failed run, the task blocked by
+/// the failure breaker; with `--json` every line is a JSON object.
+#[test]
+fn gateway_log_lines_name_their_tasks_and_are_json_lines_with_json() {
+    let home = Home::on(&Engine::docker());
+    let id = create_task(&home, &["doomed", "--assignee", &home.profile, "--command", "false"]);
+    let gateway = Gateway::start(&home, &["--json", "-c", "kanban.failure_limit=1"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while home.json(&["kanban", "show", &id])["task"]["status"] != "blocked" {
+        assert!(Instant::now() < deadline, "not blocked: {}", home.json(&["kanban", "show", &id]));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The line about the block comes from the tick that blocks it, or the worker's end, just after.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gateway.stderr().contains("blocked") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, _, err) = gateway.stop();
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<serde_json::Value> =
+        err.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{err}"))).collect();
+    let about = |word: &str| {
+        lines.iter().any(|l| {
+            let m = l["message"].as_str().unwrap_or_default();
+            m.contains(&format!("task {id}")) && m.contains(word) && l["time"].is_string() && l["level"].is_string()
+        })
+    };
+    assert!(about("started"), "{err}");
+    assert!(about("failed (exit 1)"), "{err}");
+    assert!(about("blocked"), "{err}");
+}
+
+/// `kanban ls` shows what a task went through (a failed task is not plain `ready`; FAILURES, AGE, STARTED) and
+/// hides archived tasks unless asked; task ids are taken by a unique prefix (an ambiguous one is refused in one
+/// line naming the candidates); `kanban logs --run N` is the task's own Nth run.
+#[test]
+fn kanban_ls_shows_failures_and_ages_hides_archived_ids_take_prefixes_runs_count_per_task() {
+    let home = Home::on(&Engine::docker());
+    let me = home.profile.clone();
+    let first = create_task(&home, &["first", "--assignee", &me, "--command", "true"]);
+    let failing = create_task(&home, &["failing", "--assignee", &me, "--command", "false"]);
+    let old = create_task(&home, &["old", "--assignee", &me, "--command", "true"]);
+    let task = |id: &str| home.json(&["kanban", "show", id])["task"].clone();
+    home.ok(&["kanban", "dispatch", "--task", &first]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while task(&first)["status"] != "done" {
+        assert!(Instant::now() < deadline, "first did not finish: {}", task(&first));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // By prefixes: `t_` and four characters, and four characters alone.
+    home.ok(&["kanban", "dispatch", "--task", &failing[..6]]);
+    while task(&failing)["consecutive_failures"] != 1 || task(&failing)["status"] != "ready" {
+        assert!(Instant::now() < deadline, "failing did not fail once: {}", task(&failing));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    home.ok(&["kanban", "archive", &old[2..6]]);
+    let text = home.ok(&["kanban", "ls"]);
+    let header = text.lines().next().unwrap();
+    assert!(header.contains("FAILURES") && header.contains("AGE") && header.contains("STARTED"), "{text}");
+    let row = text.lines().find(|l| l.starts_with(&failing)).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains("ready (failed 1x)") && row.matches(" ago").count() == 2, "{text}");
+    assert!(!text.contains(&old), "an archived task listed by default:\n{text}");
+    assert!(home.ok(&["kanban", "ls", "--archived"]).contains(&old));
+    assert!(!home.json(&["kanban", "ls"]).to_string().contains(&old));
+    assert!(home.json(&["kanban", "ls", "--archived"]).to_string().contains(&old));
+    // The failing task's first run is the board's second: `--run 1` is its own first.
+    let show = home.json(&["kanban", "show", &failing[2..6]]);
+    let run_id = show["runs"][0]["id"].as_i64().unwrap();
+    assert_eq!((show["runs"][0]["number"].as_i64(), run_id > 1), (Some(1), true), "{show}");
+    let part = home.ok(&["kanban", "logs", &failing, "--run", "1"]);
+    assert!(part.contains(&format!("confirmed run {run_id} of {failing}")), "{part}");
+    // Enough tasks that two ids share four characters (2000 of 65536 prefixes: all but certain).
+    let lines: String = (0..2000).map(|i| format!("{{\"title\":\"bulk {i}\",\"command\":\"true\"}}\n")).collect();
+    let file = home.path().join("bulk.jsonl");
+    std::fs::write(&file, lines).unwrap();
+    home.ok(&["kanban", "create", "--from", file.to_str().unwrap()]);
+    let ids: Vec<String> =
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect();
+    let mut by_prefix = std::collections::BTreeMap::<&str, Vec<&String>>::new();
+    for id in &ids {
+        by_prefix.entry(&id[..6]).or_default().push(id);
+    }
+    let (prefix, shared) = by_prefix.iter().find(|(_, v)| v.len() > 1).expect("two ids share four characters");
+    let out = home.run(&["kanban", "show", prefix]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.lines().count() == 1 && err.contains("is ambiguous"), "{err}");
+    // The candidates, sorted, the first eight by name.
+    let mut sorted = shared.clone();
+    sorted.sort();
+    assert!(sorted.iter().take(8).all(|id| err.contains(id.as_str())), "{err}");
+}
+
+/// `berth status` is one screen on the gateway, the hosts, each board's counts, the sandboxes and the problems, with
+/// the same in `--json`; its state words are coloured on a terminal only, and never with `NO_COLOR`. `berth man`
+/// prints the man page.
+#[test]
+fn status_overviews_everything_coloured_only_on_a_terminal_and_man_prints_the_page() {
+    let home = Home::on(&Engine::docker());
+    let me = home.profile.clone();
+    let stuck = create_task(&home, &["stuck", "--assignee", &me, "--command", "true"]);
+    home.ok(&["kanban", "block", &stuck, "--reason", "waiting for review"]);
+    create_task(&home, &["next", "--assignee", &me, "--command", "true"]);
+    home.ok(&["sandbox", "ensure", "--task", "box"]);
+    let v = home.json(&["status"]);
+    assert_eq!(v["gateway"]["state"], "stopped", "{v}");
+    assert_eq!((&v["boards"]["default"]["blocked"], &v["boards"]["default"]["ready"]), (&1.into(), &1.into()), "{v}");
+    // The engine-facts probe of a new home may still have a short-lived container of its own (`created`).
+    assert_eq!(v["sandboxes"]["by_state"]["running"], 1, "{v}");
+    let problem = v["problems"].as_array().unwrap().iter().find(|p| p["task"] == stuck.as_str()).cloned();
+    assert_eq!(problem.map(|p| p["kind"].clone()), Some("blocked".into()), "{v}");
+    assert!(v["hosts"]["this_host"].is_string(), "{v}");
+    let text = home.ok(&["status"]);
+    for want in ["gateway:    stopped", "board default: 1 blocked, 1 ready", &stuck] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("sandboxes:  ") && l.contains("1 running")), "{text}");
+    assert!(!text.contains('\x1b'), "colour into a pipe: {text:?}");
+    let on_terminal = |no_colour: bool| {
+        let (master, slave) = pty(24, 120);
+        let mut cmd = home.cmd();
+        if no_colour {
+            cmd.env("NO_COLOR", "1");
+        }
+        let mut child = cmd.arg("status").stdout(slave).spawn().expect("berth runs");
+        let seen = collect(master);
+        assert!(wait_within(&mut child, Duration::from_secs(20)).success());
+        saw(&seen, "sandboxes:", Duration::from_secs(5));
+        String::from_utf8_lossy(&seen.lock().unwrap()).into_owned()
+    };
+    let coloured = on_terminal(false);
+    assert!(coloured.contains("\x1b[31mstopped\x1b[0m") && coloured.contains("\x1b[31mblocked\x1b[0m"), "{coloured:?}");
+    let plain = on_terminal(true);
+    assert!(plain.contains("gateway:    stopped") && !plain.contains('\x1b'), "NO_COLOR: {plain:?}");
+    let man = home.ok(&["man"]);
+    assert!(man.contains(".TH berth 1") && man.contains("kanban") && man.contains(".SH SYNOPSIS"), "{man}");
+}
+
+/// The default image has the small tools a person reaches for (and `berth --help`'s own `make test` example needs):
+/// each runs in a sandbox, `file` with its database, vim without a startup error, pip3 on the image's python3.
+#[test]
+fn the_default_image_has_tty_stty_make_vim_file_and_pip3() {
+    let home = Home::on(&Engine::docker());
+    let script = "for p in tty stty make vi vim file pip3; do command -v $p >/dev/null || echo missing $p; done; \
+                  file /bin/sh; make --version | head -n 1; vim -es -c q </dev/null && echo vim ok; pip3 --version";
+    let out = home.run(&["run", "--task", "tools", "--", "bash", "-c", script]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !text.contains("missing"), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    for want in ["/bin/sh: ", "GNU Make", "vim ok", "pip "] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
 }
 
 #[test]
@@ -544,16 +701,17 @@ fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     let bare = create_task(&home, &["bare", "-c", "kanban.worker_command=my-agent", "--assignee", &home.profile]);
     let gateway = Gateway::start(&home, &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) < 3 {
+    while home.gateway_status()["ticks"].as_u64().unwrap_or(0) < 3 {
         assert!(Instant::now() < deadline, "the gateway did not tick three times");
         std::thread::sleep(Duration::from_millis(100));
     }
     let (code, _, err) = gateway.stop();
     assert_eq!(code, Some(0));
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {id} "))).collect();
+    // The never-run warnings (the gateway's other lines about these tasks, e.g. `started`, name them too).
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {id} on board"))).collect();
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("\"ghost\", which is no profile here: it will never run"), "{err}");
-    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {bare} "))).collect();
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains(&format!("task {bare} on board"))).collect();
     assert_eq!(warnings.len(), 1, "{err}");
     assert!(warnings[0].contains("has no command and the built-in worker"), "{err}");
 }
@@ -643,7 +801,11 @@ fn every_timestamp_in_every_json_output_is_rfc3339() {
     let mut check = |home: &Home, args: &[&str]| {
         let mut all = args.to_vec();
         all.push("--json");
-        let out = home.ok(&all);
+        let out = home.run(&all);
+        // `gateway status` of a stopped gateway exits 3 and still prints its document.
+        let stopped_gateway = args == ["gateway", "status"] && out.status.code() == Some(3);
+        assert!(out.status.success() || stopped_gateway, "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let out = String::from_utf8_lossy(&out.stdout).into_owned();
         // One document, or one per line (`kanban tail`).
         let docs: Vec<serde_json::Value> = match serde_json::from_str(&out) {
             Ok(v) => vec![v],

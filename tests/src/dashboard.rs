@@ -397,7 +397,7 @@ fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
         if dispatching {
             // Past the reaper and into the loop: the change announced when the watch began has gone out.
             wait_until("two ticks", Duration::from_secs(15), || {
-                home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) >= 2
+                home.gateway_status()["ticks"].as_u64().unwrap_or(0) >= 2
             });
         }
         let mut events = event_stream(&format!("http://127.0.0.1:{port}"), &token);

@@ -44,7 +44,7 @@ fn can_make_hosts() -> bool {
         return true;
     }
     assert!(!ci(), "CI=true but not root: the exactly_once suite makes pid namespaces (unshare --pid)");
-    eprintln!("skipped: not root, so no pid namespaces for the hosts of the exactly_once suite");
+    crate::support::skip("not root, so no pid namespaces for the hosts of the exactly_once suite (run as root)");
     false
 }
 
@@ -532,7 +532,7 @@ impl Cluster {
         let user = Command::new("id").args(["-u", "postgres"]).output().is_ok_and(|o| o.status.success());
         let Some(bin) = bin.filter(|_| user) else {
             assert!(!ci(), "CI=true but no PostgreSQL server binaries (/usr/lib/postgresql/*/bin) or no postgres user");
-            eprintln!("skipped: no PostgreSQL server binaries under /usr/lib/postgresql or no postgres user");
+            crate::support::skip("no PostgreSQL server binaries or no postgres user (apt-get install postgresql)");
             return None;
         };
         let dir = tempfile::Builder::new().prefix("berth-eo-pg.").tempdir().unwrap();

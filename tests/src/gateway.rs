@@ -8,7 +8,7 @@ use crate::support::{Gateway, Home, require_docker, wait_until};
 
 /// The ticks the running gateway has done, from `gateway status`.
 fn ticks(home: &Home) -> u64 {
-    home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0)
+    home.gateway_status()["ticks"].as_u64().unwrap_or(0)
 }
 
 fn statuses(home: &Home) -> Vec<String> {
@@ -31,7 +31,7 @@ fn idle_gateway_exits_cleanly_on_sigterm() {
     let (code, took, _) = gw.stop();
     assert_eq!(code, Some(0));
     assert!(took < Duration::from_secs(2), "took {took:?}");
-    let st = home.json(&["gateway", "status"]);
+    let st = home.gateway_status();
     assert_eq!(st["running"], false);
     assert!(st["stopped_at"].is_string());
 }
@@ -51,7 +51,7 @@ fn tasks_created_while_it_runs_are_dispatched_and_a_second_gateway_stays_out() {
     wait_until("the task to start", Duration::from_secs(10), || statuses(&home) == ["running"]);
     let show = home.json(&["kanban", "show", &id]);
     assert_eq!(show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "claimed").count(), 1);
-    let st = home.json(&["gateway", "status"]);
+    let st = home.gateway_status();
     assert!(st["ticks"].as_u64().unwrap() >= 1);
     kill_workers(&home);
     let (code, _, _) = gw.stop();
@@ -113,10 +113,8 @@ fn a_broken_board_is_quarantined_and_the_others_go_on() {
         home.json(&["kanban", "show", &good])["task"]["status"] == "running"
     });
     // The task runs from inside the tick; the tick's state is written when it ends.
-    wait_until("the tick's state", Duration::from_secs(10), || {
-        home.json(&["gateway", "status"])["last_tick"].is_object()
-    });
-    let st = home.json(&["gateway", "status"]);
+    wait_until("the tick's state", Duration::from_secs(10), || home.gateway_status()["last_tick"].is_object());
+    let st = home.gateway_status();
     assert_eq!(st["last_tick"]["boards"]["broken"]["quarantined"], true, "{st}");
     kill_workers(&home);
     let (code, _, err) = gw.stop();
@@ -164,9 +162,7 @@ fn stuck_work_gives_the_stuck_warning() {
     std::fs::create_dir_all(home.path().join("kanban")).unwrap();
     std::fs::write(home.path().join("kanban/logs"), b"not a directory").unwrap();
     let gw = Gateway::start(&home, &["-c", "kanban.failure_limit=1000"]);
-    wait_until("six bad ticks", Duration::from_secs(20), || {
-        home.json(&["gateway", "status"])["ticks"].as_u64().unwrap_or(0) >= 7
-    });
+    wait_until("six bad ticks", Duration::from_secs(20), || home.gateway_status()["ticks"].as_u64().unwrap_or(0) >= 7);
     let (code, _, err) = gw.stop();
     assert_eq!(code, Some(0));
     assert!(err.contains("kanban dispatcher stuck"), "{err}");

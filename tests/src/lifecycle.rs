@@ -20,7 +20,7 @@ impl Gateway {
         args.extend_from_slice(&["gateway", "run"]);
         let child = home.cmd().args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false) {
+        while !home.gateway_status()["running"].as_bool().unwrap_or(false) {
             assert!(Instant::now() < deadline, "gateway did not start");
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -383,7 +383,7 @@ fn sandbox_reap_finds_folders_whose_sandbox_and_task_are_gone() {
 fn root_owned_files_are_removed_for_an_unprivileged_user() {
     require_docker();
     if !rustix::process::geteuid().is_root() {
-        eprintln!("note: needs root to run berth as another user; skipped");
+        crate::support::skip("needs root to run berth as another user (run as root)");
         return;
     }
     let Some(group) = std::fs::metadata("/var/run/docker.sock").ok().map(|m| std::os::unix::fs::MetadataExt::gid(&m))
@@ -534,7 +534,7 @@ fn retention_removes_only_expired_outputs_and_the_gateway_applies_it() {
 fn an_opt_out_sandbox_of_a_dead_owner_on_another_host_is_reaped_by_its_lease() {
     require_docker();
     if !rustix::process::geteuid().is_root() {
-        eprintln!("note: needs root for a UTS namespace (another hostname); skipped");
+        crate::support::skip("needs root for a UTS namespace, another hostname (run as root)");
         return;
     }
     let home = Home::new();

@@ -15,7 +15,7 @@ pub fn server_url() -> Option<String> {
                 std::env::var("CI").as_deref() != Ok("true"),
                 "BERTH_TEST_POSTGRES_URL is not set: CI must run the board tests on PostgreSQL (.ci/run starts a server)"
             );
-            eprintln!("skipped: BERTH_TEST_POSTGRES_URL is not set (no PostgreSQL server for this test)");
+            crate::support::skip("BERTH_TEST_POSTGRES_URL is not set (`bash .ci/run` starts a PostgreSQL server)");
             None
         }
     }

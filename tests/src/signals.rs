@@ -184,7 +184,7 @@ impl Gateway {
         let log = std::fs::File::create(home.path().join("gateway.log")).unwrap();
         let child = home
             .cmd()
-            .env("BERTH_LOG", "info,app::gateway=debug")
+            .env("BERTH_LOG", "info,berth::gateway=debug")
             .args(&args)
             .stdout(Stdio::null())
             .stderr(log)

@@ -12,13 +12,32 @@ pub fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_path_buf()
 }
 
-/// The built `berth` binary (built by `cargo test --workspace` or `cargo build -p app`).
+/// The built `berth` binary (built by `cargo test --workspace` or `cargo build -p berth`).
 pub fn berth_bin() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     let bin = target.join(profile).join("berth");
-    assert!(bin.exists(), "{} is missing: run `cargo build -p app` (or `cargo test --workspace`)", bin.display());
+    assert!(bin.exists(), "{} is missing: run `cargo build -p berth` (or `cargo test --workspace`)", bin.display());
     bin
+}
+
+/// The variable naming the file a skipped test appends its line to (`cargo xtask ci` sets it and counts the lines,
+/// since libtest counts a skipped test as passed and shows its note only with `--nocapture`).
+pub const SKIP_LOG_VAR: &str = "BERTH_TEST_SKIP_LOG";
+
+/// Marks the running test as skipped: one `skipped: <test>: <reason>` line on stderr, and one `<test>\t<reason>`
+/// line appended to the file [`SKIP_LOG_VAR`] names. The reason names how to get the missing prerequisite.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("?");
+    eprintln!("skipped: {test}: {reason}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_VAR) {
+        let line = format!("{test}\t{}\n", reason.replace(['\n', '\t'], " "));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+        // One write of a short line to an O_APPEND file: lines of parallel tests do not interleave.
+        file.and_then(|mut f| f.write_all(line.as_bytes())).expect("the skip log is writable");
+    }
 }
 
 /// Runs the docker CLI (for setup and inspection in tests); panics if docker is missing.
@@ -35,7 +54,7 @@ pub fn require_docker() {
 }
 
 /// The variable naming the engines the real-engine sandbox suite runs against: `name=endpoint` pairs separated by
-/// commas, e.g. `docker=unix:///var/run/docker.sock,podman=unix:///run/berth-podman/podman.sock` (`.ci/run` sets
+/// commas, e.g. `docker=unix:///var/run/docker.sock,podman=unix:///…/target/ci/podman/podman.sock` (`.ci/run` sets
 /// it). Docker defaults to `DOCKER_HOST` or its standard socket when unnamed.
 pub const ENGINES_VAR: &str = "BERTH_TEST_ENGINES";
 
@@ -71,7 +90,7 @@ impl Engine {
         let Some(endpoint) = listed_endpoint("podman") else {
             let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
             assert!(!ci, "CI=true but {ENGINES_VAR} names no podman endpoint: `.ci/run` starts one");
-            eprintln!("skipped: {ENGINES_VAR} names no podman endpoint (`bash .ci/run` sets one up)");
+            skip(&format!("{ENGINES_VAR} names no podman endpoint (`bash .ci/run` starts one)"));
             return None;
         };
         let engine = Self { name: "podman", endpoint };
@@ -217,6 +236,17 @@ impl Home {
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("berth {args:?} printed no JSON ({e}): {out}"))
     }
 
+    /// `gateway status --json`: exit 0 while a gateway runs, 3 when it is stopped; either way its JSON.
+    pub fn gateway_status(&self) -> serde_json::Value {
+        let out = self.run(&["gateway", "status", "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("gateway status printed no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr))
+        });
+        let want = if v["running"] == true { 0 } else { 3 };
+        assert_eq!(out.status.code(), Some(want), "gateway status: {v}");
+        v
+    }
+
     /// Ids of every container of this home's profile.
     pub fn containers(&self) -> Vec<String> {
         ids(&self.docker(&["ps", "-aq", "--no-trunc", "--filter", &format!("label=hermes-profile={}", self.profile)]))
@@ -310,11 +340,13 @@ impl Gateway {
                 sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         });
+        // Owned first, so a failed wait below still kills it (Drop).
+        let gateway = Self { child: Some(child), stderr, reader: Some(reader) };
         // Wait until it holds the lock and has written its state.
         wait_until("the gateway to start", std::time::Duration::from_secs(10), || {
-            home.json(&["gateway", "status"])["running"].as_bool().unwrap_or(false)
+            home.gateway_status()["running"].as_bool().unwrap_or(false)
         });
-        Self { child: Some(child), stderr, reader: Some(reader) }
+        gateway
     }
 
     /// What the gateway wrote to stderr so far.

@@ -178,14 +178,14 @@ fn direct_dependencies() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// The adapters are siblings around the core: none depends on another (the SQLite→PostgreSQL copy goes through a
-/// dump of one and a load of the other, joined in `app`), and only the SQLite store names the SQLite driver.
+/// dump of one and a load of the other, joined in `berth`), and only the SQLite store names the SQLite driver.
 #[test]
 fn no_adapter_depends_on_another_and_only_the_sqlite_store_uses_rusqlite() {
     let deps = direct_dependencies();
     let adapters = ["docker-adapter", "kanban-store", "kanban-postgres"];
     for a in adapters {
         let d = deps.get(a).unwrap_or_else(|| panic!("{a} is a workspace member"));
-        for other in adapters.iter().chain(&["app"]).filter(|o| **o != a) {
+        for other in adapters.iter().chain(&["berth"]).filter(|o| **o != a) {
             assert!(!d.contains(*other), "{a} depends on {other}");
         }
     }

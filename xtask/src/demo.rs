@@ -27,8 +27,10 @@ const TASKS: [(&str, &str, &str); 4] = [
 /// Runs the demo; `keep` leaves the home (and prints how to use it).
 pub fn run(keep: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    say("building berth (cargo build -p app)");
-    crate::run(Command::new(&cargo).args(["build", "-q", "-p", "app", "--bin", "berth"]))?;
+    // Not quiet: a first build compiles a few hundred crates for minutes, and cargo's own progress (a bar on a
+    // terminal, a line per crate otherwise) shows that it is moving.
+    say("building berth (cargo build -p berth; the first build takes several minutes, cargo shows its progress)");
+    crate::run(Command::new(&cargo).args(["build", "-p", "berth", "--bin", "berth"]))?;
     let berth = target_dir().join("debug").join("berth");
     say("making sure the sandbox image is there (cargo xtask image)");
     crate::image::build(false)?;
@@ -177,7 +179,7 @@ fn stop(child: &mut Child) {
     let _ = child.wait();
 }
 
-fn target_dir() -> PathBuf {
+pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".")).join("target"))

@@ -22,7 +22,7 @@ use std::process::Command;
 pub const DEFAULT_TAG: &str = "berth-sandbox:latest";
 
 /// Bumped when the recipe changes in a way the tar's bytes do not show (the `docker import` changes below).
-const RECIPE: &str = "2";
+const RECIPE: &str = "3";
 
 /// The label carrying the content digest.
 const CONTENT_LABEL: &str = "berth.image.content";
@@ -110,6 +110,12 @@ const EVERYDAY: &[&str] = &[
     "curl",
     "git",
     "python3",
+    "tty",
+    "stty",
+    "make",
+    "vi",
+    "vim",
+    "file",
 ];
 
 /// Where programs are looked up: the system directories only, not `PATH` (shims such as pyenv's are shell scripts
@@ -318,6 +324,7 @@ fn assemble(ctx: &Path, progress: &Progress) -> Result<(), String> {
     if Path::new("/etc/ssl/certs/ca-certificates.crt").is_file() {
         fs.add(Path::new("/etc/ssl/certs/ca-certificates.crt"))?;
     }
+    add_tool_data(&mut fs, progress)?;
     progress.step("[3/4] shared libraries");
     fs.add_libraries()?;
     let etc = fs.root.join("etc");
@@ -330,6 +337,30 @@ fn assemble(ctx: &Path, progress: &Progress) -> Result<(), String> {
         progress.done(&format!("not on this host, left out: {}", missing.join(" ")));
     }
     progress.done(&format!("[3/4] root filesystem: {} files", fs.files));
+    Ok(())
+}
+
+/// The data files `file`, `vim` and `pip3` need beside their programs, when the host has them: `file`'s magic
+/// database, vim's `defaults.vim` (without it vim starts with an error), and Debian's pip package with a `pip3`
+/// script that runs it on the image's python3.
+fn add_tool_data(fs: &mut Rootfs, progress: &Progress) -> Result<(), String> {
+    for data in ["/usr/lib/file/magic.mgc", "/usr/share/misc/magic.mgc", "/usr/share/file/magic.mgc"] {
+        if Path::new(data).exists() {
+            fs.add(Path::new(data))?;
+        }
+    }
+    let vim_runtimes = std::fs::read_dir("/usr/share/vim").into_iter().flatten().flatten().map(|e| e.path());
+    for defaults in vim_runtimes.map(|d| d.join("defaults.vim")).filter(|d| d.is_file()) {
+        fs.add(&defaults)?;
+    }
+    let pip = Path::new("/usr/lib/python3/dist-packages/pip");
+    if find_program("python3").is_some() && pip.is_dir() {
+        progress.step(&format!("[2/4] pip from {}", pip.display()));
+        fs.add_tree(pip)?;
+        let script = fs.root.join("usr/local/bin/pip3");
+        std::fs::write(&script, "#!/bin/sh\nexec python3 -m pip \"$@\"\n").map_err(|e| err("pip3", e))?;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).map_err(|e| err("pip3", e))?;
+    }
     Ok(())
 }
 

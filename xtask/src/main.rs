@@ -1,5 +1,5 @@
 //! Automation: `cargo xtask demo` runs the main job end to end in a temporary home; `cargo xtask image` builds the local sandbox image; `cargo xtask ci` runs the CI steps;
-//! `cargo xtask bench` measures the PRODUCT §9 figures.
+//! `cargo xtask bench` measures the PRODUCT §9 figures; `cargo xtask man` writes the man page.
 //!
 //! It depends on no product crate: it drives `docker` and `cargo` as processes.
 
@@ -15,10 +15,12 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let res = match args.first().map(String::as_str) {
         Some("image") => image::build(args.iter().any(|a| a == "--force")),
-        Some("ci") => ci(),
+        Some("ci") => ci(args.iter().any(|a| a == "--allow-skips")),
         Some("demo") => demo::run(args.iter().any(|a| a == "--keep")),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
-        _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci | bench [--quick]>".to_owned()),
+        Some("man") => man(),
+        _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci [--allow-skips] | bench [--quick] | man>"
+            .to_owned()),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -34,11 +36,28 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     if status.success() { Ok(()) } else { Err(format!("{cmd:?} failed with {status}")) }
 }
 
+/// Builds berth and writes its man page to `target/man/man1/berth.1` (`MANPATH=target/man man berth` reads it).
+fn man() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    run(Command::new(&cargo).args(["build", "-p", "berth", "--bin", "berth"]))?;
+    let berth = demo::target_dir().join("debug").join("berth");
+    let out = Command::new(&berth).arg("man").output().map_err(|e| format!("cannot run {}: {e}", berth.display()))?;
+    if !out.status.success() || out.stdout.is_empty() {
+        return Err(format!("berth man failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let dir = demo::target_dir().join("man").join("man1");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let page = dir.join("berth.1");
+    std::fs::write(&page, &out.stdout).map_err(|e| format!("cannot write {}: {e}", page.display()))?;
+    eprintln!("xtask: wrote {}", page.display());
+    Ok(())
+}
+
 /// Builds the release binary and the image, then runs the figures benchmark (writes BENCHMARKS.md, benchmarks.json).
 fn bench(quick: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     image::build(false)?;
-    run(Command::new(&cargo).args(["build", "--release", "-p", "app", "--bin", "berth"]))?;
+    run(Command::new(&cargo).args(["build", "--release", "-p", "berth", "--bin", "berth"]))?;
     let mut cmd = Command::new(&cargo);
     cmd.args(["bench", "-p", "tests", "--bench", "figures", "--"]);
     if quick {
@@ -48,7 +67,7 @@ fn bench(quick: bool) -> Result<(), String> {
 }
 
 /// The CI steps, in order: format, lints, the image, every test.
-fn ci() -> Result<(), String> {
+fn ci(allow_skips: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     run(Command::new(&cargo).args(["fmt", "--all", "--check"]))?;
     run(Command::new(&cargo).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
@@ -58,20 +77,20 @@ fn ci() -> Result<(), String> {
         sync_image(name, endpoint)?;
     }
     // The CLI tests run the real binary, so build it first.
-    run(Command::new(&cargo).args(["build", "-p", "app", "--bin", "berth"]))?;
+    run(Command::new(&cargo).args(["build", "-p", "berth", "--bin", "berth"]))?;
     // The hermes interop suite finds hermes-agent's venv through this variable; `.ci/run` sets it, and a venv at
     // the place `.ci/run` makes it counts too.
-    let venv_python = std::path::Path::new("/opt/berth-hermes-venv/bin/python");
+    let venv_python = demo::target_dir().join("ci/hermes-venv/bin/python");
     let hermes = |cmd: &mut Command| {
         if std::env::var_os("BERTH_HERMES_PYTHON").is_none() && venv_python.exists() {
-            cmd.env("BERTH_HERMES_PYTHON", venv_python);
+            cmd.env("BERTH_HERMES_PYTHON", &venv_python);
         }
     };
     if extra.iter().all(|(name, _)| name != "podman") {
         let mut test = Command::new(&cargo);
         test.args(["test", "--workspace"]);
         hermes(&mut test);
-        return test_and_count(&mut [&mut test]);
+        return test_and_count(&mut [&mut test], allow_skips);
     }
     // The Podman half of the sandbox suite shares no state with the rest (its own engine, its own profiles), so it
     // runs beside it rather than after it.
@@ -85,7 +104,7 @@ fn ci() -> Result<(), String> {
     // the rest (it shares no state with them: its own homes, databases and private server).
     let mut exactly_once = Command::new(&cargo);
     exactly_once.args(["test", "-p", "tests", "--", EXACTLY_ONCE_SUITE, "--test-threads=1"]);
-    test_and_count(&mut [&mut rest, &mut podman, &mut exactly_once])
+    test_and_count(&mut [&mut rest, &mut podman, &mut exactly_once], allow_skips)
 }
 
 /// The exactly-once suite over every store (`tests/src/exactly_once.rs`).
@@ -144,13 +163,20 @@ fn sync_image(name: &str, endpoint: &str) -> Result<(), String> {
     }
 }
 
-/// Runs `cargo test` invocations side by side, echoing their output, and closes with one `N passed, N failed` line
-/// summing every test binary of every invocation, so the last line speaks for the whole run rather than for the last
-/// (possibly empty) binary.
-fn test_and_count(cmds: &mut [&mut Command]) -> Result<(), String> {
+/// Runs `cargo test` invocations side by side, echoing their output, and closes with one
+/// `N passed, N failed, N skipped` line summing every test binary of every invocation, so the last line speaks for
+/// the whole run rather than for the last (possibly empty) binary. A test that skips (`tests::support::skip`)
+/// appends a line to the skip log this sets; libtest counts it as passed, so it is moved from passed to skipped.
+/// A skipped test fails the run (each distinct reason on one line, naming how to get the prerequisite) unless
+/// `allow_skips`.
+fn test_and_count(cmds: &mut [&mut Command], allow_skips: bool) -> Result<(), String> {
     use std::io::{BufRead, BufReader, Write};
+    let skip_log = demo::target_dir().join("berth-test-skips.log");
+    std::fs::create_dir_all(demo::target_dir()).map_err(|e| e.to_string())?;
+    std::fs::write(&skip_log, "").map_err(|e| format!("cannot reset {}: {e}", skip_log.display()))?;
     let mut children = Vec::new();
     for cmd in cmds.iter_mut() {
+        cmd.env("BERTH_TEST_SKIP_LOG", &skip_log);
         let mut child =
             cmd.stdout(std::process::Stdio::piped()).spawn().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
         let stdout = child.stdout.take().expect("piped stdout");
@@ -158,15 +184,9 @@ fn test_and_count(cmds: &mut [&mut Command]) -> Result<(), String> {
             let (mut passed, mut failed) = (0u64, 0u64);
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 let _ = writeln!(std::io::stdout().lock(), "{line}");
-                if let Some(rest) = line.strip_prefix("test result: ") {
-                    let count = |word: &str| -> u64 {
-                        rest.split(';')
-                            .find_map(|part| part.trim().strip_suffix(word)?.trim().rsplit(' ').next()?.parse().ok())
-                            .unwrap_or(0)
-                    };
-                    passed += count("passed");
-                    failed += count("failed");
-                }
+                let (p, f) = result_counts(&line);
+                passed += p;
+                failed += f;
             }
             (passed, failed)
         });
@@ -182,6 +202,59 @@ fn test_and_count(cmds: &mut [&mut Command]) -> Result<(), String> {
             errors.push(format!("{name} failed with {status}"));
         }
     }
-    println!("{passed} passed, {failed} failed");
+    let log = std::fs::read_to_string(&skip_log).unwrap_or_default();
+    let skips = skipped_tests(&log);
+    for reason in skips.values().collect::<std::collections::BTreeSet<_>>() {
+        let n = skips.values().filter(|r| *r == reason).count();
+        println!("skipped {n}: {reason}");
+    }
+    let skipped = skips.len() as u64;
+    println!("{} passed, {failed} failed, {skipped} skipped", passed.saturating_sub(skipped));
+    if skipped > 0 && !allow_skips {
+        errors.push(format!(
+            "{skipped} tests skipped for a missing prerequisite (each named above with how to get it; \
+             `bash .ci/run` sets them all up; `cargo xtask ci --allow-skips` accepts the skips)"
+        ));
+    }
     if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+}
+
+/// The passed and failed counts of one libtest `test result:` line (zeros for any other line).
+fn result_counts(line: &str) -> (u64, u64) {
+    let Some(rest) = line.strip_prefix("test result: ") else { return (0, 0) };
+    let count = |word: &str| -> u64 {
+        rest.split(';')
+            .find_map(|part| part.trim().strip_suffix(word)?.trim().rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    (count("passed"), count("failed"))
+}
+
+/// The skip log's tests, each once (a test may skip through several helpers), with its first reason.
+fn skipped_tests(log: &str) -> std::collections::BTreeMap<&str, &str> {
+    let mut tests = std::collections::BTreeMap::new();
+    for (test, reason) in log.lines().filter_map(|l| l.split_once('\t')) {
+        tests.entry(test).or_insert(reason);
+    }
+    tests
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_line_counts_passed_and_failed() {
+        let line = "test result: FAILED. 170 passed; 3 failed; 2 ignored; 0 measured; 0 filtered out; finished in 1s";
+        assert_eq!(result_counts(line), (170, 3));
+        assert_eq!(result_counts("test a::b ... ok"), (0, 0));
+    }
+
+    #[test]
+    fn each_skipped_test_counts_once_with_its_first_reason() {
+        let log = "pg::a\tno server\npg::a\tno server again\ndocker::on_podman::b\tno podman\n";
+        let skips = skipped_tests(log);
+        assert_eq!(skips.len(), 2);
+        assert_eq!(skips["pg::a"], "no server");
+    }
 }

@@ -23,7 +23,7 @@ pub struct Cli {
     pub home: Option<PathBuf>,
 
     /// Profile to act as (default: $BERTH_PROFILE, else `default`).
-    #[arg(short = 'p', long, global = true, value_name = "PROFILE")]
+    #[arg(short = 'p', long, global = true, value_hint = clap::ValueHint::Other, value_name = "PROFILE")]
     pub profile: Option<String>,
 
     /// Override a setting for this command (repeatable), e.g. `-c terminal.timeout=30`.
@@ -72,20 +72,26 @@ pub enum Command {
     Dashboard {
         /// The address to listen on (default: `kanban.dashboard_bind`, 127.0.0.1); not loopback only with
         /// `kanban.dashboard_allow_remote`.
-        #[arg(long, value_name = "ADDR")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ADDR")]
         bind: Option<String>,
         /// The port (default: `kanban.dashboard_port`; 0 takes any free port).
-        #[arg(long, value_name = "PORT")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PORT")]
         port: Option<u16>,
     },
     /// Print a shell completion script (bash, zsh, fish, …).
     ///
-    /// For example: `berth completions bash > ~/.local/share/bash-completion/completions/berth`.
+    /// For example: `berth completions bash > ~/.local/share/bash-completion/completions/berth`; bash loads it from
+    /// there only with the `bash-completion` package installed (else `source` it from ~/.bashrc). Commands, flags and
+    /// fixed values complete; task ids, setting keys and profile names do not (and never complete as file names).
     Completions {
         /// The shell to complete for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+    /// One screen on everything: the gateway, the hosts, each board's counts, the sandboxes, the last problems.
+    Status,
+    /// Print berth's man page (roff), e.g. `berth man > ~/.local/share/man/man1/berth.1`.
+    Man,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,7 +121,7 @@ pub enum ProfileCmd {
 #[derive(Debug, Args)]
 pub struct TaskArg {
     /// Task id of the sandbox (default: `default`).
-    #[arg(long, short = 't', value_name = "ID", default_value = "default")]
+    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID", default_value = "default")]
     pub task: String,
 }
 
@@ -149,13 +155,13 @@ pub enum SandboxCmd {
         #[arg(required_unless_present = "task", conflicts_with = "task")]
         id: Option<String>,
         /// The sandbox of this task (in this profile), instead of an id.
-        #[arg(long, short = 't', value_name = "ID")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
         task: Option<String>,
         /// Look for the id in every profile's sandboxes.
         #[arg(long)]
         all_profiles: bool,
         /// Only the last N lines.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
         tail: Option<usize>,
         /// Keep printing new output until the sandbox stops (or Ctrl-C).
         #[arg(short, long)]
@@ -194,7 +200,7 @@ pub enum SandboxCmd {
         #[arg(long)]
         all_profiles: bool,
         /// Age threshold in seconds (default: from terminal.lifetime_seconds).
-        #[arg(long, value_name = "SECONDS")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
         max_age: Option<i64>,
     },
 }
@@ -202,7 +208,7 @@ pub enum SandboxCmd {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Task id of the sandbox (default: `default`).
-    #[arg(long, value_name = "ID", default_value = "default")]
+    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID", default_value = "default")]
     pub task: String,
     /// Forward standard input to the command (the default when stdin is not a terminal); closed at end of input.
     #[arg(short = 'i', long)]
@@ -212,7 +218,7 @@ pub struct RunArgs {
     #[arg(short = 't', long)]
     pub tty: bool,
     /// Kill the command after this many seconds (exit 124); default terminal.timeout; 0 means none.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
     pub timeout: Option<u64>,
     /// In opt-out mode (terminal.docker_persist_across_processes: false), keep the sandbox's host folder when the
     /// throw-away sandbox is removed.
@@ -259,7 +265,7 @@ pub enum ConfigCmd {
 #[derive(Debug, Args)]
 pub struct BoardArg {
     /// Board slug (default: `default`).
-    #[arg(long, value_name = "SLUG", default_value = "default")]
+    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SLUG", default_value = "default")]
     pub board: String,
 }
 
@@ -297,7 +303,7 @@ pub enum KanbanCmd {
         )]
         from: Option<String>,
         /// Profile that works on it (must exist unless --allow-unknown-assignee).
-        #[arg(long)]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PROFILE")]
         assignee: Option<String>,
         /// Accept an assignee profile that does not exist (yet): its tasks wait until it is created.
         #[arg(long)]
@@ -309,7 +315,7 @@ pub enum KanbanCmd {
         #[arg(long)]
         command: Option<String>,
         /// A task that must be done first (repeatable).
-        #[arg(long = "parent", value_name = "ID")]
+        #[arg(long = "parent", value_hint = clap::ValueHint::Other, value_name = "ID")]
         parents: Vec<String>,
         /// Higher runs first.
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -318,10 +324,10 @@ pub enum KanbanCmd {
         #[arg(long)]
         triage: bool,
         /// Kill and requeue a run that takes longer than this many seconds.
-        #[arg(long, value_name = "SECONDS")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
         max_runtime: Option<i64>,
         /// Failures before the task is blocked (overrides kanban.failure_limit).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
         max_retries: Option<i64>,
         #[command(flatten)]
         board: BoardArg,
@@ -329,14 +335,17 @@ pub enum KanbanCmd {
     /// List tasks.
     Ls {
         /// Only tasks in this status: triage, todo, ready, running, blocked, done or archived.
-        #[arg(long, value_name = "STATUS")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "STATUS")]
         status: Option<String>,
         /// Only tasks assigned to this profile.
-        #[arg(long, value_name = "PROFILE")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PROFILE")]
         assignee: Option<String>,
         /// Every board's tasks (with a BOARD column), instead of one board's.
         #[arg(long, conflicts_with = "board")]
         all_boards: bool,
+        /// Also archived tasks (hidden unless asked for, here or with `--status archived`).
+        #[arg(long)]
+        archived: bool,
         #[command(flatten)]
         board: BoardArg,
     },
@@ -353,10 +362,10 @@ pub enum KanbanCmd {
         #[arg(short, long)]
         follow: bool,
         /// Only the last N lines.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
         tail: Option<usize>,
-        /// Only what run N wrote (run ids as `kanban show` lists them).
-        #[arg(long, value_name = "N")]
+        /// Only what the task's run N wrote (1 = its first run, as `kanban show` numbers them).
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
         run: Option<i64>,
     },
     /// Set (or with no profile, clear) a task's assignee.
@@ -386,13 +395,13 @@ pub enum KanbanCmd {
         #[arg(long, allow_negative_numbers = true)]
         priority: Option<i64>,
         /// New assignee profile (empty clears it).
-        #[arg(long, value_name = "PROFILE")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PROFILE")]
         assignee: Option<String>,
         /// Accept an assignee profile that does not exist (yet).
         #[arg(long)]
         allow_unknown_assignee: bool,
         /// New max runtime in seconds.
-        #[arg(long, value_name = "SECONDS")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
         max_runtime: Option<i64>,
     },
     /// Remove a task from its board: its worker is stopped and its sandbox removed (a `removed` event stays).
@@ -468,7 +477,7 @@ pub enum KanbanCmd {
         /// The PostgreSQL board to copy into, e.g. postgres://berth:secret@db-host:5432/berth; `-` reads it from
         /// the first line of stdin, and without `--to` it is `kanban.database_url` (e.g. KANBAN_DATABASE_URL), so
         /// the password need not be in the command line.
-        #[arg(long, value_name = "URL")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "URL")]
         to: Option<String>,
     },
     /// Run one dispatch tick: housekeeping, then start workers for ready tasks within the caps.
@@ -477,16 +486,16 @@ pub enum KanbanCmd {
         #[arg(long)]
         dry_run: bool,
         /// Most workers to start in this tick (overrides kanban.max_spawn).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
         max: Option<u32>,
         /// Failures before a task is blocked (overrides kanban.failure_limit).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
         failure_limit: Option<u32>,
         /// A reason code per task.
         #[arg(long)]
         explain: bool,
         /// Dispatch exactly this task, or say why not.
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
         task: Option<String>,
         /// One tick on every board, as the gateway does (caps hold across boards).
         #[arg(long, conflicts_with_all = ["board", "task"])]

@@ -29,6 +29,10 @@ pub fn main() -> ExitCode {
     private_files::enter();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
+            edge::version::print(&config_bridge::EnvMap::from_process());
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
@@ -39,7 +43,7 @@ pub fn main() -> ExitCode {
     let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run) | Command::Dashboard { .. });
     // The process environment is read once, here; everything else gets this map.
     let env = config_bridge::EnvMap::from_process();
-    init_logging(cli.verbose + u8::from(service), &env);
+    init_logging(cli.verbose + u8::from(service), &env, service && cli.json);
     match run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
@@ -49,7 +53,9 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
+/// Logging on stderr: plain `berth: …` lines, with time and level from `-v` (and in the gateway), JSON lines with
+/// `json_lines` (`gateway run --json`).
+fn init_logging(verbose: u8, env: &config_bridge::EnvMap, json_lines: bool) {
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -65,7 +71,13 @@ fn init_logging(verbose: u8, env: &config_bridge::EnvMap) {
         .with_writer(redact::Stderr)
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = if with_time { builder.try_init() } else { builder.event_format(log_format::Plain).try_init() };
+    let _ = if json_lines {
+        builder.with_ansi(false).event_format(log_format::JsonLines).try_init()
+    } else if with_time {
+        builder.try_init()
+    } else {
+        builder.event_format(log_format::Plain).try_init()
+    };
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -75,7 +87,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
 }
 
-fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
+fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     // Completions need no home, settings or engine: they describe the command line itself.
     if let Command::Completions { shell } = &cli.command {
         use clap::CommandFactory;
@@ -83,6 +95,15 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         let mut script = Vec::new();
         clap_complete::generate(*shell, &mut Cli::command(), "berth", &mut script);
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
+        return Ok(0);
+    }
+    if let Command::Man = &cli.command {
+        use clap::CommandFactory;
+        let mut page = Vec::new();
+        clap_mangen::Man::new(Cli::command())
+            .render(&mut page)
+            .map_err(|e| Failure::other(format!("cannot render the man page: {e}")))?;
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &page);
         return Ok(0);
     }
     // The dispatcher's gate: it opens once the tick recorded its workers (or the dispatcher is gone).
@@ -119,6 +140,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
+    board::prefix::expand(&ctx, &mut cli.command)?;
     match &cli.command {
         Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),
         Command::Config(cmd) => config_cmd::command(&ctx, cmd),
@@ -129,6 +151,7 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
-        Command::Completions { .. } => Ok(0),
+        Command::Status => runtime()?.block_on(gateway::overview::command(&ctx)),
+        Command::Completions { .. } | Command::Man => Ok(0),
     }
 }

@@ -1,5 +1,5 @@
-//! The `berth` binary: a thin entry point into the `app` library.
+//! The `berth` binary: a thin entry point into the `berth` library.
 
 fn main() -> std::process::ExitCode {
-    app::main()
+    berth::main()
 }

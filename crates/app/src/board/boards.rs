@@ -24,12 +24,21 @@ fn board_slugs(ctx: &Ctx) -> Result<Vec<domain::ids::BoardSlug>, Failure> {
 ///
 /// # Errors
 /// A bad `--status`, or an unreadable board file.
-pub fn ls_all(ctx: &Ctx, status: Option<&str>, assignee: Option<&str>, now: Timestamp) -> Result<(), Failure> {
+pub fn ls_all(
+    ctx: &Ctx,
+    status: Option<&str>,
+    assignee: Option<&str>,
+    archived: bool,
+    now: Timestamp,
+) -> Result<(), Failure> {
     let status = status.map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
     let mut shown = Vec::new();
     if let Some(store) = open_read_only(ctx)? {
         for b in board_slugs(ctx)? {
             for t in store.tasks(&b, status, assignee)? {
+                if !archived && status.is_none() && t.status == TaskStatus::Archived {
+                    continue;
+                }
                 shown.push(listed(ctx, &store, &t, now));
             }
         }
@@ -38,20 +47,9 @@ pub fn ls_all(ctx: &Ctx, status: Option<&str>, assignee: Option<&str>, now: Time
         output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
         return Ok(());
     }
-    let rows: Vec<Vec<String>> = shown
-        .into_iter()
-        .map(|(_, t, status)| {
-            vec![
-                t.id.clone(),
-                t.board.clone(),
-                status,
-                t.assignee.clone().unwrap_or_else(|| "-".into()),
-                t.priority.to_string(),
-                t.title.clone(),
-            ]
-        })
-        .collect();
-    output::table(&["ID", "BOARD", "STATUS", "ASSIGNEE", "PRIORITY", "TITLE"], &rows);
+    let rows: Vec<Vec<String>> =
+        shown.into_iter().map(|(_, t, status)| crate::board::show::ls_row(&t, status, Some(&t.board), now)).collect();
+    output::table(&crate::board::show::ls_header(true), &rows);
     Ok(())
 }
 

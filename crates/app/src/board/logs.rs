@@ -132,13 +132,22 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     };
     let task = store.task(id)?;
     let runs = store.runs(id)?;
-    if let Some(r) = run
-        && !runs.iter().any(|x| x.id == r)
-    {
-        let known: Vec<String> = runs.iter().map(|x| x.id.to_string()).collect();
-        let known = if known.is_empty() { "none yet".to_owned() } else { known.join(", ") };
-        return Err(Failure::usage(format!("task {id} has no run {r} (its runs: {known})")));
-    }
+    // `--run N` is the task's own Nth run (1 = its first), as `kanban show` numbers them; below, the board-wide id.
+    let number = run;
+    let run = match run {
+        Some(n) => match usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| runs.get(i)) {
+            Some(r) => Some(r.id),
+            None => {
+                let known = match runs.len() {
+                    0 => "none yet".to_owned(),
+                    1 => "1".to_owned(),
+                    k => format!("1 to {k}"),
+                };
+                return Err(Failure::usage(format!("task {id} has no run {n} (its runs: {known})")));
+            }
+        },
+        None => None,
+    };
     let path = log_path(ctx, id);
     // A run of a shared board that ran on another host wrote its log there: say which, rather than "never run".
     let this_host = ctx.host_id();
@@ -163,7 +172,8 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     let shown = tail(&shown, lines);
     if ctx.json {
         let lines: Vec<&str> = shown.lines().collect();
-        output::json(&json!({"task": id, "path": path.display().to_string(), "run": run, "lines": lines}));
+        let path = path.display().to_string();
+        output::json(&json!({"task": id, "path": path, "run": number, "run_id": run, "lines": lines}));
         return Ok(0);
     }
     write_out(shown.as_bytes());
@@ -171,7 +181,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
         // Nothing to print is said, on stderr (stdout stays the log's bytes, here none).
         let why = match run {
             _ if !path.is_file() => "does not exist yet (no worker has run)".to_owned(),
-            Some(r) => format!("has no lines of run {r}"),
+            Some(r) => format!("has no lines of run {}", number.unwrap_or(r)),
             None => "is empty".to_owned(),
         };
         eprintln!("berth: the log of {id} ({}) {why}", path.display());

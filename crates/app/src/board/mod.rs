@@ -8,6 +8,7 @@ pub mod launcher;
 pub mod logs;
 pub mod never_run;
 pub mod outage;
+pub mod prefix;
 pub(crate) mod report;
 pub mod retention;
 pub(crate) mod show;
@@ -132,11 +133,11 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             };
             create::one(ctx, &slug(&board.board)?, flags, now)?;
         }
-        KanbanCmd::Ls { all_boards: true, status, assignee, .. } => {
-            crate::board::boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), now)?;
+        KanbanCmd::Ls { all_boards: true, status, assignee, archived, .. } => {
+            crate::board::boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), *archived, now)?;
         }
-        KanbanCmd::Ls { status, assignee, board, .. } => {
-            ls(ctx, &board.board, status.as_deref(), assignee.as_deref(), now)?
+        KanbanCmd::Ls { status, assignee, board, archived, .. } => {
+            ls(ctx, &board.board, status.as_deref(), assignee.as_deref(), *archived, now)?
         }
         KanbanCmd::Show { id } => show(ctx, id, now)?,
         KanbanCmd::Logs { id, follow, tail, run } => {
@@ -251,6 +252,7 @@ fn ls(
     board: &str,
     status: Option<&str>,
     assignee: Option<&str>,
+    archived: bool,
     now: domain::time::Timestamp,
 ) -> Result<(), Failure> {
     let b = slug(board)?;
@@ -259,7 +261,8 @@ fn ls(
         Some(store) => {
             store.board(&b)?;
             let tasks = store.tasks(&b, status, assignee)?;
-            tasks.iter().map(|t| listed(ctx, &store, t, now)).collect()
+            let keep = |t: &&Task| archived || status.is_some() || t.status != TaskStatus::Archived;
+            tasks.iter().filter(keep).map(|t| listed(ctx, &store, t, now)).collect()
         }
         None if b.as_str() == "default" => Vec::new(),
         None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
@@ -267,19 +270,9 @@ fn ls(
     if ctx.json {
         output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
     } else {
-        let rows: Vec<Vec<String>> = shown
-            .into_iter()
-            .map(|(_, t, status)| {
-                vec![
-                    t.id.clone(),
-                    status,
-                    t.assignee.clone().unwrap_or_else(|| "-".into()),
-                    t.priority.to_string(),
-                    t.title.clone(),
-                ]
-            })
-            .collect();
-        output::table(&["ID", "STATUS", "ASSIGNEE", "PRIORITY", "TITLE"], &rows);
+        let rows: Vec<Vec<String>> =
+            shown.into_iter().map(|(_, t, status)| crate::board::show::ls_row(&t, status, None, now)).collect();
+        output::table(&crate::board::show::ls_header(false), &rows);
     }
     Ok(())
 }
@@ -295,6 +288,16 @@ fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure
     let ws = crate::board::logs::workspace_path(ctx, id, task.assignee.as_deref());
     if ctx.json {
         let log = json!({"path": log, "last_lines": last});
+        // `run_id` is board-wide; `number` counts the task's own runs from 1 (what `kanban logs --run` takes).
+        let runs: Vec<Json> = runs
+            .iter()
+            .enumerate()
+            .map(|(n, r)| {
+                let mut v = json!(r);
+                v["number"] = json!(n + 1);
+                v
+            })
+            .collect();
         output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws}));
     } else {
         show_text(&task, &status, &events, &runs);

@@ -81,6 +81,40 @@ pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Time
     (v, t, status)
 }
 
+/// `kanban ls`'s columns (`BOARD` with `--all-boards`).
+pub(crate) fn ls_header(boards: bool) -> Vec<&'static str> {
+    let mut h = vec!["ID", "STATUS", "FAILURES", "AGE", "STARTED", "ASSIGNEE", "PRIORITY", "TITLE"];
+    if boards {
+        h.insert(1, "BOARD");
+    }
+    h
+}
+
+/// One `kanban ls` row: a ready task that failed says so in its status (`ready (failed 2x)`), its age is since its
+/// creation, STARTED is how long ago its current or last run started.
+pub(crate) fn ls_row(t: &Task, status: String, board: Option<&str>, now: domain::time::Timestamp) -> Vec<String> {
+    let ago = |ms: i64| format!("{} ago", output::age((now.as_millis() - ms) / 1000));
+    let status = match (t.status, t.consecutive_failures) {
+        (TaskStatus::Ready, n) if n > 0 => format!("ready (failed {n}x)"),
+        _ => status,
+    };
+    let failures = if t.consecutive_failures > 0 { t.consecutive_failures.to_string() } else { "-".into() };
+    let mut row = vec![
+        t.id.clone(),
+        status,
+        failures,
+        ago(t.created_at),
+        t.started_at.map_or_else(|| "-".into(), ago),
+        t.assignee.clone().unwrap_or_else(|| "-".into()),
+        t.priority.to_string(),
+        t.title.clone(),
+    ];
+    if let Some(b) = board {
+        row.insert(1, b.to_owned());
+    }
+    row
+}
+
 pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_core::Event], runs: &[kanban_core::Run]) {
     output::line(&format!("{}  {}", task.id, task.title));
     output::line(&format!("  board:     {}", task.board));
@@ -124,9 +158,10 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_core::Event]
     output::line("Runs:");
     let rows: Vec<Vec<String>> = runs
         .iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(n, r)| {
             vec![
-                r.id.to_string(),
+                format!("{} (id {})", n + 1, r.id),
                 r.assignee.clone().unwrap_or_default(),
                 r.worker_host.clone().unwrap_or_else(|| "-".into()),
                 r.worker_pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),

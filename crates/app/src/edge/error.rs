@@ -15,6 +15,8 @@ impl Exit {
     pub const FAILURE: u8 = 1;
     /// Bad usage or invalid input; nothing was changed.
     pub const USAGE: u8 = 2;
+    /// `gateway status`: the gateway is not running (as `systemctl status` and LSB init scripts say it).
+    pub const NOT_RUNNING: u8 = 3;
     /// The command ran past its timeout and was killed with everything it started.
     pub const TIMEOUT: u8 = 124;
     /// Berth or the container engine failed before the command ran.
@@ -34,6 +36,7 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     (Exit::OK, "success"),
     (Exit::FAILURE, "failure"),
     (Exit::USAGE, "usage or invalid input; nothing changed"),
+    (Exit::NOT_RUNNING, "`gateway status`: the gateway is stopped"),
     (Exit::TIMEOUT, "the command timed out and was killed"),
     (Exit::ENGINE, "berth or the engine failed before the command ran"),
     (Exit::NOT_EXECUTABLE, "the command cannot be executed"),

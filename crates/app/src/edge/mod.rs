@@ -14,4 +14,5 @@ pub mod redact;
 pub mod remove_tree;
 pub mod state_file;
 pub mod terminal_text;
+pub mod version;
 pub mod watch;

@@ -41,6 +41,52 @@ pub fn line(text: &str) {
     let _ = writeln!(std::io::stdout().lock(), "{}", crate::edge::terminal_text::sanitize(text));
 }
 
+/// Whether stdout gets colour: a terminal, and `NO_COLOR` unset or empty (<https://no-color.org>).
+pub fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The SGR colour of a state word: green for what is well, yellow for what waits, red for what needs a look.
+fn colour_of(word: &str) -> Option<&'static str> {
+    match word {
+        "running" | "alive" | "done" | "yes" => Some("32"),
+        "ready" | "todo" | "triage" | "starting" => Some("33"),
+        "stopped" | "blocked" | "failed" | "unreachable" | "silent" | "gone" | "worker_gone" | "gave_up" | "no" => {
+            Some("31")
+        }
+        _ => None,
+    }
+}
+
+/// Prints one line as [`line`] does, its state words (`running`, `blocked`, …) coloured when [`colour`] says so.
+pub fn painted_line(text: &str) {
+    let clean = crate::edge::terminal_text::sanitize(text);
+    if !colour() {
+        let _ = writeln!(std::io::stdout().lock(), "{clean}");
+        return;
+    }
+    let mut out = String::with_capacity(clean.len() + 16);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        match colour_of(word) {
+            Some(c) => out.push_str(&format!("\x1b[{c}m{word}\x1b[0m")),
+            None => out.push_str(word),
+        }
+        word.clear();
+    };
+    for ch in clean.chars() {
+        if ch.is_alphanumeric() || ch == '_' {
+            word.push(ch);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(ch);
+        }
+    }
+    flush(&mut word, &mut out);
+    let _ = writeln!(std::io::stdout().lock(), "{out}");
+}
+
 /// Runs `work`, showing `berth: TEXT … Ns` on stderr while it runs (rewritten in place every second, erased when it
 /// ends), only when stderr is a terminal and output is not JSON; silent otherwise, so logs and pipes stay clean.
 pub async fn with_progress<T>(json: bool, text: &str, work: impl std::future::Future<Output = T>) -> T {
@@ -65,4 +111,15 @@ pub async fn with_progress<T>(json: bool, text: &str, work: impl std::future::Fu
     };
     show("");
     out
+}
+
+/// Seconds as `1h02m`, `3m05s`, `12s` (the dashboard's ages, `kanban ls`'s AGE and STARTED).
+pub fn age(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
 }

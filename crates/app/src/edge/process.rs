@@ -125,12 +125,17 @@ fn reap(pid: Pid) {
 /// Reaps every exited child of this process (workers the gateway started), so none lingers as a zombie; returns the
 /// exit codes of those that exited (not killed by a signal).
 pub fn reap_children() -> Vec<i32> {
+    reap_children_by_pid().into_iter().filter_map(|(_, code)| code).collect()
+}
+
+/// Reaps every exited child of this process; returns each one's pid and exit code (`None`: killed by a signal).
+pub fn reap_children_by_pid() -> Vec<(i32, Option<i32>)> {
     // `wait` is waitpid(-1): any child (`waitpid(None)` would only see children in our own process group).
-    let mut codes = Vec::new();
-    while let Ok(Some((_, status))) = rustix::process::wait(WaitOptions::NOHANG) {
-        codes.extend(status.exit_status());
+    let mut ended = Vec::new();
+    while let Ok(Some((pid, status))) = rustix::process::wait(WaitOptions::NOHANG) {
+        ended.push((pid.as_raw_nonzero().get(), status.exit_status()));
     }
-    codes
+    ended
 }
 
 /// Live (non-zombie) members of process group `pgid`.

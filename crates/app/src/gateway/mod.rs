@@ -3,7 +3,9 @@
 
 pub mod engine_backoff;
 pub mod housekeeping;
+pub mod overview;
 pub mod status;
+pub mod task_log;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -17,8 +19,9 @@ use tokio::task::JoinSet;
 
 use crate::board::{self, DispatchArgs};
 use crate::edge::context::{Ctx, SystemClock};
-use crate::edge::error::Failure;
+use crate::edge::error::{Exit, Failure};
 use crate::edge::watch::BoardWatch;
+use crate::gateway::task_log::TaskLog;
 use crate::{edge::output, edge::process, sandbox};
 
 /// Ticks with spawnable work and nothing spawned before the "stuck" warning.
@@ -179,7 +182,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
-    let mut backoff = crate::gateway::engine_backoff::EngineBackoff::default();
+    let (mut backoff, mut task_log) = (crate::gateway::engine_backoff::EngineBackoff::default(), TaskLog::default());
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -200,7 +203,8 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
                 return Ok(finish(ctx, &mut state, sig));
             }
         }
-        backoff.observe(&process::reap_children(), SystemClock.now());
+        backoff.observe(&task_log.ended(), SystemClock.now());
+        task_log.failures_blocked(ctx).await;
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
@@ -212,7 +216,8 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             d.changed();
         }
         let tick_started = Instant::now();
-        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, backoff.until(SystemClock.now())).await;
+        let until = backoff.until(SystemClock.now());
+        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, until, &mut task_log).await;
         let took = tick_started.elapsed();
         crate::web::metrics::observe_tick(took);
         watch.seen = before.or(watch.seen);
@@ -372,6 +377,7 @@ async fn tick_all(
     quarantined: &mut BTreeMap<String, Instant>,
     stopping: &mut JoinSet<process::StopOutcome>,
     engine_backoff_until: Option<domain::time::Timestamp>,
+    task_log: &mut TaskLog,
 ) -> TickSummary {
     let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
     // Boards are re-listed every tick, so new boards need no restart.
@@ -407,6 +413,7 @@ async fn tick_all(
                 summary.pending |= r.had_spawnable();
                 let v = board::report_json(&r, false);
                 crate::web::metrics::record_report(&v);
+                task_log.tick(&board.slug, &v);
                 if spawned > 0 {
                     tracing::info!(
                         "kanban dispatcher [{}]: spawned={spawned} reclaimed={} crashed={} timed_out={} promoted={} auto_blocked={}",
@@ -450,22 +457,30 @@ async fn tick_all(
 /// # Errors
 /// None in practice; the signature matches the other commands.
 pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
-    let running = lock_held(&ctx.home);
-    let state: Json = read_state(&ctx.home).unwrap_or(Json::Null);
-    let v = json!({
-        "running": running,
-        "pid": if running { state["pid"].clone() } else { Json::Null },
-        "started_at": state["started_at"],
-        "interval_seconds": state["interval_seconds"],
-        "dispatching": state["dispatching"],
-        "ticks": state["ticks"],
-        "last_tick": state["last_tick"],
-        "stopped_at": if running { Json::Null } else { state["stopped_at"].clone() },
-    });
+    let v = status_json(ctx);
+    let running = v["running"] == true;
     if ctx.json {
         output::json(&v);
     } else {
         crate::gateway::status::print_text(&v);
     }
-    Ok(0)
+    Ok(if running { Exit::OK } else { Exit::NOT_RUNNING })
+}
+
+/// What `gateway status --json` prints.
+pub fn status_json(ctx: &Ctx) -> Json {
+    let running = lock_held(&ctx.home);
+    let state: Json = read_state(&ctx.home).unwrap_or(Json::Null);
+    json!({
+        "running": running,
+        "state": if running { "running" } else { "stopped" },
+        "pid": if running { state["pid"].clone() } else { Json::Null },
+        "started_at": state["started_at"],
+        "interval_seconds": state["interval_seconds"],
+        // A stopped gateway dispatches nothing, whatever its last state file said.
+        "dispatching": if running { state["dispatching"].clone() } else { Json::Bool(false) },
+        "ticks": state["ticks"],
+        "last_tick": state["last_tick"],
+        "stopped_at": if running { Json::Null } else { state["stopped_at"].clone() },
+    })
 }

@@ -17,8 +17,8 @@ fn or_dash(v: &Json) -> String {
 /// Prints the status object `v` (the `--json` form) as aligned lines.
 pub fn print_text(v: &Json) {
     let running = v["running"].as_bool().unwrap_or(false);
-    let state = if running { format!("yes (pid {})", or_dash(&v["pid"])) } else { "no".to_owned() };
-    output::line(&format!("running:      {state}"));
+    let state = if running { format!("yes (pid {})", or_dash(&v["pid"])) } else { "no: stopped".to_owned() };
+    output::painted_line(&format!("running:      {state}"));
     output::line(&format!("started at:   {}", or_dash(&v["started_at"])));
     let interval = match &v["interval_seconds"] {
         Json::Null => "-".to_owned(),

@@ -12,7 +12,7 @@ pub mod metrics;
 mod pages;
 mod routes;
 mod sandboxes;
-mod views;
+pub mod views;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -5,16 +5,7 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::views::{BoardView, Card, Diagnostic, HostsView, ProfilesView, TaskView};
 
-/// Seconds as `1h02m`, `3m05s`, `12s`.
-pub(crate) fn age(secs: i64) -> String {
-    let s = secs.max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
-    }
-}
+pub(crate) use crate::edge::output::age;
 
 /// The frame every page shares: navigation, the line where actions answer, the page itself.
 pub(crate) fn layout(title: &str, body: Markup) -> Markup {

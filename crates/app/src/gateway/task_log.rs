@@ -1,0 +1,107 @@
+//! The gateway's log lines about single tasks, each naming its task: a worker started, a worker that ended (with its
+//! exit code: a failed run says so), and what a tick's housekeeping did to a task (crashed, timed out, blocked by
+//! the failure breaker, a spawn that failed).
+
+use std::collections::BTreeMap;
+
+use domain::kanban::TaskStatus;
+use serde_json::Value as Json;
+
+use crate::edge::context::Ctx;
+
+/// The workers this gateway started and has not yet seen end: pid → (board, task).
+#[derive(Debug, Default)]
+pub struct TaskLog {
+    workers: BTreeMap<i32, (String, String)>,
+    /// Tasks whose worker failed since the last look at the board: blocked by that failure?
+    failed: Vec<(String, String)>,
+}
+
+/// A task id from a report entry: the id itself, or an object with `task_id`.
+fn task_of(v: &Json) -> String {
+    v.as_str().map(str::to_owned).or_else(|| v["task_id"].as_str().map(str::to_owned)).unwrap_or_else(|| v.to_string())
+}
+
+impl TaskLog {
+    /// Logs what one board's tick did to single tasks (`v` is the tick's report as `kanban dispatch --json` prints
+    /// it) and remembers the workers it started.
+    pub fn tick(&mut self, board: &str, v: &Json) {
+        let pids: BTreeMap<String, i64> = v["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|w| Some((w["task_id"].as_str()?.to_owned(), w["pid"].as_i64()?)))
+            .collect();
+        for s in v["spawned"].as_array().into_iter().flatten() {
+            let task = task_of(s);
+            let pid = pids.get(&task).copied();
+            let shown = pid.map_or_else(|| "-".to_owned(), |p| p.to_string());
+            tracing::info!(
+                "kanban dispatcher [{board}]: task {task} started (assignee {}, worker pid {shown})",
+                s["assignee"].as_str().unwrap_or("-")
+            );
+            if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+                self.workers.insert(pid, (board.to_owned(), task));
+            }
+        }
+        let said = |key: &str, what: &str| {
+            for t in v[key].as_array().into_iter().flatten() {
+                tracing::warn!("kanban dispatcher [{board}]: task {} {what}", task_of(t));
+            }
+        };
+        said("crashed", "crashed: its worker is gone without recording a result");
+        said("timed_out", "timed out: its worker was stopped");
+        said("auto_blocked", "blocked: it failed kanban.failure_limit times in a row (`kanban unblock` retries it)");
+        for f in v["spawn_failed"].as_array().into_iter().flatten() {
+            tracing::warn!(
+                "kanban dispatcher [{board}]: task {} could not start: {}",
+                task_of(f),
+                f["error"].as_str().unwrap_or("-")
+            );
+        }
+    }
+
+    /// Reaps every exited child (as [`crate::edge::process::reap_children`]), logs each of this gateway's workers
+    /// that ended with its task and code, and returns the exit codes.
+    pub fn ended(&mut self) -> Vec<i32> {
+        let mut codes = Vec::new();
+        for (pid, code) in crate::edge::process::reap_children_by_pid() {
+            codes.extend(code);
+            let Some((board, task)) = self.workers.remove(&pid) else { continue };
+            match code {
+                Some(0) => tracing::info!("kanban dispatcher [{board}]: task {task}: worker pid {pid} exited 0"),
+                Some(c) => {
+                    tracing::warn!("kanban dispatcher [{board}]: task {task}: worker pid {pid} failed (exit {c})");
+                    self.failed.push((board, task));
+                }
+                None => tracing::warn!("kanban dispatcher [{board}]: task {task}: worker pid {pid} killed by a signal"),
+            }
+        }
+        codes
+    }
+
+    /// Logs each task whose worker failed and that the failure blocked (the worker's own record of its run applies
+    /// the failure breaker, so no tick reports it), read off the async thread.
+    pub async fn failures_blocked(&mut self, ctx: &Ctx) {
+        if self.failed.is_empty() {
+            return;
+        }
+        let failed = std::mem::take(&mut self.failed);
+        let at = crate::edge::open::BoardAt::of(ctx);
+        let read = tokio::task::spawn_blocking(move || {
+            let board = at.open().ok()?;
+            Some(failed.into_iter().filter_map(|(b, t)| Some((b, board.task(&t).ok()?))).collect::<Vec<_>>())
+        });
+        for (board, task) in read.await.ok().flatten().unwrap_or_default() {
+            if task.status == TaskStatus::Blocked {
+                tracing::warn!(
+                    "kanban dispatcher [{board}]: task {} blocked after {} failures in a row (kanban.failure_limit); \
+                     `berth kanban unblock {}` retries it",
+                    task.id,
+                    task.consecutive_failures,
+                    task.id
+                );
+            }
+        }
+    }
+}
