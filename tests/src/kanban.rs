@@ -70,9 +70,11 @@ fn seed_example_five_alpha_three_beta_cap_two_on(home: Home) {
     assert_eq!((count("skipped_per_profile_capped", "alpha"), count("skipped_per_profile_capped", "beta")), (3, 1));
     assert_eq!(v["spawned"][0]["workspace"], "");
     let text = home.ok(&["-c", "kanban.max_in_progress_per_profile=2", "kanban", "dispatch", "--dry-run"]);
-    assert!(text.starts_with("Reclaimed:    0\nCrashed:      0\n"), "{text}");
-    assert!(text.contains("Spawned:      4\n  - t_"), "{text}");
-    assert!(text.contains(" (dry)\n"));
+    // Worded as what a tick would do: nothing ran.
+    assert!(text.starts_with("Dry run: nothing was written, started or signalled"), "{text}");
+    assert!(text.contains("\nReclaimed:    0\nCrashed:      0\n"), "{text}");
+    assert!(text.contains("Would spawn:  4\n  - t_"), "{text}");
+    assert!(!text.contains("Spawned") && !text.contains("(dry)"), "{text}");
     assert!(text.contains("Deferred (alpha at per-profile cap, 2 running): t_"), "{text}");
     let v = home.json(&["kanban", "dispatch", "--dry-run"]);
     assert_eq!(v["spawned"].as_array().unwrap().len(), 8, "no cap: all eight");
