@@ -56,9 +56,10 @@ pub fn settings_doc() -> String {
          is set.\n\
          A key of `terminal:` or `kanban:` in the file that berth does not know is warned about on every command, with \
          the nearest setting; keys hermes-agent reads there (`terminal.backend`, `env_type`, `persistent_shell`, \
-         `sudo_password`, `ssh_*`, `singularity_*`, `modal_*`, `daytona_*`; `kanban.orchestrator_profile`, \
-         `auto_decompose`, `auto_decompose_per_tick`, `dispatch_profiles`, `review_dispatch`) and other sections \
-         (hermes-agent's) are left alone.\n\n\
+         `sudo_password`, `env_passthrough`, `shell_init_files`, `auto_source_bashrc`, `home_mode`, \
+         `daemon_term_grace_seconds`, `ssh_*`, `singularity_*`, `modal_*`, `daytona_*`, `vercel_*`; \
+         `kanban.orchestrator_profile`, `auto_decompose`, `auto_decompose_per_tick`, `dispatch_profiles`, \
+         `review_dispatch`, `reconcile_orphans`) and other sections (hermes-agent's) are left alone.\n\n\
          | key | environment variable | type | default | meaning |\n|---|---|---|---|---|\n",
     );
     let mut rows = String::new();

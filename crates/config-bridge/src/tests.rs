@@ -220,11 +220,20 @@ terminal:
     - /data:/data:ro
   persistent_shell: true
   singularity_image: whatever
+  modal_mode: auto
+  env_passthrough: []
+  shell_init_files: []
+  auto_source_bashrc: true
+  home_mode: auto
+  daemon_term_grace_seconds: 2.0
+  ssh_port: 22
+  vercel_runtime: node24
 kanban:
   default_assignee: "  research  "
   max_in_progress_per_profile: 2
   max_in_progress_per_profile_overrides: {alpha: 4}
   auto_decompose: true
+  auto_decompose_per_tick: 3
   orchestrator_profile: ""
 display:
   skin: dark

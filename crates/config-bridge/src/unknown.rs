@@ -10,13 +10,20 @@ use crate::table::{SETTINGS, find};
 /// The sections berth reads; every other top-level section belongs to hermes-agent (model, display, mcp_servers, …).
 const SECTIONS: [&str; 2] = ["terminal", "kanban"];
 
-/// Keys hermes-agent reads in berth's sections that berth has no setting for (its other backends, its decomposer,
-/// its review and profile allowlists): `docs/settings.md` and the reference notes on hermes' config bridge list them.
+/// Keys hermes-agent reads in berth's sections that berth has no setting for (its local shell, its other backends,
+/// its decomposer, its review and profile allowlists), as its `DEFAULT_CONFIG` and config bridge name them;
+/// `docs/settings.md` lists them.
 const HERMES_KEYS: &[&str] = &[
     "terminal.backend",
     "terminal.env_type",
     "terminal.persistent_shell",
     "terminal.sudo_password",
+    "terminal.env_passthrough",
+    "terminal.shell_init_files",
+    "terminal.auto_source_bashrc",
+    "terminal.home_mode",
+    "terminal.daemon_term_grace_seconds",
+    "kanban.reconcile_orphans",
     "kanban.orchestrator_profile",
     "kanban.auto_decompose",
     "kanban.auto_decompose_per_tick",
@@ -24,8 +31,8 @@ const HERMES_KEYS: &[&str] = &[
     "kanban.review_dispatch",
 ];
 
-/// hermes-agent's other terminal backends take keys of their own (`ssh_host`, `modal_image`, …).
-const HERMES_BACKEND_PREFIXES: [&str; 4] = ["ssh_", "singularity_", "modal_", "daytona_"];
+/// hermes-agent's other terminal backends take keys of their own (`ssh_host`, `modal_image`, `vercel_runtime`, …).
+const HERMES_BACKEND_PREFIXES: [&str; 5] = ["ssh_", "singularity_", "modal_", "daytona_", "vercel_"];
 
 fn hermes_knows(section: &str, name: &str) -> bool {
     let key = format!("{section}.{name}");
