@@ -63,9 +63,10 @@ fn a_hermes_config_yaml_drives_berth() {
 #[test]
 fn invalid_env_values_warn_and_fall_back() {
     let home = Home::new();
+    // A cap below 1 is hermes-agent's "no cap" (one that is not a number refuses commands: tests/src/mistakes.rs).
     let out = home
         .cmd()
-        .env("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", "abc")
+        .env("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", "-3")
         .args(["config", "get", "kanban.max_in_progress_per_profile", "--json"])
         .output()
         .unwrap();
@@ -74,7 +75,7 @@ fn invalid_env_values_warn_and_fall_back() {
     assert_eq!(v["value"], serde_json::Value::Null);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("KANBAN_MAX_IN_PROGRESS_PER_PROFILE") && err.contains("abc") && err.contains("no cap"),
+        err.contains("KANBAN_MAX_IN_PROGRESS_PER_PROFILE") && err.contains("-3") && err.contains("no cap"),
         "{err}"
     );
 }
@@ -105,9 +106,10 @@ fn config_env_round_trips_into_a_worker() {
     assert!(text.contains("export TERMINAL_DOCKER_ENV='{\"A\":\"1\"}'"), "{text}");
 }
 
-/// `config ls` (text and JSON) hides the board server's password; `config get` and `config env` give the value.
+/// `config ls` and `config get` (text and JSON) hide the board server's password; `config get --reveal` and
+/// `config env` (what workers are handed) give the value.
 #[test]
-fn config_ls_hides_the_board_password_and_get_gives_it() {
+fn config_ls_hides_the_board_password_and_get_reveal_gives_it() {
     let home = Home::new();
     let url = "postgres://berth:s3cret-pw@db.example/board";
     let with = |args: &[&str]| home.cmd().env("KANBAN_DATABASE_URL", url).args(args).output().unwrap();
@@ -115,7 +117,10 @@ fn config_ls_hides_the_board_password_and_get_gives_it() {
     assert!(ls.contains("postgres://berth:***@db.example/board") && !ls.contains("s3cret-pw"), "{ls}");
     let json = String::from_utf8(with(&["config", "ls", "--json"]).stdout).unwrap();
     assert!(json.contains("berth:***@") && !json.contains("s3cret-pw"), "{json}");
-    assert_eq!(String::from_utf8(with(&["config", "get", "kanban.database_url"]).stdout).unwrap().trim(), url);
+    let get = String::from_utf8(with(&["config", "get", "kanban.database_url"]).stdout).unwrap();
+    assert_eq!(get.trim(), "postgres://berth:***@db.example/board");
+    let reveal = with(&["config", "get", "kanban.database_url", "--reveal"]).stdout;
+    assert_eq!(String::from_utf8(reveal).unwrap().trim(), url);
     assert!(String::from_utf8(with(&["config", "env"]).stdout).unwrap().contains(url));
 }
 

@@ -346,7 +346,7 @@ fn daemon_unreachable_fails_fast_with_one_line() {
             &["sandbox", "ensure"][..],
             &["sandbox", "ls"][..],
             &["sandbox", "reap"][..],
-            &["sandbox", "rm"][..],
+            &["sandbox", "rm", "--task", "default"][..],
             &["sandbox", "release"][..],
         ] {
             let start = Instant::now();

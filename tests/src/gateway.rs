@@ -59,20 +59,26 @@ fn tasks_created_while_it_runs_are_dispatched_and_a_second_gateway_stays_out() {
 }
 
 #[test]
-fn an_invalid_per_profile_cap_warns_and_means_no_cap() {
+fn a_per_profile_cap_below_one_warns_and_means_no_cap_and_one_not_a_number_refuses_to_start() {
     let home = Home::new();
     home.ok(&["profile", "create", "alpha"]);
     for _ in 0..3 {
         home.json(&["kanban", "create", "t", "--assignee", "alpha", "--command", "true"]);
     }
-    // The cap comes from the config file, where an invalid value warns instead of failing.
+    // A cap that is not a number is never taken for "no cap": the gateway does not start.
     std::fs::write(home.path().join("config.yaml"), "kanban:\n  max_in_progress_per_profile: abc\n").unwrap();
+    let out = home.run(&["gateway", "run"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("kanban.max_in_progress_per_profile") && err.contains("\"abc\""), "{err}");
+    // Below 1 is hermes-agent's "no cap": the file's value warns instead of failing.
+    std::fs::write(home.path().join("config.yaml"), "kanban:\n  max_in_progress_per_profile: 0\n").unwrap();
     let gw = Gateway::start(&home, &["-c", "kanban.worker_command=sleep 30"]);
     wait_until("all three to start", Duration::from_secs(10), || statuses(&home).iter().all(|s| s == "running"));
     kill_workers(&home);
     let (_, _, err) = gw.stop();
     assert!(
-        err.contains("kanban.max_in_progress_per_profile") && err.contains("abc") && err.contains("no cap"),
+        err.contains("kanban.max_in_progress_per_profile") && err.contains("\"0\"") && err.contains("no cap"),
         "{err}"
     );
 }

@@ -70,9 +70,11 @@ fn seed_example_five_alpha_three_beta_cap_two_on(home: Home) {
     assert_eq!((count("skipped_per_profile_capped", "alpha"), count("skipped_per_profile_capped", "beta")), (3, 1));
     assert_eq!(v["spawned"][0]["workspace"], "");
     let text = home.ok(&["-c", "kanban.max_in_progress_per_profile=2", "kanban", "dispatch", "--dry-run"]);
-    assert!(text.starts_with("Reclaimed:    0\nCrashed:      0\n"), "{text}");
-    assert!(text.contains("Spawned:      4\n  - t_"), "{text}");
-    assert!(text.contains(" (dry)\n"));
+    // Worded as what a tick would do: nothing ran.
+    assert!(text.starts_with("Dry run: nothing was written, started or signalled"), "{text}");
+    assert!(text.contains("\nReclaimed:    0\nCrashed:      0\n"), "{text}");
+    assert!(text.contains("Would spawn:  4\n  - t_"), "{text}");
+    assert!(!text.contains("Spawned") && !text.contains("(dry)"), "{text}");
     assert!(text.contains("Deferred (alpha at per-profile cap, 2 running): t_"), "{text}");
     let v = home.json(&["kanban", "dispatch", "--dry-run"]);
     assert_eq!(v["spawned"].as_array().unwrap().len(), 8, "no cap: all eight");
@@ -553,9 +555,10 @@ fn bulk_create_is_all_or_none_and_names_the_bad_line_on(home: Home) {
         (r#"{"title":"x","command":"true""#, "line 3, column"),
         (r#"{"title":"x","command":"true","prio":1}"#, "line 3, column 36: unknown field `prio`"),
         (r#"{"title":" ","command":"true"}"#, "line 3: a task needs a non-empty title"),
+        (r#"{"title":"x\ny","command":"true"}"#, "line 3: invalid task data: a title is one line"),
         (
             r#"{"title":"x","command":"true","max_retries":0}"#,
-            "line 3: --max-runtime and --max-retries must be at least 1",
+            "line 3: max_retries must be at least 1",
         ),
     ] {
         let out = create_from(&home, &format!("{good}\n\n{bad}\n{good}\n"), &[]);

@@ -39,6 +39,8 @@ mod kanban;
 #[cfg(test)]
 mod lifecycle;
 #[cfg(test)]
+mod mistakes;
+#[cfg(test)]
 mod multihost;
 #[cfg(test)]
 mod parity;

@@ -106,7 +106,7 @@ pub enum GatewayCmd {
 pub enum ProfileCmd {
     /// Create a profile.
     Create {
-        /// Profile name (letters, digits, `-`, `_`).
+        /// Profile name: up to 64 letters, digits, `_`, `.` and `-`, not starting with `.` or `-`.
         name: String,
     },
     /// List profiles.
@@ -184,8 +184,10 @@ pub enum SandboxCmd {
         /// --task.
         #[arg(conflicts_with = "task")]
         id: Option<String>,
-        #[command(flatten)]
-        task: TaskArg,
+        /// The sandbox of this task (in this profile), instead of an id; no default: `--task default` for the
+        /// default task's.
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
+        task: Option<String>,
         /// Keep the sandbox's host folder (its /root and /workspace under terminal.sandbox_dir).
         #[arg(long)]
         keep_files: bool,
@@ -218,7 +220,7 @@ pub struct RunArgs {
     #[arg(short = 't', long)]
     pub tty: bool,
     /// Kill the command after this many seconds (exit 124); default terminal.timeout; 0 means none.
-    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
+    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS", allow_negative_numbers = true, value_parser = crate::cli_values::timeout_seconds)]
     pub timeout: Option<u64>,
     /// In opt-out mode (terminal.docker_persist_across_processes: false), keep the sandbox's host folder when the
     /// throw-away sandbox is removed.
@@ -230,8 +232,9 @@ pub struct RunArgs {
     /// Extra environment for this command only (repeatable).
     #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
-    /// The command and its arguments (no implicit shell).
-    #[arg(required = true, last = true, value_name = "CMD")]
+    /// The command and its arguments (no implicit shell), after `--` or, as `docker exec` takes it, after the
+    /// options: everything from the first word that is not an option is the command's.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub argv: Vec<String>,
 }
 
@@ -239,10 +242,13 @@ pub struct RunArgs {
 pub enum ConfigCmd {
     /// Every setting with its value and where it came from.
     Ls,
-    /// One setting's value and source.
+    /// One setting's value and source (the board server's password masked, as `config ls` shows it).
     Get {
         /// Setting key, e.g. `terminal.timeout` (`berth config ls` lists them all).
         key: String,
+        /// Show a password in the value in clear.
+        #[arg(long)]
+        reveal: bool,
     },
     /// Validate and write a setting into <home>/config.yaml.
     Set {
@@ -273,7 +279,7 @@ pub struct BoardArg {
 pub enum BoardCmd {
     /// Create a board (an existing one is kept).
     Create {
-        /// Board slug (lowercase letters, digits, `-`).
+        /// Board slug: up to 64 letters (taken lowercase), digits, `-` and `_`, starting with a letter or digit.
         slug: String,
         /// Display name.
         #[arg(long)]
@@ -318,16 +324,16 @@ pub enum KanbanCmd {
         #[arg(long = "parent", value_hint = clap::ValueHint::Other, value_name = "ID")]
         parents: Vec<String>,
         /// Higher runs first.
-        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = crate::cli_values::priority)]
         priority: i64,
         /// Start in triage instead of ready.
         #[arg(long)]
         triage: bool,
         /// Kill and requeue a run that takes longer than this many seconds.
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS", allow_negative_numbers = true, value_parser = crate::cli_values::runtime_seconds)]
         max_runtime: Option<i64>,
         /// Failures before the task is blocked (overrides kanban.failure_limit).
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::retries)]
         max_retries: Option<i64>,
         #[command(flatten)]
         board: BoardArg,
@@ -392,7 +398,7 @@ pub enum KanbanCmd {
         #[arg(long)]
         command: Option<String>,
         /// New priority (higher runs first).
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_negative_numbers = true, value_parser = crate::cli_values::priority)]
         priority: Option<i64>,
         /// New assignee profile (empty clears it).
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PROFILE")]
@@ -401,7 +407,7 @@ pub enum KanbanCmd {
         #[arg(long)]
         allow_unknown_assignee: bool,
         /// New max runtime in seconds.
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS", allow_negative_numbers = true, value_parser = crate::cli_values::runtime_seconds)]
         max_runtime: Option<i64>,
     },
     /// Remove a task from its board: its worker is stopped and its sandbox removed (a `removed` event stays).
@@ -486,10 +492,10 @@ pub enum KanbanCmd {
         #[arg(long)]
         dry_run: bool,
         /// Most workers to start in this tick (overrides kanban.max_spawn).
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::workers)]
         max: Option<u32>,
         /// Failures before a task is blocked (overrides kanban.failure_limit).
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::failure_limit)]
         failure_limit: Option<u32>,
         /// A reason code per task.
         #[arg(long)]

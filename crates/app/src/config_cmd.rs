@@ -59,35 +59,23 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
                 output::line(config_bridge::PRECEDENCE_NOTE);
             }
         }
-        ConfigCmd::Get { key } => {
+        ConfigCmd::Get { key, reveal } => {
             config_bridge::find(key)
-                .ok_or_else(|| Failure::usage(format!("unknown setting {key:?} (see `berth config ls`)")))?;
+                .ok_or_else(|| Failure::usage_of(config_bridge::ConfigError::UnknownKey(key.clone())))?;
             let e = ctx.resolved.entry(key);
+            // Masked unless asked: a value printed to a terminal ends up in scrollback and screen shares.
+            let shown = |text: &str| if *reveal { text.to_owned() } else { crate::edge::redact::redact(text) };
             if ctx.json {
-                output::json(&entry_json(e));
+                let mut row = entry_json(e);
+                if let Some(text) = row["value"].as_str() {
+                    row["value"] = json!(shown(text));
+                }
+                output::json(&row);
             } else {
-                output::line(&e.value.to_text());
+                output::line(&shown(&e.value.to_text()));
             }
         }
-        ConfigCmd::Set { key, value } => {
-            // The mount rules are checked before the file is touched, so a refused value never lands in it.
-            let parsed = config_bridge::validate(key, value).map_err(Failure::usage_of)?;
-            crate::sandbox::mounts::check_setting(ctx, key, &parsed)?;
-            let v = config_bridge::set_in_file(&ctx.config_path(), key, value).map_err(|e| match e {
-                config_bridge::ConfigError::Write { .. }
-                | config_bridge::ConfigError::Read { .. }
-                | config_bridge::ConfigError::Yaml { .. }
-                | config_bridge::ConfigError::NotAMapping { .. } => Failure::other(e.to_string()),
-                other => Failure::usage_of(other),
-            })?;
-            if ctx.json {
-                output::json(
-                    &json!({"key": key, "value": v.to_json(), "file": ctx.config_path().display().to_string()}),
-                );
-            } else {
-                output::line(&format!("{key} = {} (in {})", v.to_text(), ctx.config_path().display()));
-            }
-        }
+        ConfigCmd::Set { key, value } => set(ctx, key, value)?,
         ConfigCmd::Unset { key } => {
             let removed = config_bridge::unset_in_file(&ctx.config_path(), key).map_err(|e| match e {
                 config_bridge::ConfigError::UnknownKey(_) => Failure::usage_of(e),
@@ -115,6 +103,38 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
         }
     }
     Ok(Exit::OK)
+}
+
+/// `berth config set KEY VALUE`: checked by the table's rules and the edge's (mounts, the board URL), then written.
+fn set(ctx: &Ctx, key: &str, value: &str) -> Result<(), Failure> {
+    // The mount rules are checked before the file is touched, so a refused value never lands in it.
+    let parsed = config_bridge::validate(key, value).map_err(Failure::usage_of)?;
+    crate::sandbox::mounts::check_setting(ctx, key, &parsed)?;
+    // A board URL the client cannot read is refused here, not on the next command.
+    if let (config_bridge::Value::Str(url), "kanban.database_url") = (&parsed, key)
+        && !url.trim().is_empty()
+    {
+        kanban_postgres::check_url(url.trim()).map_err(Failure::usage_of)?;
+    }
+    let v = config_bridge::set_in_file(&ctx.config_path(), key, value).map_err(|e| match e {
+        config_bridge::ConfigError::Write { .. }
+        | config_bridge::ConfigError::Read { .. }
+        | config_bridge::ConfigError::Yaml { .. }
+        | config_bridge::ConfigError::NotAMapping { .. } => Failure::other(e.to_string()),
+        other => Failure::usage_of(other),
+    })?;
+    // Echoed masked: the password was just typed, it need not be printed back (nor is it registered yet).
+    let text = match key {
+        "kanban.database_url" => kanban_postgres::redact_url(&v.to_text()),
+        _ => crate::edge::redact::redact(&v.to_text()),
+    };
+    if ctx.json {
+        let value = if v.to_json().is_string() { json!(text) } else { v.to_json() };
+        output::json(&json!({"key": key, "value": value, "file": ctx.config_path().display().to_string()}));
+    } else {
+        output::line(&format!("{key} = {text} (in {})", ctx.config_path().display()));
+    }
+    Ok(())
 }
 
 /// `berth profile …`.

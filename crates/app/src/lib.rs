@@ -4,6 +4,7 @@
 // `gateway` (the service), `config_cmd`, all on the `edge` (context, errors, output, processes).
 pub mod board;
 pub mod cli;
+pub mod cli_values;
 pub mod config_cmd;
 pub mod edge;
 pub mod gateway;
@@ -35,7 +36,10 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
+            match cli_values::one_line(&e) {
+                Some(line) => eprintln!("berth: {line}"),
+                None => drop(e.print()),
+            }
             return ExitCode::from(code);
         }
     };
@@ -137,6 +141,13 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     redact::set_secrets(
         forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.iter().map(String::as_str)),
     );
+    // A setting that may not fall back (a cap that is not a number) stops every command but `config`, which fixes it.
+    for refusal in &ctx.resolved.refused {
+        if !matches!(cli.command, Command::Config(_)) {
+            return Err(Failure::usage(refusal.clone()));
+        }
+        tracing::warn!("{refusal}");
+    }
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));

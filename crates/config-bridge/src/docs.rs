@@ -50,7 +50,16 @@ pub fn settings_doc() -> String {
          the environment wins over the file (`berth config ls` shows which source each value came from).\n\
          Booleans accept true/false/1/0/yes/no/on/off in any case.\n\
          Lists and maps are JSON in the environment and `-c` (`[\"a\",\"b\"]`, `{\"k\":\"v\"}`), native YAML in the file.\n\
-         Invalid file or environment values warn and fall back to the default; an invalid cap means no cap.\n\n\
+         Invalid file or environment values warn and fall back to the default; a cap below 1 means no cap (as in \
+         hermes-agent), but a cap that is not a whole number, or a per-profile cap map that does not parse, refuses \
+         every command except `berth config …` (which fixes it) with one line naming the key, the value and where it \
+         is set.\n\
+         A key of `terminal:` or `kanban:` in the file that berth does not know is warned about on every command, with \
+         the nearest setting; keys hermes-agent reads there (`terminal.backend`, `env_type`, `persistent_shell`, \
+         `sudo_password`, `env_passthrough`, `shell_init_files`, `auto_source_bashrc`, `home_mode`, \
+         `daemon_term_grace_seconds`, `ssh_*`, `singularity_*`, `modal_*`, `daytona_*`, `vercel_*`; \
+         `kanban.orchestrator_profile`, `auto_decompose`, `auto_decompose_per_tick`, `dispatch_profiles`, \
+         `review_dispatch`, `reconcile_orphans`) and other sections (hermes-agent's) are left alone.\n\n\
          | key | environment variable | type | default | meaning |\n|---|---|---|---|---|\n",
     );
     let mut rows = String::new();

@@ -9,6 +9,7 @@ mod docs;
 mod edit;
 pub mod table;
 pub mod typed;
+mod unknown;
 pub mod value;
 
 use std::collections::BTreeMap;
@@ -38,7 +39,7 @@ fn shown_raw(raw: &str) -> String {
 /// Errors of the config surfaces.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("unknown setting {0:?} (see `berth config ls`)")]
+    #[error("unknown setting {0:?}{hint} (see `berth config ls`)", hint = domain::suggest::did_you_mean(.0, SETTINGS.iter().map(|s| s.key)))]
     UnknownKey(String),
     #[error("invalid value {} for {key}: {why}", shown_raw(raw))]
     InvalidValue { key: String, raw: String, why: Invalid },
@@ -131,6 +132,9 @@ pub struct Resolved {
     /// The same values, typed: what code reads.
     pub settings: Settings,
     pub warnings: Vec<String>,
+    /// Values that refuse every command but `config` (one line each): a cap that is not a number would otherwise
+    /// mean no cap at all.
+    pub refused: Vec<String>,
 }
 
 /// The inputs of a resolution.
@@ -252,7 +256,11 @@ fn check_range(s: &Setting, v: &Value) -> Result<(), Invalid> {
 pub fn validate(key: &str, raw: &str) -> Result<Value, ConfigError> {
     let s = find(key).ok_or_else(|| ConfigError::UnknownKey(key.to_owned()))?;
     let invalid = |why: Invalid| ConfigError::InvalidValue { key: key.to_owned(), raw: raw.to_owned(), why };
-    let v = parse_text(s.kind, raw).map_err(invalid)?;
+    // A list or map is JSON: the refusal shows the shape it takes.
+    let v = parse_text(s.kind, raw).map_err(|why| match unknown::json_example(key, s.kind) {
+        Some(example) => invalid(Invalid(format!("{why}; {example}"))),
+        None => invalid(why),
+    })?;
     check_range(s, &v).map_err(invalid)?;
     // Only for what the user just typed: a file or environment value with a bad flag is refused at run, where
     // falling back to no extra args would silently start a sandbox without the GPUs or limits asked for.
@@ -269,14 +277,21 @@ fn default_value(s: &Setting, home: &Path) -> Value {
 
 /// Resolves every setting: default < file < environment < `-c`.
 ///
-/// Invalid file and environment values give a warning (naming key, source and value) and the default is used;
-/// invalid caps mean "no cap". Invalid `-c` values are errors, since the user just typed them.
+/// Invalid file and environment values give a warning (naming key, source and value) and the default is used; a
+/// cap below 1 means "no cap", as in hermes-agent. A cap that is not a number (or a per-profile cap map that does
+/// not parse) is in [`Resolved::refused`] instead: dropping the cap would start more workers than meant. Invalid `-c`
+/// values are errors, since the user just typed them. Keys of the file neither berth nor hermes-agent reads are
+/// warnings.
 ///
 /// # Errors
 /// [`ConfigError`] for a bad `-c` pair.
 pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
     let mut warnings = Vec::new();
+    let mut refused = Vec::new();
     let merged = inputs.file.map(|(path, doc)| (path, with_merge_keys(path, doc, &mut warnings)));
+    if let Some((path, doc)) = &merged {
+        warnings.extend(unknown::warnings(path, doc));
+    }
     let mut entries = Vec::with_capacity(SETTINGS.len());
     for s in SETTINGS {
         let default = default_value(s, inputs.home);
@@ -292,6 +307,14 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
                     entry.source = source;
                 }
                 Ok(None) => {}
+                Err(why) if refuses(s.kind, &raw) => refused.push(format!(
+                    "invalid value {raw:?} for {} in {} ({why}): a cap is never dropped silently; fix it with `berth \
+                     config set {} VALUE` or `berth config unset {}`",
+                    s.key,
+                    source.describe(),
+                    s.key,
+                    s.key
+                )),
                 Err(why) => {
                     let fallback = if s.kind == Kind::Cap { "no cap" } else { "using the default" };
                     warnings.push(format!(
@@ -329,7 +352,17 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
     // (which the table's tests refuse).
     let settings = Settings::from_values(entries.iter().map(|e| &e.value))
         .map_err(|(key, why)| ConfigError::InvalidValue { key: key.to_owned(), raw: entry_text(&entries, key), why })?;
-    Ok(Resolved { entries, settings, warnings })
+    Ok(Resolved { entries, settings, warnings, refused })
+}
+
+/// Whether an invalid value of `kind` refuses commands rather than falling back: a cap that is not a whole number
+/// (hermes-agent's "below 1" stays "no cap"), or a per-profile cap map.
+fn refuses(kind: Kind, raw: &str) -> bool {
+    match kind {
+        Kind::Cap => !raw.trim().trim_matches(['\'', '"']).parse::<i64>().is_ok_and(|n| n < 1),
+        Kind::CapMap => true,
+        _ => false,
+    }
 }
 
 fn entry_text(entries: &[Entry], key: &str) -> String {

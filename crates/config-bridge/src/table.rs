@@ -21,7 +21,7 @@ pub enum Kind {
     List,
     /// A map of strings (JSON object in the environment).
     Map,
-    /// An optional cap: a positive whole number; unset, 0, negative or not a number mean "no cap".
+    /// An optional cap: a positive whole number; unset, 0 or negative mean "no cap" (not a number is refused).
     Cap,
     /// A map of positive caps by profile (JSON object in the environment).
     CapMap,

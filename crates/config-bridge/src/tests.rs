@@ -162,11 +162,20 @@ fn booleans_accept_the_documented_spellings() {
 }
 
 #[test]
-fn invalid_caps_mean_no_cap_with_a_warning() {
-    for raw in ["0", "-1", "abc", "1.5"] {
+fn caps_below_one_mean_no_cap_with_a_warning_and_other_invalid_caps_refuse() {
+    for raw in ["0", "-1"] {
         let r = resolve_with(None, &[("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", raw)], &[]);
         assert_eq!(r.settings.kanban.max_in_progress_per_profile, None, "{raw}");
         assert!(r.warnings.iter().any(|w| w.contains("no cap") && w.contains(raw)), "{raw}: {:?}", r.warnings);
+        assert!(r.refused.is_empty(), "{raw}: {:?}", r.refused);
+    }
+    for raw in ["abc", "1.5", "99999999999"] {
+        let r = resolve_with(None, &[("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", raw)], &[]);
+        assert!(
+            r.refused.iter().any(|w| w.contains("KANBAN_MAX_IN_PROGRESS_PER_PROFILE") && w.contains(raw)),
+            "{raw}: {:?}",
+            r.refused
+        );
     }
     let r = resolve_with(Some("kanban:\n  max_in_progress_per_profile: \"2\"\n"), &[], &[]);
     assert_eq!(r.settings.kanban.max_in_progress_per_profile, Some(2), "strings are accepted, as the gateway did");
@@ -211,11 +220,20 @@ terminal:
     - /data:/data:ro
   persistent_shell: true
   singularity_image: whatever
+  modal_mode: auto
+  env_passthrough: []
+  shell_init_files: []
+  auto_source_bashrc: true
+  home_mode: auto
+  daemon_term_grace_seconds: 2.0
+  ssh_port: 22
+  vercel_runtime: node24
 kanban:
   default_assignee: "  research  "
   max_in_progress_per_profile: 2
   max_in_progress_per_profile_overrides: {alpha: 4}
   auto_decompose: true
+  auto_decompose_per_tick: 3
   orchestrator_profile: ""
 display:
   skin: dark

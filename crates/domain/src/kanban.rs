@@ -64,7 +64,9 @@ impl FromStr for TaskStatus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::from_db(s).or_else(|| Self::from_db(&s.trim().to_ascii_lowercase())).ok_or_else(|| {
-            format!("unknown status {s:?}; expected one of triage, todo, ready, running, blocked, done, archived")
+            let all = Self::ALL.map(Self::as_str);
+            let hint = crate::suggest::did_you_mean(s.trim(), all);
+            format!("unknown status {s:?}{hint}; expected one of {}", all.join(", "))
         })
     }
 }

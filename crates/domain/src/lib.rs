@@ -14,6 +14,7 @@ pub mod ports;
 pub mod sandbox;
 pub mod service;
 pub mod sha256;
+pub mod suggest;
 pub mod time;
 pub mod transitions;
 

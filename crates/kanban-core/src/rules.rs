@@ -31,6 +31,22 @@ pub fn initial_status(new: &NewTask, parents: &[(&str, Option<TaskStatus>)]) -> 
 }
 
 /// A new task's assignee as stored: trimmed, and none when blank.
+/// Refuses a title a board cannot show on one line: empty, or holding a line break (a listing's row would break).
+///
+/// # Errors
+/// [`StoreError::Invalid`] saying which.
+pub fn check_title(title: &str) -> Result<()> {
+    if title.trim().is_empty() {
+        return Err(StoreError::Invalid("a task needs a non-empty title".into()));
+    }
+    if title.contains(['\n', '\r']) {
+        return Err(StoreError::Invalid(
+            "a title is one line (it has a line break); put the details in --body".into(),
+        ));
+    }
+    Ok(())
+}
+
 pub fn assignee_of(new: &NewTask) -> Option<&str> {
     new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty())
 }
@@ -53,9 +69,7 @@ pub fn initial_statuses(
     let refused = |index, error| StoreError::Batch { index, error: Box::new(error) };
     let mut statuses = Vec::with_capacity(tasks.len());
     for (index, (_, new)) in tasks.iter().enumerate() {
-        if new.title.trim().is_empty() {
-            return Err(refused(index, StoreError::Invalid("a task needs a non-empty title".into())));
-        }
+        check_title(&new.title).map_err(|e| refused(index, e))?;
         let parents: Vec<(&str, Option<TaskStatus>)> =
             new.parents.iter().map(|p| (p.as_str(), found.get(p).copied())).collect();
         statuses.push(initial_status(new, &parents).map_err(|e| refused(index, e))?);

@@ -8,7 +8,7 @@ use domain::ids::BoardSlug;
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
 use kanban_core::rules::{assignee_of, created_payload, initial_status, initial_statuses};
-use kanban_core::{NewTask, StoreError, Task};
+use kanban_core::{NewTask, Task};
 
 use crate::PgResult;
 use crate::board::{event, read_board, read_task, status_of};
@@ -24,9 +24,7 @@ pub(crate) fn create_task(
     new: &NewTask,
     now: Timestamp,
 ) -> PgResult<Task> {
-    if new.title.trim().is_empty() {
-        return Err(StoreError::Invalid("a task needs a non-empty title".into()).into());
-    }
+    kanban_core::rules::check_title(&new.title)?;
     let mut tx = c.transaction()?;
     read_board(&mut tx, board.as_str())?;
     let mut parents = Vec::with_capacity(new.parents.len());

@@ -11,8 +11,8 @@ use crate::board::{close_run, event, read_task, status_in, worker_of};
 
 impl PgKanbanStore {
     pub(crate) fn edit_task(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task, StoreError> {
-        if edit.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(StoreError::Invalid("a task's title cannot be empty".to_owned()));
+        if let Some(title) = &edit.title {
+            kanban_core::rules::check_title(title)?;
         }
         self.with(|c| {
             let mut tx = c.client.transaction()?;

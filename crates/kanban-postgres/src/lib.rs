@@ -39,6 +39,14 @@ pub use copy::load_board;
 pub use listen::PgBoardListener;
 pub use open::{redact_url, secrets as url_secrets};
 
+/// Checks that `url` is a board URL the client can read (nothing is connected).
+///
+/// # Errors
+/// [`StoreError::Server`] saying why, with the password masked.
+pub fn check_url(url: &str) -> Result<(), StoreError> {
+    open::config(url, "berth").map(|_| ())
+}
+
 /// The password in a board URL, if it holds one (for masking it in logs).
 pub fn url_password(url: &str) -> Option<String> {
     let config = <postgres::Config as std::str::FromStr>::from_str(url).ok()?;

@@ -18,8 +18,8 @@ impl SqliteKanbanStore {
     /// # Errors
     /// [`StoreError::NoTask`]; [`StoreError::Transition`] as above; [`StoreError::Invalid`] for an empty title.
     pub fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task> {
-        if edit.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
-            return Err(StoreError::Invalid("a task's title cannot be empty".to_owned()));
+        if let Some(title) = &edit.title {
+            kanban_core::rules::check_title(title)?;
         }
         let tx = self.write()?;
         let status = status_in(&tx, id)?;

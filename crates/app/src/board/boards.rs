@@ -43,6 +43,7 @@ pub fn ls_all(
             }
         }
     }
+    crate::board::edit::note_unknown_assignee(ctx, assignee, shown.is_empty());
     if ctx.json {
         output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
         return Ok(());

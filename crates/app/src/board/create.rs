@@ -54,8 +54,12 @@ impl Checks<'_> {
             self.known.insert(a.to_owned(), ());
         }
         check_command(self.ctx, new.command.as_deref())?;
-        if new.max_runtime_seconds.is_some_and(|m| m < 1) || new.max_retries.is_some_and(|m| m < 1) {
-            return Err(Failure::usage("--max-runtime and --max-retries must be at least 1"));
+        // The flags are range-checked where they are parsed; this is for `--from` lines, named by their fields.
+        if new.max_runtime_seconds.is_some_and(|m| m < 1) {
+            return Err(Failure::usage("max_runtime_seconds must be at least 1"));
+        }
+        if new.max_retries.is_some_and(|m| m < 1) {
+            return Err(Failure::usage("max_retries must be at least 1"));
         }
         Ok(())
     }

@@ -21,10 +21,23 @@ pub fn check_assignee(ctx: &Ctx, assignee: &str, allow: bool) -> Result<(), Fail
     if allow || name.is_empty() || ctx.profiles().exists(name) {
         return Ok(());
     }
+    let profiles = ctx.profiles().list();
+    let hint = domain::suggest::did_you_mean(name, profiles.iter().map(String::as_str));
     Err(Failure::usage(format!(
-        "no profile {name:?}: its tasks would never run; create it (`berth profile create {name}`) or pass \
+        "no profile {name:?}{hint}: its tasks would never run; create it (`berth profile create {name}`) or pass \
          --allow-unknown-assignee"
     )))
+}
+
+/// Says on stderr why a listing filtered by `assignee` came out empty when no profile has that name (a typo shows
+/// as an empty table otherwise), with the nearest profile.
+pub fn note_unknown_assignee(ctx: &Ctx, assignee: Option<&str>, listed_none: bool) {
+    let Some(name) = assignee.map(str::trim).filter(|a| listed_none && !ctx.profiles().exists(a)) else {
+        return;
+    };
+    let profiles = ctx.profiles().list();
+    let hint = domain::suggest::did_you_mean(name, profiles.iter().map(String::as_str));
+    eprintln!("berth: no task is assigned to {name:?} and no profile has that name{hint}");
 }
 
 /// Refuses a task the built-in worker could never run: no command (or a blank one) while `kanban.worker_command` is
@@ -85,6 +98,9 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             let t = store.edit(id, &edit, now)?;
             if ctx.json {
                 output::json(&serde_json::to_value(&t).unwrap_or_default());
+            } else if t.status == TaskStatus::Blocked {
+                // An edit is often the fix for why it was blocked; it still waits for an unblock.
+                output::line(&format!("edited {0}; it is still blocked: `berth kanban unblock {0}` runs it again", t.id));
             } else {
                 output::line(&format!("edited {}", t.id));
             }

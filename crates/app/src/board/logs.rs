@@ -180,6 +180,13 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     if shown.is_empty() && !follow {
         // Nothing to print is said, on stderr (stdout stays the log's bytes, here none).
         let why = match run {
+            // A log goes with an archived task's output, and with a finished one's after kanban.retention_days.
+            _ if !path.is_file() && task.status == domain::kanban::TaskStatus::Archived => {
+                "was removed when the task was archived".to_owned()
+            }
+            _ if !path.is_file() && !runs.is_empty() => {
+                "was removed (`berth kanban prune` removes finished tasks' logs after kanban.retention_days)".to_owned()
+            }
             _ if !path.is_file() => "does not exist yet (no worker has run)".to_owned(),
             Some(r) => format!("has no lines of run {}", number.unwrap_or(r)),
             None => "is empty".to_owned(),

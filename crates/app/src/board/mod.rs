@@ -267,6 +267,7 @@ fn ls(
         None if b.as_str() == "default" => Vec::new(),
         None => return Err(StoreError::NoBoard(b.as_str().to_owned()).into()),
     };
+    crate::board::edit::note_unknown_assignee(ctx, assignee, shown.is_empty());
     if ctx.json {
         output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
     } else {
@@ -415,7 +416,12 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
     if ctx.json {
         output::json(&json!({"from": source.display().to_string(), "to": target.url(), "copied": report.to_json()}));
     } else {
-        let counts: Vec<String> = report.tables.iter().map(|(t, n)| format!("{n} {t}")).collect();
+        let counts: Vec<String> = report
+            .tables
+            .iter()
+            // Every table's name is a plural: one row is "1 board".
+            .map(|(t, n)| if *n == 1 { format!("1 {}", t.strip_suffix('s').unwrap_or(t)) } else { format!("{n} {t}") })
+            .collect();
         output::line(&format!(
             "copied {} into {} ({}); counts verified",
             source.display(),

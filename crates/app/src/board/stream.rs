@@ -187,7 +187,9 @@ impl ReportWriter {
     pub fn finish(mut self, x: &Extras<'_>, out: &mut dyn Write) -> io::Result<()> {
         if let Some((id, why)) = x.not_considered {
             self.explain = true;
-            self.explain_row(id, why.code(), None, why.reason());
+            // The text table says why in words ("not_ready: the task is blocked"); JSON keeps the code.
+            let shown = if self.json { why.code().to_owned() } else { why.reason() };
+            self.explain_row(id, &shown, None, why.reason());
         }
         let spawned: Vec<SpawnedWorker> = match x.spawned {
             Some(s) => s.to_vec(),
@@ -337,6 +339,10 @@ impl ReportWriter {
             }
             Ok(())
         }
+        // A dry run says so first, and what it would start is "would spawn": nothing ran.
+        if x.dry_run {
+            writeln!(out, "Dry run: nothing was written, started or signalled; a tick now would do this:")?;
+        }
         let reclaimed = self.housekeeping.iter().filter(|(_, h)| matches!(h, Housekeeping::Reclaim { .. })).count();
         writeln!(out, "{:<14}{reclaimed}", "Reclaimed:")?;
         counted(out, "Crashed:", &self.ids_where(|h| matches!(h, Housekeeping::Crashed { .. })))?;
@@ -345,10 +351,14 @@ impl ReportWriter {
         counted(out, "Lease lapsed:", &self.ids_where(|h| matches!(h, Housekeeping::LeaseExpired { .. })))?;
         counted(out, "Auto-blocked:", &auto_blocked.iter().map(String::as_str).collect::<Vec<_>>())?;
         writeln!(out, "{:<14}{}", "Promoted:", self.promoted)?;
-        writeln!(out, "{:<14}{}", "Spawned:", spawned.len())?;
+        writeln!(out, "{:<14}{}", if x.dry_run { "Would spawn:" } else { "Spawned:" }, spawned.len())?;
         for w in spawned {
-            let ws = if w.sandbox.is_empty() { "-" } else { &w.sandbox };
-            writeln!(out, "  - {}  ->  {}  @ {ws}{}", w.task_id, w.assignee, if x.dry_run { " (dry)" } else { "" })?;
+            if x.dry_run {
+                writeln!(out, "  - {}  ->  {}", w.task_id, w.assignee)?;
+            } else {
+                let ws = if w.sandbox.is_empty() { "-" } else { &w.sandbox };
+                writeln!(out, "  - {}  ->  {}  @ {ws}", w.task_id, w.assignee)?;
+            }
         }
         let label = format!("Auto-assigned to kanban.default_assignee='{}': ", x.default_assignee.unwrap_or(""));
         joined(out, &label, &mut self.auto_assigned)?;
@@ -363,11 +373,20 @@ impl ReportWriter {
             writeln!(out)?;
             let (w0, w1) = self.widths;
             writeln!(out, "{:<w0$}  {:<w1$}  ASSIGNEE", "TASK", "REASON")?;
+            let empty = self.explained.count == 0;
             self.explained.for_each_line(|l| {
                 let mut cells = l.splitn(3, '\t');
                 let (t, c, a) = (cells.next().unwrap_or(""), cells.next().unwrap_or(""), cells.next().unwrap_or(""));
                 writeln!(out, "{t:<w0$}  {c:<w1$}  {a}")
             })?;
+            if empty {
+                writeln!(
+                    out,
+                    "(no ready task: blocked, triage, done and archived tasks are not dispatched; `berth kanban ls \
+                     --status blocked` lists the blocked, `berth kanban dispatch --explain --task ID` says why one \
+                     is not)"
+                )?;
+            }
         }
         out.flush()
     }

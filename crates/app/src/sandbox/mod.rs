@@ -67,8 +67,18 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         SandboxCmd::Logs { id, task, all_profiles, tail, follow } => {
             crate::sandbox::logs::logs(ctx, id.as_deref(), task.as_deref(), *all_profiles, *tail, *follow).await
         }
-        SandboxCmd::Release { task, force, keep_files } => release(ctx, &task.task, *force, *keep_files).await,
-        SandboxCmd::Rm { id: None, task, keep_files } => release(ctx, &task.task, true, *keep_files).await,
+        // Releasing what is not there is done (a release is idempotent); removing it is not (see `Removal`).
+        SandboxCmd::Release { task, force, keep_files } => {
+            release(ctx, &task.task, Removal { force: *force, keep_files: *keep_files, must_exist: false }).await
+        }
+        SandboxCmd::Rm { id: None, task: None, .. } => Err(Failure::usage(
+            "sandbox rm needs a sandbox: pass its id or name (`berth sandbox ls`), or --task ID (`--task default` for \
+             the default task's)",
+        )),
+        // Removing nothing is a failure here, as `docker rm` of a missing container is: the id was wrong.
+        SandboxCmd::Rm { id: None, task: Some(task), keep_files } => {
+            release(ctx, task, Removal { force: true, keep_files: *keep_files, must_exist: true }).await
+        }
         SandboxCmd::Rm { id: Some(id), keep_files, .. } => {
             // A sandbox named by id or name is its task's: removed as `--task` would, with its folder.
             let rt = connect(ctx).await?;
@@ -79,7 +89,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
                     domain::label::LABEL_TASK
                 )));
             };
-            release(ctx, task, true, *keep_files).await
+            release(ctx, task, Removal { force: true, keep_files: *keep_files, must_exist: true }).await
         }
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
             let rt = connect(ctx).await?;
@@ -109,11 +119,28 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
     }
 }
 
-async fn release(ctx: &Ctx, task: &str, force: bool, keep_files: bool) -> Result<u8, Failure> {
+/// How `sandbox release` and `sandbox rm` remove a task's sandbox.
+struct Removal {
+    /// Stop and remove in any mode.
+    force: bool,
+    /// Keep the host folder.
+    keep_files: bool,
+    /// No sandbox to remove is a failure (`sandbox rm`, as `docker rm` of a missing container: the id was wrong).
+    must_exist: bool,
+}
+
+async fn release(ctx: &Ctx, task: &str, how: Removal) -> Result<u8, Failure> {
+    let Removal { force, keep_files, must_exist } = how;
     let identity = identity(ctx, task)?;
     let rt = connect(ctx).await?;
     let persist = ctx.settings.terminal.docker_persist_across_processes;
     let targets = identity_containers(&rt, &identity).await?;
+    if must_exist && targets.is_empty() {
+        return Err(Failure::other(format!(
+            "no sandbox for task {task:?} (profile {}); `berth sandbox ls` lists them",
+            ctx.profile
+        )));
+    }
     let mut results = Vec::new();
     for c in &targets {
         // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
@@ -198,5 +225,6 @@ fn print_reap(ctx: &Ctx, report: &ReapReport, folders: &[crate::sandbox::folders
         output::line("nothing to reap");
         return;
     }
-    output::table(&["CONTAINER", "ACTION", "REASON"], &rows);
+    // Host folders are listed with the containers, so the column names both.
+    output::table(&["CONTAINER OR FOLDER", "ACTION", "REASON"], &rows);
 }

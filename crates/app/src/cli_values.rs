@@ -1,0 +1,119 @@
+//! The command line's number flags, checked where they are typed, and clap's refusals as one line each.
+//!
+//! clap's own number parsing says "invalid digit found in string" and takes `-1` for a flag; these parsers accept
+//! negative input as a value (so the range is what refuses it) and say what the flag expects.
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+
+fn whole(raw: &str, expected: &str) -> Result<i64, String> {
+    raw.trim().parse::<i64>().map_err(|_| format!("expected {expected}"))
+}
+
+/// `--priority`: any whole number.
+///
+/// # Errors
+/// What the flag expects, when `raw` is not a whole number.
+pub fn priority(raw: &str) -> Result<i64, String> {
+    whole(raw, "a whole number, higher runs first (e.g. 10 or -5)")
+}
+
+/// `--max-runtime`: whole seconds, at least 1.
+///
+/// # Errors
+/// What the flag expects, when `raw` is not a whole number from 1.
+pub fn runtime_seconds(raw: &str) -> Result<i64, String> {
+    const EXPECTED: &str = "a whole number of seconds, at least 1";
+    whole(raw, EXPECTED).and_then(|n| if n >= 1 { Ok(n) } else { Err(format!("expected {EXPECTED}")) })
+}
+
+/// `--max-retries`: a count of failures, at least 1.
+///
+/// # Errors
+/// What the flag expects, when `raw` is not a whole number from 1.
+pub fn retries(raw: &str) -> Result<i64, String> {
+    const EXPECTED: &str = "a whole number of failures, at least 1";
+    whole(raw, EXPECTED).and_then(|n| if n >= 1 { Ok(n) } else { Err(format!("expected {EXPECTED}")) })
+}
+
+/// `kanban dispatch --max`: how many workers, from 0.
+///
+/// # Errors
+/// What the flag expects, out of range or not a number.
+pub fn workers(raw: &str) -> Result<u32, String> {
+    let expected = format!("expected a whole number of workers from 0 to {}", u32::MAX);
+    whole(raw, "").ok().and_then(|n| u32::try_from(n).ok()).ok_or(expected)
+}
+
+/// `kanban dispatch --failure-limit`: failures before a task is blocked, from 1.
+///
+/// # Errors
+/// What the flag expects, out of range or not a number.
+pub fn failure_limit(raw: &str) -> Result<u32, String> {
+    let expected = format!("expected a whole number of failures from 1 to {}", u32::MAX);
+    whole(raw, "").ok().and_then(|n| u32::try_from(n).ok()).filter(|n| *n >= 1).ok_or(expected)
+}
+
+/// `run --timeout`: whole seconds, 0 for none.
+///
+/// # Errors
+/// What the flag expects, when `raw` is negative or not a number.
+pub fn timeout_seconds(raw: &str) -> Result<u64, String> {
+    let expected = "expected a whole number of seconds, 0 for none";
+    whole(raw, expected).ok().and_then(|n| u64::try_from(n).ok()).ok_or_else(|| expected.to_owned())
+}
+
+fn context(e: &clap::Error, kind: ContextKind) -> Option<String> {
+    match e.get(kind)? {
+        ContextValue::String(s) => Some(s.clone()),
+        ContextValue::Strings(v) => v.first().cloned(),
+        _ => None,
+    }
+}
+
+/// One line for the refusals clap would print over several: a flag's bad value (naming the flag and what it
+/// expects), and a subcommand people reach for that berth does not have. `None` leaves clap's own text.
+pub fn one_line(e: &clap::Error) -> Option<String> {
+    match e.kind() {
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
+            let arg = context(e, ContextKind::InvalidArg)?;
+            // `--priority <PRIORITY>` names the flag; a positional is its `<NAME>`.
+            let flag = if arg.starts_with('-') { arg.split(' ').next().unwrap_or(&arg).to_owned() } else { arg };
+            let value = context(e, ContextKind::InvalidValue)?;
+            let why = match std::error::Error::source(e) {
+                Some(why) => why.to_string(),
+                None => format!("expected one of {}", context_list(e, ContextKind::ValidValue)?),
+            };
+            Some(format!("invalid value {value:?} for {flag}: {why}"))
+        }
+        ErrorKind::InvalidSubcommand if context(e, ContextKind::InvalidSubcommand).as_deref() == Some("retry") => Some(
+            "there is no `retry`: `berth kanban unblock ID` gives a blocked task back to the dispatcher; a failed run \
+             is retried by the dispatcher by itself (until kanban.failure_limit failures block the task)"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+fn context_list(e: &clap::Error, kind: ContextKind) -> Option<String> {
+    match e.get(kind)? {
+        ContextValue::Strings(v) => Some(v.join(", ")),
+        ContextValue::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_the_flags() {
+        assert_eq!(priority("-5"), Ok(-5));
+        assert!(priority("high").unwrap_err().contains("whole number"));
+        assert!(runtime_seconds("0").is_err() && runtime_seconds("1") == Ok(1));
+        assert!(retries("-1").is_err());
+        assert!(workers("-1").is_err() && workers("0") == Ok(0));
+        assert!(failure_limit("0").is_err());
+        assert!(timeout_seconds("-1").is_err() && timeout_seconds("0") == Ok(0));
+    }
+}
