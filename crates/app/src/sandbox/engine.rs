@@ -99,6 +99,9 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     };
     let enabled = ctx.settings.terminal.docker_orphan_reaper;
     let swept = REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await;
+    if let Some(Ok(r)) = &swept {
+        crate::web::metrics::count_reaped(r.removed.len());
+    }
     match &swept {
         Some(Ok(r)) if !r.removed.is_empty() => {
             tracing::info!(
