@@ -89,8 +89,9 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
 
 static REAPER: service::ReaperGate = service::ReaperGate::new();
 
-/// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
-pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
+/// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails. Returns how
+/// many sandboxes it removed (for the gateway's metrics).
+pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) -> usize {
     let scope = ReapScope {
         home: Some(ctx.home_id()),
         profile_label: Some(profile_label(ctx)),
@@ -99,9 +100,6 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
     };
     let enabled = ctx.settings.terminal.docker_orphan_reaper;
     let swept = REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await;
-    if let Some(Ok(r)) = &swept {
-        crate::web::metrics::count_reaped(r.removed.len());
-    }
     match &swept {
         Some(Ok(r)) if !r.removed.is_empty() => {
             tracing::info!(
@@ -122,6 +120,10 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
             r.failed.len(),
             &id[..12.min(id.len())]
         );
+    }
+    match swept {
+        Some(Ok(r)) => r.removed.len(),
+        _ => 0,
     }
 }
 
