@@ -26,6 +26,9 @@ mod figures_pg;
 #[path = "figures_parts/drain.rs"]
 mod figures_drain;
 
+#[path = "figures_parts/dashboard.rs"]
+mod figures_dashboard;
+
 const IMAGE: &str = "berth-sandbox:latest";
 
 fn workspace() -> PathBuf {
@@ -1118,6 +1121,14 @@ fn report(figures: &[Figure], growth: &Json, process: &Json, machine: &Json) -> 
     s
 }
 
+/// The dashboard's rows: the board page at 10 000 tasks, 20 live clients during a drain of 120 tasks, idle memory.
+fn bench_dashboard(dir: &Path, quick: bool) -> Vec<Figure> {
+    let mut figures = vec![figures_dashboard::bench_board_page(dir, if quick { 5 } else { 21 })];
+    figures.extend(figures_dashboard::bench_live_clients(if quick { 1 } else { 3 }, 120, 20));
+    figures.push(figures_dashboard::bench_idle_memory());
+    figures
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some(PEAK_RSS_HELPER) {
@@ -1133,7 +1144,8 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain`: one group of rows, printed and not written to BENCHMARKS.md (for iterating).
+    // `--only run|gateway|spawn|process|drain|dashboard`: one group of rows, printed and not written to BENCHMARKS.md
+    // (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 41 }),
@@ -1141,7 +1153,8 @@ fn main() {
             "spawn" => vec![bench_spawn_process(home.path(), if quick { 5 } else { 11 })],
             "process" => bench_dispatch_process(home.path(), quick).0,
             "drain" => figures_drain::bench_drain(quick),
-            other => panic!("--only takes run, gateway, spawn, process or drain, not {other:?}"),
+            "dashboard" => bench_dashboard(home.path(), quick),
+            other => panic!("--only takes run, gateway, spawn, process, drain or dashboard, not {other:?}"),
         };
         remove_profile_containers(&bench_profile("run"));
         print!("{}", report(&figures, &json!({}), &json!([]), &machine()));
@@ -1173,6 +1186,8 @@ fn main() {
     figures.extend(figures_drain::bench_drain(quick));
     eprintln!("bench: idle gateway memory …");
     figures.push(bench_gateway_memory());
+    eprintln!("bench: the dashboard …");
+    figures.extend(bench_dashboard(home.path(), quick));
     for kind in ["run", "acq", "reap", "idle"] {
         remove_profile_containers(&bench_profile(kind));
     }

@@ -1,7 +1,7 @@
 //! The dashboard in a real browser: Debian's chromium driven through chromium-driver (WebDriver) with fantoccini.
 //! It opens the dashboard with the token, sees the tasks it created, blocks one through the page, sees a task the
-//! CLI creates appear without a reload within 1 s, watches a worker's log live, and takes the README's screenshot
-//! (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`).
+//! CLI creates appear without a reload within 1 s, watches a worker's log live, stops a sandbox from its page, and
+//! takes the README's screenshot (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -80,6 +80,7 @@ async fn appears(c: &Client, css: &str, limit: Duration) -> Duration {
 #[test]
 fn dashboard_in_a_real_browser() {
     let Some(driver) = driver() else { return };
+    crate::support::require_docker();
     let home = Home::new();
     home.ok(&["profile", "create", "alpha"]);
     let first = home.json(&["kanban", "create", "write the parser", "--assignee", "alpha", "--command", "true"]);
@@ -134,6 +135,31 @@ fn dashboard_in_a_real_browser() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(home.json(&["kanban", "show", &first])["task"]["status"], "running", "seen while it prints");
+
+        // A sandbox stopped from its page: the page says so, and its row shows it stopped.
+        let sandbox = home.json(&["sandbox", "ensure", "--task", "in-browser"]);
+        let id = sandbox["id"].as_str().unwrap();
+        c.goto(&format!("{}/sandboxes", d.base)).await.unwrap();
+        let stop = format!("button[data-sandbox='{id}'][data-sandbox-action=stop]");
+        c.wait()
+            .at_most(Duration::from_secs(10))
+            .for_element(Locator::Css(&stop))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        appears(&c, "#flash.ok", Duration::from_secs(15)).await;
+        let said = c.find(Locator::Css("#flash")).await.unwrap().text().await.unwrap();
+        assert!(said.contains("stopped"), "{said}");
+        assert_eq!(home.inspect(id, "{{.State.Status}}"), "exited");
+        // The table is fetched again: the row offers remove only.
+        let start = Instant::now();
+        while c.find(Locator::Css(&stop)).await.is_ok() {
+            assert!(start.elapsed() < Duration::from_secs(15), "the stopped sandbox still offers stop");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        c.find(Locator::Css(&format!("button[data-sandbox='{id}'][data-sandbox-action=remove]"))).await.unwrap();
         c.close().await.unwrap();
     });
 }

@@ -108,7 +108,16 @@ const GETS: &[&str] = &[
     "/assets/app.css",
     "/no/such/page",
 ];
-const POSTS: &[&str] = &["/api/tasks", "/api/tasks/ID/block", "/api/tasks/ID/archive", "/api/dispatch"];
+const POSTS: &[&str] = &[
+    "/api/tasks",
+    "/api/tasks/ID/block",
+    "/api/tasks/ID/archive",
+    "/api/dispatch",
+    "/api/sandboxes/SB/stop",
+    "/api/sandboxes/SB/remove",
+];
+/// Routes that ask the engine: 401 without the token like the rest (the engine's own answer is another test's).
+const ENGINE_GETS: &[&str] = &["/sandboxes", "/sandboxes?fragment=1", "/api/sandboxes"];
 
 #[test]
 fn dashboard_every_route_answers_401_without_its_token() {
@@ -128,9 +137,17 @@ fn dashboard_every_route_answers_401_without_its_token() {
             assert_eq!(d.get(&path).0, 200, "GET {path} with the token");
         }
     }
-    for path in POSTS.iter().map(|p| p.replace("ID", &id)) {
+    for path in ENGINE_GETS {
+        assert_eq!(http(&d.base, "GET", path, &[], "").0, 401, "GET {path} without a token");
+        let bearer = format!("Bearer {wrong}");
+        assert_eq!(http(&d.base, "GET", path, &[("authorization", &bearer)], "").0, 401, "GET {path}, wrong token");
+    }
+    for path in POSTS.iter().map(|p| p.replace("ID", &id).replace("SB", "berth-sandbox")) {
         let headers = [("x-berth-csrf", "1"), ("content-type", "application/json")];
         assert_eq!(http(&d.base, "POST", &path, &headers, "{}").0, 401, "POST {path} without a token");
+        let bearer = format!("Bearer {wrong}");
+        let wrong_token = [("authorization", bearer.as_str()), ("x-berth-csrf", "1")];
+        assert_eq!(http(&d.base, "POST", &path, &wrong_token, "{}").0, 401, "POST {path}, wrong token");
     }
     assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "ready", "nothing was written");
 
@@ -280,6 +297,128 @@ fn dashboard_metrics_parse_and_their_counters_move_as_a_gateway_runs_tasks() {
     assert_eq!(value(&after, "berth_completions_total", &[]), 3.0);
     assert!(value(&after, "berth_tick_duration_seconds", &[]) >= 1.0, "ticks were timed");
     assert!(value(&after, "berth_board_round_trip_seconds", &[]) > 0.0, "the board's round trip was timed");
+    assert_eq!(value(&after, "berth_lease_expiries_total", &[]), 0.0);
+    assert_eq!(value(&after, "berth_crashes_total", &[]), 0.0);
+    // Every metric the dashboard's issue lists is there (the engine's, too: this host has one).
+    let listed = [
+        "berth_tasks",
+        "berth_running",
+        "berth_running_cap",
+        "berth_claims_total",
+        "berth_spawns_total",
+        "berth_completions_total",
+        "berth_failures_total",
+        "berth_crashes_total",
+        "berth_lease_expiries_total",
+        "berth_reclaims_total",
+        "berth_tick_duration_seconds",
+        "berth_sandboxes",
+        "berth_sandboxes_reaped_total",
+        "berth_sandboxes_idle_stopped_total",
+        "berth_sandbox_folders_removed_total",
+        "berth_board_round_trip_seconds",
+        "berth_engine_up",
+    ];
+    let missing: Vec<&str> =
+        listed.into_iter().filter(|name| !after.samples.iter().any(|s| s.metric == *name)).collect();
+    assert!(missing.is_empty(), "missing from /metrics: {missing:?}");
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// A dispatcher that died after its claim leaves a run no worker confirms; the gateway's tick finds its spawn lease
+/// lapsed: a lease expiry, counted apart from crashes, and the task runs again.
+#[test]
+fn dashboard_metrics_count_a_lapsed_spawn_lease_as_a_lease_expiry_not_a_crash() {
+    use domain::ports::KanbanStore;
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let id = home.json(&["kanban", "create", "lapsed", "--assignee", "alpha", "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut store = kanban_store::SqliteKanbanStore::open(&home.path().join("berth-kanban.db")).unwrap();
+    let board = domain::ids::BoardSlug::default_board();
+    let cfg = domain::kanban::TickConfig {
+        profiles: ["alpha".to_owned()].into_iter().collect(),
+        ..domain::kanban::TickConfig::default()
+    };
+    let probe = domain::test_util::FakeProcessProbe::default();
+    let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let now = domain::time::Timestamp::from_millis(i64::try_from(millis).unwrap());
+    let req = domain::kanban::TickRequest {
+        board: &board,
+        cfg: &cfg,
+        now,
+        probe: &probe,
+        claimer: "crashed:1",
+        claim_ttl: Duration::from_secs(900),
+        spawn_lease: Duration::from_secs(1),
+    };
+    let out = store.tick(&req, &|snap| domain::policy::dispatch::plan_tick(now, snap, &cfg)).unwrap();
+    assert_eq!(out.plan.spawns().count(), 1, "claimed, no worker started");
+    drop(store);
+    let lapsed = std::time::Instant::now() + Duration::from_millis(1100);
+    while std::time::Instant::now() < lapsed {
+        std::thread::sleep(Duration::from_millis(50)); // waiting out the lease by the clock
+    }
+    let port = free_port();
+    let worker = format!("kanban.worker_command={} kanban complete {{task_id}}", berth_bin().display());
+    let gw = Gateway::start(&home, &["-c", &format!("kanban.dashboard_port={port}"), "-c", &worker]);
+    wait_until("the task to run again and finish", Duration::from_secs(30), || {
+        home.json(&["kanban", "show", &id])["task"]["status"] == "done"
+    });
+    let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+    let m = scrape(&format!("http://127.0.0.1:{port}"), &token);
+    assert_eq!(value(&m, "berth_lease_expiries_total", &[]), 1.0);
+    assert_eq!(value(&m, "berth_crashes_total", &[]), 0.0, "a lapsed lease is no crash");
+    assert_eq!(value(&m, "berth_spawns_total", &[]), 1.0);
+    assert_eq!(value(&m, "berth_completions_total", &[]), 1.0);
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// The sandbox metrics over a gateway's cleanup: a running sandbox idle-stopped (1 s), then reaped with its folder
+/// once it has been exited past the reaper's threshold (2 × 60 s, the least `terminal.lifetime_seconds` gives): this
+/// test waits those two minutes.
+#[test]
+fn dashboard_metrics_count_sandboxes_by_state_and_the_gateways_cleanup() {
+    require_docker();
+    let home = Home::new();
+    home.json(&["sandbox", "ensure", "--task", "tidy"]);
+    let folders = || walk_dirs(&home.path().join("sandboxes").join("docker"));
+    assert_eq!(folders().len(), 1, "the sandbox has its host folder");
+    {
+        let d = Served::start(&home, &[]);
+        let m = scrape(&d.base, &d.token);
+        assert_eq!(value(&m, "berth_engine_up", &[]), 1.0);
+        assert_eq!(value(&m, "berth_sandboxes", &[("state", "running")]), 1.0);
+        assert_eq!(value(&m, "berth_sandboxes", &[("state", "exited")]), 0.0);
+    }
+    let port = free_port();
+    let settings = [
+        format!("kanban.dashboard_port={port}"),
+        "terminal.docker_idle_stop_seconds=1".to_owned(),
+        "terminal.docker_reap_interval_seconds=1".to_owned(),
+        "terminal.lifetime_seconds=60".to_owned(),
+    ];
+    let args: Vec<&str> = settings.iter().flat_map(|s| ["-c", s.as_str()]).collect();
+    let gw = Gateway::start(&home, &args);
+    let (base, token) =
+        (format!("http://127.0.0.1:{port}"), std::fs::read_to_string(home.path().join("dashboard.token")).unwrap());
+    let id = home.containers().pop().expect("the sandbox");
+    wait_until("idle stop", Duration::from_secs(30), || state_of(&home, &id) == "exited");
+    let m = scrape(&base, &token);
+    assert_eq!(value(&m, "berth_sandboxes_idle_stopped_total", &[]), 1.0);
+    assert_eq!(value(&m, "berth_sandboxes", &[("state", "exited")]), 1.0);
+    assert_eq!(value(&m, "berth_sandboxes", &[("state", "running")]), 0.0);
+    assert_eq!(value(&m, "berth_sandboxes_reaped_total", &[]), 0.0);
+    wait_until("the reaper", Duration::from_secs(200), || home.containers().is_empty());
+    wait_until("the folder sweep", Duration::from_secs(20), || folders().is_empty());
+    let m = scrape(&base, &token);
+    assert_eq!(value(&m, "berth_sandboxes_reaped_total", &[]), 1.0);
+    assert_eq!(value(&m, "berth_sandbox_folders_removed_total", &[]), 1.0);
+    assert_eq!(value(&m, "berth_sandboxes", &[("state", "exited")]), 0.0);
     let (code, _, err) = gw.stop();
     assert_eq!(code, Some(0), "{err}");
 }
@@ -299,6 +438,76 @@ fn dashboard_lists_the_sandboxes_as_sandbox_ls_does() {
     let (status, page) = d.get("/sandboxes");
     assert_eq!(status, 200);
     assert!(page.contains("webview") && page.contains("running"), "{page}");
+}
+
+/// The sandbox's engine state (`running`, `exited`), or empty when it is gone.
+fn state_of(home: &Home, id: &str) -> String {
+    home.inspect(id, "{{.State.Status}}")
+}
+
+#[test]
+fn dashboard_stops_and_removes_a_sandbox_as_the_cli_does() {
+    require_docker();
+    let home = Home::new();
+    let got = home.json(&["sandbox", "ensure", "--task", "webact"]);
+    let (id, name) = (got["id"].as_str().unwrap().to_owned(), got["name"].as_str().unwrap().to_owned());
+    let folder_parent = home.path().join("sandboxes").join("docker");
+    let folders = || walk_dirs(&folder_parent);
+    assert!(!folders().is_empty(), "the sandbox has its host folder");
+    let d = Served::start(&home, &[]);
+    let error_of = |(status, body): (u16, String)| -> String {
+        assert_eq!(status, 400, "{body}");
+        let e = serde_json::from_str::<serde_json::Value>(&body).unwrap()["error"].as_str().unwrap().to_owned();
+        assert_eq!(e.lines().count(), 1, "one line: {e}");
+        e
+    };
+    // A cross-site stop is refused and stops nothing.
+    let stop = format!("/api/sandboxes/{name}/stop");
+    let auth = format!("Bearer {}", d.token);
+    let (status, _) = http(&d.base, "POST", &stop, &[("authorization", &auth), ("origin", "http://evil.example")], "");
+    assert_eq!(status, 403);
+    assert_eq!(state_of(&home, &id), "running");
+
+    // Stop, by name: the container stays, stopped; the page's table shows it and offers remove only.
+    let (status, body) = d.post(&stop, "{}");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!("stopped {name}")), "{body}");
+    assert_eq!(state_of(&home, &id), "exited");
+    let (status, table) = d.get("/sandboxes?fragment=1");
+    assert_eq!(status, 200);
+    assert!(table.contains("exited") && table.contains(r#"data-sandbox-action="remove""#), "{table}");
+    assert!(!table.contains(r#"data-sandbox-action="stop""#), "a stopped sandbox offers no stop: {table}");
+    assert!(error_of(d.post("/api/sandboxes/no-such-sandbox/stop", "{}")).contains("no sandbox"));
+    assert!(error_of(d.post(&format!("/api/sandboxes/{name}/explode"), "{}")).contains("stop or remove"));
+
+    // `berth sandbox stop` is the same call: the restarted sandbox stops again.
+    home.json(&["sandbox", "ensure", "--task", "webact"]);
+    assert_eq!(state_of(&home, &id), "running");
+    let stopped = home.json(&["sandbox", "stop", &id[..12]]);
+    assert_eq!(stopped["action"], "stopped", "{stopped}");
+    assert_eq!(state_of(&home, &id), "exited");
+
+    // Remove, by id prefix: the container and its host folder go, as `sandbox rm` removes them.
+    let (status, body) = d.post(&format!("/api/sandboxes/{}/remove", &id[..12]), "{}");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!("removed {name}")), "{body}");
+    assert!(home.containers().is_empty(), "the sandbox is gone");
+    assert!(folders().is_empty(), "its folder is gone: {:?}", folders());
+    assert!(error_of(d.post(&format!("/api/sandboxes/{name}/remove"), "{}")).contains("no sandbox"));
+}
+
+/// The sandbox folders (`docker/<profile>/<name>`) under `dir`.
+fn walk_dirs(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let subdirs = |d: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(d)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect()
+    };
+    subdirs(dir).iter().flat_map(|p| subdirs(p)).collect()
 }
 
 #[test]

@@ -178,6 +178,15 @@ pub enum SandboxCmd {
         #[arg(long)]
         keep_files: bool,
     },
+    /// Stop a sandbox without removing it (as idle stop does): its container and host folder stay, and the next
+    /// `berth run` or worker of its task starts it again.
+    Stop {
+        /// The sandbox's container id (at least 4 characters of it) or name, as `sandbox ls` shows it.
+        id: String,
+        /// Look in every profile's sandboxes.
+        #[arg(long)]
+        all_profiles: bool,
+    },
     /// Stop and remove a task's sandbox in any mode, with its host folder (unless --keep-files).
     Rm {
         /// The sandbox's container id (at least 4 characters of it) or name, as `sandbox ls` shows it; or give

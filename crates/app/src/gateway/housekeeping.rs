@@ -15,11 +15,11 @@ use domain::ports::{Clock, ContainerRuntime};
 use domain::service;
 
 use crate::edge::context::{Ctx, ProcProbe, SystemClock};
+use crate::sandbox::STOP_GRACE;
+use crate::web::metrics;
 
 /// The longest one pass may take; a pass past it is abandoned (and logged) so the next one starts on time.
 const PASS_BOUND: Duration = Duration::from_secs(60);
-/// How long a stopping sandbox gets before the engine kills it (its keep-alive exits on SIGTERM at once).
-const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Everything the loop needs, owned, so it runs as its own task.
 #[derive(Clone, Debug)]
@@ -222,12 +222,15 @@ impl Housekeeper {
                 continue;
             }
             match rt.stop(&d.id, STOP_GRACE).await {
-                Ok(()) => tracing::info!(
-                    "gateway cleanup: stopped idle sandbox {} ({}; idle {idle_secs}s, nothing but its keep-alive \
+                Ok(()) => {
+                    metrics::count_idle_stopped();
+                    tracing::info!(
+                        "gateway cleanup: stopped idle sandbox {} ({}; idle {idle_secs}s, nothing but its keep-alive \
                      inside)",
-                    d.name,
-                    short(&d.id)
-                ),
+                        d.name,
+                        short(&d.id)
+                    );
+                }
                 Err(e) => tracing::warn!("gateway cleanup: could not stop idle sandbox {}: {e}", d.name),
             }
         }
@@ -301,6 +304,7 @@ impl Housekeeper {
     async fn orphans_pass(&self, rt: &DockerRuntime) {
         match service::reap(rt, SystemClock.now(), &self.scope, &ProcProbe, false).await {
             Ok(r) => {
+                metrics::count_reaped(r.removed.len());
                 for o in &r.removed {
                     tracing::info!(
                         "gateway cleanup: removed stale sandbox {} ({}; {} {:?}, age {}s)",
@@ -331,11 +335,14 @@ impl Housekeeper {
             .await?;
         for f in swept {
             match f.error {
-                None => tracing::info!(
-                    "gateway cleanup: removed sandbox folder {} (its sandbox is gone; untouched {}s)",
-                    f.path,
-                    f.age_secs
-                ),
+                None => {
+                    metrics::count_folders_removed(1);
+                    tracing::info!(
+                        "gateway cleanup: removed sandbox folder {} (its sandbox is gone; untouched {}s)",
+                        f.path,
+                        f.age_secs
+                    );
+                }
                 Some(e) => tracing::warn!("gateway cleanup: could not remove {}: {e}", f.path),
             }
         }

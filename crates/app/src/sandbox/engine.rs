@@ -89,8 +89,9 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
 
 static REAPER: service::ReaperGate = service::ReaperGate::new();
 
-/// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails.
-pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
+/// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails. Returns how
+/// many sandboxes it removed (for the gateway's metrics).
+pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) -> usize {
     let scope = ReapScope {
         home: Some(ctx.home_id()),
         profile_label: Some(profile_label(ctx)),
@@ -119,6 +120,10 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) {
             r.failed.len(),
             &id[..12.min(id.len())]
         );
+    }
+    match swept {
+        Some(Ok(r)) => r.removed.len(),
+        _ => 0,
     }
 }
 

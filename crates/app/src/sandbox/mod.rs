@@ -9,19 +9,19 @@ pub mod lease;
 pub mod logs;
 pub mod mounts;
 pub mod reap_words;
+pub mod remove;
 pub mod run;
 pub mod run_io;
 
 pub use cost::summary_json;
-use engine::identity_containers;
 pub use engine::{
     TEARDOWN_WAIT, connect, connect_remembered, forwarded_env, identity, identity_of, maybe_reap, profile_label,
     request, stop_marked,
 };
 pub use folders::shared_key;
+pub use remove::STOP_GRACE;
 pub use run::run;
 
-use domain::policy::cleanup::{CleanupPlan, ReleaseMode};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::ports::Clock;
 use domain::service::{self, ReapReport};
@@ -81,15 +81,13 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
         }
         SandboxCmd::Rm { id: Some(id), keep_files, .. } => {
             // A sandbox named by id or name is its task's: removed as `--task` would, with its folder.
-            let rt = connect(ctx).await?;
-            let found = crate::sandbox::logs::find(ctx, &rt, Some(id), None, false).await?;
-            let Some(task) = found.labels.get(domain::label::LABEL_TASK) else {
-                return Err(Failure::usage(format!(
-                    "{id:?} is not a task's sandbox (no {} label)",
-                    domain::label::LABEL_TASK
-                )));
-            };
-            release(ctx, task, Removal { force: true, keep_files: *keep_files, must_exist: true }).await
+            let released = remove::remove_by_id(ctx, id, false, *keep_files).await?;
+            Ok(remove::print_released(ctx, &released))
+        }
+        SandboxCmd::Stop { id, all_profiles } => {
+            let stopped = remove::stop_by_id(ctx, id, *all_profiles).await?;
+            remove::print_stopped(ctx, &stopped);
+            Ok(Exit::OK)
         }
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
             let rt = connect(ctx).await?;
@@ -133,62 +131,14 @@ async fn release(ctx: &Ctx, task: &str, how: Removal) -> Result<u8, Failure> {
     let Removal { force, keep_files, must_exist } = how;
     let identity = identity(ctx, task)?;
     let rt = connect(ctx).await?;
-    let persist = ctx.settings.terminal.docker_persist_across_processes;
-    let targets = identity_containers(&rt, &identity).await?;
-    if must_exist && targets.is_empty() {
+    let released = remove::release_identity(ctx, &rt, &identity, force, keep_files).await?;
+    if must_exist && released.rows.is_empty() {
         return Err(Failure::other(format!(
             "no sandbox for task {task:?} (profile {}); `berth sandbox ls` lists them",
             ctx.profile
         )));
     }
-    let mut results = Vec::new();
-    for c in &targets {
-        // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
-        let ephemeral = c.label(domain::label::LABEL_MODE) == Some("ephemeral");
-        let mode = ReleaseMode::new(persist && !ephemeral, force);
-        let plan =
-            output::with_progress(ctx.json, &format!("releasing {}", c.name), service::release(&rt, Some(&c.id), mode))
-                .await?;
-        results.push((c, plan));
-    }
-    // The host folder goes with the last sandbox that used it, unless kept.
-    let removed_any = results.iter().any(|(_, p)| !matches!(p, CleanupPlan::Keep { .. }));
-    let folders = crate::sandbox::folders::Folders::from_ctx(ctx);
-    let host_dir = folders.of(&identity).display().to_string();
-    let folder = if removed_any && !keep_files { folders.remove_for(&rt, &identity).await } else { None };
-    if ctx.json {
-        // One row per container; the folder's fate (one folder per identity) is on each row.
-        let folder_json = match &folder {
-            Some(Ok(note)) => json!({"path": host_dir, "note": note}),
-            Some(Err(e)) => json!({"path": host_dir, "error": e}),
-            None if keep_files => json!({"path": host_dir, "note": "kept (--keep-files)"}),
-            None => serde_json::Value::Null,
-        };
-        let rows: Vec<serde_json::Value> = results
-            .iter()
-            .map(|(c, p)| json!({"id": c.id, "name": c.name, "action": match p { CleanupPlan::Keep { .. } => "kept", _ => "removed" }, "plan": p, "folder": folder_json}))
-            .collect();
-        output::json(&json!(rows));
-    } else if results.is_empty() {
-        output::line(&format!("no sandbox for task {task:?} (profile {})", ctx.profile));
-    } else {
-        for (c, p) in &results {
-            match p {
-                CleanupPlan::Keep { .. } => {
-                    output::line(&format!("kept {} running (persist mode; use --force to remove)", c.name))
-                }
-                _ => output::line(&format!("removed {}", c.name)),
-            }
-        }
-        if let Some(Ok(note)) = &folder {
-            output::line(note);
-        }
-    }
-    if let Some(Err(e)) = &folder {
-        eprintln!("berth: {e}");
-        return Ok(Exit::FAILURE);
-    }
-    Ok(Exit::OK)
+    Ok(remove::print_released(ctx, &released))
 }
 
 fn print_reap(ctx: &Ctx, report: &ReapReport, folders: &[crate::sandbox::folders::SweptFolder]) {

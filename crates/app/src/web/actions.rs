@@ -19,7 +19,7 @@ use crate::edge::context::SystemClock;
 use crate::edge::error::Failure;
 
 /// The answer to a write.
-fn answer(result: Result<String, Failure>) -> Response {
+pub(super) fn answer(result: Result<String, Failure>) -> Response {
     match result {
         Ok(message) => Json(json!({"ok": true, "message": message})).into_response(),
         Err(f) => {

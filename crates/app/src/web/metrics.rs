@@ -1,7 +1,9 @@
 //! `/metrics` in the Prometheus text format (prometheus-client): the board's tasks by board, status and assignee,
-//! running workers against their caps, and counters of what this process saw since it started: its dispatch ticks'
-//! claims, spawns, crashes, timeouts, reclaims and give-ups (from each tick's report), completions and failures
-//! (from the board, compared scrape to scrape), and the tick duration as a histogram.
+//! running workers against their caps, this home's sandboxes by state (one listing of the engine per scrape), and
+//! counters of what this process saw since it started: its dispatch ticks' claims, spawns, crashes, lease expiries,
+//! timeouts, reclaims and give-ups (from each tick's report), completions and failures (from the board, compared
+//! scrape to scrape), its cleanup's reaped and idle-stopped sandboxes and removed folders, and the tick duration as a
+//! histogram.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -27,11 +29,15 @@ struct Counters {
     spawns: Counter,
     spawn_failures: Counter,
     crashes: Counter,
+    lease_expiries: Counter,
     timeouts: Counter,
     reclaims: Counter,
     gave_up: Counter,
     completions: Counter,
     failures: Counter,
+    reaped: Counter,
+    idle_stopped: Counter,
+    folders_removed: Counter,
     tick: Histogram,
     /// Each task's status and failure count at the last scrape, to count what changed since.
     seen: Mutex<HashMap<String, (TaskStatus, i64)>>,
@@ -43,11 +49,15 @@ static COUNTERS: LazyLock<Counters> = LazyLock::new(|| Counters {
     spawns: Counter::default(),
     spawn_failures: Counter::default(),
     crashes: Counter::default(),
+    lease_expiries: Counter::default(),
     timeouts: Counter::default(),
     reclaims: Counter::default(),
     gave_up: Counter::default(),
     completions: Counter::default(),
     failures: Counter::default(),
+    reaped: Counter::default(),
+    idle_stopped: Counter::default(),
+    folders_removed: Counter::default(),
     // 1 ms to about 16 s.
     tick: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
     seen: Mutex::new(HashMap::new()),
@@ -59,7 +69,8 @@ fn count(v: &Json) -> u64 {
     v.as_u64().unwrap_or_else(|| v.as_array().map_or(0, |a| a.len() as u64))
 }
 
-/// Counts one tick's report (`kanban::report_json`): its claims, spawns, crashes, timeouts, reclaims, give-ups.
+/// Counts one tick's report (`kanban::report_json`): its claims, spawns, crashes, lease expiries, timeouts,
+/// reclaims (no heartbeat, stale claims) and give-ups.
 pub fn record_report(v: &Json) {
     let c = &*COUNTERS;
     let (spawned, failed) = (count(&v["spawned"]), count(&v["spawn_failed"]));
@@ -67,9 +78,25 @@ pub fn record_report(v: &Json) {
     c.spawns.inc_by(spawned);
     c.spawn_failures.inc_by(failed);
     c.crashes.inc_by(count(&v["crashed"]));
+    c.lease_expiries.inc_by(count(&v["lease_expired"]));
     c.timeouts.inc_by(count(&v["timed_out"]));
-    c.reclaims.inc_by(count(&v["reclaimed"]));
+    c.reclaims.inc_by(count(&v["reclaimed"]) + count(&v["stale"]));
     c.gave_up.inc_by(count(&v["auto_blocked"]));
+}
+
+/// Sandboxes the orphan reaper removed (the gateway's passes, and the sweep before a process's first acquire).
+pub fn count_reaped(n: usize) {
+    COUNTERS.reaped.inc_by(n as u64);
+}
+
+/// A sandbox idle stop stopped.
+pub fn count_idle_stopped() {
+    COUNTERS.idle_stopped.inc();
+}
+
+/// Sandbox folders the cleanup removed (their sandbox and task gone).
+pub fn count_folders_removed(n: usize) {
+    COUNTERS.folders_removed.inc_by(n as u64);
 }
 
 /// As [`record_report`] from the report itself.
@@ -160,21 +187,63 @@ fn board_gauges(ctx: &Ctx, reg: &mut Registry) -> Result<(), Failure> {
     Ok(())
 }
 
+/// How long a scrape waits for the engine's listing before it leaves the sandboxes out.
+const ENGINE_BOUND: Duration = Duration::from_secs(2);
+
+/// This home's sandboxes by state (every profile's), from one listing of the engine, and whether the engine answered
+/// (`berth_engine_up`); without an answer within [`ENGINE_BOUND`] the states are left out, not reported as zero.
+fn sandbox_gauges(ctx: &Ctx, reg: &mut Registry) {
+    let listed = tokio::runtime::Builder::new_current_thread().enable_all().build().ok().and_then(|rt| {
+        rt.block_on(async {
+            let work = async {
+                let engine = crate::sandbox::connect(ctx).await.ok()?;
+                domain::service::list_managed(&engine, None, Some(&ctx.home_id())).await.ok()
+            };
+            tokio::time::timeout(ENGINE_BOUND, work).await.ok().flatten()
+        })
+    });
+    let up = Gauge::<i64>::default();
+    up.set(i64::from(listed.is_some()));
+    reg.register("berth_engine_up", "Whether the container engine answered this scrape's listing", up);
+    let Some(listed) = listed else { return };
+    let states = Family::<Labels, Gauge>::default();
+    for s in ["running", "exited", "created"] {
+        states.get_or_create(&labels(&[("state", s)])).set(0);
+    }
+    for c in &listed {
+        states.get_or_create(&labels(&[("state", c.state.as_str())])).inc();
+    }
+    reg.register("berth_sandboxes", "This home's sandboxes (every profile's) by state", states);
+}
+
 /// The whole exposition.
 pub(crate) fn render(ctx: &Ctx) -> Result<String, Failure> {
     let mut reg = Registry::default();
     board_gauges(ctx, &mut reg)?;
+    sandbox_gauges(ctx, &mut reg);
     let c = &*COUNTERS;
     let counters = [
         ("berth_claims", "Tasks claimed by this process's dispatch ticks", &c.claims),
         ("berth_spawns", "Workers started by this process's dispatch ticks", &c.spawns),
         ("berth_spawn_failures", "Claims whose worker could not be started", &c.spawn_failures),
         ("berth_crashes", "Runs whose worker was found gone (crashed)", &c.crashes),
+        (
+            "berth_lease_expiries",
+            "Claims whose spawn lease lapsed with no worker confirming the run",
+            &c.lease_expiries,
+        ),
         ("berth_timeouts", "Runs stopped past their max runtime", &c.timeouts),
-        ("berth_reclaims", "Claims housekeeping took back (lapsed leases, stale claims)", &c.reclaims),
+        ("berth_reclaims", "Claims housekeeping took back (no heartbeat, stale claims)", &c.reclaims),
         ("berth_gave_up", "Tasks blocked by the failure breaker (gave_up)", &c.gave_up),
         ("berth_completions", "Tasks seen finishing (done) since this process started", &c.completions),
         ("berth_failures", "Task failures seen since this process started", &c.failures),
+        ("berth_sandboxes_reaped", "Stale sandboxes the orphan reaper removed", &c.reaped),
+        ("berth_sandboxes_idle_stopped", "Sandboxes idle stop stopped", &c.idle_stopped),
+        (
+            "berth_sandbox_folders_removed",
+            "Sandbox folders removed once their sandbox and task were gone",
+            &c.folders_removed,
+        ),
     ];
     for (name, help, counter) in counters {
         reg.register(name, help, counter.clone());

@@ -39,6 +39,7 @@ pub(crate) fn router(web: Arc<Web>) -> Router {
         .route("/api/hosts", get(api_hosts))
         .route("/api/diagnostics", get(api_diagnostics))
         .route("/api/sandboxes", get(sandboxes::api))
+        .route("/api/sandboxes/{id}/{action}", post(sandboxes::act))
         .route("/api/dispatch", post(actions::dispatch))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))

@@ -1,11 +1,12 @@
 //! The sandboxes view: every profile's sandboxes with state, age, idle time, memory and CPU, exactly as
 //! `berth --json sandbox ls --all-profiles` reports them. It runs that command (this binary, this home, the
 //! dashboard's resolved settings in its environment) rather than a second copy of its engine calls: the engine's
-//! stats take about a second, and the listing stays one implementation.
+//! stats take about a second, and the listing stays one implementation. Its actions, stop and remove, call the
+//! functions `berth sandbox stop|rm ID --all-profiles` call (`sandbox::remove`).
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::html;
@@ -61,8 +62,32 @@ fn mib(v: &Json) -> String {
     v.as_u64().map_or_else(|| "-".to_owned(), |b| format!("{:.1} MiB", b as f64 / 1_048_576.0))
 }
 
-/// `GET /sandboxes`.
-pub(crate) async fn page(State(web): State<Arc<Web>>) -> Response {
+/// `POST /api/sandboxes/{id}/{action}`: `stop` (`sandbox stop ID --all-profiles`) or `remove` (`sandbox rm ID`, with
+/// its folder, under the profile the sandbox carries), answering with the result or the one-line error. The engine
+/// calls run on a runtime of their own on a blocking thread, as "dispatch now" does.
+pub(crate) async fn act(State(web): State<Arc<Web>>, Path((id, action)): Path<(String, String)>) -> Response {
+    let result = super::actions::blocking(&web, move |ctx| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Failure::other(format!("cannot reach the engine: {e}")))?;
+        match action.as_str() {
+            "stop" => {
+                rt.block_on(crate::sandbox::remove::stop_by_id(ctx, &id, true)).map(|c| format!("stopped {}", c.name))
+            }
+            "remove" => rt.block_on(crate::sandbox::remove::remove_by_id(ctx, &id, true, false))?.message(),
+            other => Err(Failure::usage(format!("no sandbox action {other:?}: stop or remove"))),
+        }
+    })
+    .await;
+    super::actions::answer(result.map_err(|f| Failure { message: redact(&f.message), ..f }))
+}
+
+/// `GET /sandboxes` (`?fragment=1`: the table alone, fetched again after an action).
+pub(crate) async fn page(
+    State(web): State<Arc<Web>>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+) -> Response {
     let rows = match list(&web).await {
         Ok(rows) => rows,
         Err(f) => {
@@ -70,13 +95,24 @@ pub(crate) async fn page(State(web): State<Arc<Web>>) -> Response {
                 .into_response();
         }
     };
-    let s = |v: &Json, k: &str| v[k].as_str().unwrap_or("-").to_owned();
+    let table = table(&rows);
+    if q.get("fragment").is_some_and(|v| v == "1") {
+        return Html(table.into_string()).into_response();
+    }
     let body = html! {
         h1 { "Sandboxes" }
+        div data-refresh="/sandboxes?fragment=1" { (table) }
+    };
+    Html(layout("sandboxes", body).into_string()).into_response()
+}
+
+fn table(rows: &[Json]) -> maud::Markup {
+    let s = |v: &Json, k: &str| v[k].as_str().unwrap_or("-").to_owned();
+    html! {
         @if rows.is_empty() { p { "No sandbox." } }
         table {
-            tr { th { "name" } th { "task" } th { "profile" } th { "state" } th { "age" } th { "idle" } th { "memory" } th { "cpu" } }
-            @for r in &rows {
+            tr { th { "name" } th { "task" } th { "profile" } th { "state" } th { "age" } th { "idle" } th { "memory" } th { "cpu" } th {} }
+            @for r in rows {
                 tr {
                     td { code { (s(r, "name")) } }
                     td { (s(r, "task")) }
@@ -86,9 +122,14 @@ pub(crate) async fn page(State(web): State<Arc<Web>>) -> Response {
                     td { @if r["busy"] == json!(true) { "busy" } @else { (r["idle_secs"].as_i64().map_or_else(|| "-".to_owned(), age)) } }
                     td { (mib(&r["memory_bytes"])) }
                     td { (r["cpu_percent"].as_f64().map_or_else(|| "-".to_owned(), |p| format!("{p:.1}%"))) }
+                    td {
+                        @if r["state"] == json!("running") {
+                            button data-sandbox=(s(r, "id")) data-sandbox-action="stop" { "stop" }
+                        }
+                        button data-sandbox=(s(r, "id")) data-sandbox-action="remove" { "remove" }
+                    }
                 }
             }
         }
-    };
-    Html(layout("sandboxes", body).into_string()).into_response()
+    }
 }

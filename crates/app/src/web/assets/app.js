@@ -31,12 +31,12 @@ async function post(url, body) {
 // meanwhile.
 let busy = false, again = false;
 async function refresh() {
-  const live = $("[data-fragment]");
+  const live = $("[data-fragment]") || $("[data-refresh]");
   if (!live) return;
   if (busy) { again = true; return; }
   busy = true;
   try {
-    const r = await fetch(live.dataset.fragment, { credentials: "same-origin" });
+    const r = await fetch(live.dataset.fragment || live.dataset.refresh, { credentials: "same-origin" });
     if (r.ok) live.innerHTML = await r.text();
   } finally {
     busy = false;
@@ -84,6 +84,12 @@ document.addEventListener("DOMContentLoaded", () => {
   document.addEventListener("click", (ev) => {
     const b = ev.target.closest("button[data-action]");
     if (b) post(`/api/tasks/${encodeURIComponent(b.dataset.task)}/${b.dataset.action}`, {});
+    // A sandbox's stop or remove; the table (not live: its listing asks the engine) is fetched again after it.
+    const sb = ev.target.closest("button[data-sandbox-action]");
+    if (sb) {
+      sb.disabled = true;
+      post(`/api/sandboxes/${encodeURIComponent(sb.dataset.sandbox)}/${sb.dataset.sandboxAction}`, {});
+    }
   });
   const form = $("#create");
   if (form) form.addEventListener("submit", (ev) => {

@@ -1,0 +1,170 @@
+//! Stopping and removing one sandbox: `berth sandbox stop|rm|release` and the dashboard's sandbox actions call these
+//! same functions, which return what they did; the CLI prints it, the dashboard answers with it.
+
+use std::time::Duration;
+
+use docker_adapter::DockerRuntime;
+use domain::container::ContainerSummary;
+use domain::ids::{ProfileName, TaskId};
+use domain::policy::cleanup::{CleanupPlan, ReleaseMode};
+use domain::ports::ContainerRuntime;
+use domain::sandbox::SandboxIdentity;
+use domain::service;
+use serde_json::json;
+
+use crate::edge::context::Ctx;
+use crate::edge::error::{Exit, Failure};
+use crate::edge::output;
+use crate::sandbox::engine::identity_containers;
+use crate::sandbox::{connect, identity, identity_of, profile_label};
+
+/// How long a stopping sandbox gets before the engine kills it (its keep-alive exits on SIGTERM at once).
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// What releasing one task's sandboxes did: each container with its plan, and the fate of their host folder.
+pub struct Released {
+    pub task: String,
+    pub rows: Vec<(ContainerSummary, CleanupPlan)>,
+    /// The folder's removal note or error; `None` when it was kept or nothing was removed.
+    pub folder: Option<Result<String, String>>,
+    pub host_dir: String,
+    pub keep_files: bool,
+}
+
+impl Released {
+    /// One line for the dashboard: what was removed (and the folder's note), or the folder's error.
+    ///
+    /// # Errors
+    /// A failure when the folder could not be removed, or when there was no sandbox.
+    pub fn message(&self) -> Result<String, Failure> {
+        if let Some(Err(e)) = &self.folder {
+            return Err(Failure::other(e.clone()));
+        }
+        if self.rows.is_empty() {
+            return Err(Failure::usage(format!("no sandbox for task {:?}", self.task)));
+        }
+        let names: Vec<&str> = self.rows.iter().map(|(c, _)| c.name.as_str()).collect();
+        let mut line = format!("removed {}", names.join(", "));
+        if let Some(Ok(note)) = &self.folder {
+            line.push_str(&format!("; {note}"));
+        }
+        Ok(line)
+    }
+}
+
+/// Releases `identity`'s containers (forced: stopped and removed in any mode) and, unless kept, their host folder
+/// once the last user of it is gone.
+///
+/// # Errors
+/// Engine failures.
+pub async fn release_identity(
+    ctx: &Ctx,
+    rt: &DockerRuntime,
+    identity: &SandboxIdentity,
+    force: bool,
+    keep_files: bool,
+) -> Result<Released, Failure> {
+    let persist = ctx.settings.terminal.docker_persist_across_processes;
+    let targets = identity_containers(rt, identity).await?;
+    let mut rows = Vec::new();
+    for c in targets {
+        // An ephemeral container always goes at release; a persistent one only when forced or in opt-out mode.
+        let ephemeral = c.label(domain::label::LABEL_MODE) == Some("ephemeral");
+        let mode = ReleaseMode::new(persist && !ephemeral, force);
+        let plan =
+            output::with_progress(ctx.json, &format!("releasing {}", c.name), service::release(rt, Some(&c.id), mode))
+                .await?;
+        rows.push((c, plan));
+    }
+    // The host folder goes with the last sandbox that used it, unless kept.
+    let removed_any = rows.iter().any(|(_, p)| !matches!(p, CleanupPlan::Keep { .. }));
+    let folders = crate::sandbox::folders::Folders::from_ctx(ctx);
+    let host_dir = folders.of(identity).display().to_string();
+    let folder = if removed_any && !keep_files { folders.remove_for(rt, identity).await } else { None };
+    Ok(Released { task: identity.task.as_str().to_owned(), rows, folder, host_dir, keep_files })
+}
+
+/// The sandbox named by `id` (a container id of at least 4 characters, or a name) in this home: this profile's, or
+/// any profile's with `all_profiles`.
+async fn named(ctx: &Ctx, rt: &DockerRuntime, id: &str, all_profiles: bool) -> Result<ContainerSummary, Failure> {
+    crate::sandbox::logs::find(ctx, rt, Some(id), None, all_profiles).await
+}
+
+/// `berth sandbox stop ID` and the dashboard's stop: the engine stops the container (SIGTERM, then SIGKILL after
+/// [`STOP_GRACE`]); the container and its folder stay for the next acquire, which starts it again.
+///
+/// # Errors
+/// A usage failure when no sandbox (or several) match `id`; engine failures.
+pub async fn stop_by_id(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<ContainerSummary, Failure> {
+    let rt = connect(ctx).await?;
+    let found = named(ctx, &rt, id, all_profiles).await?;
+    rt.stop(&found.id, STOP_GRACE).await?;
+    Ok(found)
+}
+
+/// `berth sandbox rm ID` and the dashboard's remove: the sandbox named by `id` is its task's, removed as
+/// `sandbox rm --task` would, with its folder (unless `keep_files`). With `all_profiles` the task's identity is
+/// taken under the profile the sandbox carries.
+///
+/// # Errors
+/// A usage failure when no sandbox matches or it carries no task label; engine failures.
+pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: bool) -> Result<Released, Failure> {
+    let rt = connect(ctx).await?;
+    let found = named(ctx, &rt, id, all_profiles).await?;
+    let Some(task) = found.labels.get(domain::label::LABEL_TASK) else {
+        return Err(Failure::usage(format!("{id:?} is not a task's sandbox (no {} label)", domain::label::LABEL_TASK)));
+    };
+    let mine = profile_label(ctx);
+    let identity = match found.profile_label().filter(|p| *p != mine).map(ProfileName::parse) {
+        Some(Ok(profile)) => identity_of(ctx, TaskId::parse(task).map_err(Failure::usage_of)?, profile),
+        _ => identity(ctx, task)?,
+    };
+    release_identity(ctx, &rt, &identity, true, keep_files).await
+}
+
+/// Prints what a release did, as `sandbox release|rm` always have; exit 1 when the folder could not be removed.
+pub fn print_released(ctx: &Ctx, r: &Released) -> u8 {
+    if ctx.json {
+        // One row per container; the folder's fate (one folder per identity) is on each row.
+        let folder_json = match &r.folder {
+            Some(Ok(note)) => json!({"path": r.host_dir, "note": note}),
+            Some(Err(e)) => json!({"path": r.host_dir, "error": e}),
+            None if r.keep_files => json!({"path": r.host_dir, "note": "kept (--keep-files)"}),
+            None => serde_json::Value::Null,
+        };
+        let rows: Vec<serde_json::Value> = r
+            .rows
+            .iter()
+            .map(|(c, p)| json!({"id": c.id, "name": c.name, "action": match p { CleanupPlan::Keep { .. } => "kept", _ => "removed" }, "plan": p, "folder": folder_json}))
+            .collect();
+        output::json(&json!(rows));
+    } else if r.rows.is_empty() {
+        output::line(&format!("no sandbox for task {:?} (profile {})", r.task, ctx.profile));
+    } else {
+        for (c, p) in &r.rows {
+            match p {
+                CleanupPlan::Keep { .. } => {
+                    output::line(&format!("kept {} running (persist mode; use --force to remove)", c.name))
+                }
+                _ => output::line(&format!("removed {}", c.name)),
+            }
+        }
+        if let Some(Ok(note)) = &r.folder {
+            output::line(note);
+        }
+    }
+    if let Some(Err(e)) = &r.folder {
+        eprintln!("berth: {e}");
+        return Exit::FAILURE;
+    }
+    Exit::OK
+}
+
+/// `berth sandbox stop ID`.
+pub fn print_stopped(ctx: &Ctx, c: &ContainerSummary) {
+    if ctx.json {
+        output::json(&json!({"id": c.id, "name": c.name, "action": "stopped"}));
+    } else {
+        output::line(&format!("stopped {}", c.name));
+    }
+}
