@@ -124,6 +124,13 @@ pub const BERTH_EGRESS_PREFIX: &str = "berth-";
 /// Label on the egress networks and proxies berth creates: the policy digest they enforce.
 pub const LABEL_EGRESS_POLICY: &str = "berth.egress";
 
+/// Where a sandbox under an allowlist is attached: berth's internal network and the proxy's fixed address on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressRoute {
+    pub network: String,
+    pub proxy_ip: String,
+}
+
 /// The port the proxy serves HTTP and CONNECT on.
 pub const PROXY_PORT: u16 = 3128;
 
