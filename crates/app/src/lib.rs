@@ -6,6 +6,7 @@ pub mod board;
 pub mod cli;
 pub mod config_cmd;
 pub mod edge;
+pub mod egress;
 pub mod gateway;
 pub mod sandbox;
 pub mod web;
@@ -85,6 +86,10 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
         return Ok(0);
     }
+    // The egress proxy runs in its own container with no home: it needs only its policy and its log.
+    if let Command::EgressProxy { policy, log } = &cli.command {
+        return runtime()?.block_on(egress::proxy::serve(policy, log.clone()));
+    }
     if let Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) = &cli.command {
         // The dispatcher's gate: it closes once the tick recorded its workers (or the dispatcher is gone).
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
@@ -128,6 +133,6 @@ fn run(cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
-        Command::Completions { .. } => Ok(0),
+        Command::Completions { .. } | Command::EgressProxy { .. } => Ok(0),
     }
 }

@@ -107,14 +107,25 @@ impl EgressPolicy {
         Verdict::Allow(ok)
     }
 
-    /// Whether a DNS question for `name` may be answered (a listed name on any port).
-    pub fn allows_name(&self, name: &str) -> bool {
+    /// Whether `name` is listed (on `port`, or on any port when `None`): the proxy looks up nothing else.
+    pub fn allows_name(&self, name: &str, port: Option<u16>) -> bool {
         let name = name.trim_end_matches('.').to_ascii_lowercase();
         match self {
             Self::All => true,
             Self::None => false,
-            Self::Allow(d) => d.iter().any(|d| d.covers_name(&name, None)),
+            Self::Allow(d) => d.iter().any(|d| d.covers_name(&name, port)),
         }
+    }
+
+    /// The addresses a DNS answer for `name` may carry: `None` when the name is not listed (refused), else those of
+    /// `resolved` that are public or inside a listed network.
+    pub fn dns_answer(&self, name: &str, resolved: &[IpAddr]) -> Option<Vec<IpAddr>> {
+        let Self::Allow(dests) = self else { return self.allows_name(name, None).then(|| resolved.to_vec()) };
+        if !self.allows_name(name, None) {
+            return None;
+        }
+        let listed = |ip: &IpAddr| dests.iter().any(|d| matches!(d, Destination::Net { .. }) && d.covers_any_port(*ip));
+        Some(resolved.iter().copied().filter(|ip| is_public(ip) || listed(ip)).collect())
     }
 }
 
@@ -134,9 +145,11 @@ pub struct EgressRoute {
 /// The port the proxy serves HTTP and CONNECT on.
 pub const PROXY_PORT: u16 = 3128;
 
-/// The internal network (and the proxy container) enforcing `policy` for the home `home`: one per home and policy.
-pub fn egress_name(home: &str, policy: &EgressPolicy) -> String {
-    format!("berth-egress-{}-{}", &home[..home.len().min(12)], policy.digest())
+/// The internal network enforcing `policy` for the home `home` through a proxy that reaches out on the network
+/// `outside` (its proxy container is `<name>-proxy`): one per home, policy and outside network.
+pub fn egress_name(home: &str, policy: &EgressPolicy, outside: &str) -> String {
+    let digest = sha256::hex_digest(format!("{policy}|{outside}").as_bytes());
+    format!("berth-egress-{}-{}", &home[..home.len().min(12)], &digest[..12])
 }
 
 /// The environment a sandbox behind the proxy carries, for tools that honour it; the user part names the task in
@@ -223,6 +236,15 @@ impl Destination {
             Self::Net { addr, prefix, port: p } => {
                 addr.is_ipv4() == ip.is_ipv4() && mask(ip, *prefix) == *addr && Self::port_ok(*p, Some(port))
             }
+            Self::Host { .. } => false,
+        }
+    }
+}
+
+impl Destination {
+    fn covers_any_port(&self, ip: IpAddr) -> bool {
+        match self {
+            Self::Net { addr, prefix, .. } => addr.is_ipv4() == ip.is_ipv4() && mask(ip, *prefix) == *addr,
             Self::Host { .. } => false,
         }
     }

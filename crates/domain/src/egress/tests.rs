@@ -64,10 +64,14 @@ fn names_addresses_and_ports_are_decided() {
 #[test]
 fn only_listed_names_get_dns_answers() {
     let p = EgressPolicy::parse("pypi.org:443,*.example.com").unwrap();
-    assert!(p.allows_name("pypi.org."));
-    assert!(p.allows_name("a.example.com"));
-    assert!(!p.allows_name("example.com"));
-    assert!(!p.allows_name("evil.org"));
+    assert!(p.allows_name("pypi.org.", None));
+    assert!(p.allows_name("a.example.com", Some(80)));
+    assert!(!p.allows_name("pypi.org", Some(80)));
+    assert!(!p.allows_name("example.com", None));
+    assert!(!p.allows_name("evil.org", None));
+    assert_eq!(p.dns_answer("evil.org", &[ip("151.101.0.223")]), None);
+    let q = EgressPolicy::parse("a.test,10.1.0.0/16:80").unwrap();
+    assert_eq!(q.dns_answer("a.test", &[ip("10.1.2.3"), ip("10.2.0.1")]), Some(vec![ip("10.1.2.3")]));
 }
 
 #[test]
