@@ -132,8 +132,20 @@ impl EgressPolicy {
 /// The prefix of berth's own `hermes-egress` values; a container carrying one is berth's to reuse or recreate.
 pub const BERTH_EGRESS_PREFIX: &str = "berth-";
 
-/// Label on the egress networks and proxies berth creates: the policy digest they enforce.
+/// Label on a sandbox berth creates: its egress policy in canonical text (`all`, `none`, or the list).
 pub const LABEL_EGRESS_POLICY: &str = "berth.egress";
+/// Label on the egress networks and proxies berth creates: the digest of what they enforce.
+pub const LABEL_EGRESS_PROXY: &str = "berth.egress-proxy";
+
+/// The egress a container has, as `sandbox ls` shows it: its label, else what its network says (`none` without
+/// one, `all` otherwise: a hermes-made or older sandbox).
+pub fn shown_egress(c: &crate::container::ContainerSummary) -> String {
+    match c.label(LABEL_EGRESS_POLICY) {
+        Some(p) => p.to_owned(),
+        None if c.network_mode.as_deref() == Some("none") => "none".to_owned(),
+        None => "all".to_owned(),
+    }
+}
 
 /// Where a sandbox under an allowlist is attached: berth's internal network and the proxy's fixed address on it.
 #[derive(Clone, Debug, PartialEq, Eq)]

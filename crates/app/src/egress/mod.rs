@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use docker_adapter::{DockerRuntime, EgressSetup};
-use domain::egress::{EgressPolicy, EgressRoute, LABEL_EGRESS_POLICY, egress_name};
+use domain::egress::{EgressPolicy, EgressRoute, LABEL_EGRESS_PROXY, egress_name};
 use domain::label::LABEL_HOME;
 
 use crate::edge::context::Ctx;
@@ -46,7 +46,7 @@ pub async fn ensure_route(ctx: &Ctx, rt: &DockerRuntime, policy: &EgressPolicy) 
         name: name.clone(),
         labels: HashMap::from([
             (LABEL_HOME.to_owned(), home),
-            (LABEL_EGRESS_POLICY.to_owned(), digest.clone()),
+            (LABEL_EGRESS_PROXY.to_owned(), digest.clone()),
         ]),
         image: ctx.settings.terminal.docker_image.clone(),
         exe: exe.display().to_string(),

@@ -291,6 +291,7 @@ fn labels(
     labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
     // hermes 0.21 filters reuse on this label: `off` unless berth's egress proxy routes the sandbox.
     labels.insert(LABEL_EGRESS.to_owned(), egress.label());
+    labels.insert(crate::egress::LABEL_EGRESS_POLICY.to_owned(), egress.to_string());
     if let (SandboxMode::Ephemeral, Some(owner)) = (mode, &host.owner) {
         labels.insert(LABEL_OWNER.to_owned(), owner.clone());
     }
