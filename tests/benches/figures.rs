@@ -26,6 +26,9 @@ mod figures_pg;
 #[path = "figures_parts/drain.rs"]
 mod figures_drain;
 
+#[path = "figures_parts/egress.rs"]
+mod figures_egress;
+
 const IMAGE: &str = "berth-sandbox:latest";
 
 fn workspace() -> PathBuf {
@@ -1133,7 +1136,7 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain`: one group of rows, printed and not written to BENCHMARKS.md (for iterating).
+    // `--only run|gateway|spawn|process|drain|egress`: one group of rows, printed and not written to BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 41 }),
@@ -1141,7 +1144,8 @@ fn main() {
             "spawn" => vec![bench_spawn_process(home.path(), if quick { 5 } else { 11 })],
             "process" => bench_dispatch_process(home.path(), quick).0,
             "drain" => figures_drain::bench_drain(quick),
-            other => panic!("--only takes run, gateway, spawn, process or drain, not {other:?}"),
+            "egress" => figures_egress::bench_egress(home.path(), quick),
+            other => panic!("--only takes run, gateway, spawn, process, drain or egress, not {other:?}"),
         };
         remove_profile_containers(&bench_profile("run"));
         print!("{}", report(&figures, &json!({}), &json!([]), &machine()));
@@ -1171,6 +1175,8 @@ fn main() {
     figures.extend(bench_gateway_throughput(if quick { 40 } else { 120 }));
     eprintln!("bench: draining rate on PostgreSQL beside pgqueuer …");
     figures.extend(figures_drain::bench_drain(quick));
+    eprintln!("bench: the egress proxy's added latency …");
+    figures.extend(figures_egress::bench_egress(home.path(), quick));
     eprintln!("bench: idle gateway memory …");
     figures.push(bench_gateway_memory());
     for kind in ["run", "acq", "reap", "idle"] {
