@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::net::UdpSocket;
 
-use super::proxy::Shared;
+use super::shared::Shared;
 
 const TYPE_A: u16 = 1;
 const TYPE_AAAA: u16 = 28;

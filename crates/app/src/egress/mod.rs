@@ -3,6 +3,7 @@
 
 mod dns;
 pub mod proxy;
+mod shared;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

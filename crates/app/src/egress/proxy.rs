@@ -2,63 +2,22 @@
 //! destinations the policy lists, decided on the name asked for and the addresses it resolves to, connecting only to
 //! the vetted addresses; DNS answers (`dns.rs`) for listed names only; every refusal appended to the denial log.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use domain::egress::{EgressPolicy, PROXY_PORT, Verdict};
-use domain::ports::Clock;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::edge::context::SystemClock;
+use super::shared::Shared;
 use crate::edge::error::Failure;
 
 /// The largest request head the proxy reads.
 const MAX_HEAD: usize = 64 * 1024;
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What every connection shares: the policy, the log, and the task each sandbox address last named.
-pub(super) struct Shared {
-    pub policy: EgressPolicy,
-    log: Mutex<Option<std::fs::File>>,
-    tasks: Mutex<HashMap<IpAddr, String>>,
-}
-
-impl Shared {
-    /// Appends one denial (JSON line) and says it on stderr (`docker logs` of the proxy).
-    pub fn deny(&self, peer: IpAddr, kind: &str, destination: &str, reason: &str) {
-        let task = self.task_of(peer);
-        let line = serde_json::json!({
-            "time": SystemClock.now().to_rfc3339(),
-            "task": task,
-            "source": peer.to_string(),
-            "kind": kind,
-            "destination": destination,
-            "reason": reason,
-            "policy": self.policy.to_string(),
-        });
-        eprintln!("denied {kind} {destination} from {peer} ({task}): {reason}");
-        if let Ok(mut guard) = self.log.lock()
-            && let Some(file) = guard.as_mut()
-        {
-            let _ = std::io::Write::write_all(file, format!("{line}\n").as_bytes());
-        }
-    }
-
-    fn task_of(&self, peer: IpAddr) -> String {
-        self.tasks.lock().ok().and_then(|t| t.get(&peer).cloned()).unwrap_or_default()
-    }
-
-    fn note_task(&self, peer: IpAddr, task: String) {
-        if let Ok(mut t) = self.tasks.lock() {
-            t.insert(peer, task);
-        }
-    }
-}
 
 /// Serves until killed.
 ///
@@ -70,7 +29,7 @@ pub async fn serve(policy: &str, log: PathBuf) -> Result<u8, Failure> {
     if let Err(e) = &file {
         eprintln!("cannot open the denial log {}: {e}", log.display());
     }
-    let shared = Arc::new(Shared { policy, log: Mutex::new(file.ok()), tasks: Mutex::new(HashMap::new()) });
+    let shared = Arc::new(Shared::new(policy, file.ok()));
     let tcp = TcpListener::bind(("0.0.0.0", PROXY_PORT))
         .await
         .map_err(|e| Failure::other(format!("cannot listen on {PROXY_PORT}: {e}")))?;
