@@ -241,4 +241,19 @@ fn a_bad_policy_is_refused_at_config_set_with_one_line_and_the_file_untouched() 
     assert_eq!(std::fs::read(home.path().join("config.yaml")).expect("config"), before);
     let got = home.json(&["config", "get", "terminal.docker_egress"]);
     assert!(got.to_string().contains("pythonhosted"), "{got}");
+    // `kanban show` gives the policy the task's sandbox gets under its assignee: the override, else the setting.
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["profile", "create", "beta"]);
+    home.ok(&["config", "set", "terminal.docker_egress_overrides", r#"{"alpha": "pypi.org:443"}"#]);
+    let show = |assignee: &str| {
+        let id = home.json(&["kanban", "create", "t", "--assignee", assignee, "--command", "true"])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        (home.json(&["kanban", "show", &id])["egress"].clone(), home.ok(&["kanban", "show", &id]))
+    };
+    let (alpha, alpha_text) = show("alpha");
+    assert_eq!(alpha, "pypi.org:443");
+    assert!(alpha_text.contains("egress:    pypi.org:443"), "{alpha_text}");
+    assert_eq!(show("beta").0, "pypi.org,*.pythonhosted.org:443,10.0.0.0/8");
 }
