@@ -257,3 +257,17 @@ fn a_bad_policy_is_refused_at_config_set_with_one_line_and_the_file_untouched() 
     assert!(alpha_text.contains("egress:    pypi.org:443"), "{alpha_text}");
     assert_eq!(show("beta").0, "pypi.org,*.pythonhosted.org:443,10.0.0.0/8");
 }
+
+#[test]
+fn podman_refuses_an_allowlist_in_one_line_and_creates_nothing() {
+    let Some(podman) = crate::support::Engine::podman() else { return };
+    let home = Home::on(&podman);
+    let out = home.run(&["-c", "terminal.docker_egress=pypi.org", "run", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("Podman") && err.contains("docker_egress"), "{err}");
+    assert!(home.containers().is_empty(), "a sandbox was created");
+    // `all` and `none` work there as before.
+    assert!(home.run(&["-c", "terminal.docker_egress=none", "run", "--", "true"]).status.success());
+}
