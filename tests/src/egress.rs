@@ -109,13 +109,18 @@ fn an_allowlist_lets_only_listed_destinations_out_and_logs_every_refusal() {
     let (ok, other, rebind) = (lab.host("ok"), lab.host("other"), lab.host("rebind"));
     assert_eq!(lab.status(&policy, &format!("http://{ok}:8000/")), "200", "a listed host answers");
     // HTTPS-style: a CONNECT tunnel to the listed host.
-    let tunnel = lab.run(&policy, "t1", &["curl", "-sS", "-m", "5", "-p", "-o", "/dev/null", "-w", "%{http_code}", &format!("http://{ok}:8000/")]);
+    let tunnel = lab.run(
+        &policy,
+        "t1",
+        &["curl", "-sS", "-m", "5", "-p", "-o", "/dev/null", "-w", "%{http_code}", &format!("http://{ok}:8000/")],
+    );
     assert_eq!(String::from_utf8_lossy(&tunnel.stdout).trim(), "200", "a CONNECT tunnel to a listed host");
     assert_eq!(lab.status(&policy, &format!("http://{other}:8000/")), "403", "an unlisted name");
     assert_eq!(lab.status(&policy, &format!("http://{}:8000/", lab.rebind_ip)), "403", "a raw unlisted address");
     assert_eq!(lab.status(&policy, &format!("http://{rebind}:8000/")), "403", "a listed name at an unlisted address");
     // Ignoring the proxy: there is no route.
-    let direct = lab.run(&policy, "t1", &["curl", "-sS", "-m", "3", "--noproxy", "*", &format!("http://{}:8000/", lab.ok_ip)]);
+    let direct =
+        lab.run(&policy, "t1", &["curl", "-sS", "-m", "3", "--noproxy", "*", &format!("http://{}:8000/", lab.ok_ip)]);
     assert!(!direct.status.success(), "a direct connection got through: {}", String::from_utf8_lossy(&direct.stdout));
     // DNS: only through the proxy, only listed names.
     let lookup = |name: &str| {
@@ -217,10 +222,8 @@ fn a_hundred_concurrent_connections_from_ten_sandboxes_are_all_served() {
             .collect();
         handles.into_iter().map(|h| h.join().expect("thread")).collect()
     });
-    let served: usize = outputs
-        .iter()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.trim() == "200").count())
-        .sum();
+    let served: usize =
+        outputs.iter().map(|o| String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.trim() == "200").count()).sum();
     assert_eq!(served, 100, "{:?}", outputs.iter().map(|o| String::from_utf8_lossy(&o.stderr)).collect::<Vec<_>>());
 }
 

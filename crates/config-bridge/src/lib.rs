@@ -22,7 +22,9 @@ use thiserror::Error;
 pub use docs::{PRECEDENCE_NOTE, settings_doc};
 pub use edit::{set_in_file, unset_in_file};
 pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for, find};
-pub use typed::{Cpus, EgressOverrides, FloatDays, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
+pub use typed::{
+    Cpus, EgressOverrides, FloatDays, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds,
+};
 pub use value::{Invalid, Value, parse_bool, parse_text};
 
 /// A refused value as a refusal quotes it: at most 64 characters, saying how many more there were.

@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use async_trait::async_trait;
-pub use egress::EgressSetup;
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
@@ -31,6 +30,7 @@ use domain::container::{ContainerDetails, ContainerProcess, ContainerState, Cont
 use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
 use domain::sandbox::CreateSpec;
 use domain::time::Timestamp;
+pub use egress::EgressSetup;
 
 /// The socket berth talks to when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";

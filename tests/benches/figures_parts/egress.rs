@@ -56,8 +56,19 @@ pub fn bench_egress(home: &Path, quick: bool) -> Vec<Figure> {
     let server = format!("{net}-srv");
     let host = "origin.bench.test";
     let up = docker(&[
-        "run", "-d", "--name", &server, "--network", &net, "--network-alias", host, super::IMAGE, "python3", "-m",
-        "http.server", "8000",
+        "run",
+        "-d",
+        "--name",
+        &server,
+        "--network",
+        &net,
+        "--network-alias",
+        host,
+        super::IMAGE,
+        "python3",
+        "-m",
+        "http.server",
+        "8000",
     ]);
     assert!(up.status.success(), "server: {}", String::from_utf8_lossy(&up.stderr));
     let ip = String::from_utf8_lossy(
@@ -79,7 +90,17 @@ pub fn bench_egress(home: &Path, quick: bool) -> Vec<Figure> {
     };
     let direct = |count: usize| {
         let out = docker(&[
-            "run", "--rm", "--network", &net, super::IMAGE, "python3", "-c", CLIENT, host, "8000", "direct",
+            "run",
+            "--rm",
+            "--network",
+            &net,
+            super::IMAGE,
+            "python3",
+            "-c",
+            CLIENT,
+            host,
+            "8000",
+            "direct",
             &count.to_string(),
         ]);
         times(&out, "direct")
@@ -102,9 +123,10 @@ pub fn bench_egress(home: &Path, quick: bool) -> Vec<Figure> {
     for c in listed(&["ps", "-aq", "--filter", &format!("label=hermes-profile={profile}")]) {
         docker(&["rm", "-f", &c]);
     }
-    let home_label = format!("label=berth.home={}", domain::sandbox::home_digest(
-        &std::fs::canonicalize(home).unwrap().display().to_string(),
-    ));
+    let home_label = format!(
+        "label=berth.home={}",
+        domain::sandbox::home_digest(&std::fs::canonicalize(home).unwrap().display().to_string(),)
+    );
     for c in listed(&["ps", "-aq", "--filter", &home_label, "--filter", "label=berth.egress-proxy"]) {
         docker(&["rm", "-f", &c]);
     }
@@ -114,8 +136,9 @@ pub fn bench_egress(home: &Path, quick: bool) -> Vec<Figure> {
     docker(&["rm", "-f", &server]);
     docker(&["network", "rm", &net]);
     vec![Figure {
-        name: "egress proxy: added latency of an allowed request (CONNECT tunnel + one HTTP request, new connection each)"
-            .into(),
+        name:
+            "egress proxy: added latency of an allowed request (CONNECT tunnel + one HTTP request, new connection each)"
+                .into(),
         berth: added,
         baseline: Some(m_plain),
         baseline_source: "the same request made directly from a container on the server's network, alternating rounds",

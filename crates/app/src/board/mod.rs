@@ -297,7 +297,8 @@ fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure
     let egress = task.assignee.as_deref().map(|a| ctx.settings.egress_for(a).to_string());
     if ctx.json {
         let log = json!({"path": log, "last_lines": last});
-        let body = json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws, "egress": egress});
+        let body =
+            json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws, "egress": egress});
         output::json(&body);
     } else {
         show_text(&task, &status, &events, &runs);

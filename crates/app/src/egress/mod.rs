@@ -45,10 +45,7 @@ pub async fn ensure_route(ctx: &Ctx, rt: &DockerRuntime, policy: &EgressPolicy) 
     let digest = name.rsplit('-').next().unwrap_or_default().to_owned();
     let setup = EgressSetup {
         name: name.clone(),
-        labels: HashMap::from([
-            (LABEL_HOME.to_owned(), home),
-            (LABEL_EGRESS_PROXY.to_owned(), digest.clone()),
-        ]),
+        labels: HashMap::from([(LABEL_HOME.to_owned(), home), (LABEL_EGRESS_PROXY.to_owned(), digest.clone())]),
         image: ctx.settings.terminal.docker_image.clone(),
         exe: exe.display().to_string(),
         log_dir: dir.display().to_string(),
@@ -95,9 +92,7 @@ pub fn denials(ctx: &Ctx, task: Option<&str>, tail: Option<usize>) -> Result<u8,
     let field = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|v| {
-            ["time", "task", "source", "kind", "destination", "reason"].iter().map(|k| field(v, k)).collect()
-        })
+        .map(|v| ["time", "task", "source", "kind", "destination", "reason"].iter().map(|k| field(v, k)).collect())
         .collect();
     output::table(&["TIME", "TASK", "SOURCE", "KIND", "DESTINATION", "REASON"], &table);
     Ok(0)

@@ -244,11 +244,14 @@ mod tests {
 
     #[test]
     fn requests_parse_into_targets_and_a_one_shot_forward() {
-        let c = Request::parse("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\nProxy-Authorization: Basic dDE6\r\n\r\n")
-            .unwrap();
+        let c = Request::parse(
+            "CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\nProxy-Authorization: Basic dDE6\r\n\r\n",
+        )
+        .unwrap();
         assert_eq!((c.connect, c.host.as_str(), c.port, c.task.as_deref()), (true, "pypi.org", 443, Some("t1")));
-        let g = Request::parse("GET http://Ex.test:8080/a?b HTTP/1.1\r\nHost: ex.test\r\nConnection: keep-alive\r\n\r\n")
-            .unwrap();
+        let g =
+            Request::parse("GET http://Ex.test:8080/a?b HTTP/1.1\r\nHost: ex.test\r\nConnection: keep-alive\r\n\r\n")
+                .unwrap();
         assert_eq!((g.connect, g.host.as_str(), g.port), (false, "ex.test", 8080));
         assert_eq!(g.forwarded_head, "GET /a?b HTTP/1.1\r\nHost: ex.test\r\nConnection: close\r\n\r\n");
         assert!(Request::parse("GET /local HTTP/1.1\r\n\r\n").is_none(), "origin form is not a proxy request");

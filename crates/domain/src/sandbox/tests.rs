@@ -392,7 +392,10 @@ fn a_drift_names_the_fields_and_settings_that_changed_and_nothing_else() {
         (|s| s.memory_mb = 1024, &["memory_bytes (terminal.container_memory)"]),
         (|s| s.image = "img:2".into(), &["image (terminal.docker_image)"]),
         (|s| s.env = BTreeMap::from([("A".into(), "1".into())]), &["env (terminal.docker_env)"]),
-        (|s| s.extra_args = vec!["--dns".into(), "1.1.1.1".into()], &["dns (terminal.docker_egress, terminal.docker_extra_args)"]),
+        (
+            |s| s.extra_args = vec!["--dns".into(), "1.1.1.1".into()],
+            &["dns (terminal.docker_egress, terminal.docker_extra_args)"],
+        ),
         (
             |s| {
                 s.cpu = 3.0;
@@ -441,7 +444,8 @@ fn an_allowlist_puts_the_sandbox_behind_the_proxy_and_extra_args_cannot_undo_it(
         assert_eq!(e, SpecError::EgressConflict, "{extra:?}");
     }
     st.extra_args.clear();
-    let e = build_create_spec(&ident("t", "p"), SandboxMode::Persist, "n".into(), &st, &HostFacts::default()).unwrap_err();
+    let e =
+        build_create_spec(&ident("t", "p"), SandboxMode::Persist, "n".into(), &st, &HostFacts::default()).unwrap_err();
     assert_eq!(e, SpecError::EgressUnavailable);
     st.egress = crate::egress::EgressPolicy::None;
     assert_eq!(build(&st, &HostFacts::default()).spec.network_mode.as_deref(), Some("none"));
