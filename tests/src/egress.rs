@@ -274,3 +274,41 @@ fn podman_refuses_an_allowlist_in_one_line_and_creates_nothing() {
     // `all` and `none` work there as before.
     assert!(home.run(&["-c", "terminal.docker_egress=none", "run", "--", "true"]).status.success());
 }
+
+#[test]
+fn concurrent_first_sandboxes_of_a_policy_share_one_network_and_one_proxy() {
+    let home = Home::new();
+    let lab = Lab::new(&home);
+    let policy = lab.policy();
+    let outputs: Vec<Output> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|n| {
+                let (lab, policy) = (&lab, &policy);
+                s.spawn(move || lab.run(policy, &format!("r{n}"), &["true"]))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("thread")).collect()
+    });
+    let failed: Vec<String> = outputs
+        .iter()
+        .filter(|o| !o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    let home_dir = std::fs::canonicalize(home.path()).expect("home");
+    let label = format!("label=berth.home={}", domain::sandbox::home_digest(&home_dir.display().to_string()));
+    let names = |kind: &[&str]| {
+        let mut args = kind.to_vec();
+        args.extend(["--filter", &label, "--filter", "label=berth.egress-proxy", "--format", "{{.Name}}"]);
+        let out = home.docker(&args);
+        String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(names(&["network", "ls"]).len(), 1, "one egress network: {:?}", names(&["network", "ls"]));
+    let proxies = {
+        let mut args = vec!["ps", "-a", "--filter", &label, "--filter", "label=berth.egress-proxy", "--format"];
+        args.push("{{.Names}}");
+        crate::support::ids(&home.docker(&args))
+    };
+    assert_eq!(proxies.len(), 1, "one proxy: {proxies:?}");
+    assert_eq!(home.containers().len(), 6);
+}

@@ -88,6 +88,9 @@ impl DockerRuntime {
             match self.docker.create_network(request).await {
                 Ok(_) => return Ok(subnet),
                 // Taken by a network of someone else's (try the next /24), or made meanwhile by a sibling (read it).
+                // Engines before API 1.44 do not refuse a second network of the same name unless asked, and bollard
+                // cannot ask; a sibling racing on the same name tries the same subnets in the same order, so its
+                // create fails on the overlap instead, and the next turn reads the winner's network.
                 Err(bollard::errors::Error::DockerResponseServerError { message, .. })
                     if message.contains("overlap") || message.contains("already exists") => {}
                 Err(e) => return Err(self.map_err("create network", &setup.name, e)),

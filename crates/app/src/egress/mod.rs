@@ -56,6 +56,9 @@ pub async fn ensure_route(ctx: &Ctx, rt: &DockerRuntime, policy: &EgressPolicy) 
             .to_vec(),
         seed: u8::from_str_radix(&digest[..2.min(digest.len())], 16).unwrap_or(0),
     };
+    // One setup at a time per home: engines before API 1.44 create a second network of the same name when two
+    // processes race (bollard cannot ask them not to), and every name here is this home's.
+    let _lock = setup_lock(&dir).await?;
     let route = rt.ensure_egress(&setup).await?;
     if let Some(words) = rt.proxy_down(&format!("{name}-proxy")).await? {
         return Err(Failure::other(format!(
@@ -64,6 +67,17 @@ pub async fn ensure_route(ctx: &Ctx, rt: &DockerRuntime, policy: &EgressPolicy) 
         )));
     }
     Ok(route)
+}
+
+/// Takes `<home>/egress/.setup.lock` (released when the file is dropped), waiting off the runtime's thread.
+async fn setup_lock(dir: &std::path::Path) -> Result<std::fs::File, Failure> {
+    let path = dir.join(".setup.lock");
+    let fail = |e: std::io::Error| Failure::other(format!("cannot lock {}: {e}", dir.join(".setup.lock").display()));
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(fail)?;
+    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+        .await
+        .map_err(|e| Failure::other(format!("cannot lock {}: {e}", path.display())))?
+        .map_err(fail)
 }
 
 /// `berth sandbox denials`: what the egress proxies of this home refused, oldest first.
