@@ -28,6 +28,8 @@ mod figures_drain;
 
 #[path = "figures_parts/dashboard.rs"]
 mod figures_dashboard;
+#[path = "figures_parts/egress.rs"]
+mod figures_egress;
 
 const IMAGE: &str = "berth-sandbox:latest";
 
@@ -1144,8 +1146,8 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain|dashboard`: one group of rows, printed and not written to BENCHMARKS.md
-    // (for iterating).
+    // `--only run|gateway|spawn|process|drain|dashboard|egress`: one group of rows, printed and not written to
+    // BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 41 }),
@@ -1154,7 +1156,8 @@ fn main() {
             "process" => bench_dispatch_process(home.path(), quick).0,
             "drain" => figures_drain::bench_drain(quick),
             "dashboard" => bench_dashboard(home.path(), quick),
-            other => panic!("--only takes run, gateway, spawn, process, drain or dashboard, not {other:?}"),
+            "egress" => figures_egress::bench_egress(home.path(), quick),
+            other => panic!("--only takes run, gateway, spawn, process, drain, dashboard or egress, not {other:?}"),
         };
         remove_profile_containers(&bench_profile("run"));
         print!("{}", report(&figures, &json!({}), &json!([]), &machine()));
@@ -1184,6 +1187,8 @@ fn main() {
     figures.extend(bench_gateway_throughput(if quick { 40 } else { 120 }));
     eprintln!("bench: draining rate on PostgreSQL beside pgqueuer …");
     figures.extend(figures_drain::bench_drain(quick));
+    eprintln!("bench: the egress proxy's added latency …");
+    figures.extend(figures_egress::bench_egress(home.path(), quick));
     eprintln!("bench: idle gateway memory …");
     figures.push(bench_gateway_memory());
     eprintln!("bench: the dashboard …");

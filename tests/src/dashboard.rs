@@ -438,6 +438,9 @@ fn dashboard_lists_the_sandboxes_as_sandbox_ls_does() {
     let (status, page) = d.get("/sandboxes");
     assert_eq!(status, 200);
     assert!(page.contains("webview") && page.contains("running"), "{page}");
+    // The egress policy in force, as `sandbox ls` gives it.
+    assert_eq!(row["egress"], "all", "{row}");
+    assert!(page.contains("<th>egress</th>") && page.contains("<td>all</td>"), "{page}");
 }
 
 /// The sandbox's engine state (`running`, `exited`), or empty when it is gone.

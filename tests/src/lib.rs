@@ -25,6 +25,8 @@ mod docker;
 #[cfg(test)]
 mod edges;
 #[cfg(test)]
+mod egress;
+#[cfg(test)]
 mod exactly_once;
 #[cfg(test)]
 mod fault;

@@ -103,6 +103,7 @@ const FLAG_CHECKS: &[(&str, &[&str], &str, &str)] = &[
 
 fn settings(extra: &[&str]) -> SandboxSettings {
     SandboxSettings {
+        egress: domain::egress::EgressPolicy::All,
         extra_args: extra.iter().map(|s| (*s).to_owned()).collect(),
         image: IMAGE.to_owned(),
         container_persistent: false,

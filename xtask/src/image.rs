@@ -4,7 +4,8 @@
 //! so the image carries bash, coreutils, grep/sed/awk, find, tar, git (with its libexec helpers and templates) and,
 //! when the host has one, Debian's python3 with its standard library. Each file lands at its host path (the host's
 //! merged-`/usr` symlinks are mirrored), hard links stay hard links (git's builtins are one file), and every ELF
-//! file brings the shared libraries `ldd` names.
+//! file brings the shared libraries `ldd` names (and those of a Rust binary built here, so berth itself runs in it: the
+//! egress proxy).
 //!
 //! The root filesystem becomes one tar written with sorted names, a fixed mtime and numeric root ownership, so the
 //! same host gives the same bytes. Its sha256 is stored on the image as the `berth.image.content` label: an image
@@ -326,6 +327,11 @@ fn assemble(ctx: &Path, progress: &Progress) -> Result<(), String> {
     }
     add_tool_data(&mut fs, progress)?;
     progress.step("[3/4] shared libraries");
+    // The libraries a Rust program built here needs (libgcc_s among them), so berth's own binary runs in the image:
+    // it is the egress proxy of `terminal.docker_egress` allowlists. xtask is built by the same toolchain.
+    if let Ok(exe) = std::env::current_exe() {
+        fs.elves.insert(exe);
+    }
     fs.add_libraries()?;
     let etc = fs.root.join("etc");
     let write = |name: &str, text: &str| std::fs::write(etc.join(name), text).map_err(|e| err(name, e));

@@ -78,6 +78,16 @@ pub enum Command {
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PORT")]
         port: Option<u16>,
     },
+    /// The egress proxy of a `terminal.docker_egress` allowlist (berth runs it in its own container).
+    #[command(hide = true)]
+    EgressProxy {
+        /// The policy, as `terminal.docker_egress` writes it.
+        #[arg(long)]
+        policy: String,
+        /// The denial log to append to.
+        #[arg(long)]
+        log: std::path::PathBuf,
+    },
     /// Print a shell completion script (bash, zsh, fish, …).
     ///
     /// For example: `berth completions bash > ~/.local/share/bash-completion/completions/berth`; bash loads it from
@@ -166,6 +176,15 @@ pub enum SandboxCmd {
         /// Keep printing new output until the sandbox stops (or Ctrl-C).
         #[arg(short, long)]
         follow: bool,
+    },
+    /// What the egress proxies refused (`terminal.docker_egress`): time, task, source, destination and reason.
+    Denials {
+        /// Only this task's denials.
+        #[arg(long, short = 't', value_name = "ID")]
+        task: Option<String>,
+        /// Only the last N.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
     },
     /// Release a task's sandbox: persist mode keeps it running; opt-out mode (or --force) stops and removes it.
     Release {

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod cli_values;
 pub mod config_cmd;
 pub mod edge;
+pub mod egress;
 pub mod gateway;
 pub mod sandbox;
 pub mod web;
@@ -110,6 +111,10 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &page);
         return Ok(0);
     }
+    // The egress proxy runs in its own container with no home: it needs only its policy and its log.
+    if let Command::EgressProxy { policy, log } = &cli.command {
+        return runtime()?.block_on(egress::proxy::serve(policy, log.clone()));
+    }
     // The dispatcher's gate: it opens once the tick recorded its workers (or the dispatcher is gone).
     let gate = match &cli.command {
         Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) => worker::Gate::wait(),
@@ -163,6 +168,6 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
         Command::Status => runtime()?.block_on(gateway::overview::command(&ctx)),
-        Command::Completions { .. } | Command::Man => Ok(0),
+        Command::Completions { .. } | Command::Man | Command::EgressProxy { .. } => Ok(0),
     }
 }

@@ -23,7 +23,9 @@ use thiserror::Error;
 pub use docs::{PRECEDENCE_NOTE, settings_doc};
 pub use edit::{set_in_file, unset_in_file};
 pub use table::{Kanban, Kind, SETTINGS, Setting, Settings, Terminal, env_var_for, find};
-pub use typed::{Cpus, FloatDays, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds};
+pub use typed::{
+    Cpus, EgressOverrides, FloatDays, FloatSeconds, FromValue, MAX_SECONDS, MemoryMb, PositiveSeconds, Seconds,
+};
 pub use value::{Invalid, Value, parse_bool, parse_text};
 
 /// A refused value as a refusal quotes it: at most 64 characters, saying how many more there were.
@@ -429,10 +431,21 @@ impl Settings {
             forward_env: t.docker_forward_env.clone(),
             extra_args: t.docker_extra_args.clone(),
             network: t.docker_network,
+            egress: t.docker_egress.clone(),
             run_as_host_user: t.docker_run_as_host_user,
             mount_cwd_to_workspace: t.docker_mount_cwd_to_workspace,
             shm_size: t.docker_shm_size.clone(),
         }
+    }
+
+    /// The egress policy of `profile`'s sandboxes: its override, else `terminal.docker_egress`; `none` whenever
+    /// `terminal.docker_network` is false.
+    pub fn egress_for(&self, profile: &str) -> domain::egress::EgressPolicy {
+        let t = &self.terminal;
+        if !t.docker_network {
+            return domain::egress::EgressPolicy::None;
+        }
+        t.docker_egress_overrides.0.get(profile).cloned().unwrap_or_else(|| t.docker_egress.clone())
     }
 
     /// The dispatcher caps (`max_spawn` from config; `dispatch --max` replaces it).

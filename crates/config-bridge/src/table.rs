@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
-use crate::typed::{Cpus, FloatDays, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
+use crate::typed::{Cpus, EgressOverrides, FloatDays, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
 use crate::value::{Invalid, Value};
+use domain::egress::EgressPolicy;
 
 /// The type of a setting, which fixes how its text is parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub enum Kind {
     Cap,
     /// A map of positive caps by profile (JSON object in the environment).
     CapMap,
+    /// An egress policy: `all`, `none`, or destinations (a YAML list, or text separated by commas).
+    Egress,
 }
 
 impl Kind {
@@ -38,6 +41,7 @@ impl Kind {
             Self::Map => "map",
             Self::Cap => "cap",
             Self::CapMap => "map of caps",
+            Self::Egress => "egress",
         }
     }
 }
@@ -179,6 +183,9 @@ settings! {
         container_persistent: bool = "true", "Bind-mount per-sandbox /root and /workspace directories under `terminal.sandbox_dir`; false uses tmpfs.";
         cwd: String = "/root", "Working directory of commands inside the sandbox: an absolute path, or hermes's placeholders `.`, `auto`, `cwd`, `~` (all mean /root).";
         docker_allow_host_mounts: bool = "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args; berth's home and sandbox folders stay refused always.";
+        docker_egress: EgressPolicy = "all", "Where a sandbox may connect: `all` (the network, as `docker_network: true`), `none` (no network), or a list of destinations (host names, `*.` wildcards, addresses and CIDRs, each with an optional `:port`), reached only through berth's egress proxy on an internal network; every refusal is logged (`berth sandbox denials`). See the README's egress section.";
+        docker_egress_network: String = "bridge", "The network berth's egress proxy reaches out through (its other leg is the sandboxes' internal network); a Docker network name.";
+        docker_egress_overrides: EgressOverrides = "{}", "Per-profile egress policies that replace `terminal.docker_egress`, e.g. {\"alpha\": \"pypi.org, files.pythonhosted.org\"}.";
         docker_env: BTreeMap<String, String> = "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";
         docker_extra_args: Vec<String> = "[]", "Extra `docker run` flags, applied last and mapped onto the Engine API (list below); a flag with no API form is refused.";
         docker_forward_env: Vec<String> = "[]", "Names of host variables passed to each command at exec time, never stored in the container.";

@@ -26,6 +26,7 @@ fn sample(kind: Kind) -> &'static str {
         Kind::Map => r#"{"K":"v"}"#,
         Kind::Cap => "3",
         Kind::CapMap => r#"{"alpha":4}"#,
+        Kind::Egress => "sample.test,10.0.0.0/8:443",
     }
 }
 
@@ -34,6 +35,7 @@ fn sample_for(s: &Setting) -> String {
         // Settings with a shape beyond their kind.
         ("terminal.cwd", _) => "/sample".to_owned(),
         ("terminal.docker_shm_size", _) => "2g".to_owned(),
+        ("terminal.docker_egress_overrides", _) => r#"{"alpha":"pypi.org"}"#.to_owned(),
         ("terminal.docker_extra_args", _) => r#"["--add-host","b:c"]"#.to_owned(),
         // Booleans: the opposite of the default.
         (_, Kind::Bool) => if s.default == "true" { "false" } else { "true" }.to_owned(),

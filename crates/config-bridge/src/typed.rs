@@ -286,3 +286,33 @@ impl FromValue for BTreeMap<String, u32> {
         }
     }
 }
+
+/// `terminal.docker_egress`: the policy, parsed once here.
+impl FromValue for domain::egress::EgressPolicy {
+    const KIND: Kind = Kind::Egress;
+
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
+        let Value::Str(s) = v else { return wrong_kind() };
+        Self::parse(s).map_err(Invalid::from)
+    }
+}
+
+/// `terminal.docker_egress_overrides`: an egress policy per profile, each checked like the setting itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EgressOverrides(pub BTreeMap<String, domain::egress::EgressPolicy>);
+
+impl FromValue for EgressOverrides {
+    const KIND: Kind = Kind::Map;
+
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
+        let Value::Map(m) = v else { return wrong_kind() };
+        m.iter()
+            .map(|(k, raw)| {
+                domain::egress::EgressPolicy::parse(raw)
+                    .map(|p| (k.clone(), p))
+                    .map_err(|e| Invalid::from(format!("profile {k:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+}

@@ -124,7 +124,7 @@ pub fn parse_text(kind: Kind, raw: &str) -> Result<Value, Invalid> {
             Ok(f) if f.is_finite() => Ok(Value::Float(f)),
             _ => Err(Invalid::from("expected a number".to_owned())),
         },
-        Kind::Str => Ok(Value::Str(raw.to_owned())),
+        Kind::Str | Kind::Egress => Ok(Value::Str(raw.to_owned())),
         Kind::Cap => parse_cap(raw).map(Value::Cap),
         Kind::List | Kind::Map | Kind::CapMap => {
             let json: Json = serde_json::from_str(raw).map_err(|e| Invalid(format!("expected valid JSON ({e})")))?;
@@ -155,6 +155,10 @@ pub fn from_yaml(kind: Kind, yaml: &Yaml) -> Result<Option<Value>, Invalid> {
             other => parse_text(kind, &scalar(other).ok_or("expected a boolean")?)?,
         },
         Kind::Int | Kind::Float | Kind::Cap | Kind::Str => parse_text(kind, &scalar(yaml).ok_or("expected a scalar")?)?,
+        Kind::Egress => match yaml {
+            Yaml::Sequence(items) => Value::Str(items.iter().filter_map(scalar).collect::<Vec<_>>().join(",")),
+            other => Value::Str(scalar(other).ok_or("expected `all`, `none` or a list of destinations")?),
+        },
         Kind::List => match yaml {
             Yaml::Sequence(items) => Value::List(items.iter().filter_map(scalar).collect()),
             Yaml::String(s) => parse_text(kind, s)?,

@@ -3,6 +3,7 @@
 //! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
 //! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
 
+mod egress;
 mod exec_io;
 mod extra;
 mod files;
@@ -29,6 +30,7 @@ use domain::container::{ContainerDetails, ContainerProcess, ContainerState, Cont
 use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
 use domain::sandbox::CreateSpec;
 use domain::time::Timestamp;
+pub use egress::EgressSetup;
 
 /// The socket berth talks to when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";

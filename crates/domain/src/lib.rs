@@ -5,6 +5,7 @@
 
 pub mod container;
 pub mod dispatcher;
+pub mod egress;
 pub mod ids;
 pub mod kanban;
 pub mod label;

@@ -31,6 +31,14 @@ pub enum SpecError {
     /// letting either one silently win (hermes 0.21 fails closed the same way).
     #[error("terminal.docker_network is false but docker_extra_args asks for --network {mode}; remove one of them")]
     NetworkConflict { mode: String },
+    /// `terminal.docker_egress` lists destinations but the edge could not set up the proxy route.
+    #[error("terminal.docker_egress lists destinations but no egress proxy route was set up")]
+    EgressUnavailable,
+    /// `docker_extra_args` asks for a network or DNS servers that would bypass `terminal.docker_egress`.
+    #[error(
+        "docker_extra_args sets --network or --dns, which would bypass terminal.docker_egress; remove them or set docker_egress to all"
+    )]
+    EgressConflict,
     /// `terminal.cwd` is relative and not one of hermes's placeholders.
     #[error(
         "terminal.cwd {0:?} is a relative path; use an absolute path inside the sandbox or one of `.`, `auto`, `cwd`, `~` (the container default, /root)"
@@ -179,11 +187,11 @@ pub const FIELD_SETTINGS: &[(&str, &str)] = &[
     ("memory_bytes", "terminal.container_memory"),
     ("storage_size", "terminal.container_disk"),
     ("shm_size", "terminal.docker_shm_size"),
-    ("network_mode", "terminal.docker_network"),
+    ("network_mode", "terminal.docker_network, terminal.docker_egress"),
     ("user", "terminal.docker_run_as_host_user"),
     ("privileged", "terminal.docker_extra_args"),
     ("extra_hosts", "terminal.docker_extra_args"),
-    ("dns", "terminal.docker_extra_args"),
+    ("dns", "terminal.docker_egress, terminal.docker_extra_args"),
     ("extra", "terminal.docker_extra_args"),
 ];
 

@@ -111,6 +111,12 @@ fn reuse_policy(req: &AcquireRequest) -> ReusePolicy {
         fingerprint,
         legacy_fingerprint: None,
         air_gapped: req.spec.network_mode.as_deref() == Some("none"),
+        egress_network: req
+            .spec
+            .labels
+            .get(crate::label::LABEL_EGRESS)
+            .filter(|v| v.starts_with(crate::egress::BERTH_EGRESS_PREFIX))
+            .and(req.spec.network_mode.clone()),
         fields: req.spec.labels.get(crate::label::LABEL_FIELDS).cloned().unwrap_or_default(),
     }
 }

@@ -305,6 +305,7 @@ impl ContainerRuntime for FakeRuntime {
 /// Sandbox settings with upstream's defaults and a fake image, for tests.
 pub fn sandbox_settings() -> crate::sandbox::SandboxSettings {
     crate::sandbox::SandboxSettings {
+        egress: crate::egress::EgressPolicy::All,
         image: "img:1".into(),
         cwd: "/root".into(),
         persist_across_processes: true,

@@ -287,6 +287,8 @@ fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure
     let log = crate::board::logs::log_path(ctx, id).display().to_string();
     let last = crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES);
     let ws = crate::board::logs::workspace_path(ctx, id, task.assignee.as_deref());
+    // The egress policy the task's sandbox gets under its assignee (what a worker would start it with now).
+    let egress = task.assignee.as_deref().map(|a| ctx.settings.egress_for(a).to_string());
     if ctx.json {
         let log = json!({"path": log, "last_lines": last});
         // `run_id` is board-wide; `number` counts the task's own runs from 1 (what `kanban logs --run` takes).
@@ -299,9 +301,12 @@ fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure
                 v
             })
             .collect();
-        output::json(&json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws}));
+        let body =
+            json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws, "egress": egress});
+        output::json(&body);
     } else {
         show_text(&task, &status, &events, &runs);
+        output::line(&format!("  egress:    {}", egress.as_deref().unwrap_or("-")));
         crate::board::logs::show_text(&log, &last, ws.as_deref());
     }
     Ok(())

@@ -161,7 +161,7 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
         output::json(&json!(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>()));
         return Ok(0);
     }
-    let mut headers = vec!["NAME", "TASK", "PROFILE", "STATE", "AGE", "IDLE", "MEM", "CPU"];
+    let mut headers = vec!["NAME", "TASK", "PROFILE", "STATE", "EGRESS", "AGE", "IDLE", "MEM", "CPU"];
     if size {
         headers.extend_from_slice(&["WRITABLE", "HOST DIR"]);
     }
@@ -178,6 +178,7 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
                 c.task_label().unwrap_or("").to_owned(),
                 c.profile_label().unwrap_or("").to_owned(),
                 c.state.as_str().to_owned(),
+                v["egress"].as_str().unwrap_or("").to_owned(),
                 human_secs(v["age_secs"].as_i64()),
                 idle,
                 human_bytes(usage.memory_bytes),
@@ -245,6 +246,7 @@ pub fn summary_json(c: &ContainerSummary) -> serde_json::Value {
         "state": c.state.as_str(),
         "created": c.created.to_rfc3339(),
         "mode": c.label(domain::label::LABEL_MODE),
+        "egress": domain::egress::shown_egress(c),
         "labels": c.labels,
     })
 }

@@ -52,7 +52,12 @@ pub fn profile_label(ctx: &Ctx) -> String {
 /// # Errors
 /// A failure when a host directory cannot be created.
 pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -> Result<AcquireRequest, Failure> {
-    let settings = ctx.settings.sandbox();
+    let mut settings = ctx.settings.sandbox();
+    settings.egress = ctx.settings.egress_for(identity.profile.as_str());
+    let egress_route = match &settings.egress {
+        domain::egress::EgressPolicy::Allow(_) => Some(crate::egress::ensure_route(ctx, rt, &settings.egress).await?),
+        _ => None,
+    };
     // Commands in the sandbox run as the invoking user, so files in mounted folders stay theirs.
     let user = Some(crate::edge::process::user_spec());
     let host = HostFacts {
@@ -61,6 +66,7 @@ pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -
         storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
         owner: Some(crate::edge::context::owner_label()),
         cgroup_limits_unavailable: !cgroup_limits_available(ctx, rt).await,
+        egress_route,
     };
     let (mode, name) = if settings.persist_across_processes {
         (SandboxMode::Persist, identity.persistent_name())

@@ -63,6 +63,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             Ok(Exit::OK)
         }
         SandboxCmd::Ls { all_profiles, size } => crate::sandbox::cost::ls(ctx, *all_profiles, *size).await,
+        SandboxCmd::Denials { task, tail } => crate::egress::denials(ctx, task.as_deref(), *tail),
         SandboxCmd::Top { id, all_profiles } => crate::sandbox::cost::top(ctx, id, *all_profiles).await,
         SandboxCmd::Logs { id, task, all_profiles, tail, follow } => {
             crate::sandbox::logs::logs(ctx, id.as_deref(), task.as_deref(), *all_profiles, *tail, *follow).await

@@ -1,4 +1,4 @@
-//! The sandboxes view: every profile's sandboxes with state, age, idle time, memory and CPU, exactly as
+//! The sandboxes view: every profile's sandboxes with state, egress policy, age, idle time, memory and CPU, exactly as
 //! `berth --json sandbox ls --all-profiles` reports them. It runs that command (this binary, this home, the
 //! dashboard's resolved settings in its environment) rather than a second copy of its engine calls: the engine's
 //! stats take about a second, and the listing stays one implementation. Its actions, stop and remove, call the
@@ -111,13 +111,14 @@ fn table(rows: &[Json]) -> maud::Markup {
     html! {
         @if rows.is_empty() { p { "No sandbox." } }
         table {
-            tr { th { "name" } th { "task" } th { "profile" } th { "state" } th { "age" } th { "idle" } th { "memory" } th { "cpu" } th {} }
+            tr { th { "name" } th { "task" } th { "profile" } th { "state" } th { "egress" } th { "age" } th { "idle" } th { "memory" } th { "cpu" } th {} }
             @for r in rows {
                 tr {
                     td { code { (s(r, "name")) } }
                     td { (s(r, "task")) }
                     td { (s(r, "profile")) }
                     td { (s(r, "state")) }
+                    td { (s(r, "egress")) }
                     td { (r["age_secs"].as_i64().map_or_else(|| "-".to_owned(), age)) }
                     td { @if r["busy"] == json!(true) { "busy" } @else { (r["idle_secs"].as_i64().map_or_else(|| "-".to_owned(), age)) } }
                     td { (mib(&r["memory_bytes"])) }

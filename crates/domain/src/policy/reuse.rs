@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::container::{ContainerState, ContainerSummary};
+use crate::egress::BERTH_EGRESS_PREFIX;
 use crate::label::{EGRESS_OFF, LABEL_EGRESS, LABEL_FIELDS, LABEL_MODE};
 use crate::sandbox::{SandboxIdentity, changed_fields};
 
@@ -46,6 +47,9 @@ pub struct ReusePolicy {
     pub legacy_fingerprint: Option<String>,
     /// `terminal.docker_network` is false: only a container whose network mode is `none` may be reused.
     pub air_gapped: bool,
+    /// The internal network of berth's egress proxy the spec is on, when `terminal.docker_egress` lists
+    /// destinations: only a container on that network may be reused.
+    pub egress_network: Option<String>,
     /// The per-field digests of the spec acquire would create now (`CreateSpec::field_digests`), to name what drifted.
     pub fields: String,
 }
@@ -63,7 +67,8 @@ pub fn is_candidate(identity: &SandboxIdentity, c: &ContainerSummary) -> bool {
         && c.label(LABEL_MODE) != Some("ephemeral")
         // hermes 0.21 keys reuse on its egress posture too; a container routed through its egress proxy is not
         // berth's to take over (berth has no proxy and would drop the routing).
-        && c.label(LABEL_EGRESS).is_none_or(|e| e == EGRESS_OFF)
+        // berth's own proxied sandboxes (`berth-…`) are berth's: reused, or recreated on drift.
+        && c.label(LABEL_EGRESS).is_none_or(|e| e == EGRESS_OFF || e.starts_with(BERTH_EGRESS_PREFIX))
         && !matches!(c.state, ContainerState::Removing | ContainerState::Dead)
 }
 
@@ -84,6 +89,18 @@ pub fn select_reusable(identity: &SandboxIdentity, listed: &[ContainerSummary], 
             id: chosen.id.clone(),
             reason: format!(
                 "container {} is on network {mode:?} but terminal.docker_network is false; replacing it with an air-gapped one",
+                &chosen.id[..12.min(chosen.id.len())]
+            ),
+        };
+    }
+    if let Some(net) = &policy.egress_network
+        && chosen.network_mode.as_deref() != Some(net.as_str())
+    {
+        let mode = chosen.network_mode.as_deref().unwrap_or("unknown");
+        return ReuseDecision::Replace {
+            id: chosen.id.clone(),
+            reason: format!(
+                "container {} is on network {mode:?} but terminal.docker_egress routes it through {net}; replacing it",
                 &chosen.id[..12.min(chosen.id.len())]
             ),
         };

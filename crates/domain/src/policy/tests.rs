@@ -39,6 +39,7 @@ fn policy() -> ReusePolicy {
         fingerprint: "fp1".into(),
         legacy_fingerprint: Some("legacy1".into()),
         air_gapped: false,
+        egress_network: None,
         fields: String::new(),
     }
 }
@@ -355,4 +356,19 @@ fn egress_label_off_or_absent_is_reusable_a_proxied_one_is_not() {
         select_reusable(&me, &[c("0123456789abcdef01234567")], &policy()),
         ReuseDecision::Create { reason: CreateReason::NoMatch }
     );
+}
+
+#[test]
+fn berths_own_proxied_sandbox_is_reused_and_one_off_the_egress_network_is_replaced() {
+    let me = ident("abc");
+    let c = |egress: &str| container("e", &me, ContainerState::Running, &[("hermes-egress", egress)]);
+    // Not a candidate would mean a second create under the same name; berth's own value is berth's.
+    assert_eq!(select_reusable(&me, &[c("berth-0123456789ab")], &policy()), ReuseDecision::Attach { id: "e".into() });
+    let mut routed = policy();
+    routed.egress_network = Some("berth-egress-x".into());
+    assert!(matches!(select_reusable(&me, &[c("off")], &routed), ReuseDecision::Replace { .. }));
+    let mut on_net = c("berth-0123456789ab");
+    on_net.network_mode = Some("berth-egress-x".into());
+    routed.recreate_on_config_change = false;
+    assert_eq!(select_reusable(&me, &[on_net], &routed), ReuseDecision::Attach { id: "e".into() });
 }

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use super::{
     CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, apply_extra_args, container_cwd, parse_bytes,
 };
+use crate::egress::{EgressPolicy, EgressRoute, proxy_env};
 use crate::label::{
-    EGRESS_OFF, LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
+    LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
 };
 
 /// The sandbox-related settings, already parsed and typed by the config bridge.
@@ -30,6 +31,8 @@ pub struct SandboxSettings {
     pub forward_env: Vec<String>,
     pub extra_args: Vec<String>,
     pub network: bool,
+    /// The profile's egress (`terminal.docker_egress` or its override; `none` when `network` is false).
+    pub egress: EgressPolicy,
     pub run_as_host_user: bool,
     pub mount_cwd_to_workspace: bool,
     /// `terminal.docker_shm_size`: `/dev/shm` size (`1g` by default, as hermes 0.21); empty or `0` keeps Docker's.
@@ -51,6 +54,8 @@ pub struct HostFacts {
     /// The engine reported it cannot apply cgroup limits (cpu, memory, pids): they are dropped with a warning,
     /// as hermes does after its once-per-process probe, instead of failing every create.
     pub cgroup_limits_unavailable: bool,
+    /// The internal network and proxy enforcing an allowlist (`egress` lists destinations), once the edge made them.
+    pub egress_route: Option<EgressRoute>,
 }
 
 /// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
@@ -88,13 +93,14 @@ pub fn build_create_spec(
     let mut warnings = Vec::new();
     let user = host_user(settings, host, &mut warnings);
     let Mounts { binds, tmpfs, host_dirs } = mounts(identity, settings, host, &mut warnings);
-    let env = container_env(settings, &mut warnings);
+    let mut env = container_env(settings, &mut warnings);
+    let (network_mode, dns) = egress_network(identity, settings, host, &mut env)?;
     let workdir = container_cwd(&settings.cwd)?;
     let limits = limits(settings, host, &mut warnings)?;
     let mut spec = CreateSpec {
         name,
         image: settings.image.clone(),
-        labels: labels(identity, mode, host),
+        labels: labels(identity, mode, host, &settings.egress),
         // The keep-alive: commands run through exec, and idle stop recognises a sandbox running only this.
         cmd: vec!["sleep".to_owned(), "infinity".to_owned()],
         workdir,
@@ -111,16 +117,16 @@ pub fn build_create_spec(
         nano_cpus: limits.nano_cpus,
         memory_bytes: limits.memory_bytes,
         storage_size: limits.storage_size,
-        network_mode: (!settings.network).then(|| "none".to_owned()),
+        network_mode,
         user,
         extra_hosts: Vec::new(),
-        dns: Vec::new(),
+        dns,
         privileged: false,
         shm_size: limits.shm_size,
         extra: ExtraCreate::default(),
     };
     apply_extra_args(&mut spec, &settings.extra_args)?;
-    check_network(settings, &spec)?;
+    check_network(settings, host, &spec)?;
     stamp_fingerprint(&mut spec);
     Ok(BuiltSpec { spec, host_dirs, warnings })
 }
@@ -271,27 +277,64 @@ fn limits(settings: &SandboxSettings, host: &HostFacts, warnings: &mut Vec<Strin
 
 /// The labels that identify the sandbox (upstream's three, berth's identity, home and mode) and, for an
 /// ephemeral one, its owner, so the reaper can tell when it is orphaned.
-fn labels(identity: &SandboxIdentity, mode: SandboxMode, host: &HostFacts) -> BTreeMap<String, String> {
+fn labels(
+    identity: &SandboxIdentity,
+    mode: SandboxMode,
+    host: &HostFacts,
+    egress: &EgressPolicy,
+) -> BTreeMap<String, String> {
     let mut labels = identity.upstream_labels();
     labels.insert(LABEL_IDENTITY.to_owned(), identity.digest());
     if let Some(home) = &identity.home {
         labels.insert(LABEL_HOME.to_owned(), home.clone());
     }
     labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
-    // hermes 0.21 filters reuse on this label; berth never routes through an egress proxy.
-    labels.insert(LABEL_EGRESS.to_owned(), EGRESS_OFF.to_owned());
+    // hermes 0.21 filters reuse on this label: `off` unless berth's egress proxy routes the sandbox.
+    labels.insert(LABEL_EGRESS.to_owned(), egress.label());
+    labels.insert(crate::egress::LABEL_EGRESS_POLICY.to_owned(), egress.to_string());
     if let (SandboxMode::Ephemeral, Some(owner)) = (mode, &host.owner) {
         labels.insert(LABEL_OWNER.to_owned(), owner.clone());
     }
     labels
 }
 
-/// Refuses a network from `docker_extra_args` when `terminal.docker_network: false` asked for none, rather than
-/// letting either one silently win.
-fn check_network(settings: &SandboxSettings, spec: &CreateSpec) -> Result<(), SpecError> {
-    match spec.network_mode.as_deref().filter(|m| *m != "none") {
-        Some(mode) if !settings.network => Err(SpecError::NetworkConflict { mode: mode.to_owned() }),
-        _ => Ok(()),
+/// The network and DNS servers the egress policy puts the sandbox on, and the proxy variables it adds to `env`:
+/// none for `none`, the engine's default for `all`, the internal network with the proxy as its only DNS server and
+/// way out for a list.
+fn egress_network(
+    identity: &SandboxIdentity,
+    settings: &SandboxSettings,
+    host: &HostFacts,
+    env: &mut Vec<String>,
+) -> Result<(Option<String>, Vec<String>), SpecError> {
+    match (&settings.egress, &host.egress_route) {
+        (EgressPolicy::None, _) => Ok((Some("none".to_owned()), Vec::new())),
+        (EgressPolicy::All, _) => Ok(((!settings.network).then(|| "none".to_owned()), Vec::new())),
+        (EgressPolicy::Allow(_), None) => Err(SpecError::EgressUnavailable),
+        (EgressPolicy::Allow(_), Some(route)) => {
+            env.retain(|e| !e.to_ascii_lowercase().contains("_proxy="));
+            env.extend(proxy_env(&route.proxy_ip, identity.task_label().as_str()));
+            Ok((Some(route.network.clone()), vec![route.proxy_ip.clone()]))
+        }
+    }
+}
+
+/// Refuses a network (or, behind the egress proxy, DNS servers) from `docker_extra_args` that would undo the
+/// network the settings asked for, rather than letting either one silently win.
+fn check_network(settings: &SandboxSettings, host: &HostFacts, spec: &CreateSpec) -> Result<(), SpecError> {
+    let mode = spec.network_mode.as_deref();
+    match (&settings.egress, &host.egress_route) {
+        (EgressPolicy::Allow(_), Some(route)) => {
+            if mode != Some(route.network.as_str()) || spec.dns != [route.proxy_ip.clone()] {
+                return Err(SpecError::EgressConflict);
+            }
+            Ok(())
+        }
+        _ => match mode.filter(|m| *m != "none") {
+            Some(mode) if !settings.network => Err(SpecError::NetworkConflict { mode: mode.to_owned() }),
+            Some(_) if settings.egress == EgressPolicy::None => Err(SpecError::EgressConflict),
+            _ => Ok(()),
+        },
     }
 }
 

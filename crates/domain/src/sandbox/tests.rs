@@ -392,13 +392,16 @@ fn a_drift_names_the_fields_and_settings_that_changed_and_nothing_else() {
         (|s| s.memory_mb = 1024, &["memory_bytes (terminal.container_memory)"]),
         (|s| s.image = "img:2".into(), &["image (terminal.docker_image)"]),
         (|s| s.env = BTreeMap::from([("A".into(), "1".into())]), &["env (terminal.docker_env)"]),
-        (|s| s.extra_args = vec!["--dns".into(), "1.1.1.1".into()], &["dns (terminal.docker_extra_args)"]),
+        (
+            |s| s.extra_args = vec!["--dns".into(), "1.1.1.1".into()],
+            &["dns (terminal.docker_egress, terminal.docker_extra_args)"],
+        ),
         (
             |s| {
                 s.cpu = 3.0;
                 s.network = false;
             },
-            &["nano_cpus (terminal.container_cpu)", "network_mode (terminal.docker_network)"],
+            &["nano_cpus (terminal.container_cpu)", "network_mode (terminal.docker_network, terminal.docker_egress)"],
         ),
     ];
     for (change, want) in cases {
@@ -421,4 +424,29 @@ fn sizes_are_read_as_docker_reads_them_and_nothing_else() {
     for bad in ["1e3", "inf", "NaN", "-1m", "8EiB", "99999999999999999999p", "", "m", "1.m", "+5"] {
         assert_eq!(parse_bytes(bad), None, "{bad}");
     }
+}
+
+#[test]
+fn an_allowlist_puts_the_sandbox_behind_the_proxy_and_extra_args_cannot_undo_it() {
+    let mut st = settings();
+    st.egress = crate::egress::EgressPolicy::parse("pypi.org").unwrap();
+    let route = crate::egress::EgressRoute { network: "berth-egress-h-p".into(), proxy_ip: "10.213.7.2".into() };
+    let host = HostFacts { egress_route: Some(route), ..HostFacts::default() };
+    let b = build(&st, &host);
+    assert_eq!(b.spec.network_mode.as_deref(), Some("berth-egress-h-p"));
+    assert_eq!(b.spec.dns, ["10.213.7.2"]);
+    assert!(b.spec.env.iter().any(|e| e.starts_with("HTTPS_PROXY=http://") && e.ends_with("@10.213.7.2:3128")));
+    assert!(b.spec.env.iter().any(|e| e.starts_with("no_proxy=")));
+    assert!(b.spec.labels["hermes-egress"].starts_with("berth-"));
+    for extra in [["--network", "bridge"], ["--dns", "8.8.8.8"]] {
+        st.extra_args = extra.map(String::from).to_vec();
+        let e = build_create_spec(&ident("t", "p"), SandboxMode::Persist, "n".into(), &st, &host).unwrap_err();
+        assert_eq!(e, SpecError::EgressConflict, "{extra:?}");
+    }
+    st.extra_args.clear();
+    let e =
+        build_create_spec(&ident("t", "p"), SandboxMode::Persist, "n".into(), &st, &HostFacts::default()).unwrap_err();
+    assert_eq!(e, SpecError::EgressUnavailable);
+    st.egress = crate::egress::EgressPolicy::None;
+    assert_eq!(build(&st, &HostFacts::default()).spec.network_mode.as_deref(), Some("none"));
 }

@@ -19,6 +19,7 @@ const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
 fn settings(persist: bool) -> SandboxSettings {
     SandboxSettings {
+        egress: crate::egress::EgressPolicy::All,
         image: "img".into(),
         persist_across_processes: persist,
         cpu: 0.0,
