@@ -251,3 +251,60 @@ fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
     let ran = std::fs::read_to_string(&marks).unwrap();
     assert_eq!(ran.lines().collect::<Vec<_>>(), [pid.to_string()], "only the confirmed worker ran");
 }
+
+/// The dispatcher's record confirms its workers' runs and says so through the gate, so a worker command's worker
+/// goes on without a board round trip; but only when the word comes promptly: a worker told so later than a third
+/// of min(host timeout, claim TTL) after its start (its dispatcher was held up, and the run may have been taken)
+/// confirms its run itself, and one whose run has ended runs nothing.
+#[test]
+fn a_dispatchers_confirmation_holds_only_when_it_reaches_the_worker_promptly() {
+    let home = Home::new();
+    let marks = home.path().join("ran");
+    let command = format!("kanban.worker_command=echo $BERTH_KANBAN_RUN_ID >> {}", marks.display());
+    home.ok(&["config", "set", "kanban.worker_command", &command["kanban.worker_command=".len()..]]);
+    // A window of a third of a second.
+    home.ok(&["config", "set", "kanban.host_timeout_seconds", "1"]);
+    let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let ran = |home: &Home| std::fs::read_to_string(&marks).unwrap_or_default();
+    poll(20, "the worker command", || (!ran(&home).is_empty()).then_some(()));
+    let show = home.json(&["kanban", "show", &id]);
+    let confirmations: Vec<&serde_json::Value> =
+        show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "confirmed").collect();
+    assert_eq!(confirmations.len(), 1, "one confirmation, the dispatcher's: {show}");
+    assert_eq!(confirmations[0]["payload"]["by"], "dispatcher", "{show}");
+    let run = confirmations[0]["run_id"].as_i64().expect("the confirmation names its run");
+    assert_eq!(ran(&home).trim(), run.to_string());
+    // The worker exited without completing: the next tick ends that run as crashed and the task waits as ready.
+    poll(20, "the crash verdict", || {
+        home.json(&["kanban", "dispatch", "--max", "0"]);
+        (home.json(&["kanban", "show", &id])["task"]["status"] == "ready").then_some(())
+    });
+
+    // A worker of that ended run, told "confirmed" at once, trusts its dispatcher (this is why the word is only
+    // ever sent right after the record that confirmed the run) ...
+    let worker = |delay: Duration| {
+        let mut cmd = home.cmd();
+        // A worker reads no config file: its settings come as its dispatcher gives them.
+        cmd.args(["-c", &command, "-c", "kanban.host_timeout_seconds=1", "worker", "run", &id, "--after-stdin-closes"])
+            .env("BERTH_KANBAN_RUN_ID", run.to_string())
+            .env("BERTH_KANBAN_BOARD", "default")
+            .env("BERTH_PROFILE", &home.profile)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("berth worker run starts");
+        std::thread::sleep(delay);
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"c").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let prompt = worker(Duration::ZERO);
+    assert!(prompt.status.success(), "{}", String::from_utf8_lossy(&prompt.stderr));
+    assert_eq!(ran(&home).lines().count(), 2, "the prompt word was trusted: {}", ran(&home));
+    // ... but told late, it asks the board, finds its run ended and runs nothing.
+    let late = worker(Duration::from_millis(1500));
+    let err = String::from_utf8_lossy(&late.stderr);
+    assert_eq!(late.status.code(), Some(2), "{err}");
+    assert!(err.contains("is ready, not running"), "{err}");
+    assert_eq!(ran(&home).lines().count(), 2, "a late word ran the command: {}", ran(&home));
+}

@@ -556,10 +556,7 @@ fn bulk_create_is_all_or_none_and_names_the_bad_line_on(home: Home) {
         (r#"{"title":"x","command":"true","prio":1}"#, "line 3, column 36: unknown field `prio`"),
         (r#"{"title":" ","command":"true"}"#, "line 3: a task needs a non-empty title"),
         (r#"{"title":"x\ny","command":"true"}"#, "line 3: invalid task data: a title is one line"),
-        (
-            r#"{"title":"x","command":"true","max_retries":0}"#,
-            "line 3: max_retries must be at least 1",
-        ),
+        (r#"{"title":"x","command":"true","max_retries":0}"#, "line 3: max_retries must be at least 1"),
     ] {
         let out = create_from(&home, &format!("{good}\n\n{bad}\n{good}\n"), &[]);
         let err = String::from_utf8_lossy(&out.stderr);

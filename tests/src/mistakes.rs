@@ -150,8 +150,11 @@ fn titles_are_one_line_and_settings_are_checked_when_set() {
     let id = task(&home, &["one line", "--command", "true"]);
     refused(&home, &["kanban", "edit", &id, "--title", "a\r\nb"], 2, &["one line"]);
     let from = home.path().join("tasks.jsonl");
-    std::fs::write(&from, "{\"title\": \"ok\", \"command\": \"true\"}\n{\"title\": \"x\\ny\", \"command\": \"true\"}\n")
-        .unwrap();
+    std::fs::write(
+        &from,
+        "{\"title\": \"ok\", \"command\": \"true\"}\n{\"title\": \"x\\ny\", \"command\": \"true\"}\n",
+    )
+    .unwrap();
     refused(&home, &["kanban", "create", "--from", from.to_str().unwrap()], 2, &["one line"]);
     assert_eq!(home.json(&["kanban", "ls"]).as_array().unwrap().len(), 1, "a refused title was written");
 

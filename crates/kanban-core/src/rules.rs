@@ -40,9 +40,7 @@ pub fn check_title(title: &str) -> Result<()> {
         return Err(StoreError::Invalid("a task needs a non-empty title".into()));
     }
     if title.contains(['\n', '\r']) {
-        return Err(StoreError::Invalid(
-            "a title is one line (it has a line break); put the details in --body".into(),
-        ));
+        return Err(StoreError::Invalid("a title is one line (it has a line break); put the details in --body".into()));
     }
     Ok(())
 }

@@ -100,7 +100,10 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
                 output::json(&serde_json::to_value(&t).unwrap_or_default());
             } else if t.status == TaskStatus::Blocked {
                 // An edit is often the fix for why it was blocked; it still waits for an unblock.
-                output::line(&format!("edited {0}; it is still blocked: `berth kanban unblock {0}` runs it again", t.id));
+                output::line(&format!(
+                    "edited {0}; it is still blocked: `berth kanban unblock {0}` runs it again",
+                    t.id
+                ));
             } else {
                 output::line(&format!("edited {}", t.id));
             }
