@@ -4,7 +4,9 @@
 pub mod boards;
 mod create;
 pub mod edit;
+mod external;
 pub mod launcher;
+mod log_stream;
 pub mod logs;
 pub mod never_run;
 pub mod outage;
@@ -309,6 +311,10 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     // A worker's command completing its own task: guarded by its run (a run taken back meanwhile is not
     // completed) and waiting out an outage of the board; by hand, the task as it is, at once.
     let run = crate::board::outage::own_run(ctx, id);
+    // A forwarded secret in the result is masked before the board stores it (an external worker's command passes
+    // what its agent printed).
+    let masked = result.map(crate::edge::redact::redact);
+    let result = masked.as_deref();
     let patience = if run.is_some() { crate::board::outage::patience(ctx) } else { std::time::Duration::ZERO };
     let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
     // A worker command completing its own run is the worker the task records (or runs in its process
