@@ -286,7 +286,11 @@ fn the_board_connection_limit_blocks_no_task() {
                 .to_owned()
         })
         .collect();
-    std::thread::sleep(std::time::Duration::from_secs(10));
+    // A command meanwhile says so in one line, as an outage.
+    let out = home.cmd().env("KANBAN_DATABASE_URL", &limited).args(["kanban", "ls"]).output().unwrap();
+    let err = stderr(&out);
+    assert!(err.trim().lines().count() == 1 && err.contains("has no free connection now"), "{err}");
+    std::thread::sleep(std::time::Duration::from_secs(8));
     let held = slots.len();
     drop(slots);
     let statuses = || -> Vec<String> {
@@ -338,4 +342,29 @@ fn the_fallback_kill_of_a_timed_out_command_runs_none_of_the_sandboxs_programs()
     let ps = home.ok(&["run", "--task", "tk", "--", "ps", "-eo", "pid=,args="]);
     let left: Vec<&str> = ps.lines().filter(|l| l.contains("yes") || l.contains("bash -c")).collect();
     assert!(left.is_empty(), "left in the sandbox after {:?}: {left:?}", started.elapsed());
+}
+
+/// The built-in worker holds one board connection while its command runs (its heartbeats use the worker's own);
+/// before, two.
+#[test]
+fn a_built_in_worker_holds_one_board_connection() {
+    crate::support::require_docker();
+    let Some(home) = Home::on_postgres() else { return };
+    let url = home.cmd().get_envs().find(|(k, _)| *k == "KANBAN_DATABASE_URL").unwrap().1.unwrap().to_owned();
+    let url = url.to_string_lossy().into_owned();
+    let db = url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let made = home.json(&["kanban", "create", "one", "--assignee", &home.profile, "--command", "sleep 6"]);
+    let id = made["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    crate::support::wait_until("the command to run", std::time::Duration::from_secs(60), || {
+        std::fs::read_to_string(home.path().join("kanban/logs").join(format!("{id}.log")))
+            .is_ok_and(|l| l.contains("] sandbox "))
+    });
+    // The dispatcher has exited: every connection to this board's database is the worker's.
+    let mut admin = postgres::Client::connect(&crate::pg::server_url().unwrap(), postgres::NoTls).unwrap();
+    let n: i64 = admin.query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = $1", &[&db]).unwrap().get(0);
+    assert_eq!(n, 1, "connections held by the worker while its command runs");
+    crate::support::wait_until("the task to finish", std::time::Duration::from_secs(60), || {
+        home.json(&["kanban", "show", &id])["task"]["status"].as_str() == Some("done")
+    });
 }

@@ -192,6 +192,13 @@ pub(crate) fn connect_error(shown: &str, e: &postgres::Error) -> StoreError {
     StoreError::Server(
         if code == Some(&SqlState::INVALID_PASSWORD) || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
             format!("the board database at {shown} refused the credentials ({text}); nothing was changed")
+        } else if code == Some(&SqlState::TOO_MANY_CONNECTIONS) || code == Some(&SqlState::CANNOT_CONNECT_NOW) {
+            // "too many connections", "remaining connection slots are reserved", a server starting up: an outage
+            // to wait out (a worker retries, the gateway reconnects at its next tick), never a refusal.
+            return StoreError::Unreachable(format!(
+                "the board database at {shown} has no free connection now ({text}); try again shortly, nothing was \
+                 changed"
+            ));
         } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
             format!("the board database at {shown} does not exist ({text}); create it first, nothing was changed")
         } else if e.as_db_error().is_some() {
