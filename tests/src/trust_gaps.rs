@@ -316,7 +316,8 @@ fn the_board_connection_limit_blocks_no_task() {
 /// When berth cannot kill a timed-out command from the host (here: berth in a process namespace of its own, where the
 /// sandbox's processes are not visible, as with a remote engine), the kill uses none of the sandbox's programs: a
 /// task (as root) replaced `sh`, `kill`, `tr` and `grep` in it with scripts that do nothing, and the command is
-/// still killed. Before, the in-sandbox kill ran those and `yes` kept running.
+/// still killed, with the child it started under `env -i` (no marker). Before, the in-sandbox kill ran those and
+/// `yes` kept running.
 #[test]
 fn the_fallback_kill_of_a_timed_out_command_runs_none_of_the_sandboxs_programs() {
     crate::support::require_docker();
@@ -329,7 +330,8 @@ fn the_fallback_kill_of_a_timed_out_command_runs_none_of_the_sandboxs_programs()
     let berth = home.cmd();
     let mut cmd = std::process::Command::new("unshare");
     cmd.args(["--pid", "--fork", "--mount-proc"]).arg(berth.get_program());
-    cmd.args(["run", "--task", "tk", "--timeout", "3", "--", "bash", "-c", "yes > /dev/null"]);
+    let command = r#"env -i bash -c "sleep 100" & yes > /dev/null"#;
+    cmd.args(["run", "--task", "tk", "--timeout", "3", "--", "bash", "-c", command]);
     for (k, v) in berth.get_envs() {
         match v {
             Some(v) => cmd.env(k, v),
@@ -340,7 +342,8 @@ fn the_fallback_kill_of_a_timed_out_command_runs_none_of_the_sandboxs_programs()
     let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     let ps = home.ok(&["run", "--task", "tk", "--", "ps", "-eo", "pid=,args="]);
-    let left: Vec<&str> = ps.lines().filter(|l| l.contains("yes") || l.contains("bash -c")).collect();
+    let left: Vec<&str> =
+        ps.lines().filter(|l| l.contains("yes") || l.contains("bash -c") || l.contains("sleep 100")).collect();
     assert!(left.is_empty(), "left in the sandbox after {:?}: {left:?}", started.elapsed());
 }
 

@@ -26,18 +26,31 @@ pub(crate) const EXEC_MARKER_VAR: &str = "BERTH_EXEC";
 /// How long the in-container kill may take.
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Kills, as root, every process in the namespace whose environment has the line `$1` exactly, in rounds until a
-/// round finds none (a process forking while the sweep runs is caught by the next round). Its own shell does not
-/// carry the marker: it arrives as an argument, never in the environment.
+/// Kills, as root, every process in the namespace whose environment has the line `$1` exactly, and every descendant
+/// of one (a child started with `env -i` dropped the marker), in rounds until a round finds none: each round freezes
+/// the marked processes, then their descendants as they are found (a frozen process forks no more), then kills them
+/// all. Its own shell does not carry the marker: it arrives as an argument, never in the environment.
 const KILL_SCRIPT: &str = r#"m="$1"; n=0
 while [ "$n" -lt 20 ]; do
-  found=
+  all=" "
   for d in /proc/[0-9]*; do
     p="${d#/proc/}"
     [ "$p" = "$$" ] && continue
-    if tr '\000' '\n' < "$d/environ" 2>/dev/null | grep -qxF -e "$m"; then kill -KILL "$p" 2>/dev/null; found=1; fi
+    if tr '\000' '\n' < "$d/environ" 2>/dev/null | grep -qxF -e "$m"; then kill -STOP "$p" 2>/dev/null; all="$all$p "; fi
   done
-  [ -z "$found" ] && exit 0
+  [ "$all" = " " ] && exit 0
+  grew=1
+  while [ -n "$grew" ]; do
+    grew=
+    for d in /proc/[0-9]*; do
+      p="${d#/proc/}"
+      case "$all" in *" $p "*) continue ;; esac
+      read -r s < "$d/stat" 2>/dev/null || continue
+      set -- ${s##*) }
+      case "$all" in *" $2 "*) kill -STOP "$p" 2>/dev/null; all="$all$p "; grew=1 ;; esac
+    done
+  done
+  for p in $all; do kill -KILL "$p" 2>/dev/null; done
   n=$((n+1))
 done
 exit 1"#;
