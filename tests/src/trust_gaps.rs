@@ -371,3 +371,25 @@ fn a_built_in_worker_holds_one_board_connection() {
         home.json(&["kanban", "show", &id])["task"]["status"].as_str() == Some("done")
     });
 }
+
+/// What reaches the host past any mount needs `terminal.docker_allow_host_mounts`, like the engine's socket:
+/// `--privileged` (a disk holding the home could be mounted), `--pid host` (a root task signals host processes) and
+/// `--userns host`, refused at create and at `config set` in one line. Before, `--pid=host` made a sandbox.
+#[test]
+fn host_wide_extra_args_need_the_host_mounts_opt_in() {
+    crate::support::require_docker();
+    let home = Home::new();
+    for arg in ["--privileged", "--pid=host", "--userns=host"] {
+        let setting = format!("terminal.docker_extra_args=[\"{arg}\"]");
+        let out = home.run(&["-c", &setting, "run", "--task", "hw", "--", "true"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
+        assert!(err.trim().lines().count() == 1 && err.contains("docker_allow_host_mounts"), "{arg}: {err}");
+        let out = home.run(&["config", "set", "terminal.docker_extra_args", &format!("[\"{arg}\"]")]);
+        assert_eq!(out.status.code(), Some(2), "config set {arg}: {}", stderr(&out));
+    }
+    assert!(home.containers().is_empty(), "a sandbox was made");
+    let opted = ["-c", "terminal.docker_allow_host_mounts=true", "-c", "terminal.docker_extra_args=[\"--pid=host\"]"];
+    let out = home.run(&[&opted[..], &["run", "--task", "hw", "--", "true"]].concat());
+    assert!(out.status.success(), "with the opt-in: {}", stderr(&out));
+}

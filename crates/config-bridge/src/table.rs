@@ -178,7 +178,7 @@ settings! {
         container_memory: MemoryMb = "5120", "Memory limit per sandbox in MB; 0 means no limit.";
         container_persistent: bool = "true", "Bind-mount per-sandbox /root and /workspace directories under `terminal.sandbox_dir`; false uses tmpfs.";
         cwd: String = "/root", "Working directory of commands inside the sandbox: an absolute path, or hermes's placeholders `.`, `auto`, `cwd`, `~` (all mean /root).";
-        docker_allow_host_mounts: bool = "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args; berth's home and sandbox folders stay refused always.";
+        docker_allow_host_mounts: bool = "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args, and the docker_extra_args that reach the host past any mount (--privileged, a host block --device, --pid host, --userns host); berth's home and sandbox folders stay refused always.";
         docker_env: BTreeMap<String, String> = "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";
         docker_extra_args: Vec<String> = "[]", "Extra `docker run` flags, applied last and mapped onto the Engine API (list below); a flag with no API form is refused.";
         docker_forward_env: Vec<String> = "[]", "Names of host variables passed to each command at exec time, never stored in the container.";
