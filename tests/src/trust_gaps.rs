@@ -393,3 +393,40 @@ fn host_wide_extra_args_need_the_host_mounts_opt_in() {
     let out = home.run(&[&opted[..], &["run", "--task", "hw", "--", "true"]].concat());
     assert!(out.status.success(), "with the opt-in: {}", stderr(&out));
 }
+
+/// `kanban logs --run N --tail M` on a 1 GB log keeps only M lines of the run's part in memory (under a 512 MiB
+/// address-space limit); before, it read the whole log and printed nothing.
+#[test]
+fn kanban_logs_run_tail_of_a_1_gb_log_stays_small() {
+    let home = Home::new();
+    home.ok(&["config", "set", "kanban.worker_command", "echo ran"]);
+    let id = home.json(&["kanban", "create", "big", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let log = home.path().join("kanban/logs").join(format!("{id}.log"));
+    crate::support::wait_until("the worker's output", std::time::Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("\nran\n"))
+    });
+    let shown = home.json(&["kanban", "show", &id]);
+    let run = shown["runs"][0]["id"].as_i64().unwrap_or_else(|| panic!("no run: {shown}"));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.set_len(len + (1 << 30)).unwrap(); // sparse: a gigabyte that takes no disk
+    writeln!(f).unwrap();
+    for i in 0..5 {
+        writeln!(f, "line {i}").unwrap();
+    }
+    drop(f);
+    let berth = home.cmd();
+    let mut cmd = std::process::Command::new("prlimit");
+    cmd.arg(format!("--as={}", 512u64 << 20)).arg(berth.get_program());
+    cmd.args(["kanban", "logs", &id, "--run", &run.to_string(), "--tail", "2"]);
+    for (k, v) in berth.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "line 3\nline 4\n");
+}

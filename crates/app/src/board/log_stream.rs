@@ -17,10 +17,12 @@ pub(super) struct Streamed {
     pub(super) saw_run: bool,
 }
 
-/// Where the printed lines go: the log's bytes (escaped on a terminal), or the `lines` of a JSON document.
+/// Where the printed lines go: the log's bytes (escaped on a terminal), the `lines` of a JSON document, or only the
+/// last `n` kept (`--run N --tail M`).
 pub(super) enum Sink {
     Text(Vec<u8>),
     Json { first: bool },
+    Last(std::collections::VecDeque<String>, usize),
 }
 
 impl Sink {
@@ -40,8 +42,26 @@ impl Sink {
                 *first = false;
                 let _ = write!(std::io::stdout().lock(), "{sep}    {}", serde_json::Value::from(text));
             }
+            Self::Last(kept, n) => {
+                kept.push_back(line.to_owned());
+                if kept.len() > *n {
+                    kept.pop_front();
+                }
+            }
         }
     }
+}
+
+/// The last `n` lines of a run's part of `path` (streamed: at most `n` lines held), and what following needs.
+pub(super) fn last_lines(
+    path: &Path,
+    is_start: impl Fn(&str) -> bool,
+    is_run_start: impl Fn(&str) -> bool,
+    n: usize,
+) -> (Streamed, String) {
+    let (s, sink) = stream(path, true, is_start, is_run_start, Sink::Last(Default::default(), n), String::new);
+    let Sink::Last(kept, _) = sink else { return (s, String::new()) };
+    (s, kept.into_iter().collect())
 }
 
 /// Streams `path` from its start to `sink`: every line, or with `run` only that run's part (from its confirmation
@@ -53,7 +73,7 @@ pub(super) fn stream(
     is_run_start: impl Fn(&str) -> bool,
     mut sink: Sink,
     json_tail: impl FnOnce() -> String,
-) -> Streamed {
+) -> (Streamed, Sink) {
     let mut out = Streamed { pos: 0, seen: Vec::new(), printed: false, saw_run: false };
     if let Sink::Json { .. } = sink {
         let _ = write!(std::io::stdout().lock(), "{{\n  \"lines\": [");
@@ -96,9 +116,10 @@ pub(super) fn stream(
             let close = if *first { "]" } else { "\n  ]" };
             let _ = writeln!(std::io::stdout().lock(), "{close},\n{}\n}}", json_tail());
         }
+        Sink::Last(..) => {}
     }
     out.seen = out.seen[out.seen.len().saturating_sub(4096)..].to_vec();
-    out
+    (out, sink)
 }
 
 /// Writes log bytes to stdout: as they are into a pipe or a file, with control characters shown as escapes on a

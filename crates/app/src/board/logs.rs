@@ -87,7 +87,9 @@ impl<'a> RunStarts<'a> {
         self.pids.get(&n) == Some(&pid) && run.is_none_or(|r| r == n)
     }
 
-    /// The part of `text` that run `run` wrote: from its confirmation line to the next run's.
+    /// The part of `text` that run `run` wrote: from its confirmation line to the next run's (the rule
+    /// `log_stream::stream` follows, here over a text for the unit test of `starts`).
+    #[cfg(test)]
     fn part(&self, text: &str, run: i64) -> String {
         let mut out = String::new();
         let mut inside = false;
@@ -100,11 +102,6 @@ impl<'a> RunStarts<'a> {
             }
         }
         out
-    }
-
-    /// Whether `text` already holds run `run`'s confirmation line.
-    fn seen(&self, text: &str, run: i64) -> bool {
-        text.lines().any(|l| self.starts(l, Some(run)))
     }
 }
 
@@ -169,26 +166,33 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
             )
         };
         let is_run = |l: &str| run.is_some_and(|r| starts.starts(l, Some(r)));
-        let s = log_stream::stream(&path, run.is_some(), |l| starts.starts(l, None), is_run, sink, json_tail);
+        let (s, _) = log_stream::stream(&path, run.is_some(), |l| starts.starts(l, None), is_run, sink, json_tail);
         if ctx.json {
             return Ok(0);
         }
         (s.pos, s.seen, s.printed, s.saw_run)
     } else {
-        let (text, pos) = first_read(&path, run, lines);
-        let seen = window(text.as_bytes());
-        let shown = match run {
-            Some(r) => starts.part(&text, r),
-            None => text,
+        let (shown, pos, seen, saw_run) = match run {
+            // A run's last lines: its part streamed, only the last N kept.
+            Some(r) => {
+                let is_run = |l: &str| starts.starts(l, Some(r));
+                let n = lines.unwrap_or(0);
+                let (s, kept) = log_stream::last_lines(&path, |l| starts.starts(l, None), is_run, n);
+                (kept, s.pos, s.seen, s.saw_run)
+            }
+            None => {
+                let (text, pos) = first_read(&path, lines);
+                let seen = window(text.as_bytes());
+                (tail(&text, lines).to_owned(), pos, seen, false)
+            }
         };
-        let shown = tail(&shown, lines);
+        let shown = shown.as_str();
         if ctx.json {
             let lines: Vec<&str> = shown.lines().collect();
             output::json(&json!({"task": id, "path": path.display().to_string(), "run": run, "lines": lines}));
             return Ok(0);
         }
         write_out(shown.as_bytes());
-        let saw_run = run.is_some_and(|r| starts.seen(shown, r));
         (pos, seen, !shown.is_empty(), saw_run)
     };
     if !printed && !follow {
@@ -253,10 +257,10 @@ fn worker_alive(r: &Run) -> bool {
     }
 }
 
-/// What `logs` reads first, and where following goes on: the last lines of the whole log are read from its end (a
-/// log of any size costs its tail only); a run's part needs the whole log.
-fn first_read(path: &Path, run: Option<i64>, lines: Option<usize>) -> (String, u64) {
-    let (None, Some(n)) = (run, lines) else { return read_from(path, 0, &[]) };
+/// What `logs --tail N` reads first, and where following goes on: the last lines of the whole log, read from its end
+/// (a log of any size costs its tail only).
+fn first_read(path: &Path, lines: Option<usize>) -> (String, u64) {
+    let Some(n) = lines else { return read_from(path, 0, &[]) };
     let (bytes, len) = crate::edge::terminal_text::tail_of_file(path, n);
     // Only whole lines: a partial last line is printed with its end when following.
     let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
