@@ -55,3 +55,25 @@ fn pump(mut pipe: Box<dyn Read + Send>, stream: OutputStream, sink: &Mutex<&mut 
         }
     }
 }
+
+/// Substitutes `{task_id}`, `{assignee}` and `{board}` into the template, each quoted as one shell word, so a value
+/// is never read as shell syntax.
+pub(super) fn render_worker_command(template: &str, task_id: &str, assignee: &str, board: &str) -> String {
+    use config_bridge::shell_quote as q;
+    template.replace("{task_id}", &q(task_id)).replace("{assignee}", &q(assignee)).replace("{board}", &q(board))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_worker_command;
+
+    #[test]
+    fn substituted_values_stay_one_shell_word() {
+        let rendered = render_worker_command("run {task_id} --as {assignee} --on {board}", "t 1;id", "a$(x)", "b'c");
+        assert_eq!(
+            shlex::split(&rendered).unwrap(),
+            ["run", "t 1;id", "--as", "a$(x)", "--on", "b'c"].map(String::from).to_vec()
+        );
+        assert_eq!(render_worker_command("w {task_id}", "plain", "", ""), "w plain");
+    }
+}
