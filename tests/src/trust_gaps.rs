@@ -164,6 +164,11 @@ fn an_external_workers_log_is_masked_and_capped_and_every_stored_result_masked()
     with_secret(&["kanban", "complete", &other, "--result", &format!("by hand {secret}")]);
     let shown = home.json(&["kanban", "show", &other]);
     assert_eq!(shown["task"]["result"].as_str(), Some("by hand ***"), "{shown}");
+    // A block's reason too.
+    let third = home.json(&["kanban", "create", "blk", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    with_secret(&["kanban", "block", &third, "--reason", &format!("why {secret}")]);
+    let shown = home.json(&["kanban", "show", &third]).to_string();
+    assert!(!shown.contains(secret) && shown.contains("why ***"), "{shown}");
 }
 
 /// `kanban logs` without `--tail` prints a 1 GB log whole under a 512 MiB address-space limit (streamed); before, it

@@ -156,6 +156,8 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Complete { id, result } => complete(ctx, id, result.as_deref(), now).await?,
         KanbanCmd::Block { id, reason } => {
             let mut store = open_store(ctx)?;
+            // Masked before the board stores it, as a result is (a worker command may pass on what its agent said).
+            let reason = reason.as_deref().map(crate::edge::redact::redact);
             let w = store.block(id, reason.as_deref(), now)?;
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("blocked {id}"));
