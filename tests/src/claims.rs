@@ -69,10 +69,10 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     let home = Home::new();
     let marks = home.path().join("starts");
     std::fs::create_dir_all(&marks).unwrap();
-    // Each worker records that it started (its pid is the confirmed worker pid: the built-in wrapper confirms and
-    // then execs this command), lives a second, and completes its task.
+    // Each worker records that it started (its parent's pid is the confirmed worker pid: the built-in wrapper
+    // confirms and then runs this command as its child), lives a second, and completes its task.
     let worker = format!(
-        "echo $$ >> {}/{{task_id}}.starts; sleep 1; {} kanban complete {{task_id}} >/dev/null 2>&1",
+        "echo $PPID >> {}/{{task_id}}.starts; sleep 1; {} kanban complete {{task_id}} >/dev/null 2>&1",
         marks.display(),
         berth_bin().display()
     );
@@ -217,7 +217,7 @@ fn poll<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
     let home = Home::new();
     let marks = home.path().join("ran");
-    home.ok(&["config", "set", "kanban.worker_command", &format!("echo $$ >> {}; exec sleep 60", marks.display())]);
+    home.ok(&["config", "set", "kanban.worker_command", &format!("echo $PPID >> {}; exec sleep 60", marks.display())]);
     let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     home.ok(&["kanban", "dispatch"]);
     let pid = poll(20, "the worker's confirmation", || {

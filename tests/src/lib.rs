@@ -61,6 +61,8 @@ mod trust_board;
 #[cfg(test)]
 mod trust_files;
 #[cfg(test)]
+mod trust_gaps;
+#[cfg(test)]
 mod trust_infra;
 #[cfg(test)]
 mod trust_timeout;

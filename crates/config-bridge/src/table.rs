@@ -182,7 +182,7 @@ settings! {
         container_memory: MemoryMb = "5120", "Memory limit per sandbox in MB; 0 means no limit.";
         container_persistent: bool = "true", "Bind-mount per-sandbox /root and /workspace directories under `terminal.sandbox_dir`; false uses tmpfs.";
         cwd: String = "/root", "Working directory of commands inside the sandbox: an absolute path, or hermes's placeholders `.`, `auto`, `cwd`, `~` (all mean /root).";
-        docker_allow_host_mounts: bool = "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args; berth's home and sandbox folders stay refused always.";
+        docker_allow_host_mounts: bool = "false", "Allow mounting the container engine's socket (or a folder holding it) via docker_volumes or docker_extra_args, and the docker_extra_args that reach the host past any mount (--privileged, a host block --device, --pid host, --userns host); berth's home and sandbox folders stay refused always.";
         docker_egress: EgressPolicy = "all", "Where a sandbox may connect: `all` (the network, as `docker_network: true`), `none` (no network), or a list of destinations (host names, `*.` wildcards, addresses and CIDRs, each with an optional `:port`), reached only through berth's egress proxy on an internal network; every refusal is logged (`berth sandbox denials`). See the README's egress section.";
         docker_egress_network: String = "bridge", "The network berth's egress proxy reaches out through (its other leg is the sandboxes' internal network); a Docker network name.";
         docker_egress_overrides: EgressOverrides = "{}", "Per-profile egress policies that replace `terminal.docker_egress`, e.g. {\"alpha\": \"pypi.org, files.pythonhosted.org\"}.";

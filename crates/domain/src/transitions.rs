@@ -255,8 +255,9 @@ impl crate::policy::dispatch::Housekeeping {
                 stop_worker: true,
             },
             // No worker was ever started for the run: the task never ran, so nothing of it failed.
-            H::LeaseExpired { outcome: None, .. } => {
-                HousekeepingChange::Requeue { outcome: "lease_expired", stop_worker: false }
+            // A live worker that never confirmed (it waited for the board) is stopped; the task never ran.
+            H::LeaseExpired { outcome: None, pid } => {
+                HousekeepingChange::Requeue { outcome: "lease_expired", stop_worker: pid.is_some() }
             }
             H::TimedOut { .. } => HousekeepingChange::Fail {
                 outcome: "timed_out",

@@ -160,7 +160,7 @@ impl PgKanbanStore {
             if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
                 let old = guard.take();
                 drop(old);
-                let client = open::connect(config, shown)?;
+                let (client, _) = open::connect(config, shown)?;
                 // `jit = off` and the statement bound come with the connection's startup options (`open::config`).
                 *guard = Some(Conn { client, stmts: HashMap::new() });
             }

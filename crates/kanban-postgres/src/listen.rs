@@ -113,7 +113,7 @@ fn run(config: &Config, shown: &str, shared: &Shared) {
 /// (`Err` with whether it got as far as listening, and why).
 fn session(config: &Config, shared: &Shared, on_listening: impl FnOnce()) -> Result<(), (bool, String)> {
     let mut client = match crate::open::connect(config, "the server") {
-        Ok(c) => c,
+        Ok((c, _)) => c,
         Err(e) => return Err((false, e.to_string())),
     };
     client.batch_execute(&format!("LISTEN {BOARD_CHANNEL}")).map_err(|e| (false, server_message(&e)))?;

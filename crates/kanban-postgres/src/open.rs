@@ -157,18 +157,23 @@ pub(crate) fn config(url: &str, application: &str) -> Result<(Config, String), S
 /// The server-side bound of one statement (`statement_timeout`, unless the URL sets one).
 pub(crate) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Connects with the whole start-up bounded, not only the TCP connect: a server that accepts the connection and then
-/// never answers (a wrong service on the port, a stuck pooler) is reported after the connect timeout (10 s unless
-/// the URL sets `connect_timeout`) instead of holding the command forever. The attempt runs on a thread of its own,
-/// left behind when it does not finish in time (it ends with the connection; its client is then dropped).
-pub(crate) fn connect(config: &Config, shown: &str) -> Result<Client, StoreError> {
+/// Connects with the whole start-up bounded, not only the TCP connect, and the first query too: a server that accepts
+/// the connection (or even completes the handshake) and then never answers (a wrong service on the port, a stuck
+/// pooler) is reported after the connect timeout (10 s unless the URL sets `connect_timeout`) instead of holding the
+/// command forever. The attempt runs on a thread of its own, left behind when it does not finish in time (it ends
+/// with the connection; its client is then dropped). Also says whether the server holds berth's schema at this
+/// berth's version ([`current_at_once`], the one query every connection makes).
+pub(crate) fn connect(config: &Config, shown: &str) -> Result<(Client, bool), StoreError> {
     let bound = config.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10));
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let attempt = config.clone();
     std::thread::Builder::new()
         .name("berth-pg-connect".into())
         .spawn(move || {
-            let _ = tx.send(attempt.connect(NoTls));
+            let _ = tx.send(attempt.connect(NoTls).map(|mut client| {
+                let current = current_at_once(&mut client);
+                (client, current)
+            }));
         })
         .map_err(|e| StoreError::Server(format!("cannot connect to the board database at {shown}: {e}")))?;
     match rx.recv_timeout(bound) {
@@ -187,6 +192,13 @@ pub(crate) fn connect_error(shown: &str, e: &postgres::Error) -> StoreError {
     StoreError::Server(
         if code == Some(&SqlState::INVALID_PASSWORD) || code == Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
             format!("the board database at {shown} refused the credentials ({text}); nothing was changed")
+        } else if code == Some(&SqlState::TOO_MANY_CONNECTIONS) || code == Some(&SqlState::CANNOT_CONNECT_NOW) {
+            // "too many connections", "remaining connection slots are reserved", a server starting up: an outage
+            // to wait out (a worker retries, the gateway reconnects at its next tick), never a refusal.
+            return StoreError::Unreachable(format!(
+                "the board database at {shown} has no free connection now ({text}); try again shortly, nothing was \
+                 changed"
+            ));
         } else if code == Some(&SqlState::INVALID_CATALOG_NAME) {
             format!("the board database at {shown} does not exist ({text}); create it first, nothing was changed")
         } else if e.as_db_error().is_some() {
@@ -205,23 +217,22 @@ impl PgKanbanStore {
     /// than 12, a `berth` schema berth did not make, or one from a newer berth; nothing is written then.
     pub fn open(url: &str, host: &str) -> Result<Self, StoreError> {
         let (config, shown) = config(url, "berth")?;
-        let client: Client = off_runtime(|| connect(&config, &shown))?;
+        let (client, current) = off_runtime(|| connect(&config, &shown))?;
         let store = Self {
             conn: Mutex::new(Some(Conn { client, stmts: HashMap::new() })),
             config,
             shown: shown.clone(),
             host: host.to_owned(),
         };
-        store.with(move |c| prepare(c, &shown))?;
+        if !current {
+            store.with(move |c| prepare(c, &shown))?;
+        }
         Ok(store)
     }
 }
 
 /// Checks the server version and the schema, then applies the missing migrations (all in one transaction).
 fn prepare(c: &mut Conn, shown: &str) -> PgResult<()> {
-    if current_at_once(&mut c.client) {
-        return Ok(());
-    }
     let version: i32 = c.client.query_one("SELECT current_setting('server_version_num')::int", &[])?.get(0);
     if version < MIN_SERVER_VERSION {
         return Err(StoreError::Server(format!(

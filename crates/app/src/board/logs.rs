@@ -2,7 +2,7 @@
 //! adds. A task's runs share one log file (`<home>/kanban/logs/<task>.log`); each run's part starts at the line
 //! its worker writes when it confirms the run (`[berth worker …] confirmed run N of TASK as pid P`).
 
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,6 +13,8 @@ use serde_json::json;
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::output;
+
+use super::log_stream::{self, write_out};
 
 /// How often `-f` looks for new output and for the run's end.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
@@ -85,7 +87,9 @@ impl<'a> RunStarts<'a> {
         self.pids.get(&n) == Some(&pid) && run.is_none_or(|r| r == n)
     }
 
-    /// The part of `text` that run `run` wrote: from its confirmation line to the next run's.
+    /// The part of `text` that run `run` wrote: from its confirmation line to the next run's (the rule
+    /// `log_stream::stream` follows, here over a text for the unit test of `starts`).
+    #[cfg(test)]
     fn part(&self, text: &str, run: i64) -> String {
         let mut out = String::new();
         let mut inside = false;
@@ -98,11 +102,6 @@ impl<'a> RunStarts<'a> {
             }
         }
         out
-    }
-
-    /// Whether `text` already holds run `run`'s confirmation line.
-    fn seen(&self, text: &str, run: i64) -> bool {
-        text.lines().any(|l| self.starts(l, Some(run)))
     }
 }
 
@@ -162,22 +161,52 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
             "run {r} of {id} ran on host {host}: its log is there (`berth kanban logs {id}` on {host})"
         )));
     }
-    let (text, mut pos) = first_read(&path, run, lines);
-    let mut seen = window(text.as_bytes());
     let starts = RunStarts::new(id, &runs);
-    let shown = match run {
-        Some(r) => starts.part(&text, r),
-        None => text,
+    let (mut pos, mut seen, printed, saw_run) = if lines.is_none() {
+        // The whole log (or a run's part): streamed, never read whole into memory.
+        let sink = if ctx.json { log_stream::Sink::Json { first: true } } else { log_stream::Sink::Text(Vec::new()) };
+        let json_tail = || {
+            let v = |x: serde_json::Value| x.to_string();
+            format!(
+                "  \"path\": {},\n  \"run\": {},\n  \"run_id\": {},\n  \"task\": {}",
+                v(json!(path.display().to_string())),
+                v(json!(number)),
+                v(json!(run)),
+                v(json!(id))
+            )
+        };
+        let is_run = |l: &str| run.is_some_and(|r| starts.starts(l, Some(r)));
+        let (s, _) = log_stream::stream(&path, run.is_some(), |l| starts.starts(l, None), is_run, sink, json_tail);
+        if ctx.json {
+            return Ok(0);
+        }
+        (s.pos, s.seen, s.printed, s.saw_run)
+    } else {
+        let (shown, pos, seen, saw_run) = match run {
+            // A run's last lines: its part streamed, only the last N kept.
+            Some(r) => {
+                let is_run = |l: &str| starts.starts(l, Some(r));
+                let n = lines.unwrap_or(0);
+                let (s, kept) = log_stream::last_lines(&path, |l| starts.starts(l, None), is_run, n);
+                (kept, s.pos, s.seen, s.saw_run)
+            }
+            None => {
+                let (text, pos) = first_read(&path, lines);
+                let seen = window(text.as_bytes());
+                (tail(&text, lines).to_owned(), pos, seen, false)
+            }
+        };
+        let shown = shown.as_str();
+        if ctx.json {
+            let lines: Vec<&str> = shown.lines().collect();
+            let path = path.display().to_string();
+            output::json(&json!({"task": id, "path": path, "run": number, "run_id": run, "lines": lines}));
+            return Ok(0);
+        }
+        write_out(shown.as_bytes());
+        (pos, seen, !shown.is_empty(), saw_run)
     };
-    let shown = tail(&shown, lines);
-    if ctx.json {
-        let lines: Vec<&str> = shown.lines().collect();
-        let path = path.display().to_string();
-        output::json(&json!({"task": id, "path": path, "run": number, "run_id": run, "lines": lines}));
-        return Ok(0);
-    }
-    write_out(shown.as_bytes());
-    if shown.is_empty() && !follow {
+    if !printed && !follow {
         // Nothing to print is said, on stderr (stdout stays the log's bytes, here none).
         let why = match run {
             // A log goes with an archived task's output, and with a finished one's after kanban.retention_days.
@@ -197,7 +226,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     let followed = run.or(task.current_run_id);
     let Some(followed) = followed.filter(|_| follow) else { return Ok(0) };
     let mut ended_at: Option<std::time::Instant> = None;
-    let mut inside = run.is_none() || starts.seen(shown, followed);
+    let mut inside = run.is_none() || saw_run;
     // Prints the new whole lines of the followed run; false once another run's output begins.
     let mut drain = |pos: &mut u64, inside: &mut bool| -> bool {
         let (more, next) = read_from(&path, *pos, &seen);
@@ -246,10 +275,10 @@ fn worker_alive(r: &Run) -> bool {
     }
 }
 
-/// What `logs` reads first, and where following goes on: the last lines of the whole log are read from its end (a
-/// log of any size costs its tail only); a run's part needs the whole log.
-fn first_read(path: &Path, run: Option<i64>, lines: Option<usize>) -> (String, u64) {
-    let (None, Some(n)) = (run, lines) else { return read_from(path, 0, &[]) };
+/// What `logs --tail N` reads first, and where following goes on: the last lines of the whole log, read from its end
+/// (a log of any size costs its tail only).
+fn first_read(path: &Path, lines: Option<usize>) -> (String, u64) {
+    let Some(n) = lines else { return read_from(path, 0, &[]) };
     let (bytes, len) = crate::edge::terminal_text::tail_of_file(path, n);
     // Only whole lines: a partial last line is printed with its end when following.
     let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
@@ -287,19 +316,6 @@ fn read_from(path: &Path, from: u64, seen: &[u8]) -> (String, u64) {
     let whole = buf.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
     buf.truncate(whole);
     (String::from_utf8_lossy(&buf).into_owned(), from + whole as u64)
-}
-
-/// Writes log bytes to stdout: as they are into a pipe or a file, with control characters shown as escapes on a
-/// terminal (a task's output must not drive the operator's terminal).
-fn write_out(bytes: &[u8]) {
-    use std::io::IsTerminal;
-    let mut out = std::io::stdout().lock();
-    let _ = if out.is_terminal() {
-        out.write_all(crate::edge::terminal_text::sanitize(&String::from_utf8_lossy(bytes)).as_bytes())
-    } else {
-        out.write_all(bytes)
-    };
-    let _ = out.flush();
 }
 
 #[cfg(test)]

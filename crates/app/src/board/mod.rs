@@ -4,7 +4,9 @@
 pub mod boards;
 mod create;
 pub mod edit;
+mod external;
 pub mod launcher;
+mod log_stream;
 pub mod logs;
 pub mod never_run;
 pub mod outage;
@@ -155,6 +157,8 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Complete { id, result } => complete(ctx, id, result.as_deref(), now).await?,
         KanbanCmd::Block { id, reason } => {
             let mut store = open_store(ctx)?;
+            // Masked before the board stores it, as a result is (a worker command may pass on what its agent said).
+            let reason = reason.as_deref().map(crate::edge::redact::redact);
             let w = store.block(id, reason.as_deref(), now)?;
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("blocked {id}"));
@@ -318,6 +322,10 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     // A worker's command completing its own task: guarded by its run (a run taken back meanwhile is not
     // completed) and waiting out an outage of the board; by hand, the task as it is, at once.
     let run = crate::board::outage::own_run(ctx, id);
+    // A forwarded secret in the result is masked before the board stores it (an external worker's command passes
+    // what its agent printed).
+    let masked = result.map(crate::edge::redact::redact);
+    let result = masked.as_deref();
     let patience = if run.is_some() { crate::board::outage::patience(ctx) } else { std::time::Duration::ZERO };
     let mut slot = if run.is_some() { None } else { Some(open_store(ctx)?) };
     // A worker command completing its own run is the worker the task records (or runs in its process

@@ -49,22 +49,31 @@ pub fn write_idle_since(home: &Path, now: Timestamp, pass_ms: i64, memory: &BTre
     crate::edge::state_file::write_atomically(&idle_state_path(home), body.to_string().as_bytes());
 }
 
-/// The bytes of every file under `dir` (symlinks counted as themselves, never followed); `None` when it is absent.
+/// The disk space everything under `dir` takes, as `du -s` counts it: allocated blocks (a sparse file costs what it
+/// holds, not its apparent length), each inode once (a hard link adds nothing), directories included, symlinks
+/// counted as themselves and never followed; `None` when it is absent.
 fn dir_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::symlink_metadata(dir).ok()?;
+    let mut seen = std::collections::HashSet::new();
+    let mut count = |m: &std::fs::Metadata| {
+        if m.nlink() > 1 && !m.is_dir() && !seen.insert((m.dev(), m.ino())) {
+            return 0;
+        }
+        m.blocks().saturating_mul(512)
+    };
+    let mut total = count(&meta);
     if !meta.is_dir() {
-        return Some(meta.len());
+        return Some(total);
     }
-    let mut total = 0u64;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else { continue };
         for e in entries.flatten() {
             let Ok(m) = e.path().symlink_metadata() else { continue };
+            total = total.saturating_add(count(&m));
             if m.is_dir() {
                 stack.push(e.path());
-            } else {
-                total = total.saturating_add(m.len());
             }
         }
     }

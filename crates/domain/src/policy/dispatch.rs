@@ -161,8 +161,11 @@ pub fn plan_housekeeping(now: Timestamp, t: &TaskRow, cfg: &TickConfig) -> Optio
         // Unconfirmed: the claim is only a spawn lease. Waiting inside it is healthy; past it the run is void (a
         // worker that starts later fails its confirmation and runs nothing), so the task goes back to the queue.
         if t.claim_expires.is_none_or(|exp| exp < now) {
-            // Only a run a worker process was started for can be the task's failure.
-            let counted = t.worker_pid.is_some();
+            // Only a run a worker process was started for can be the task's failure, and not while that worker
+            // is still alive: confirming is its first act, so a live worker that has not confirmed is waiting for
+            // the board (an outage, the server's connection limit reached) and never ran the task's command. It is
+            // stopped and the task requeued uncounted; the lease is the back-off before the next try.
+            let counted = t.worker_pid.is_some() && !alive;
             return Some(Housekeeping::LeaseExpired {
                 pid: t.worker_pid.filter(|_| alive),
                 outcome: counted.then(|| record_failure(t.consecutive_failures, t.max_retries, cfg.failure_limit)),

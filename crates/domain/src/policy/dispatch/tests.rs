@@ -284,27 +284,21 @@ fn spawn_lease_table() {
     t.consecutive_failures = 1;
     assert_eq!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::LeaseExpired { pid: None, outcome: None }));
     assert!(requeues(&Housekeeping::LeaseExpired { pid: None, outcome: None }));
-    // A process the dispatcher recorded but that never confirmed is stopped and counted; a dead one is a crash.
-    let mut t = unconfirmed(-1);
-    (t.worker_pid, t.worker_alive) = (Some(42), Some(true));
-    assert_eq!(
-        plan_housekeeping(NOW, &t, &c),
-        Some(Housekeeping::LeaseExpired {
-            pid: Some(42),
-            outcome: Some(FailureOutcome::Requeue { failures: 1, limit: 2 })
-        })
-    );
-    t.worker_alive = Some(false);
-    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::Crashed { pid: 42, .. })));
-    // The failure rules apply to a started worker: at the limit the task is blocked.
+    // A live process the dispatcher recorded that never confirmed was waiting for the board (an outage, the
+    // server's connection limit): stopped and requeued uncounted, even at the limit; a dead one is a crash.
     let mut t = unconfirmed(-1);
     (t.worker_pid, t.worker_alive, t.consecutive_failures) = (Some(42), Some(true), 1);
+    assert_eq!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::LeaseExpired { pid: Some(42), outcome: None }));
+    assert!(requeues(&Housekeeping::LeaseExpired { pid: Some(42), outcome: None }));
+    t.worker_alive = Some(false);
+    assert!(matches!(plan_housekeeping(NOW, &t, &c), Some(Housekeeping::Crashed { pid: 42, .. })));
+    // The failure rules apply to a started worker this host cannot see (another host's): at the limit the task
+    // is blocked.
+    let mut t = unconfirmed(-1);
+    (t.worker_pid, t.worker_alive, t.consecutive_failures) = (Some(42), None, 1);
     assert_eq!(
         plan_housekeeping(NOW, &t, &c),
-        Some(Housekeeping::LeaseExpired {
-            pid: Some(42),
-            outcome: Some(FailureOutcome::GiveUp { failures: 2, limit: 2 })
-        })
+        Some(Housekeeping::LeaseExpired { pid: None, outcome: Some(FailureOutcome::GiveUp { failures: 2, limit: 2 }) })
     );
     // A claim with no expiry at all is no lease: it expires.
     let mut t = unconfirmed(0);
