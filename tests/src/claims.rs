@@ -266,7 +266,7 @@ fn a_dispatchers_confirmation_holds_only_when_it_reaches_the_worker_promptly() {
     home.ok(&["config", "set", "kanban.host_timeout_seconds", "1"]);
     let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     home.ok(&["kanban", "dispatch"]);
-    let ran = |home: &Home| std::fs::read_to_string(&marks).unwrap_or_default();
+    let ran = |_: &Home| std::fs::read_to_string(&marks).unwrap_or_default();
     poll(20, "the worker command", || (!ran(&home).is_empty()).then_some(()));
     let show = home.json(&["kanban", "show", &id]);
     let confirmations: Vec<&serde_json::Value> =
