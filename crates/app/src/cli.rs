@@ -180,10 +180,10 @@ pub enum SandboxCmd {
     /// What the egress proxies refused (`terminal.docker_egress`): time, task, source, destination and reason.
     Denials {
         /// Only this task's denials.
-        #[arg(long, short = 't', value_name = "ID")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
         task: Option<String>,
         /// Only the last N.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
         tail: Option<usize>,
     },
     /// Release a task's sandbox: persist mode keeps it running; opt-out mode (or --force) stops and removes it.
