@@ -247,3 +247,54 @@ fn migrate_counts_one_board_as_one_board() {
     let out = home.ok(&["kanban", "migrate", "--to", &db.url]);
     assert!(out.contains("(1 board, 1 task, ") && !out.contains("1 boards"), "{out}");
 }
+
+/// Found by a new user (issue 25): `--tail x` said "invalid digit found in string" and `--tail -3` was taken for a
+/// flag; every number flag now names itself and what it expects, and a negative value reaches that check.
+#[test]
+fn every_number_flag_names_what_it_expects() {
+    let home = Home::new();
+    for (args, flag) in [
+        (&["kanban", "logs", "t_x", "--tail", "x"][..], "--tail"),
+        (&["kanban", "logs", "t_x", "--tail", "-3"][..], "--tail"),
+        (&["kanban", "logs", "t_x", "--run", "0"][..], "--run"),
+        (&["kanban", "logs", "t_x", "--run", "x"][..], "--run"),
+        (&["kanban", "tail", "t_x", "--interval", "0"][..], "--interval"),
+        (&["sandbox", "logs", "--task", "x", "--tail", "x"][..], "--tail"),
+        (&["sandbox", "denials", "--tail", "-1"][..], "--tail"),
+        (&["sandbox", "reap", "--dry-run", "--max-age", "-5"][..], "--max-age"),
+        (&["dashboard", "--port", "x"][..], "--port"),
+    ] {
+        let err = refused(&home, args, 2, &[flag, "expected"]);
+        assert!(!err.contains("invalid digit") && !err.contains("float literal"), "{err}");
+    }
+}
+
+/// Found by a new user (issue 25): `kanban show 474` (three characters of an id) said `no task 474` although a task
+/// starts so; it now says the prefix is too short, and a short prefix that matches nothing is still `no task`.
+#[test]
+fn a_task_id_prefix_too_short_says_so() {
+    let home = Home::new();
+    let id = task(&home, &["short", "--command", "true"]);
+    let bare = &id[2..];
+    refused(&home, &["kanban", "show", &bare[..3]], 2, &["too short", "at least 4", &id]);
+    refused(&home, &["kanban", "logs", &format!("t_{}", &bare[..2])], 2, &["too short"]);
+    let miss = if bare.starts_with('0') { "fff" } else { "000" };
+    refused(&home, &["kanban", "show", miss], 2, &["no task"]);
+    assert!(home.ok(&["kanban", "show", &bare[..4]]).contains(&id));
+}
+
+/// Found by a new user (issue 25): `sandbox rm NAME` of a sandbox whose task id berth had to sanitize for its label
+/// (`odd id!` is labelled `odd_id_`) printed `no sandbox for task "odd_id_"`, exited 0 and left the sandbox running.
+#[test]
+fn sandbox_rm_by_name_removes_a_sandbox_whose_task_id_was_sanitized() {
+    require_docker();
+    let home = Home::on(&Engine::docker());
+    let made = home.json(&["sandbox", "ensure", "--task", "odd id!"]);
+    let name = made["name"].as_str().unwrap().to_owned();
+    let out = home.run(&["sandbox", "rm", &name]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&format!("removed {name}")), "{}", stdout(&out));
+    assert!(home.containers().is_empty(), "`sandbox rm {name}` left the sandbox");
+    // The folder stays (the exact id is not in the labels) and the line says how to remove it.
+    assert!(stdout(&out).contains("--task"), "{}", stdout(&out));
+}
