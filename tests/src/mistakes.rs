@@ -298,3 +298,21 @@ fn sandbox_rm_by_name_removes_a_sandbox_whose_task_id_was_sanitized() {
     // The folder stays (the exact id is not in the labels) and the line says how to remove it.
     assert!(stdout(&out).contains("--task"), "{}", stdout(&out));
 }
+
+/// Found by a new user (issue 25): `profile rm` of a profile with tasks still assigned said only `removed profile`,
+/// and the tasks then sat in `ready` for ever (the dispatcher skips an assignee that is no profile); it now warns,
+/// naming a task and how to move it. A profile with no unfinished task goes silently.
+#[test]
+fn profile_rm_warns_about_the_tasks_it_strands() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "gone"]);
+    let id = task(&home, &["stranded", "--assignee", "gone", "--command", "true"]);
+    let out = home.run(&["profile", "rm", "gone"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.starts_with("berth: warning: 1 unfinished task") && err.contains(&id), "{err}");
+    assert!(err.contains("kanban assign") && err.trim_end().lines().count() == 1, "{err}");
+    home.ok(&["profile", "create", "empty"]);
+    let out = home.run(&["profile", "rm", "empty"]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", stderr(&out));
+}
