@@ -316,3 +316,17 @@ fn profile_rm_warns_about_the_tasks_it_strands() {
     let out = home.run(&["profile", "rm", "empty"]);
     assert!(out.status.success() && out.stderr.is_empty(), "{}", stderr(&out));
 }
+
+/// Found by a new user (issue 25): `berth help run` said `--task <ID>  Task id of the sandbox (default: `default`)
+/// [default: default]`, the default twice.
+#[test]
+fn task_flag_help_names_its_default_once() {
+    let home = Home::new();
+    for cmd in ["run", "sandbox ensure"] {
+        let mut args: Vec<&str> = vec!["help"];
+        args.extend(cmd.split(' '));
+        let help = home.ok(&args);
+        let line = help.lines().find(|l| l.trim_start().starts_with("--task")).unwrap_or_default();
+        assert_eq!(line.matches("default").count(), 2, "berth help {cmd}: {line}");
+    }
+}

@@ -130,7 +130,7 @@ pub enum ProfileCmd {
 
 #[derive(Debug, Args)]
 pub struct TaskArg {
-    /// Task id of the sandbox (default: `default`).
+    /// Task id of the sandbox.
     #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID", default_value = "default")]
     pub task: String,
 }
@@ -237,7 +237,7 @@ pub enum SandboxCmd {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Task id of the sandbox (default: `default`).
+    /// Task id of the sandbox.
     #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID", default_value = "default")]
     pub task: String,
     /// Forward standard input to the command (the default when stdin is not a terminal); closed at end of input.
