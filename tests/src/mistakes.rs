@@ -330,3 +330,18 @@ fn task_flag_help_names_its_default_once() {
         assert_eq!(line.matches("default").count(), 2, "berth help {cmd}: {line}");
     }
 }
+
+/// Found by a new user (issue 25): `berth run demo ls` (the task as the first word, `--task` left out) said only
+/// `demo: command not found in the sandbox`; the line now shows the command with `--task`. With `--task` given the
+/// first word is the command, and no hint is added.
+#[test]
+fn run_without_task_flag_shows_how_to_name_the_task() {
+    require_docker();
+    let home = Home::on(&Engine::docker());
+    let err = refused(&home, &["run", "demo", "echo", "hi"], 127, &["demo: command not found"]);
+    assert!(err.contains("`berth run --task demo -- echo hi`"), "{err}");
+    let err = refused(&home, &["run", "--task", "demo", "nosuch", "x"], 127, &["nosuch: command not found"]);
+    assert!(!err.contains("--task"), "{err}");
+    home.ok(&["sandbox", "rm", "--task", "default"]);
+    home.ok(&["sandbox", "rm", "--task", "demo"]);
+}

@@ -200,7 +200,9 @@ fn warn_orphaned_tasks(ctx: &Ctx, name: &str) {
         left.extend(
             tasks
                 .into_iter()
-                .filter(|t| !matches!(t.status, domain::kanban::TaskStatus::Done | domain::kanban::TaskStatus::Archived))
+                .filter(|t| {
+                    !matches!(t.status, domain::kanban::TaskStatus::Done | domain::kanban::TaskStatus::Archived)
+                })
                 .map(|t| t.id),
         );
     }
