@@ -345,3 +345,14 @@ fn run_without_task_flag_shows_how_to_name_the_task() {
     home.ok(&["sandbox", "rm", "--task", "default"]);
     home.ok(&["sandbox", "rm", "--task", "demo"]);
 }
+
+/// Found by a new user (issue 25): a `--from` line that is not JSON said only `line 1, column 2: expected ident`;
+/// it now shows the shape of a line. Nothing is created.
+#[test]
+fn create_from_a_line_that_is_not_json_shows_the_shape() {
+    let home = Home::new();
+    let file = home.path().join("tasks.jsonl");
+    std::fs::write(&file, "{\"title\": \"ok\", \"command\": \"true\"}\ntitle: x\n").unwrap();
+    refused(&home, &["kanban", "create", "--from", file.to_str().unwrap()], 2, &["line 2", r#"{"title": "build""#]);
+    assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty(), "a refused batch wrote a task");
+}
