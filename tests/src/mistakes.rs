@@ -356,3 +356,19 @@ fn create_from_a_line_that_is_not_json_shows_the_shape() {
     refused(&home, &["kanban", "create", "--from", file.to_str().unwrap()], 2, &["line 2", r#"{"title": "build""#]);
     assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty(), "a refused batch wrote a task");
 }
+
+/// Found by a new user (issue 25): `sandbox rm` and `sandbox logs` take `--task`, `sandbox stop --task demo` was
+/// refused by clap, and `sandbox stop` alone printed clap's five lines; it takes `--task` now, and with nothing named
+/// says so in one line, stopping nothing.
+#[test]
+fn sandbox_stop_takes_a_task_as_rm_does() {
+    require_docker();
+    let home = Home::on(&Engine::docker());
+    let id = home.json(&["sandbox", "ensure", "--task", "halt"])["id"].as_str().unwrap().to_owned();
+    refused(&home, &["sandbox", "stop"], 2, &["--task ID", "sandbox ls"]);
+    assert_eq!(home.inspect(&id, "{{.State.Running}}"), "true", "`sandbox stop` with no argument stopped a sandbox");
+    refused(&home, &["sandbox", "stop", "--task", "missing"], 2, &["missing"]);
+    assert!(home.ok(&["sandbox", "stop", "--task", "halt"]).contains("stopped"));
+    assert_eq!(home.inspect(&id, "{{.State.Running}}"), "false");
+    home.ok(&["sandbox", "rm", "--task", "halt"]);
+}

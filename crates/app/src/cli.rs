@@ -200,8 +200,12 @@ pub enum SandboxCmd {
     /// Stop a sandbox without removing it (as idle stop does): its container and host folder stay, and the next
     /// `berth run` or worker of its task starts it again.
     Stop {
-        /// The sandbox's container id (at least 4 characters of it) or name, as `sandbox ls` shows it.
-        id: String,
+        /// The sandbox's container id (at least 4 characters of it) or name, as `sandbox ls` shows it; or give --task.
+        #[arg(conflicts_with = "task")]
+        id: Option<String>,
+        /// The sandbox of this task (in this profile), instead of an id.
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
+        task: Option<String>,
         /// Look in every profile's sandboxes.
         #[arg(long)]
         all_profiles: bool,

@@ -96,8 +96,21 @@ async fn named(ctx: &Ctx, rt: &DockerRuntime, id: &str, all_profiles: bool) -> R
 /// # Errors
 /// A usage failure when no sandbox (or several) match `id`; engine failures.
 pub async fn stop_by_id(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<ContainerSummary, Failure> {
+    stop_named(ctx, Some(id), None, all_profiles).await
+}
+
+/// `berth sandbox stop ID|--task T`: as [`stop_by_id`], the sandbox named by its id or name, or by its task.
+///
+/// # Errors
+/// A usage failure when no sandbox (or several) match; engine failures.
+pub async fn stop_named(
+    ctx: &Ctx,
+    id: Option<&str>,
+    task: Option<&str>,
+    all_profiles: bool,
+) -> Result<ContainerSummary, Failure> {
     let rt = connect(ctx).await?;
-    let found = named(ctx, &rt, id, all_profiles).await?;
+    let found = crate::sandbox::logs::find(ctx, &rt, id, task, all_profiles).await?;
     rt.stop(&found.id, STOP_GRACE).await?;
     Ok(found)
 }
