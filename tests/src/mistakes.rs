@@ -372,3 +372,17 @@ fn sandbox_stop_takes_a_task_as_rm_does() {
     assert_eq!(home.inspect(&id, "{{.State.Running}}"), "false");
     home.ok(&["sandbox", "rm", "--task", "halt"]);
 }
+
+/// Found by a new user (issue 25): a missing argument (`berth run`, `kanban show`, `config set KEY`) or an unexpected
+/// one (`--tsk`, a block reason without `--reason`) got clap's five lines; each is one line with the usage, and a
+/// mistyped flag names the nearest.
+#[test]
+fn a_missing_or_unexpected_argument_is_one_line_with_the_usage() {
+    let home = Home::new();
+    refused(&home, &["run"], 2, &["missing <CMD>", "`berth run <CMD>...`"]);
+    refused(&home, &["kanban", "show"], 2, &["missing <ID>", "berth kanban show <ID>"]);
+    refused(&home, &["config", "set", "terminal.timeout"], 2, &["missing <VALUE>", "<KEY> <VALUE>"]);
+    refused(&home, &["run", "--tsk", "demo", "--", "ls"], 2, &["\"--tsk\"", "did you mean --task?", "usage: "]);
+    refused(&home, &["kanban", "block", "t_1234", "waiting"], 2, &["\"waiting\"", "[OPTIONS] <ID>"]);
+    assert!(!home.path().join("config.yaml").exists(), "a refused `config set` wrote the file");
+}

@@ -130,6 +130,17 @@ pub fn one_line(e: &clap::Error) -> Option<String> {
             };
             Some(format!("invalid value {value:?} for {flag}: {why}"))
         }
+        // A missing or an unexpected argument: clap prints five lines; one says the same (found by a new user,
+        // issue 25: `berth run`, `kanban show`, `config set KEY` without their arguments).
+        ErrorKind::MissingRequiredArgument => {
+            Some(format!("missing {}; usage: {}", context_list(e, ContextKind::InvalidArg)?, usage(e)?))
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = context(e, ContextKind::InvalidArg)?;
+            let near =
+                context(e, ContextKind::SuggestedArg).map(|s| format!(" (did you mean {s}?)")).unwrap_or_default();
+            Some(format!("unexpected argument {arg:?}{near}; usage: {}", usage(e)?))
+        }
         ErrorKind::InvalidSubcommand if context(e, ContextKind::InvalidSubcommand).as_deref() == Some("retry") => Some(
             "there is no `retry`: `berth kanban unblock ID` gives a blocked task back to the dispatcher; a failed run \
              is retried by the dispatcher by itself (until kanban.failure_limit failures block the task)"
@@ -137,6 +148,14 @@ pub fn one_line(e: &clap::Error) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+/// clap's usage line without its `Usage: ` (e.g. `berth run --task <ID> <CMD>...`).
+fn usage(e: &clap::Error) -> Option<String> {
+    let ContextValue::StyledStr(text) = e.get(ContextKind::Usage)? else { return None };
+    let text = text.to_string();
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(format!("`{}`", line.trim_start_matches("Usage:").trim()))
 }
 
 fn context_list(e: &clap::Error, kind: ContextKind) -> Option<String> {
