@@ -180,7 +180,7 @@ pub enum SandboxCmd {
     /// What the egress proxies refused (`terminal.docker_egress`): time, task, source, destination and reason.
     Denials {
         /// Only this task's denials.
-        #[arg(long, value_name = "ID")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
         task: Option<String>,
         /// Only the last N.
         #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::lines)]
