@@ -93,7 +93,9 @@ fn default_assignee_unassigned_and_nonspawnable_on(home: Home) {
     assert_eq!(v["skipped_nonspawnable"], serde_json::json!([lane]));
     let text = home.ok(&["kanban", "dispatch", "--dry-run"]);
     assert!(text.contains(&format!("Skipped (unassigned): {t}")));
-    assert!(text.contains(&format!("Skipped (non-spawnable assignee — terminal lane, OK): {lane}")));
+    assert!(text.contains(&format!(
+        "Skipped (assignee is no profile: a lane for someone else, or `berth profile create NAME`): {lane}"
+    )));
     // A default assignee that is a profile routes the task; dry run writes nothing.
     let c = "kanban.default_assignee=default";
     let v = home.json(&["-c", c, "kanban", "dispatch", "--dry-run"]);

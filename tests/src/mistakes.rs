@@ -247,3 +247,142 @@ fn migrate_counts_one_board_as_one_board() {
     let out = home.ok(&["kanban", "migrate", "--to", &db.url]);
     assert!(out.contains("(1 board, 1 task, ") && !out.contains("1 boards"), "{out}");
 }
+
+/// Found by a new user (issue 25): `--tail x` said "invalid digit found in string" and `--tail -3` was taken for a
+/// flag; every number flag now names itself and what it expects, and a negative value reaches that check.
+#[test]
+fn every_number_flag_names_what_it_expects() {
+    let home = Home::new();
+    for (args, flag) in [
+        (&["kanban", "logs", "t_x", "--tail", "x"][..], "--tail"),
+        (&["kanban", "logs", "t_x", "--tail", "-3"][..], "--tail"),
+        (&["kanban", "logs", "t_x", "--run", "0"][..], "--run"),
+        (&["kanban", "logs", "t_x", "--run", "x"][..], "--run"),
+        (&["kanban", "tail", "t_x", "--interval", "0"][..], "--interval"),
+        (&["sandbox", "logs", "--task", "x", "--tail", "x"][..], "--tail"),
+        (&["sandbox", "denials", "--tail", "-1"][..], "--tail"),
+        (&["sandbox", "reap", "--dry-run", "--max-age", "-5"][..], "--max-age"),
+        (&["dashboard", "--port", "x"][..], "--port"),
+    ] {
+        let err = refused(&home, args, 2, &[flag, "expected"]);
+        assert!(!err.contains("invalid digit") && !err.contains("float literal"), "{err}");
+    }
+}
+
+/// Found by a new user (issue 25): `kanban show 474` (three characters of an id) said `no task 474` although a task
+/// starts so; it now says the prefix is too short, and a short prefix that matches nothing is still `no task`.
+#[test]
+fn a_task_id_prefix_too_short_says_so() {
+    let home = Home::new();
+    let id = task(&home, &["short", "--command", "true"]);
+    let bare = &id[2..];
+    refused(&home, &["kanban", "show", &bare[..3]], 2, &["too short", "at least 4", &id]);
+    refused(&home, &["kanban", "logs", &format!("t_{}", &bare[..2])], 2, &["too short"]);
+    let miss = if bare.starts_with('0') { "fff" } else { "000" };
+    refused(&home, &["kanban", "show", miss], 2, &["no task"]);
+    assert!(home.ok(&["kanban", "show", &bare[..4]]).contains(&id));
+}
+
+/// Found by a new user (issue 25): `sandbox rm NAME` of a sandbox whose task id berth had to sanitize for its label
+/// (`odd id!` is labelled `odd_id_`) printed `no sandbox for task "odd_id_"`, exited 0 and left the sandbox running.
+#[test]
+fn sandbox_rm_by_name_removes_a_sandbox_whose_task_id_was_sanitized() {
+    require_docker();
+    let home = Home::on(&Engine::docker());
+    let made = home.json(&["sandbox", "ensure", "--task", "odd id!"]);
+    let name = made["name"].as_str().unwrap().to_owned();
+    let out = home.run(&["sandbox", "rm", &name]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&format!("removed {name}")), "{}", stdout(&out));
+    assert!(home.containers().is_empty(), "`sandbox rm {name}` left the sandbox");
+    // The folder stays (the exact id is not in the labels) and the line says how to remove it.
+    assert!(stdout(&out).contains("--task"), "{}", stdout(&out));
+}
+
+/// Found by a new user (issue 25): `profile rm` of a profile with tasks still assigned said only `removed profile`,
+/// and the tasks then sat in `ready` for ever (the dispatcher skips an assignee that is no profile); it now warns,
+/// naming a task and how to move it. A profile with no unfinished task goes silently.
+#[test]
+fn profile_rm_warns_about_the_tasks_it_strands() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "gone"]);
+    let id = task(&home, &["stranded", "--assignee", "gone", "--command", "true"]);
+    let out = home.run(&["profile", "rm", "gone"]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.starts_with("berth: warning: 1 unfinished task") && err.contains(&id), "{err}");
+    assert!(err.contains("kanban assign") && err.trim_end().lines().count() == 1, "{err}");
+    home.ok(&["profile", "create", "empty"]);
+    let out = home.run(&["profile", "rm", "empty"]);
+    assert!(out.status.success() && out.stderr.is_empty(), "{}", stderr(&out));
+}
+
+/// Found by a new user (issue 25): `berth help run` said `--task <ID>  Task id of the sandbox (default: `default`)
+/// [default: default]`, the default twice.
+#[test]
+fn task_flag_help_names_its_default_once() {
+    let home = Home::new();
+    for cmd in ["run", "sandbox ensure"] {
+        let mut args: Vec<&str> = vec!["help"];
+        args.extend(cmd.split(' '));
+        let help = home.ok(&args);
+        let line = help.lines().find(|l| l.trim_start().starts_with("--task")).unwrap_or_default();
+        assert_eq!(line.matches("default").count(), 2, "berth help {cmd}: {line}");
+    }
+}
+
+/// Found by a new user (issue 25): `berth run demo ls` (the task as the first word, `--task` left out) said only
+/// `demo: command not found in the sandbox`; the line now shows the command with `--task`. With `--task` given the
+/// first word is the command, and no hint is added.
+#[test]
+fn run_without_task_flag_shows_how_to_name_the_task() {
+    require_docker();
+    let home = Home::on(&Engine::docker());
+    let err = refused(&home, &["run", "demo", "echo", "hi"], 127, &["demo: command not found"]);
+    assert!(err.contains("`berth run --task demo -- echo hi`"), "{err}");
+    let err = refused(&home, &["run", "--task", "demo", "nosuch", "x"], 127, &["nosuch: command not found"]);
+    assert!(!err.contains("--task"), "{err}");
+    home.ok(&["sandbox", "rm", "--task", "default"]);
+    home.ok(&["sandbox", "rm", "--task", "demo"]);
+}
+
+/// Found by a new user (issue 25): a `--from` line that is not JSON said only `line 1, column 2: expected ident`;
+/// it now shows the shape of a line. Nothing is created.
+#[test]
+fn create_from_a_line_that_is_not_json_shows_the_shape() {
+    let home = Home::new();
+    let file = home.path().join("tasks.jsonl");
+    std::fs::write(&file, "{\"title\": \"ok\", \"command\": \"true\"}\ntitle: x\n").unwrap();
+    refused(&home, &["kanban", "create", "--from", file.to_str().unwrap()], 2, &["line 2", r#"{"title": "build""#]);
+    assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty(), "a refused batch wrote a task");
+}
+
+/// Found by a new user (issue 25): `sandbox rm` and `sandbox logs` take `--task`, `sandbox stop --task demo` was
+/// refused by clap, and `sandbox stop` alone printed clap's five lines; it takes `--task` now, and with nothing named
+/// says so in one line, stopping nothing.
+#[test]
+fn sandbox_stop_takes_a_task_as_rm_does() {
+    require_docker();
+    let home = Home::on(&Engine::docker());
+    let id = home.json(&["sandbox", "ensure", "--task", "halt"])["id"].as_str().unwrap().to_owned();
+    refused(&home, &["sandbox", "stop"], 2, &["--task ID", "sandbox ls"]);
+    assert_eq!(home.inspect(&id, "{{.State.Running}}"), "true", "`sandbox stop` with no argument stopped a sandbox");
+    refused(&home, &["sandbox", "stop", "--task", "missing"], 2, &["missing"]);
+    assert!(home.ok(&["sandbox", "stop", "--task", "halt"]).contains("stopped"));
+    assert_eq!(home.inspect(&id, "{{.State.Running}}"), "false");
+    home.ok(&["sandbox", "rm", "--task", "halt"]);
+}
+
+/// Found by a new user (issue 25): a missing argument (`berth run`, `kanban show`, `config set KEY`) or an unexpected
+/// one (`--tsk`, a block reason without `--reason`) got clap's five lines; each is one line with the usage, and a
+/// mistyped flag names the nearest.
+#[test]
+fn a_missing_or_unexpected_argument_is_one_line_with_the_usage() {
+    let home = Home::new();
+    refused(&home, &["run"], 2, &["missing <CMD>", "`berth run <CMD>...`"]);
+    refused(&home, &["kanban", "show"], 2, &["missing <ID>", "berth kanban show <ID>"]);
+    refused(&home, &["config", "set", "terminal.timeout"], 2, &["missing <VALUE>", "<KEY> <VALUE>"]);
+    refused(&home, &["run", "--tsk", "demo", "--", "ls"], 2, &["\"--tsk\"", "did you mean --task?", "usage: "]);
+    refused(&home, &["kanban", "block", "t_1234", "waiting"], 2, &["\"waiting\"", "[OPTIONS] <ID>"]);
+    assert!(!home.path().join("config.yaml").exists(), "a refused `config set` wrote the file");
+}

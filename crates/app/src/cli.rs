@@ -75,7 +75,7 @@ pub enum Command {
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ADDR")]
         bind: Option<String>,
         /// The port (default: `kanban.dashboard_port`; 0 takes any free port).
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PORT")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "PORT", allow_negative_numbers = true, value_parser = crate::cli_values::port)]
         port: Option<u16>,
     },
     /// The egress proxy of a `terminal.docker_egress` allowlist (berth runs it in its own container).
@@ -130,7 +130,7 @@ pub enum ProfileCmd {
 
 #[derive(Debug, Args)]
 pub struct TaskArg {
-    /// Task id of the sandbox (default: `default`).
+    /// Task id of the sandbox.
     #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID", default_value = "default")]
     pub task: String,
 }
@@ -171,7 +171,7 @@ pub enum SandboxCmd {
         #[arg(long)]
         all_profiles: bool,
         /// Only the last N lines.
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::lines)]
         tail: Option<usize>,
         /// Keep printing new output until the sandbox stops (or Ctrl-C).
         #[arg(short, long)]
@@ -183,7 +183,7 @@ pub enum SandboxCmd {
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
         task: Option<String>,
         /// Only the last N.
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::lines)]
         tail: Option<usize>,
     },
     /// Release a task's sandbox: persist mode keeps it running; opt-out mode (or --force) stops and removes it.
@@ -200,8 +200,12 @@ pub enum SandboxCmd {
     /// Stop a sandbox without removing it (as idle stop does): its container and host folder stay, and the next
     /// `berth run` or worker of its task starts it again.
     Stop {
-        /// The sandbox's container id (at least 4 characters of it) or name, as `sandbox ls` shows it.
-        id: String,
+        /// The sandbox's container id (at least 4 characters of it) or name, as `sandbox ls` shows it; or give --task.
+        #[arg(conflicts_with = "task")]
+        id: Option<String>,
+        /// The sandbox of this task (in this profile), instead of an id.
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID")]
+        task: Option<String>,
         /// Look in every profile's sandboxes.
         #[arg(long)]
         all_profiles: bool,
@@ -230,14 +234,14 @@ pub enum SandboxCmd {
         #[arg(long)]
         all_profiles: bool,
         /// Age threshold in seconds (default: from terminal.lifetime_seconds).
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS", allow_negative_numbers = true, value_parser = crate::cli_values::age_seconds)]
         max_age: Option<i64>,
     },
 }
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Task id of the sandbox (default: `default`).
+    /// Task id of the sandbox.
     #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ID", default_value = "default")]
     pub task: String,
     /// Forward standard input to the command (the default when stdin is not a terminal); closed at end of input.
@@ -396,10 +400,10 @@ pub enum KanbanCmd {
         #[arg(short, long)]
         follow: bool,
         /// Only the last N lines.
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::lines)]
         tail: Option<usize>,
         /// Only what the task's run N wrote (1 = its first run, as `kanban show` numbers them).
-        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N")]
+        #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::run_number)]
         run: Option<i64>,
     },
     /// Set (or with no profile, clear) a task's assignee.
@@ -497,7 +501,7 @@ pub enum KanbanCmd {
         /// Task id (on any board).
         id: String,
         /// Seconds between polls.
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = crate::cli_values::interval_seconds)]
         interval: f64,
         /// Print the events so far and exit.
         #[arg(long)]

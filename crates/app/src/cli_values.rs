@@ -62,6 +62,51 @@ pub fn timeout_seconds(raw: &str) -> Result<u64, String> {
     whole(raw, expected).ok().and_then(|n| u64::try_from(n).ok()).ok_or_else(|| expected.to_owned())
 }
 
+/// `--tail N` (logs, denials): how many lines, from 0.
+///
+/// # Errors
+/// What the flag expects, when `raw` is negative or not a number.
+pub fn lines(raw: &str) -> Result<usize, String> {
+    let expected = "expected a whole number of lines, 0 or more (e.g. 20)";
+    whole(raw, expected).ok().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| expected.to_owned())
+}
+
+/// `kanban logs --run N`: a task's run number, from 1 (as `kanban show` numbers them).
+///
+/// # Errors
+/// What the flag expects, when `raw` is below 1 or not a number.
+pub fn run_number(raw: &str) -> Result<i64, String> {
+    let expected = "expected a run number from 1 (1 = the task's first run, as `kanban show` lists them)";
+    whole(raw, expected).ok().filter(|n| *n >= 1).ok_or_else(|| expected.to_owned())
+}
+
+/// `--port`: a TCP port, 0 for any free one.
+///
+/// # Errors
+/// What the flag expects, out of range or not a number.
+pub fn port(raw: &str) -> Result<u16, String> {
+    let expected = "expected a port from 0 to 65535 (0 takes any free port)";
+    whole(raw, expected).ok().and_then(|n| u16::try_from(n).ok()).ok_or_else(|| expected.to_owned())
+}
+
+/// `sandbox reap --max-age`: whole seconds, from 0.
+///
+/// # Errors
+/// What the flag expects, when `raw` is negative or not a number.
+pub fn age_seconds(raw: &str) -> Result<i64, String> {
+    let expected = "expected a whole number of seconds, 0 or more";
+    whole(raw, expected).ok().filter(|n| *n >= 0).ok_or_else(|| expected.to_owned())
+}
+
+/// `kanban tail --interval`: seconds between polls, above 0 (fractions allowed).
+///
+/// # Errors
+/// What the flag expects, when `raw` is not a number above 0.
+pub fn interval_seconds(raw: &str) -> Result<f64, String> {
+    let expected = "expected a number of seconds above 0 (e.g. 1 or 0.5)";
+    raw.trim().parse::<f64>().ok().filter(|n| n.is_finite() && *n > 0.0).ok_or_else(|| expected.to_owned())
+}
+
 fn context(e: &clap::Error, kind: ContextKind) -> Option<String> {
     match e.get(kind)? {
         ContextValue::String(s) => Some(s.clone()),
@@ -85,6 +130,17 @@ pub fn one_line(e: &clap::Error) -> Option<String> {
             };
             Some(format!("invalid value {value:?} for {flag}: {why}"))
         }
+        // A missing or an unexpected argument: clap prints five lines; one says the same (found by a new user,
+        // issue 25: `berth run`, `kanban show`, `config set KEY` without their arguments).
+        ErrorKind::MissingRequiredArgument => {
+            Some(format!("missing {}; usage: {}", context_list(e, ContextKind::InvalidArg)?, usage(e)?))
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = context(e, ContextKind::InvalidArg)?;
+            let near =
+                context(e, ContextKind::SuggestedArg).map(|s| format!(" (did you mean {s}?)")).unwrap_or_default();
+            Some(format!("unexpected argument {arg:?}{near}; usage: {}", usage(e)?))
+        }
         ErrorKind::InvalidSubcommand if context(e, ContextKind::InvalidSubcommand).as_deref() == Some("retry") => Some(
             "there is no `retry`: `berth kanban unblock ID` gives a blocked task back to the dispatcher; a failed run \
              is retried by the dispatcher by itself (until kanban.failure_limit failures block the task)"
@@ -92,6 +148,14 @@ pub fn one_line(e: &clap::Error) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+/// clap's usage line without its `Usage: ` (e.g. `berth run --task <ID> <CMD>...`).
+fn usage(e: &clap::Error) -> Option<String> {
+    let ContextValue::StyledStr(text) = e.get(ContextKind::Usage)? else { return None };
+    let text = text.to_string();
+    let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(format!("`{}`", line.trim_start_matches("Usage:").trim()))
 }
 
 fn context_list(e: &clap::Error, kind: ContextKind) -> Option<String> {
@@ -115,5 +179,12 @@ mod tests {
         assert!(workers("-1").is_err() && workers("0") == Ok(0));
         assert!(failure_limit("0").is_err());
         assert!(timeout_seconds("-1").is_err() && timeout_seconds("0") == Ok(0));
+        assert!(lines("-3").is_err() && lines("0") == Ok(0));
+        assert!(run_number("0").is_err() && run_number("1") == Ok(1));
+        assert!(port("70000").is_err() && port("0") == Ok(0));
+        assert!(age_seconds("-5").is_err() && age_seconds("0") == Ok(0));
+        assert!(
+            interval_seconds("0").is_err() && interval_seconds("nan").is_err() && interval_seconds("0.5") == Ok(0.5)
+        );
     }
 }

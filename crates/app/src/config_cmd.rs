@@ -182,7 +182,35 @@ pub fn profile(ctx: &Ctx, cmd: &ProfileCmd) -> Result<u8, Failure> {
             } else {
                 output::line(&format!("removed profile {name}"));
             }
+            warn_orphaned_tasks(ctx, name.as_str());
         }
     }
     Ok(Exit::OK)
+}
+
+/// After `profile rm NAME`: says on stderr when unfinished tasks are still assigned to NAME, since the dispatcher now
+/// skips them (they can never run) and nothing else would tell.
+fn warn_orphaned_tasks(ctx: &Ctx, name: &str) {
+    let Ok(Some(store)) = crate::edge::open::open_read_only(ctx) else { return };
+    let Ok(boards) = store.boards() else { return };
+    let mut left = Vec::new();
+    for board in boards {
+        let Ok(slug) = domain::ids::BoardSlug::parse(&board.slug) else { continue };
+        let Ok(tasks) = store.tasks(&slug, None, Some(name)) else { continue };
+        left.extend(
+            tasks
+                .into_iter()
+                .filter(|t| {
+                    !matches!(t.status, domain::kanban::TaskStatus::Done | domain::kanban::TaskStatus::Archived)
+                })
+                .map(|t| t.id),
+        );
+    }
+    if let Some(first) = left.first() {
+        eprintln!(
+            "berth: warning: {} unfinished task(s) still assigned to {name} (e.g. {first}) will not run until a \
+             profile of that name exists again; `berth kanban assign ID PROFILE` moves one",
+            left.len()
+        );
+    }
 }

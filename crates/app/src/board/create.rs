@@ -113,7 +113,12 @@ pub(crate) fn from_file(
             // serde's own position counts lines within this one line; the file's line number replaces it.
             let text = e.to_string();
             let what = text.rsplit_once(" at line ").map_or(text.as_str(), |(what, _)| what);
-            Failure::usage(format!("line {n}, column {}: {what}", e.column()))
+            let shape = if e.is_syntax() || e.is_eof() {
+                r#" (not JSON: each line is one object, e.g. {"title": "build", "command": "make"})"#
+            } else {
+                ""
+            };
+            Failure::usage(format!("line {n}, column {}: {what}{shape}", e.column()))
         })?;
         if line.title.trim().is_empty() {
             return Err(Failure::usage(format!("line {n}: a task needs a non-empty title")));

@@ -45,14 +45,17 @@ pub fn last_lines(ctx: &Ctx, task: &str, n: usize) -> Vec<String> {
     text.lines().map(|l| crate::edge::terminal_text::shown_line(l, SHOWN_LINE_MAX)).collect()
 }
 
-/// `kanban show`'s log section: the path, then the last lines (or that there are none yet).
-pub fn show_text(path: &str, last: &[String], workspace: Option<&str>) {
+/// `kanban show`'s closing section: the workspace, the sandbox's egress policy, the log's path, then its last lines
+/// (or that there are none yet).
+pub fn show_text(path: &str, last: &[String], workspace: Option<&str>, egress: Option<&str>) {
     output::line("");
     if let Some(ws) = workspace {
         // Pruned by retention, archived, or never run: say so rather than print a path that leads nowhere.
         let gone = if std::path::Path::new(ws).exists() { "" } else { " (not there: never run, or pruned)" };
         output::line(&format!("Workspace: {ws}{gone}"));
     }
+    // The policy its sandbox gets (under the assignee), beside where its work lands.
+    output::line(&format!("Egress:    {}", egress.unwrap_or("-")));
     output::line(&format!("Log: {path}"));
     if last.is_empty() {
         output::line("  (nothing yet)");

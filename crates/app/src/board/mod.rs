@@ -310,8 +310,7 @@ fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure
         output::json(&body);
     } else {
         show_text(&task, &status, &events, &runs);
-        output::line(&format!("  egress:    {}", egress.as_deref().unwrap_or("-")));
-        crate::board::logs::show_text(&log, &last, ws.as_deref());
+        crate::board::logs::show_text(&log, &last, ws.as_deref(), egress.as_deref());
     }
     Ok(())
 }

@@ -42,10 +42,7 @@ pub fn expand(ctx: &Ctx, cmd: &mut Command) -> Result<(), Failure> {
     if ctx.env.get("BERTH_KANBAN_TASK").is_some_and(|own| own == id) {
         return Ok(());
     }
-    let bare = id.strip_prefix("t_").unwrap_or(id);
-    if bare.len() < MIN_PREFIX {
-        return Ok(());
-    }
+    let bare = id.strip_prefix("t_").unwrap_or(id).to_owned();
     let Some(store) = open_read_only(ctx)? else { return Ok(()) };
     if store.task(id).is_ok() {
         return Ok(());
@@ -55,6 +52,16 @@ pub fn expand(ctx: &Ctx, cmd: &mut Command) -> Result<(), Failure> {
     for board in store.boards()? {
         let Ok(slug) = domain::ids::BoardSlug::parse(&board.slug) else { continue };
         found.extend(store.tasks(&slug, None, None)?.into_iter().map(|t| t.id).filter(|t| t.starts_with(&want)));
+    }
+    if bare.len() < MIN_PREFIX {
+        // Too short to pick one; say so rather than `no task …` when some task does start so.
+        return match found.len() {
+            0 => Ok(()),
+            n => Err(Failure::usage(format!(
+                "task id {id} is too short: give at least {MIN_PREFIX} characters of it ({n} task(s) start so, e.g. {})",
+                found[0]
+            ))),
+        };
     }
     match found.len() {
         0 => Ok(()),

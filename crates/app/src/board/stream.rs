@@ -364,7 +364,11 @@ impl ReportWriter {
         joined(out, &label, &mut self.auto_assigned)?;
         joined(out, "Skipped (unassigned): ", &mut self.unassigned)?;
         lines(out, &mut self.capped)?;
-        joined(out, "Skipped (non-spawnable assignee — terminal lane, OK): ", &mut self.nonspawnable)?;
+        joined(
+            out,
+            "Skipped (assignee is no profile: a lane for someone else, or `berth profile create NAME`): ",
+            &mut self.nonspawnable,
+        )?;
         lines(out, &mut self.deferred)?;
         for (t, e) in x.spawn_failed {
             writeln!(out, "Spawn failed: {t}: {e}")?;

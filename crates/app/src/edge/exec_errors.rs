@@ -9,6 +9,8 @@ pub struct StartFailureSink<'a> {
     /// Nothing has been written yet.
     first: bool,
     held: Option<(OutputStream, Vec<u8>)>,
+    /// Appended to the "command not found" line (e.g. how to name the task).
+    hint: String,
 }
 
 /// Whether `text` is the engine saying the exec could not start (Docker: "OCI runtime exec failed"; Podman/crun:
@@ -22,7 +24,14 @@ fn is_start_failure(text: &str) -> bool {
 
 impl<'a> StartFailureSink<'a> {
     pub fn new(inner: &'a mut dyn OutputSink) -> Self {
-        Self { inner, first: true, held: None }
+        Self { inner, first: true, held: None, hint: String::new() }
+    }
+
+    /// Text appended to the "command not found" line.
+    #[must_use]
+    pub fn with_hint(mut self, hint: String) -> Self {
+        self.hint = hint;
+        self
     }
 
     /// After the exec ended with `code`: the exit code to use, printing one line for a start failure (or the held
@@ -36,7 +45,7 @@ impl<'a> StartFailureSink<'a> {
                 return 126;
             }
             if text.contains("no such file") || text.contains("not found") {
-                eprintln!("berth: {program}: command not found in the sandbox");
+                eprintln!("berth: {program}: command not found in the sandbox{}", self.hint);
                 return 127;
             }
         }

@@ -85,8 +85,11 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             let released = remove::remove_by_id(ctx, id, false, *keep_files).await?;
             Ok(remove::print_released(ctx, &released))
         }
-        SandboxCmd::Stop { id, all_profiles } => {
-            let stopped = remove::stop_by_id(ctx, id, *all_profiles).await?;
+        SandboxCmd::Stop { id: None, task: None, .. } => {
+            Err(Failure::usage("sandbox stop needs a sandbox: pass its id or name (`berth sandbox ls`), or --task ID"))
+        }
+        SandboxCmd::Stop { id, task, all_profiles } => {
+            let stopped = remove::stop_named(ctx, id.as_deref(), task.as_deref(), *all_profiles).await?;
             remove::print_stopped(ctx, &stopped);
             Ok(Exit::OK)
         }

@@ -96,8 +96,21 @@ async fn named(ctx: &Ctx, rt: &DockerRuntime, id: &str, all_profiles: bool) -> R
 /// # Errors
 /// A usage failure when no sandbox (or several) match `id`; engine failures.
 pub async fn stop_by_id(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<ContainerSummary, Failure> {
+    stop_named(ctx, Some(id), None, all_profiles).await
+}
+
+/// `berth sandbox stop ID|--task T`: as [`stop_by_id`], the sandbox named by its id or name, or by its task.
+///
+/// # Errors
+/// A usage failure when no sandbox (or several) match; engine failures.
+pub async fn stop_named(
+    ctx: &Ctx,
+    id: Option<&str>,
+    task: Option<&str>,
+    all_profiles: bool,
+) -> Result<ContainerSummary, Failure> {
     let rt = connect(ctx).await?;
-    let found = named(ctx, &rt, id, all_profiles).await?;
+    let found = crate::sandbox::logs::find(ctx, &rt, id, task, all_profiles).await?;
     rt.stop(&found.id, STOP_GRACE).await?;
     Ok(found)
 }
@@ -119,6 +132,19 @@ pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: b
         Some(Ok(profile)) => identity_of(ctx, TaskId::parse(task).map_err(Failure::usage_of)?, profile),
         _ => identity(ctx, task)?,
     };
+    if found.identity().is_some_and(|d| d != identity.digest()) {
+        // The label holds the sanitized task id (`a b!` is `a_b_`), so the identity cannot be rebuilt from it: remove
+        // this very container; its folder, which no container claims then, is left to `sandbox reap`.
+        let plan = service::release(&rt, Some(&found.id), ReleaseMode::new(false, true)).await?;
+        let sandbox_dir = crate::sandbox::folders::Folders::from_ctx(ctx).sandbox_dir;
+        let digest = found.identity().unwrap_or_default().chars().take(12).collect::<String>();
+        let profile = found.profile_label().unwrap_or_default();
+        let host_dir = format!("{}/docker/{profile}/{task}-{digest}", sandbox_dir.trim_end_matches('/'));
+        let note = "its folder stays: the task's id is not in its labels (`sandbox rm --task ID` with the exact id \
+                    removes both; `sandbox reap` removes a folder no sandbox claims)";
+        let folder = (!keep_files).then(|| Ok(note.to_owned()));
+        return Ok(Released { task: task.clone(), rows: vec![(found, plan)], folder, host_dir, keep_files });
+    }
     release_identity(ctx, &rt, &identity, true, keep_files).await
 }
 

@@ -65,7 +65,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let mut exec = exec;
     exec.env.push(marker.clone());
     let mut std_sink = StdSink;
-    let mut sink = crate::edge::exec_errors::StartFailureSink::new(&mut std_sink);
+    let mut sink = crate::edge::exec_errors::StartFailureSink::new(&mut std_sink).with_hint(task_hint(args));
     // A throw-away sandbox carries a lease this process renews while it runs, for reapers on other hosts.
     let _lease = (!req.persist_across_processes).then(|| crate::sandbox::lease::hold(ctx, &rt, &req.spec.name));
     // Input (and a TTY) are wired only when asked for or piped; the terminal is restored when `io` drops.
@@ -205,5 +205,20 @@ async fn release_throwaway(
             acquired.name,
             TEARDOWN_WAIT.as_secs()
         );
+    }
+}
+
+/// `berth run demo ls` (the task given as the command's first word, `--task` left out): the hint for the "command
+/// not found" line, saying how to name the task.
+fn task_hint(args: &RunArgs) -> String {
+    match args.argv.as_slice() {
+        [first, rest @ ..] if args.task == "default" && !rest.is_empty() && !first.contains('/') => {
+            format!(
+                " (to run `{}` in task {first}'s sandbox: `berth run --task {first} -- {}`)",
+                rest.join(" "),
+                rest.join(" ")
+            )
+        }
+        _ => String::new(),
     }
 }

@@ -123,7 +123,13 @@ pub(crate) async fn require(State(web): State<Arc<Web>>, req: Request, next: Nex
         }
     }
     if !is_read && !same_origin_write(headers) {
-        return (StatusCode::FORBIDDEN, "cross-site write refused\n").into_response();
+        // Say what a script (curl) left out: a write without the header is refused however it came.
+        let why = if headers.contains_key(CSRF_HEADER) {
+            "cross-site write refused\n"
+        } else {
+            "cross-site write refused: a write needs the header `x-berth-csrf: 1` (and a JSON body)\n"
+        };
+        return (StatusCode::FORBIDDEN, why).into_response();
     }
     next.run(req).await
 }
