@@ -45,11 +45,11 @@ pub fn ls_all(
     }
     crate::board::edit::note_unknown_assignee(ctx, assignee, shown.is_empty());
     if ctx.json {
-        output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
+        output::json(&shown);
         return Ok(());
     }
     let rows: Vec<Vec<String>> =
-        shown.into_iter().map(|(_, t, status)| crate::board::show::ls_row(&t, status, Some(&t.board), now)).collect();
+        shown.iter().map(|row| crate::board::show::ls_row(row, Some(&row.task.board), now)).collect();
     output::table(&crate::board::show::ls_header(true), &rows);
     Ok(())
 }

@@ -12,7 +12,7 @@ use kanban_core::{NewTask, StoreError};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{open_store, task_json};
+use super::open_store;
 use crate::board::edit::{check_assignee, check_command};
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -82,7 +82,7 @@ pub(crate) fn one(ctx: &Ctx, board: &BoardSlug, flags: Flags<'_>, now: Timestamp
     let new = NewTask { title: flags.title.to_owned(), ..flags.new };
     let task = open_store(ctx)?.create_task(board, &super::new_task_id(), &new, now)?;
     if ctx.json {
-        output::json(&task_json(&task));
+        output::json(&task);
     } else {
         output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
     }

@@ -13,6 +13,7 @@ pub(crate) mod report;
 pub mod retention;
 pub(crate) mod show;
 mod stream;
+pub(crate) mod views;
 pub mod worker;
 
 pub use report::{DispatchArgs, DispatchReport, dispatch, dispatch_on, report_json, tick_config};
@@ -22,7 +23,7 @@ use domain::kanban::TaskStatus;
 use domain::ports::Clock;
 use kanban_core::{NewTask, StoreError, Task};
 use kanban_store::SqliteKanbanStore;
-use serde_json::{Value as Json, json};
+use serde_json::json;
 
 pub(crate) use self::report::dispatch_and_print;
 pub(crate) use self::show::listed;
@@ -32,7 +33,8 @@ use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
 
-use self::show::{ms, task_json};
+use self::show::ms;
+use self::views::{LogTail, RunRow, TaskRow, TaskShow};
 use crate::edge::open::{Board, open_read_only, open_store};
 
 /// `berth kanban check`: the full, read-only integrity check of the board file. Exit 1 when it finds damage.
@@ -257,7 +259,7 @@ fn ls(
 ) -> Result<(), Failure> {
     let b = slug(board)?;
     let status = status.map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
-    let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
+    let shown: Vec<TaskRow> = match open_read_only(ctx)? {
         Some(store) => {
             store.board(&b)?;
             let tasks = store.tasks(&b, status, assignee)?;
@@ -269,10 +271,9 @@ fn ls(
     };
     crate::board::edit::note_unknown_assignee(ctx, assignee, shown.is_empty());
     if ctx.json {
-        output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
+        output::json(&shown);
     } else {
-        let rows: Vec<Vec<String>> =
-            shown.into_iter().map(|(_, t, status)| crate::board::show::ls_row(&t, status, None, now)).collect();
+        let rows: Vec<Vec<String>> = shown.iter().map(|row| crate::board::show::ls_row(row, None, now)).collect();
         output::table(&crate::board::show::ls_header(false), &rows);
     }
     Ok(())
@@ -281,33 +282,26 @@ fn ls(
 /// `kanban show`.
 fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure> {
     let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-    let (shown, task, status) = listed(ctx, &store, &store.task(id)?, now);
-    let events = store.events(id, 0)?;
-    let runs = store.runs(id)?;
-    let log = crate::board::logs::log_path(ctx, id).display().to_string();
-    let last = crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES);
-    let ws = crate::board::logs::workspace_path(ctx, id, task.assignee.as_deref());
-    // The egress policy the task's sandbox gets under its assignee (what a worker would start it with now).
-    let egress = task.assignee.as_deref().map(|a| ctx.settings.egress_for(a).to_string());
+    let task = listed(ctx, &store, &store.task(id)?, now);
+    let assignee = task.task.assignee.clone();
+    let shown = TaskShow {
+        events: store.events(id, 0)?,
+        runs: RunRow::numbered(store.runs(id)?),
+        log: LogTail {
+            path: crate::board::logs::log_path(ctx, id).display().to_string(),
+            last_lines: crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES),
+        },
+        workspace: crate::board::logs::workspace_path(ctx, id, assignee.as_deref()),
+        // The egress policy the task's sandbox gets under its assignee (what a worker would start it with now).
+        egress: assignee.as_deref().map(|a| ctx.settings.egress_for(a).to_string()),
+        task,
+    };
     if ctx.json {
-        let log = json!({"path": log, "last_lines": last});
-        // `run_id` is board-wide; `number` counts the task's own runs from 1 (what `kanban logs --run` takes).
-        let runs: Vec<Json> = runs
-            .iter()
-            .enumerate()
-            .map(|(n, r)| {
-                let mut v = json!(r);
-                v["number"] = json!(n + 1);
-                v
-            })
-            .collect();
-        let body =
-            json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws, "egress": egress});
-        output::json(&body);
+        output::json(&shown);
     } else {
-        show_text(&task, &status, &events, &runs);
-        output::line(&format!("  egress:    {}", egress.as_deref().unwrap_or("-")));
-        crate::board::logs::show_text(&log, &last, ws.as_deref());
+        show_text(&shown);
+        output::line(&format!("  egress:    {}", shown.egress.as_deref().unwrap_or("-")));
+        crate::board::logs::show_text(&shown.log.path, &shown.log.last_lines, shown.workspace.as_deref());
     }
     Ok(())
 }
@@ -440,7 +434,7 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
 
 fn done(ctx: &Ctx, t: &Task, text: &str) {
     if ctx.json {
-        output::json(&task_json(t));
+        output::json(t);
     } else {
         output::line(text);
     }

@@ -122,8 +122,11 @@ pub(crate) fn masked(v: Json) -> Json {
 
 fn card(ctx: &Ctx, store: &Board, t: &Task, now: Timestamp) -> Card {
     // Only a running task needs its worker judged (a probe); the others' status is the row's.
-    let shown_status =
-        if t.status == TaskStatus::Running { crate::board::listed(ctx, store, t, now).2 } else { t.status.to_string() };
+    let shown_status = if t.status == TaskStatus::Running {
+        crate::board::listed(ctx, store, t, now).shown_status
+    } else {
+        t.status.to_string()
+    };
     Card {
         id: t.id.clone(),
         title: redact(&t.title),
@@ -177,7 +180,7 @@ pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool) -> Result<BoardView, 
 /// One task with its events, runs and workspace.
 pub(crate) fn task(ctx: &Ctx, id: &str) -> Result<TaskView, Failure> {
     let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-    let (shown, t, shown_status) = crate::board::listed(ctx, &store, &store.task(id)?, now());
+    let row = crate::board::listed(ctx, &store, &store.task(id)?, now());
     let mut events = store.events(id, 0)?;
     for e in &mut events {
         e.payload = masked(std::mem::take(&mut e.payload));
@@ -186,8 +189,9 @@ pub(crate) fn task(ctx: &Ctx, id: &str) -> Result<TaskView, Failure> {
     for r in &mut runs {
         r.error = r.error.as_deref().map(redact);
     }
-    let workspace = crate::board::logs::workspace_path(ctx, id, t.assignee.as_deref());
-    Ok(TaskView { task: masked(shown), shown_status, events, runs, workspace })
+    let workspace = crate::board::logs::workspace_path(ctx, id, row.task.assignee.as_deref());
+    let task = masked(serde_json::to_value(&row).unwrap_or(Json::Null));
+    Ok(TaskView { task, shown_status: row.shown_status, events, runs, workspace })
 }
 
 /// The new part of a task's worker log from byte `offset` (at most 64 KiB of it), masked, and where to read on.
@@ -275,7 +279,7 @@ pub(crate) fn diagnostics(ctx: &Ctx) -> Result<Vec<Diagnostic>, Failure> {
             out.push(Diagnostic { task: t.id, board: t.board, title: redact(&t.title), kind, reason });
         }
         for t in store.tasks(&slug, Some(TaskStatus::Running), None)? {
-            let shown = crate::board::listed(ctx, &store, &t, now).2;
+            let shown = crate::board::listed(ctx, &store, &t, now).shown_status;
             if shown != "running" && shown != "running (starting)" {
                 out.push(Diagnostic {
                     task: t.id,

@@ -1,0 +1,55 @@
+//! The board's typed views: a task as listings show it (its row, its worker judged), a run with its number, and
+//! `kanban show`'s whole answer. Each is built once from the store's rows; `--json` prints it as it is, the text
+//! tables read the same value, and the dashboard serves it (masked), so no output assembles these objects by key.
+
+use domain::liveness::Liveness;
+use kanban_core::{Event, Run, Task};
+use serde::Serialize;
+
+/// A task as `kanban ls` and `kanban show` give it: its row (timestamps as RFC 3339), then whether its worker is
+/// alive and how it was judged (`null` for a task that is not running).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct TaskRow {
+    #[serde(flatten)]
+    pub task: Task,
+    pub worker_alive: Option<bool>,
+    pub worker: Option<Liveness>,
+    /// The status as the text listings word it (`running (worker gone)`, `running (starting)`, …); not in JSON.
+    #[serde(skip)]
+    pub shown_status: String,
+}
+
+/// One of a task's runs: `run_id` (`id`) is board-wide, `number` counts the task's own runs from 1 (what
+/// `kanban logs --run` takes).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct RunRow {
+    #[serde(flatten)]
+    pub run: Run,
+    pub number: usize,
+}
+
+impl RunRow {
+    /// A task's runs, numbered in the order the store gives them (oldest first).
+    pub(crate) fn numbered(runs: Vec<Run>) -> Vec<Self> {
+        runs.into_iter().enumerate().map(|(n, run)| Self { run, number: n + 1 }).collect()
+    }
+}
+
+/// Where a task's worker log is and its last lines.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct LogTail {
+    pub path: String,
+    pub last_lines: Vec<String>,
+}
+
+/// `kanban show`: the task, its events and runs, its log, its workspace folder and the egress policy its sandbox
+/// gets under its assignee.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct TaskShow {
+    pub task: TaskRow,
+    pub events: Vec<Event>,
+    pub runs: Vec<RunRow>,
+    pub log: LogTail,
+    pub workspace: Option<String>,
+    pub egress: Option<String>,
+}
