@@ -12,8 +12,8 @@ pub mod reap_words;
 pub mod remove;
 pub mod run;
 pub mod run_io;
+pub mod views;
 
-pub use cost::summary_json;
 pub use engine::{
     TEARDOWN_WAIT, connect, connect_remembered, forwarded_env, identity, identity_of, maybe_reap, profile_label,
     request, stop_marked,

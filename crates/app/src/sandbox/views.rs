@@ -1,0 +1,69 @@
+//! The sandbox's typed views: a sandbox as every listing names it, and `sandbox ls`'s row with its costs. `sandbox ls
+//! --json` prints them, its table reads them, and the dashboard's `/api/sandboxes` serves them (masked).
+
+use std::collections::BTreeMap;
+
+use domain::container::ContainerSummary;
+use serde::Serialize;
+
+/// A sandbox as listings name it: ids, labels, state and egress policy.
+#[derive(Clone, Debug, Serialize)]
+pub struct SandboxSummary {
+    pub id: String,
+    pub name: String,
+    pub task: Option<String>,
+    pub profile: Option<String>,
+    pub state: String,
+    /// When it was created, RFC 3339.
+    pub created: String,
+    pub mode: Option<String>,
+    pub egress: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl SandboxSummary {
+    pub fn of(c: &ContainerSummary) -> Self {
+        Self {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            task: c.task_label().map(str::to_owned),
+            profile: c.profile_label().map(str::to_owned),
+            state: c.state.as_str().to_owned(),
+            created: c.created.to_rfc3339(),
+            mode: c.label(domain::label::LABEL_MODE).map(str::to_owned),
+            egress: domain::egress::shown_egress(c),
+            labels: c.labels.clone(),
+        }
+    }
+}
+
+/// One `sandbox ls` row: the sandbox, when it stopped, its age and idle time, and what it uses now.
+#[derive(Clone, Debug, Serialize)]
+pub struct SandboxRow {
+    #[serde(flatten)]
+    pub sandbox: SandboxSummary,
+    /// When it last stopped, RFC 3339 (`null` while it has not).
+    pub finished: Option<String>,
+    pub age_secs: i64,
+    /// Whether anything but its keep-alive runs inside (`null` when it is not running).
+    pub busy: Option<bool>,
+    /// How long the gateway has seen it idle (`null` when no gateway watches).
+    pub idle_secs: Option<i64>,
+    pub memory_bytes: Option<u64>,
+    pub memory_limit_bytes: Option<u64>,
+    /// Percent of one core, two decimals.
+    pub cpu_percent: Option<f64>,
+    pub pids: Option<u64>,
+    /// With `--size` only.
+    #[serde(flatten)]
+    pub size: Option<SandboxSize>,
+}
+
+/// What a sandbox holds on disk (`sandbox ls --size`).
+#[derive(Clone, Debug, Serialize)]
+pub struct SandboxSize {
+    /// Its writable layer.
+    pub size_rw_bytes: Option<i64>,
+    /// Its host folder (berth-made sandboxes).
+    pub host_dir_bytes: Option<u64>,
+}
