@@ -69,7 +69,7 @@ async fn sandboxes(ctx: &Ctx) -> Json {
 /// # Errors
 /// An unreadable board.
 pub async fn command(ctx: &Ctx) -> Result<u8, Failure> {
-    let gateway = crate::gateway::status_json(ctx);
+    let gateway = crate::gateway::status_view(ctx);
     let (counts, failed) = boards(ctx)?;
     let hosts = crate::web::views::hosts(ctx)?;
     let mut problems: Vec<Json> = crate::web::views::diagnostics(ctx)?.into_iter().map(|d| json!(d)).collect();
