@@ -14,14 +14,13 @@ use std::time::{Duration, Instant};
 
 use domain::ids::BoardSlug;
 use domain::ports::Clock;
-use serde_json::{Value as Json, json};
 use tokio::task::JoinSet;
 
 use crate::board::{self, DispatchArgs};
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
 use crate::edge::watch::BoardWatch;
-use crate::gateway::status::{GatewayState, GatewayStatus, LastTick};
+use crate::gateway::status::{BoardTick, GatewayState, GatewayStatus, LastTick};
 use crate::gateway::task_log::TaskLog;
 use crate::{edge::output, edge::process, sandbox};
 
@@ -348,7 +347,7 @@ fn finish(ctx: &Ctx, state: &mut GatewayState, signal: &str) -> u8 {
 
 /// One tick's summary across boards.
 struct TickSummary {
-    boards: BTreeMap<String, Json>,
+    boards: BTreeMap<String, BoardTick>,
     spawned: usize,
     /// Some board had work a worker could have started.
     pending: bool,
@@ -394,13 +393,13 @@ async fn tick_all(
         Ok(b) => b,
         Err(e) => {
             tracing::error!("kanban dispatcher: cannot list boards: {}", e.message);
-            summary.boards.insert("*".into(), json!({"error": e.message}));
+            summary.boards.insert("*".into(), BoardTick::failed(e.message, false));
             return summary;
         }
     };
     for board in boards {
         if quarantined.get(&board.slug).is_some_and(|since| since.elapsed() < QUARANTINE) {
-            summary.boards.insert(board.slug.clone(), json!({"quarantined": true}));
+            summary.boards.insert(board.slug.clone(), BoardTick { quarantined: Some(true), ..BoardTick::default() });
             continue;
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
@@ -434,17 +433,20 @@ async fn tick_all(
                         v["auto_blocked"].as_array().map_or(0, Vec::len)
                     );
                 }
-                summary.boards.insert(
-                    board.slug.clone(),
-                    json!({"spawned": spawned, "crashed": v["crashed"], "reclaimed": v["reclaimed"]}),
-                );
+                let tick = BoardTick {
+                    spawned: Some(spawned),
+                    crashed: Some(v["crashed"].clone()),
+                    reclaimed: Some(v["reclaimed"].clone()),
+                    ..BoardTick::default()
+                };
+                summary.boards.insert(board.slug.clone(), tick);
             }
             // The board away (a server restart, a cut connection) is waited out, not quarantined: the next tick
             // connects again, and nothing is judged meanwhile (the workers keep running and retry their writes).
             Err(e) if e.transient => {
                 tracing::warn!("kanban dispatcher [{}]: {}; retrying at the next tick", board.slug, e.message);
                 kept.0 = None;
-                summary.boards.insert(board.slug.clone(), json!({"error": e.message}));
+                summary.boards.insert(board.slug.clone(), BoardTick::failed(e.message, false));
             }
             Err(e) => {
                 tracing::error!(
@@ -454,7 +456,7 @@ async fn tick_all(
                     QUARANTINE.as_secs()
                 );
                 quarantined.insert(board.slug.clone(), Instant::now());
-                summary.boards.insert(board.slug.clone(), json!({"error": e.message, "quarantined": true}));
+                summary.boards.insert(board.slug.clone(), BoardTick::failed(e.message, true));
             }
         }
     }

@@ -24,13 +24,36 @@ pub struct GatewayState {
     pub stopped_at: Option<String>,
 }
 
-/// The gateway's last tick: when, each board's summary (spawned, crashed, reclaimed, or its error), and how many
-/// workers it started in all.
+/// The gateway's last tick: when, each board's summary, and how many workers it started in all.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LastTick {
     pub at: String,
-    pub boards: BTreeMap<String, Json>,
+    pub boards: BTreeMap<String, BoardTick>,
     pub spawned: usize,
+}
+
+/// One board in a tick: what its dispatch did (`spawned`, `crashed`, `reclaimed`), or its error, or that it sits in
+/// quarantine. Only the fields that apply are written.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BoardTick {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned: Option<usize>,
+    /// The crashed workers' tasks, as the dispatch report lists them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed: Option<Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed: Option<Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantined: Option<bool>,
+}
+
+impl BoardTick {
+    /// A board whose tick failed (`quarantined` when it is now kept out for a while).
+    pub fn failed(error: String, quarantined: bool) -> Self {
+        Self { error: Some(error), quarantined: quarantined.then_some(true), ..Self::default() }
+    }
 }
 
 /// `gateway status`: whether a gateway holds the home now, and what its state file says.
@@ -98,6 +121,7 @@ pub fn print_text(v: &GatewayStatus) {
         Some(last) => {
             output::line(&format!("last tick:    {} (spawned {})", last.at, last.spawned));
             for (slug, board) in &last.boards {
+                let board = serde_json::to_value(board).unwrap_or(Json::Null);
                 let fields: Vec<String> =
                     board.as_object().into_iter().flatten().map(|(k, v)| format!("{k} {}", or_dash(v))).collect();
                 output::line(&format!("  board {slug}: {}", fields.join(", ")));
