@@ -46,7 +46,7 @@ fn check(ctx: &Ctx) -> Result<u8, Failure> {
     let findings = SqliteKanbanStore::check(&path)?;
     let ok = findings.len() == 1 && findings[0] == "ok";
     if ctx.json {
-        output::json(&json!({"path": path, "ok": ok, "findings": findings}));
+        output::json(&views::Checked { path: path.clone(), ok, findings: findings.clone() });
     } else if ok {
         output::line(&format!("{}: ok", path.display()));
     } else {
@@ -228,7 +228,7 @@ fn board_command(ctx: &Ctx, cmd: &BoardCmd, now: domain::time::Timestamp) -> Res
             let s = slug(raw)?;
             let (board, created) = open_store(ctx)?.create_board(&s, name.as_deref(), now)?;
             if ctx.json {
-                output::json(&json!({"board": board, "created": created}));
+                output::json(&views::BoardCreated { board, created });
             } else {
                 output::line(&format!("{} board {}", if created { "created" } else { "kept existing" }, board.slug));
             }
@@ -237,7 +237,7 @@ fn board_command(ctx: &Ctx, cmd: &BoardCmd, now: domain::time::Timestamp) -> Res
             let store = open_store(ctx)?;
             let boards = store.boards()?;
             if ctx.json {
-                output::json(&json!(boards));
+                output::json(&boards);
             } else {
                 let rows: Vec<Vec<String>> =
                     boards.iter().map(|b| vec![b.slug.clone(), b.name.clone(), ms(Some(b.created_at))]).collect();
@@ -355,7 +355,7 @@ async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result
     }
     let failed = plan.iter().any(|p| p.error.is_some());
     if ctx.json {
-        output::json(&json!({"dry_run": dry_run, "retention_secs": retention, "tasks": plan}));
+        output::json(&views::PruneReport { dry_run, retention_secs: retention, tasks: plan });
     } else if plan.is_empty() {
         output::line("nothing to prune");
     } else {

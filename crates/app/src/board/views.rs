@@ -53,3 +53,33 @@ pub(crate) struct TaskShow {
     pub workspace: Option<String>,
     pub egress: Option<String>,
 }
+
+/// `kanban board create`: the board, and whether this call made it (`false`: it was there).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct BoardCreated {
+    pub board: kanban_core::Board,
+    pub created: bool,
+}
+
+/// `kanban rm`: the task removed and its board.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Removed {
+    pub removed: String,
+    pub board: String,
+}
+
+/// `kanban check`: the board file, whether it is sound, and what the integrity check said (`["ok"]` when sound).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Checked {
+    pub path: std::path::PathBuf,
+    pub ok: bool,
+    pub findings: Vec<String>,
+}
+
+/// `kanban prune`: whether it only looked, the retention in force, and each finished task's expired output.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct PruneReport {
+    pub dry_run: bool,
+    pub retention_secs: Option<i64>,
+    pub tasks: Vec<crate::board::retention::Pruned>,
+}

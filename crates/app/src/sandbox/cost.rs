@@ -17,7 +17,7 @@ use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
 use crate::sandbox::engine::{connect, profile_label};
-use crate::sandbox::views::{SandboxRow, SandboxSize, SandboxSummary};
+use crate::sandbox::views::{ProcessRow, SandboxRow, SandboxSize, SandboxSummary, SandboxTop};
 
 /// Where the gateway's cleanup loop leaves when it first saw each sandbox idle, for `sandbox ls`.
 pub fn idle_state_path(home: &Path) -> PathBuf {
@@ -225,19 +225,16 @@ pub async fn top(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<u8, Failure>
         return Err(Failure::usage(format!("sandbox {} is {}: no processes", c.name, c.state)));
     }
     let procs = rt.processes(&c.id).await?;
+    let processes: Vec<ProcessRow> = procs
+        .iter()
+        .map(|p| ProcessRow { pid: p.pid.clone(), command: p.command.clone(), keep_alive: is_keep_alive(&p.command) })
+        .collect();
     if ctx.json {
-        let rows: Vec<serde_json::Value> = procs
-            .iter()
-            .map(|p| json!({"pid": p.pid, "command": p.command, "keep_alive": is_keep_alive(&p.command)}))
-            .collect();
-        output::json(&json!({"id": c.id, "name": c.name, "processes": rows}));
+        output::json(&SandboxTop { id: c.id.clone(), name: c.name.clone(), processes });
     } else {
-        let rows: Vec<Vec<String>> = procs
-            .iter()
-            .map(|p| {
-                let role = if is_keep_alive(&p.command) { "keep-alive" } else { "" };
-                vec![p.pid.clone(), role.to_owned(), p.command.clone()]
-            })
+        let rows: Vec<Vec<String>> = processes
+            .into_iter()
+            .map(|p| vec![p.pid, if p.keep_alive { "keep-alive" } else { "" }.to_owned(), p.command])
             .collect();
         output::table(&["PID", "ROLE", "COMMAND"], &rows);
     }

@@ -67,3 +67,19 @@ pub struct SandboxSize {
     /// Its host folder (berth-made sandboxes).
     pub host_dir_bytes: Option<u64>,
 }
+
+/// `sandbox top`: a sandbox and the processes inside it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SandboxTop {
+    pub id: String,
+    pub name: String,
+    pub processes: Vec<ProcessRow>,
+}
+
+/// One process inside a sandbox; `keep_alive` marks the command that only keeps the sandbox up.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProcessRow {
+    pub pid: String,
+    pub command: String,
+    pub keep_alive: bool,
+}
