@@ -83,3 +83,76 @@ pub struct ProcessRow {
     pub command: String,
     pub keep_alive: bool,
 }
+
+/// `sandbox ensure`: the sandbox and what acquiring it did (`attached`, `started`, `created`, …).
+#[derive(Clone, Debug, Serialize)]
+pub struct Ensured {
+    pub id: String,
+    pub name: String,
+    pub action: String,
+    pub labels: BTreeMap<String, String>,
+    pub notes: Vec<String>,
+}
+
+/// `sandbox stop`: the sandbox stopped.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stopped {
+    pub id: String,
+    pub name: String,
+    /// Always `stopped`.
+    pub action: &'static str,
+}
+
+/// One container of `sandbox rm|release`: what became of it (`kept` or `removed`), the plan that decided it, and its
+/// host folder's fate.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReleasedRow {
+    pub id: String,
+    pub name: String,
+    pub action: &'static str,
+    pub plan: domain::policy::cleanup::CleanupPlan,
+    pub folder: Option<FolderFate>,
+}
+
+/// A host folder's fate: a note (`removed`, `kept (--keep-files)`, …) or the error that kept it.
+#[derive(Clone, Debug, Serialize)]
+pub struct FolderFate {
+    pub path: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `sandbox reap`: the sandboxes removed (or that would be), those spared and why, the failures, and the folders
+/// swept.
+#[derive(Clone, Debug, Serialize)]
+pub struct Reaped<'a> {
+    pub dry_run: bool,
+    pub removed: &'a [domain::policy::reaper::Orphan],
+    pub skipped: &'a [domain::policy::reaper::Spared],
+    pub failed: Vec<ReapFailure>,
+    pub folders: &'a [crate::sandbox::folders::SweptFolder],
+}
+
+/// A sandbox the reaper could not remove.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReapFailure {
+    pub id: String,
+    pub error: String,
+}
+
+/// `sandbox logs --json`: the container's own output, a line at a time with its stream.
+#[derive(Clone, Debug, Serialize)]
+pub struct SandboxLogs {
+    pub id: String,
+    pub name: String,
+    pub lines: Vec<LogLine>,
+}
+
+/// One line of a container's output, `stdout` or `stderr`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogLine {
+    pub stream: &'static str,
+    pub line: String,
+}
