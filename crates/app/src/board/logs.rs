@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use domain::ports::ProcessProbe;
 use kanban_core::Run;
-use serde_json::json;
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -173,7 +172,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     if ctx.json {
         let lines: Vec<&str> = shown.lines().collect();
         let path = path.display().to_string();
-        output::json(&json!({"task": id, "path": path, "run": number, "run_id": run, "lines": lines}));
+        output::json(&crate::board::views::TaskLogLines { task: id, path, run: number, run_id: run, lines });
         return Ok(0);
     }
     write_out(shown.as_bytes());

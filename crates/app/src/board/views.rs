@@ -83,3 +83,14 @@ pub(crate) struct PruneReport {
     pub retention_secs: Option<i64>,
     pub tasks: Vec<crate::board::retention::Pruned>,
 }
+
+/// `kanban logs --json`: a task's worker log (or one run's part of it, `run` the task's own number and `run_id` the
+/// board-wide id), a line at a time.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct TaskLogLines<'a> {
+    pub task: &'a str,
+    pub path: String,
+    pub run: Option<i64>,
+    pub run_id: Option<i64>,
+    pub lines: Vec<&'a str>,
+}
