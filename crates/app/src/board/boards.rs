@@ -3,10 +3,10 @@
 
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
-use serde_json::json;
 
 use crate::board::report::{DispatchArgs, dispatch, print_dispatch, report_json};
 use crate::board::show::listed;
+use crate::board::views::BoardReport;
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::open::open_read_only;
@@ -65,9 +65,9 @@ pub async fn dispatch_all(ctx: &Ctx, args: &DispatchArgs, explain: bool) -> Resu
         reports.push((b, report));
     }
     if ctx.json {
-        let all: Vec<_> =
-            reports.iter().map(|(b, r)| json!({"board": b.as_str(), "report": report_json(r, explain)})).collect();
-        output::json(&json!(all));
+        let all: Vec<BoardReport<'_>> =
+            reports.iter().map(|(b, r)| BoardReport { board: b.as_str(), report: report_json(r, explain) }).collect();
+        output::json(&all);
         return Ok(());
     }
     for (i, (b, r)) in reports.iter().enumerate() {

@@ -10,7 +10,6 @@ use domain::ids::{BoardSlug, ProfileName};
 use domain::time::Timestamp;
 use kanban_core::{NewTask, StoreError};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::open_store;
 use crate::board::edit::{check_assignee, check_command};
@@ -144,7 +143,7 @@ pub(crate) fn from_file(
         Err(e) => return Err(e.into()),
     };
     if ctx.json {
-        output::json(&json!(tasks.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>()));
+        output::json(&tasks.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>());
     } else {
         let mut out = String::new();
         for ((id, new), status) in tasks.iter().zip(&statuses) {

@@ -94,3 +94,11 @@ pub(crate) struct TaskLogLines<'a> {
     pub run_id: Option<i64>,
     pub lines: Vec<&'a str>,
 }
+
+/// One board's part of `kanban dispatch --all-boards --json`: its slug and its tick's report (the report is the
+/// streamed dispatch report's JSON, the very text `kanban dispatch --json` prints for one board).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct BoardReport<'a> {
+    pub board: &'a str,
+    pub report: serde_json::Value,
+}

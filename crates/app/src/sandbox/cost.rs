@@ -11,13 +11,12 @@ use domain::policy::idle::is_keep_alive;
 use domain::ports::{Clock, ContainerRuntime};
 use domain::service;
 use domain::time::Timestamp;
-use serde_json::json;
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
 use crate::sandbox::engine::{connect, profile_label};
-use crate::sandbox::views::{ProcessRow, SandboxRow, SandboxSize, SandboxSummary, SandboxTop};
+use crate::sandbox::views::{IdleState, ProcessRow, SandboxRow, SandboxSize, SandboxSummary, SandboxTop};
 
 /// Where the gateway's cleanup loop leaves when it first saw each sandbox idle, for `sandbox ls`.
 pub fn idle_state_path(home: &Path) -> PathBuf {
@@ -30,24 +29,23 @@ fn read_idle_since(home: &Path, now: Timestamp) -> BTreeMap<String, Timestamp> {
     let Some(text) = crate::edge::state_file::read_small(&idle_state_path(home), 16 << 20) else {
         return BTreeMap::new();
     };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return BTreeMap::new() };
-    let written = v["written_at_ms"].as_i64().map(Timestamp::from_millis);
-    let fresh_for = v["pass_ms"].as_i64().unwrap_or(20_000).saturating_mul(3).max(60_000);
-    if written.is_none_or(|w| now.as_millis().saturating_sub(w.as_millis()) > fresh_for) {
+    let Ok(state) = serde_json::from_str::<IdleState>(&text) else { return BTreeMap::new() };
+    let fresh_for = state.pass_ms.unwrap_or(20_000).saturating_mul(3).max(60_000);
+    if state.written_at_ms.is_none_or(|w| now.as_millis().saturating_sub(w) > fresh_for) {
         return BTreeMap::new();
     }
-    v["idle_since_ms"]
-        .as_object()
-        .map(|m| m.iter().filter_map(|(id, t)| Some((id.clone(), Timestamp::from_millis(t.as_i64()?)))).collect())
-        .unwrap_or_default()
+    state.idle_since_ms.into_iter().map(|(id, t)| (id, Timestamp::from_millis(t))).collect()
 }
 
 /// Writes the gateway's idle observations (atomically: a reader never sees half a file).
 pub fn write_idle_since(home: &Path, now: Timestamp, pass_ms: i64, memory: &BTreeMap<String, Timestamp>) {
-    let map: serde_json::Map<String, serde_json::Value> =
-        memory.iter().map(|(id, t)| (id.clone(), json!(t.as_millis()))).collect();
-    let body = json!({"written_at_ms": now.as_millis(), "pass_ms": pass_ms, "idle_since_ms": map});
-    crate::edge::state_file::write_atomically(&idle_state_path(home), body.to_string().as_bytes());
+    let state = IdleState {
+        written_at_ms: Some(now.as_millis()),
+        pass_ms: Some(pass_ms),
+        idle_since_ms: memory.iter().map(|(id, t)| (id.clone(), t.as_millis())).collect(),
+    };
+    let body = serde_json::to_string(&state).unwrap_or_default();
+    crate::edge::state_file::write_atomically(&idle_state_path(home), body.as_bytes());
 }
 
 /// The bytes of every file under `dir` (symlinks counted as themselves, never followed); `None` when it is absent.

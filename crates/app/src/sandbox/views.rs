@@ -156,3 +156,13 @@ pub struct LogLine {
     pub stream: &'static str,
     pub line: String,
 }
+
+/// What the gateway's cleanup loop leaves in `cache/idle-since.json` for `sandbox ls`: when it wrote it, its pass
+/// length, and when it first saw each sandbox idle (milliseconds since the epoch).
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+pub struct IdleState {
+    pub written_at_ms: Option<i64>,
+    pub pass_ms: Option<i64>,
+    #[serde(default)]
+    pub idle_since_ms: BTreeMap<String, i64>,
+}

@@ -9,7 +9,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use maud::html;
-use serde_json::json;
 
 use super::Web;
 use super::pages::{age, layout};
@@ -44,7 +43,9 @@ fn masked(mut r: SandboxRow) -> SandboxRow {
 pub(crate) async fn api(State(web): State<Arc<Web>>) -> Response {
     match list(&web).await {
         Ok(rows) => axum::Json(rows).into_response(),
-        Err(f) => (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(json!({"error": f.message}))).into_response(),
+        Err(f) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(super::views::ApiError { error: f.message })).into_response()
+        }
     }
 }
 

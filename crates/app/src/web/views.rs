@@ -8,7 +8,7 @@ use domain::ports::Clock;
 use domain::time::Timestamp;
 use kanban_store::{Event, Run, Task};
 use serde::Serialize;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
@@ -194,18 +194,38 @@ pub(crate) fn task(ctx: &Ctx, id: &str) -> Result<TaskView, Failure> {
     Ok(TaskView { task, shown_status: row.shown_status, events, runs, workspace })
 }
 
+/// A piece of a task's worker log: its text (masked) and the byte offset to read on from.
+#[derive(Debug, Serialize)]
+pub(crate) struct LogChunk {
+    pub offset: u64,
+    pub text: String,
+}
+
+/// An API call's one-line failure.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApiError {
+    pub error: String,
+}
+
+/// The answer to a dashboard write that went through.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApiDone {
+    pub ok: bool,
+    pub message: String,
+}
+
 /// The new part of a task's worker log from byte `offset` (at most 64 KiB of it), masked, and where to read on.
 /// A log that shrank (rotated) is read again from its start.
-pub(crate) fn log_from(ctx: &Ctx, id: &str, offset: u64) -> Json {
+pub(crate) fn log_from(ctx: &Ctx, id: &str, offset: u64) -> LogChunk {
     use std::io::{Read, Seek, SeekFrom};
     const MAX: u64 = 64 * 1024;
     let path = crate::board::logs::log_path(ctx, id);
-    let Ok(mut f) = std::fs::File::open(&path) else { return json!({"offset": 0, "text": ""}) };
+    let Ok(mut f) = std::fs::File::open(&path) else { return LogChunk { offset: 0, text: String::new() } };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let from = if offset > len { 0 } else { offset.max(len.saturating_sub(MAX)) };
     let mut buf = Vec::new();
     let _ = f.seek(SeekFrom::Start(from)).and_then(|_| f.take(MAX).read_to_end(&mut buf));
-    json!({"offset": from + buf.len() as u64, "text": redact(&String::from_utf8_lossy(&buf))})
+    LogChunk { offset: from + buf.len() as u64, text: redact(&String::from_utf8_lossy(&buf)) }
 }
 
 /// Profiles with their caps and running counts (every board together, as the caps count).
