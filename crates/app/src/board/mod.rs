@@ -23,7 +23,6 @@ use domain::kanban::TaskStatus;
 use domain::ports::Clock;
 use kanban_core::{NewTask, StoreError, Task};
 use kanban_store::SqliteKanbanStore;
-use serde_json::json;
 
 pub(crate) use self::report::dispatch_and_print;
 pub(crate) use self::show::listed;
@@ -413,7 +412,11 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
     let target = kanban_postgres::PgKanbanStore::open(to, &ctx.host_id())?;
     let report = kanban_postgres::load_board(&dump, &target)?;
     if ctx.json {
-        output::json(&json!({"from": source.display().to_string(), "to": target.url(), "copied": report.to_json()}));
+        output::json(&views::Migrated {
+            from: source.display().to_string(),
+            to: target.url().to_string(),
+            copied: report.to_json(),
+        });
     } else {
         let counts: Vec<String> = report
             .tables

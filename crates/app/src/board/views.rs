@@ -102,3 +102,34 @@ pub(crate) struct BoardReport<'a> {
     pub board: &'a str,
     pub report: serde_json::Value,
 }
+
+/// A worker a dispatch started (or, dry, would start): its task, its profile and its sandbox (empty when dry).
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct SpawnedRow<'a> {
+    pub task_id: &'a str,
+    pub assignee: &'a str,
+    pub workspace: &'a str,
+}
+
+/// A claimed task whose worker could not be started, with the reason.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct SpawnFailedRow<'a> {
+    pub task_id: &'a str,
+    pub error: &'a str,
+}
+
+/// A started worker's process.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct WorkerRow<'a> {
+    pub task_id: &'a str,
+    pub pid: u32,
+}
+
+/// `kanban migrate`: the SQLite file copied, the PostgreSQL board it went into (password masked), and each table's
+/// row count.
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct Migrated {
+    pub from: String,
+    pub to: String,
+    pub copied: serde_json::Value,
+}
