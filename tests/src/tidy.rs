@@ -337,3 +337,30 @@ fn graph_top_files() -> Vec<String> {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect()
 }
+
+/// The lines of `text` (1-based) that build a JSON object by its keys (`json!({`), before its `#[cfg(test)]` module.
+fn json_objects_by_key(text: &str) -> Vec<usize> {
+    let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+    production.lines().enumerate().filter(|(_, l)| l.contains("json!({")).map(|(i, _)| i + 1).collect()
+}
+
+/// Every output of the board, sandbox, gateway and web surfaces is a typed view (a `Serialize` struct) that `--json`,
+/// the text and the dashboard print: none builds its JSON object key by key with `json!`.
+#[test]
+fn app_outputs_are_typed_views_not_json_objects_built_by_key() {
+    let mut files = Vec::new();
+    for surface in ["board", "sandbox", "gateway", "web"] {
+        rust_files(&workspace().join("crates/app/src").join(surface), &mut files);
+    }
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            json_objects_by_key(&text).into_iter().map(move |n| format!("{}:{n}", f.display()))
+        })
+        .collect();
+    assert!(found.is_empty(), "JSON objects built by key instead of a typed view: {found:?}");
+    // The checker itself finds one, and leaves a test module alone.
+    let sample = "fn a() {}\nfn b() { json!({\"k\": 1}); }\n#[cfg(test)]\nmod tests { json!({\"k\": 1}); }\n";
+    assert_eq!(json_objects_by_key(sample), vec![2]);
+}

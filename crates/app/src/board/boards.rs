@@ -3,10 +3,10 @@
 
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
-use serde_json::json;
 
 use crate::board::report::{DispatchArgs, dispatch, print_dispatch, report_json};
 use crate::board::show::listed;
+use crate::board::views::BoardReport;
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::open::open_read_only;
@@ -45,11 +45,11 @@ pub fn ls_all(
     }
     crate::board::edit::note_unknown_assignee(ctx, assignee, shown.is_empty());
     if ctx.json {
-        output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
+        output::json(&shown);
         return Ok(());
     }
     let rows: Vec<Vec<String>> =
-        shown.into_iter().map(|(_, t, status)| crate::board::show::ls_row(&t, status, Some(&t.board), now)).collect();
+        shown.iter().map(|row| crate::board::show::ls_row(row, Some(&row.task.board), now)).collect();
     output::table(&crate::board::show::ls_header(true), &rows);
     Ok(())
 }
@@ -65,9 +65,9 @@ pub async fn dispatch_all(ctx: &Ctx, args: &DispatchArgs, explain: bool) -> Resu
         reports.push((b, report));
     }
     if ctx.json {
-        let all: Vec<_> =
-            reports.iter().map(|(b, r)| json!({"board": b.as_str(), "report": report_json(r, explain)})).collect();
-        output::json(&json!(all));
+        let all: Vec<BoardReport<'_>> =
+            reports.iter().map(|(b, r)| BoardReport { board: b.as_str(), report: report_json(r, explain) }).collect();
+        output::json(&all);
         return Ok(());
     }
     for (i, (b, r)) in reports.iter().enumerate() {

@@ -10,9 +10,8 @@ use domain::ids::{BoardSlug, ProfileName};
 use domain::time::Timestamp;
 use kanban_core::{NewTask, StoreError};
 use serde::Deserialize;
-use serde_json::json;
 
-use super::{open_store, task_json};
+use super::open_store;
 use crate::board::edit::{check_assignee, check_command};
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -82,7 +81,7 @@ pub(crate) fn one(ctx: &Ctx, board: &BoardSlug, flags: Flags<'_>, now: Timestamp
     let new = NewTask { title: flags.title.to_owned(), ..flags.new };
     let task = open_store(ctx)?.create_task(board, &super::new_task_id(), &new, now)?;
     if ctx.json {
-        output::json(&task_json(&task));
+        output::json(&task);
     } else {
         output::line(&format!("{}  {}  {}", task.id, task.status, task.title));
     }
@@ -149,7 +148,7 @@ pub(crate) fn from_file(
         Err(e) => return Err(e.into()),
     };
     if ctx.json {
-        output::json(&json!(tasks.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>()));
+        output::json(&tasks.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>());
     } else {
         let mut out = String::new();
         for ((id, new), status) in tasks.iter().zip(&statuses) {

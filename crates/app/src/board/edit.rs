@@ -119,7 +119,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             // Off the board, its output (workspace folder, log) has no owner any more.
             crate::board::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;
             if ctx.json {
-                output::json(&serde_json::json!({"removed": t.id, "board": t.board}));
+                output::json(&crate::board::views::Removed { removed: t.id.clone(), board: t.board.clone() });
             } else {
                 output::line(&format!("removed {}", t.id));
             }

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use domain::ports::ProcessProbe;
 use kanban_core::Run;
-use serde_json::json;
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -172,10 +171,10 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
             let v = |x: serde_json::Value| x.to_string();
             format!(
                 "  \"path\": {},\n  \"run\": {},\n  \"run_id\": {},\n  \"task\": {}",
-                v(json!(path.display().to_string())),
-                v(json!(number)),
-                v(json!(run)),
-                v(json!(id))
+                v(serde_json::json!(path.display().to_string())),
+                v(serde_json::json!(number)),
+                v(serde_json::json!(run)),
+                v(serde_json::json!(id))
             )
         };
         let is_run = |l: &str| run.is_some_and(|r| starts.starts(l, Some(r)));
@@ -203,7 +202,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
         if ctx.json {
             let lines: Vec<&str> = shown.lines().collect();
             let path = path.display().to_string();
-            output::json(&json!({"task": id, "path": path, "run": number, "run_id": run, "lines": lines}));
+            output::json(&crate::board::views::TaskLogLines { task: id, path, run: number, run_id: run, lines });
             return Ok(0);
         }
         write_out(shown.as_bytes());

@@ -15,6 +15,7 @@ pub(crate) mod report;
 pub mod retention;
 pub(crate) mod show;
 mod stream;
+pub(crate) mod views;
 pub mod worker;
 
 pub use report::{DispatchArgs, DispatchReport, dispatch, dispatch_on, report_json, tick_config};
@@ -24,7 +25,6 @@ use domain::kanban::TaskStatus;
 use domain::ports::Clock;
 use kanban_core::{NewTask, StoreError, Task};
 use kanban_store::SqliteKanbanStore;
-use serde_json::{Value as Json, json};
 
 pub(crate) use self::report::dispatch_and_print;
 pub(crate) use self::show::listed;
@@ -34,7 +34,8 @@ use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
 
-use self::show::{ms, task_json};
+use self::show::ms;
+use self::views::{LogTail, RunRow, TaskRow, TaskShow};
 use crate::edge::open::{Board, open_read_only, open_store};
 
 /// `berth kanban check`: the full, read-only integrity check of the board file. Exit 1 when it finds damage.
@@ -46,7 +47,7 @@ fn check(ctx: &Ctx) -> Result<u8, Failure> {
     let findings = SqliteKanbanStore::check(&path)?;
     let ok = findings.len() == 1 && findings[0] == "ok";
     if ctx.json {
-        output::json(&json!({"path": path, "ok": ok, "findings": findings}));
+        output::json(&views::Checked { path: path.clone(), ok, findings: findings.clone() });
     } else if ok {
         output::line(&format!("{}: ok", path.display()));
     } else {
@@ -230,7 +231,7 @@ fn board_command(ctx: &Ctx, cmd: &BoardCmd, now: domain::time::Timestamp) -> Res
             let s = slug(raw)?;
             let (board, created) = open_store(ctx)?.create_board(&s, name.as_deref(), now)?;
             if ctx.json {
-                output::json(&json!({"board": board, "created": created}));
+                output::json(&views::BoardCreated { board, created });
             } else {
                 output::line(&format!("{} board {}", if created { "created" } else { "kept existing" }, board.slug));
             }
@@ -239,7 +240,7 @@ fn board_command(ctx: &Ctx, cmd: &BoardCmd, now: domain::time::Timestamp) -> Res
             let store = open_store(ctx)?;
             let boards = store.boards()?;
             if ctx.json {
-                output::json(&json!(boards));
+                output::json(&boards);
             } else {
                 let rows: Vec<Vec<String>> =
                     boards.iter().map(|b| vec![b.slug.clone(), b.name.clone(), ms(Some(b.created_at))]).collect();
@@ -261,7 +262,7 @@ fn ls(
 ) -> Result<(), Failure> {
     let b = slug(board)?;
     let status = status.map(str::parse::<TaskStatus>).transpose().map_err(Failure::usage)?;
-    let shown: Vec<(Json, Task, String)> = match open_read_only(ctx)? {
+    let shown: Vec<TaskRow> = match open_read_only(ctx)? {
         Some(store) => {
             store.board(&b)?;
             let tasks = store.tasks(&b, status, assignee)?;
@@ -273,10 +274,9 @@ fn ls(
     };
     crate::board::edit::note_unknown_assignee(ctx, assignee, shown.is_empty());
     if ctx.json {
-        output::json(&json!(shown.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>()));
+        output::json(&shown);
     } else {
-        let rows: Vec<Vec<String>> =
-            shown.into_iter().map(|(_, t, status)| crate::board::show::ls_row(&t, status, None, now)).collect();
+        let rows: Vec<Vec<String>> = shown.iter().map(|row| crate::board::show::ls_row(row, None, now)).collect();
         output::table(&crate::board::show::ls_header(false), &rows);
     }
     Ok(())
@@ -285,32 +285,30 @@ fn ls(
 /// `kanban show`.
 fn show(ctx: &Ctx, id: &str, now: domain::time::Timestamp) -> Result<(), Failure> {
     let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-    let (shown, task, status) = listed(ctx, &store, &store.task(id)?, now);
-    let events = store.events(id, 0)?;
-    let runs = store.runs(id)?;
-    let log = crate::board::logs::log_path(ctx, id).display().to_string();
-    let last = crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES);
-    let ws = crate::board::logs::workspace_path(ctx, id, task.assignee.as_deref());
-    // The egress policy the task's sandbox gets under its assignee (what a worker would start it with now).
-    let egress = task.assignee.as_deref().map(|a| ctx.settings.egress_for(a).to_string());
+    let task = listed(ctx, &store, &store.task(id)?, now);
+    let assignee = task.task.assignee.clone();
+    let shown = TaskShow {
+        events: store.events(id, 0)?,
+        runs: RunRow::numbered(store.runs(id)?),
+        log: LogTail {
+            path: crate::board::logs::log_path(ctx, id).display().to_string(),
+            last_lines: crate::board::logs::last_lines(ctx, id, SHOW_LOG_LINES),
+        },
+        workspace: crate::board::logs::workspace_path(ctx, id, assignee.as_deref()),
+        // The egress policy the task's sandbox gets under its assignee (what a worker would start it with now).
+        egress: assignee.as_deref().map(|a| ctx.settings.egress_for(a).to_string()),
+        task,
+    };
     if ctx.json {
-        let log = json!({"path": log, "last_lines": last});
-        // `run_id` is board-wide; `number` counts the task's own runs from 1 (what `kanban logs --run` takes).
-        let runs: Vec<Json> = runs
-            .iter()
-            .enumerate()
-            .map(|(n, r)| {
-                let mut v = json!(r);
-                v["number"] = json!(n + 1);
-                v
-            })
-            .collect();
-        let body =
-            json!({"task": shown, "events": events, "runs": runs, "log": log, "workspace": ws, "egress": egress});
-        output::json(&body);
+        output::json(&shown);
     } else {
-        show_text(&task, &status, &events, &runs);
-        crate::board::logs::show_text(&log, &last, ws.as_deref(), egress.as_deref());
+        show_text(&shown);
+        crate::board::logs::show_text(
+            &shown.log.path,
+            &shown.log.last_lines,
+            shown.workspace.as_deref(),
+            shown.egress.as_deref(),
+        );
     }
     Ok(())
 }
@@ -368,7 +366,7 @@ async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result
     }
     let failed = plan.iter().any(|p| p.error.is_some());
     if ctx.json {
-        output::json(&json!({"dry_run": dry_run, "retention_secs": retention, "tasks": plan}));
+        output::json(&views::PruneReport { dry_run, retention_secs: retention, tasks: plan });
     } else if plan.is_empty() {
         output::line("nothing to prune");
     } else {
@@ -426,7 +424,11 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
     let target = kanban_postgres::PgKanbanStore::open(to, &ctx.host_id())?;
     let report = kanban_postgres::load_board(&dump, &target)?;
     if ctx.json {
-        output::json(&json!({"from": source.display().to_string(), "to": target.url(), "copied": report.to_json()}));
+        output::json(&views::Migrated {
+            from: source.display().to_string(),
+            to: target.url().to_string(),
+            copied: report.to_json(),
+        });
     } else {
         let counts: Vec<String> = report
             .tables
@@ -447,7 +449,7 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
 
 fn done(ctx: &Ctx, t: &Task, text: &str) {
     if ctx.json {
-        output::json(&task_json(t));
+        output::json(t);
     } else {
         output::line(text);
     }

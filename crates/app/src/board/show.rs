@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use domain::kanban::TaskStatus;
 use kanban_core::Task;
-use serde_json::{Value as Json, json};
+
+use super::views::{RunRow, TaskRow, TaskShow};
 
 use crate::edge::open::{Board, open_read_only};
 use domain::liveness::{Liveness, WorkerFacts, judge};
@@ -16,11 +17,6 @@ use crate::edge::output;
 /// A time as RFC 3339, `-` when unset.
 pub(crate) fn ms(t: Option<i64>) -> String {
     t.map(|m| domain::time::Timestamp::from_millis(m).to_rfc3339()).unwrap_or_else(|| "-".to_owned())
-}
-
-/// A task as JSON (its row, timestamps as RFC 3339).
-pub(crate) fn task_json(t: &Task) -> Json {
-    serde_json::to_value(t).unwrap_or(Json::Null)
 }
 
 /// A running task's worker, judged as the dispatch tick judges it (read-only) by the domain's one liveness rule: on
@@ -47,12 +43,12 @@ fn worker_liveness(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Timest
     Some(judge(&host, &facts, ctx.settings.kanban.host_timeout_seconds.duration(), &ProcProbe))
 }
 
-/// A task for listings: its JSON with `worker_alive`, and its status as text (`running (worker gone)` when the
+/// A task for listings: its row with its worker judged, and its status as text (`running (worker gone)` when the
 /// tick would not count it as running, `running (starting)` before its worker confirmed).
 ///
 /// A read is not atomic with the process check (the tick holds its write lock across both): a worker that
 /// finished its task and exited between the two would look gone, so a gone worker is judged again on a fresh read.
-pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Timestamp) -> (Json, Task, String) {
+pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Timestamp) -> TaskRow {
     let mut t = t.clone();
     let mut seen = worker_liveness(ctx, store, &t, now);
     if seen.as_ref().and_then(Liveness::alive) == Some(false)
@@ -61,16 +57,7 @@ pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Time
         seen = worker_liveness(ctx, store, &fresh, now);
         t = fresh;
     }
-    let alive = match &seen {
-        Some(s) => s.alive(),
-        None => None,
-    };
-    let mut v = task_json(&t);
-    if let Json::Object(m) = &mut v {
-        m.insert("worker_alive".into(), json!(alive));
-        m.insert("worker".into(), json!(seen));
-    }
-    let status = match (&seen, t.status) {
+    let shown_status = match (&seen, t.status) {
         (Some(Liveness::HostLost { host, silent_secs }), _) => {
             format!("running (worker's host {host} silent for {silent_secs}s)")
         }
@@ -78,7 +65,7 @@ pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Time
         (Some(Liveness::NoWorker), _) => "running (starting)".to_owned(),
         (_, s) => s.to_string(),
     };
-    (v, t, status)
+    TaskRow { worker_alive: seen.as_ref().and_then(Liveness::alive), worker: seen, task: t, shown_status }
 }
 
 /// `kanban ls`'s columns (`BOARD` with `--all-boards`).
@@ -92,11 +79,12 @@ pub(crate) fn ls_header(boards: bool) -> Vec<&'static str> {
 
 /// One `kanban ls` row: a ready task that failed says so in its status (`ready (failed 2x)`), its age is since its
 /// creation, STARTED is how long ago its current or last run started.
-pub(crate) fn ls_row(t: &Task, status: String, board: Option<&str>, now: domain::time::Timestamp) -> Vec<String> {
+pub(crate) fn ls_row(row: &TaskRow, board: Option<&str>, now: domain::time::Timestamp) -> Vec<String> {
+    let t = &row.task;
     let ago = |ms: i64| format!("{} ago", output::age((now.as_millis() - ms) / 1000));
     let status = match (t.status, t.consecutive_failures) {
         (TaskStatus::Ready, n) if n > 0 => format!("ready (failed {n}x)"),
-        _ => status,
+        _ => row.shown_status.clone(),
     };
     let failures = if t.consecutive_failures > 0 { t.consecutive_failures.to_string() } else { "-".into() };
     let mut row = vec![
@@ -115,7 +103,8 @@ pub(crate) fn ls_row(t: &Task, status: String, board: Option<&str>, now: domain:
     row
 }
 
-pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_core::Event], runs: &[kanban_core::Run]) {
+pub(super) fn show_text(shown: &TaskShow) {
+    let (task, status, events) = (&shown.task.task, &shown.task.shown_status, &shown.events);
     output::line(&format!("{}  {}", task.id, task.title));
     output::line(&format!("  board:     {}", task.board));
     output::line(&format!("  status:    {status}"));
@@ -156,12 +145,12 @@ pub(super) fn show_text(task: &Task, status: &str, events: &[kanban_core::Event]
     }
     output::line("");
     output::line("Runs:");
-    let rows: Vec<Vec<String>> = runs
+    let rows: Vec<Vec<String>> = shown
+        .runs
         .iter()
-        .enumerate()
-        .map(|(n, r)| {
+        .map(|RunRow { run: r, number }| {
             vec![
-                format!("{} (id {})", n + 1, r.id),
+                format!("{number} (id {})", r.id),
                 r.assignee.clone().unwrap_or_default(),
                 r.worker_host.clone().unwrap_or_else(|| "-".into()),
                 r.worker_pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),

@@ -11,6 +11,8 @@ use domain::dispatcher::SpawnedWorker;
 use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink};
 use serde::Serialize;
 
+use crate::board::views::{SpawnFailedRow, SpawnedRow, WorkerRow};
+
 /// How much of one list stays in memory before it moves to a temporary file.
 const SPILL_BYTES: usize = 256 * 1024;
 
@@ -271,9 +273,9 @@ impl ReportWriter {
         key(out, false, "promoted")?;
         write!(out, "{}", self.promoted)?;
         key(out, false, "spawned")?;
-        let rows: Vec<serde_json::Value> = spawned
+        let rows: Vec<SpawnedRow<'_>> = spawned
             .iter()
-            .map(|w| serde_json::json!({"task_id": w.task_id, "assignee": w.assignee, "workspace": w.sandbox}))
+            .map(|w| SpawnedRow { task_id: &w.task_id, assignee: &w.assignee, workspace: &w.sandbox })
             .collect();
         small(out, &rows)?;
         key(out, false, "skipped_unassigned")?;
@@ -295,12 +297,12 @@ impl ReportWriter {
         key(out, false, "deferred")?;
         list(out, &mut self.deferred)?;
         key(out, false, "spawn_failed")?;
-        let failed: Vec<serde_json::Value> =
-            x.spawn_failed.iter().map(|(t, e)| serde_json::json!({"task_id": t, "error": e})).collect();
+        let failed: Vec<SpawnFailedRow<'_>> =
+            x.spawn_failed.iter().map(|(t, e)| SpawnFailedRow { task_id: t, error: e }).collect();
         small(out, &failed)?;
         key(out, false, "workers")?;
-        let workers: Vec<serde_json::Value> =
-            spawned.iter().filter_map(|w| w.pid.map(|p| serde_json::json!({"task_id": w.task_id, "pid": p}))).collect();
+        let workers: Vec<WorkerRow<'_>> =
+            spawned.iter().filter_map(|w| w.pid.map(|pid| WorkerRow { task_id: &w.task_id, pid })).collect();
         small(out, &workers)?;
         if self.explain {
             key(out, false, "explain")?;

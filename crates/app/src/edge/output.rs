@@ -30,8 +30,8 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-/// Prints a value as pretty JSON.
-pub fn json(value: &serde_json::Value) {
+/// Prints a value as pretty JSON: a typed view (a `Serialize` struct, in its fields' order) or a JSON value.
+pub fn json<T: serde::Serialize + ?Sized>(value: &T) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", serde_json::to_string_pretty(value).unwrap_or_default());
 }

@@ -14,13 +14,13 @@ use std::time::{Duration, Instant};
 
 use domain::ids::BoardSlug;
 use domain::ports::Clock;
-use serde_json::{Value as Json, json};
 use tokio::task::JoinSet;
 
 use crate::board::{self, DispatchArgs};
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
 use crate::edge::watch::BoardWatch;
+use crate::gateway::status::{BoardTick, GatewayState, GatewayStatus, LastTick};
 use crate::gateway::task_log::TaskLog;
 use crate::{edge::output, edge::process, sandbox};
 
@@ -64,7 +64,7 @@ fn take_lock(home: &Path) -> Result<File, Failure> {
         .open(&path)
         .map_err(|e| Failure::other(format!("cannot open {}: {e}", path.display())))?;
     if !process::try_lock(&file) {
-        let holder = read_state(home).and_then(|v| v["pid"].as_u64());
+        let holder = read_state(home).and_then(|s| s.pid);
         let who = holder.map(|p| format!(" (pid {p})")).unwrap_or_default();
         return Err(Failure::other(format!(
             "another gateway{who} is already dispatching {}; not starting a second one",
@@ -86,12 +86,13 @@ fn lock_held(home: &Path) -> bool {
     }
 }
 
-fn write_state(home: &Path, state: &Json) {
-    crate::edge::state_file::write_atomically(&state_path(home), state.to_string().as_bytes());
+fn write_state(home: &Path, state: &GatewayState) {
+    let text = serde_json::to_string(state).unwrap_or_default();
+    crate::edge::state_file::write_atomically(&state_path(home), text.as_bytes());
 }
 
-/// The state the gateway last wrote, when `gateway.json` is a small regular file.
-fn read_state(home: &Path) -> Option<Json> {
+/// The state the gateway last wrote, when `gateway.json` is a small regular file of that shape.
+fn read_state(home: &Path) -> Option<GatewayState> {
     serde_json::from_str(&crate::edge::state_file::read_small(&state_path(home), 1 << 20)?).ok()
 }
 
@@ -139,9 +140,16 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let dashboard = crate::web::for_gateway(ctx).await?;
     let interval = interval_secs(ctx);
     let dispatching = ctx.settings.kanban.dispatch_in_gateway;
-    let mut state = json!({"pid": std::process::id(), "started_at": SystemClock.now().to_rfc3339(),
-        "home": ctx.home.display().to_string(), "interval_seconds": interval, "dispatching": dispatching,
-        "ticks": 0, "last_tick": null});
+    let mut state = GatewayState {
+        pid: Some(std::process::id()),
+        started_at: Some(SystemClock.now().to_rfc3339()),
+        home: Some(ctx.home.display().to_string()),
+        interval_seconds: Some(interval),
+        dispatching: Some(dispatching),
+        ticks: Some(0),
+        last_tick: None,
+        stopped_at: None,
+    };
     write_state(&ctx.home, &state);
 
     let stop = shutdown_signal();
@@ -233,9 +241,9 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
 }
 
 /// Counts a tick in the state `gateway status` reads.
-fn record_tick(ctx: &Ctx, state: &mut Json, tick: TickSummary) {
-    state["ticks"] = json!(state["ticks"].as_u64().unwrap_or(0) + 1);
-    state["last_tick"] = json!({"at": SystemClock.now().to_rfc3339(), "boards": tick.boards, "spawned": tick.spawned});
+fn record_tick(ctx: &Ctx, state: &mut GatewayState, tick: TickSummary) {
+    state.ticks = Some(state.ticks.unwrap_or(0) + 1);
+    state.last_tick = Some(LastTick { at: SystemClock.now().to_rfc3339(), boards: tick.boards, spawned: tick.spawned });
     write_state(&ctx.home, state);
 }
 
@@ -328,18 +336,18 @@ fn jittered(period: Duration) -> Duration {
     period.mul_f64(0.9 + 0.2 * unit)
 }
 
-fn finish(ctx: &Ctx, state: &mut Json, signal: &str) -> u8 {
+fn finish(ctx: &Ctx, state: &mut GatewayState, signal: &str) -> u8 {
     tracing::info!("gateway: {signal} received; stopped dispatching");
     // Workers are detached processes and keep running; the gateway started no teardowns of its own to wait for.
     let _ = process::reap_children();
-    state["stopped_at"] = json!(SystemClock.now().to_rfc3339());
+    state.stopped_at = Some(SystemClock.now().to_rfc3339());
     write_state(&ctx.home, state);
     0
 }
 
 /// One tick's summary across boards.
 struct TickSummary {
-    boards: BTreeMap<String, Json>,
+    boards: BTreeMap<String, BoardTick>,
     spawned: usize,
     /// Some board had work a worker could have started.
     pending: bool,
@@ -385,13 +393,13 @@ async fn tick_all(
         Ok(b) => b,
         Err(e) => {
             tracing::error!("kanban dispatcher: cannot list boards: {}", e.message);
-            summary.boards.insert("*".into(), json!({"error": e.message}));
+            summary.boards.insert("*".into(), BoardTick::failed(e.message, false));
             return summary;
         }
     };
     for board in boards {
         if quarantined.get(&board.slug).is_some_and(|since| since.elapsed() < QUARANTINE) {
-            summary.boards.insert(board.slug.clone(), json!({"quarantined": true}));
+            summary.boards.insert(board.slug.clone(), BoardTick { quarantined: Some(true), ..BoardTick::default() });
             continue;
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
@@ -425,17 +433,20 @@ async fn tick_all(
                         v["auto_blocked"].as_array().map_or(0, Vec::len)
                     );
                 }
-                summary.boards.insert(
-                    board.slug.clone(),
-                    json!({"spawned": spawned, "crashed": v["crashed"], "reclaimed": v["reclaimed"]}),
-                );
+                let tick = BoardTick {
+                    spawned: Some(spawned),
+                    crashed: Some(v["crashed"].clone()),
+                    reclaimed: Some(v["reclaimed"].clone()),
+                    ..BoardTick::default()
+                };
+                summary.boards.insert(board.slug.clone(), tick);
             }
             // The board away (a server restart, a cut connection) is waited out, not quarantined: the next tick
             // connects again, and nothing is judged meanwhile (the workers keep running and retry their writes).
             Err(e) if e.transient => {
                 tracing::warn!("kanban dispatcher [{}]: {}; retrying at the next tick", board.slug, e.message);
                 kept.0 = None;
-                summary.boards.insert(board.slug.clone(), json!({"error": e.message}));
+                summary.boards.insert(board.slug.clone(), BoardTick::failed(e.message, false));
             }
             Err(e) => {
                 tracing::error!(
@@ -445,7 +456,7 @@ async fn tick_all(
                     QUARANTINE.as_secs()
                 );
                 quarantined.insert(board.slug.clone(), Instant::now());
-                summary.boards.insert(board.slug.clone(), json!({"error": e.message, "quarantined": true}));
+                summary.boards.insert(board.slug.clone(), BoardTick::failed(e.message, true));
             }
         }
     }
@@ -457,30 +468,16 @@ async fn tick_all(
 /// # Errors
 /// None in practice; the signature matches the other commands.
 pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
-    let v = status_json(ctx);
-    let running = v["running"] == true;
+    let v = status_view(ctx);
     if ctx.json {
         output::json(&v);
     } else {
         crate::gateway::status::print_text(&v);
     }
-    Ok(if running { Exit::OK } else { Exit::NOT_RUNNING })
+    Ok(if v.running { Exit::OK } else { Exit::NOT_RUNNING })
 }
 
 /// What `gateway status --json` prints.
-pub fn status_json(ctx: &Ctx) -> Json {
-    let running = lock_held(&ctx.home);
-    let state: Json = read_state(&ctx.home).unwrap_or(Json::Null);
-    json!({
-        "running": running,
-        "state": if running { "running" } else { "stopped" },
-        "pid": if running { state["pid"].clone() } else { Json::Null },
-        "started_at": state["started_at"],
-        "interval_seconds": state["interval_seconds"],
-        // A stopped gateway dispatches nothing, whatever its last state file said.
-        "dispatching": if running { state["dispatching"].clone() } else { Json::Bool(false) },
-        "ticks": state["ticks"],
-        "last_tick": state["last_tick"],
-        "stopped_at": if running { Json::Null } else { state["stopped_at"].clone() },
-    })
+pub fn status_view(ctx: &Ctx) -> GatewayStatus {
+    GatewayStatus::of(lock_held(&ctx.home), read_state(&ctx.home))
 }

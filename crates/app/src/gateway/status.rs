@@ -1,8 +1,96 @@
-//! `berth gateway status` as text: every field `--json` has, one per line, in words.
+//! `berth gateway status`: the state a running gateway records in its home (`GatewayState`), the status view built
+//! from it (`GatewayStatus`, what `--json` prints and `berth status` embeds), and that view as text.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::edge::output;
+
+/// What a gateway records in `gateway.json` as it runs: written at its start, after each tick, and at its stop.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GatewayState {
+    pub pid: Option<u32>,
+    /// RFC 3339.
+    pub started_at: Option<String>,
+    pub home: Option<String>,
+    pub interval_seconds: Option<f64>,
+    pub dispatching: Option<bool>,
+    pub ticks: Option<u64>,
+    pub last_tick: Option<LastTick>,
+    /// RFC 3339; written once it stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<String>,
+}
+
+/// The gateway's last tick: when, each board's summary, and how many workers it started in all.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LastTick {
+    pub at: String,
+    pub boards: BTreeMap<String, BoardTick>,
+    pub spawned: usize,
+}
+
+/// One board in a tick: what its dispatch did (`spawned`, `crashed`, `reclaimed`), or its error, or that it sits in
+/// quarantine. Only the fields that apply are written.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct BoardTick {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned: Option<usize>,
+    /// The crashed workers' tasks, as the dispatch report lists them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed: Option<Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reclaimed: Option<Json>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantined: Option<bool>,
+}
+
+impl BoardTick {
+    /// A board whose tick failed (`quarantined` when it is now kept out for a while).
+    pub fn failed(error: String, quarantined: bool) -> Self {
+        Self { error: Some(error), quarantined: quarantined.then_some(true), ..Self::default() }
+    }
+}
+
+/// `gateway status`: whether a gateway holds the home now, and what its state file says.
+#[derive(Clone, Debug, Serialize)]
+pub struct GatewayStatus {
+    pub running: bool,
+    /// `running` or `stopped`.
+    pub state: &'static str,
+    /// The running gateway's pid (`null` once stopped).
+    pub pid: Option<u32>,
+    pub started_at: Option<String>,
+    pub interval_seconds: Option<f64>,
+    /// A stopped gateway dispatches nothing, whatever its last state file said.
+    pub dispatching: Option<bool>,
+    pub ticks: Option<u64>,
+    pub last_tick: Option<LastTick>,
+    /// When it stopped (`null` while it runs).
+    pub stopped_at: Option<String>,
+}
+
+impl GatewayStatus {
+    /// The status of a home whose lock is held (`running`) or not, from the state its gateway last wrote.
+    pub fn of(running: bool, state: Option<GatewayState>) -> Self {
+        let s = state.unwrap_or_default();
+        Self {
+            running,
+            state: if running { "running" } else { "stopped" },
+            pid: if running { s.pid } else { None },
+            started_at: s.started_at,
+            interval_seconds: s.interval_seconds,
+            dispatching: if running { s.dispatching } else { Some(false) },
+            ticks: s.ticks,
+            last_tick: s.last_tick,
+            stopped_at: if running { None } else { s.stopped_at },
+        }
+    }
+}
 
 fn or_dash(v: &Json) -> String {
     match v {
@@ -14,31 +102,33 @@ fn or_dash(v: &Json) -> String {
     }
 }
 
-/// Prints the status object `v` (the `--json` form) as aligned lines.
-pub fn print_text(v: &Json) {
-    let running = v["running"].as_bool().unwrap_or(false);
-    let state = if running { format!("yes (pid {})", or_dash(&v["pid"])) } else { "no: stopped".to_owned() };
+/// A field as its `--json` form words it (`-` when unset, `yes`/`no` for a flag).
+fn shown<T: Serialize>(v: &T) -> String {
+    or_dash(&serde_json::to_value(v).unwrap_or(Json::Null))
+}
+
+/// Prints the status as aligned lines: every field `--json` has, in words.
+pub fn print_text(v: &GatewayStatus) {
+    let state = if v.running { format!("yes (pid {})", shown(&v.pid)) } else { "no: stopped".to_owned() };
     output::painted_line(&format!("running:      {state}"));
-    output::line(&format!("started at:   {}", or_dash(&v["started_at"])));
-    let interval = match &v["interval_seconds"] {
-        Json::Null => "-".to_owned(),
-        s => format!("{s} s"),
-    };
+    output::line(&format!("started at:   {}", shown(&v.started_at)));
+    let interval = v.interval_seconds.map_or_else(|| "-".to_owned(), |s| format!("{} s", shown(&s)));
     output::line(&format!("interval:     {interval}"));
-    output::line(&format!("dispatching:  {}", or_dash(&v["dispatching"])));
-    output::line(&format!("ticks:        {}", or_dash(&v["ticks"])));
-    let last = &v["last_tick"];
-    if last.is_null() {
-        output::line("last tick:    -");
-    } else {
-        output::line(&format!("last tick:    {} (spawned {})", or_dash(&last["at"]), or_dash(&last["spawned"])));
-        for (slug, board) in last["boards"].as_object().into_iter().flatten() {
-            let fields: Vec<String> =
-                board.as_object().into_iter().flatten().map(|(k, v)| format!("{k} {}", or_dash(v))).collect();
-            output::line(&format!("  board {slug}: {}", fields.join(", ")));
+    output::line(&format!("dispatching:  {}", shown(&v.dispatching)));
+    output::line(&format!("ticks:        {}", shown(&v.ticks)));
+    match &v.last_tick {
+        None => output::line("last tick:    -"),
+        Some(last) => {
+            output::line(&format!("last tick:    {} (spawned {})", last.at, last.spawned));
+            for (slug, board) in &last.boards {
+                let board = serde_json::to_value(board).unwrap_or(Json::Null);
+                let fields: Vec<String> =
+                    board.as_object().into_iter().flatten().map(|(k, v)| format!("{k} {}", or_dash(v))).collect();
+                output::line(&format!("  board {slug}: {}", fields.join(", ")));
+            }
         }
     }
-    if !running {
-        output::line(&format!("stopped at:   {}", or_dash(&v["stopped_at"])));
+    if !v.running {
+        output::line(&format!("stopped at:   {}", shown(&v.stopped_at)));
     }
 }

@@ -11,12 +11,12 @@ use domain::policy::idle::is_keep_alive;
 use domain::ports::{Clock, ContainerRuntime};
 use domain::service;
 use domain::time::Timestamp;
-use serde_json::json;
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
 use crate::sandbox::engine::{connect, profile_label};
+use crate::sandbox::views::{IdleState, ProcessRow, SandboxRow, SandboxSize, SandboxSummary, SandboxTop};
 
 /// Where the gateway's cleanup loop leaves when it first saw each sandbox idle, for `sandbox ls`.
 pub fn idle_state_path(home: &Path) -> PathBuf {
@@ -29,24 +29,23 @@ fn read_idle_since(home: &Path, now: Timestamp) -> BTreeMap<String, Timestamp> {
     let Some(text) = crate::edge::state_file::read_small(&idle_state_path(home), 16 << 20) else {
         return BTreeMap::new();
     };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return BTreeMap::new() };
-    let written = v["written_at_ms"].as_i64().map(Timestamp::from_millis);
-    let fresh_for = v["pass_ms"].as_i64().unwrap_or(20_000).saturating_mul(3).max(60_000);
-    if written.is_none_or(|w| now.as_millis().saturating_sub(w.as_millis()) > fresh_for) {
+    let Ok(state) = serde_json::from_str::<IdleState>(&text) else { return BTreeMap::new() };
+    let fresh_for = state.pass_ms.unwrap_or(20_000).saturating_mul(3).max(60_000);
+    if state.written_at_ms.is_none_or(|w| now.as_millis().saturating_sub(w) > fresh_for) {
         return BTreeMap::new();
     }
-    v["idle_since_ms"]
-        .as_object()
-        .map(|m| m.iter().filter_map(|(id, t)| Some((id.clone(), Timestamp::from_millis(t.as_i64()?)))).collect())
-        .unwrap_or_default()
+    state.idle_since_ms.into_iter().map(|(id, t)| (id, Timestamp::from_millis(t))).collect()
 }
 
 /// Writes the gateway's idle observations (atomically: a reader never sees half a file).
 pub fn write_idle_since(home: &Path, now: Timestamp, pass_ms: i64, memory: &BTreeMap<String, Timestamp>) {
-    let map: serde_json::Map<String, serde_json::Value> =
-        memory.iter().map(|(id, t)| (id.clone(), json!(t.as_millis()))).collect();
-    let body = json!({"written_at_ms": now.as_millis(), "pass_ms": pass_ms, "idle_since_ms": map});
-    crate::edge::state_file::write_atomically(&idle_state_path(home), body.to_string().as_bytes());
+    let state = IdleState {
+        written_at_ms: Some(now.as_millis()),
+        pass_ms: Some(pass_ms),
+        idle_since_ms: memory.iter().map(|(id, t)| (id.clone(), t.as_millis())).collect(),
+    };
+    let body = serde_json::to_string(&state).unwrap_or_default();
+    crate::edge::state_file::write_atomically(&idle_state_path(home), body.as_bytes());
 }
 
 /// The disk space everything under `dir` takes, as `du -s` counts it: allocated blocks (a sparse file costs what it
@@ -112,11 +111,11 @@ fn human_secs(s: Option<i64>) -> String {
     }
 }
 
-/// `berth sandbox ls [--all-profiles] [--size]`.
+/// Every sandbox of this profile (of all with `all_profiles`) with what it costs; its disk use with `size`.
 ///
 /// # Errors
 /// An engine failure (exit 125).
-pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure> {
+pub async fn rows(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<Vec<SandboxRow>, Failure> {
     let rt = connect(ctx).await?;
     let profile = profile_label(ctx);
     let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id())).await?;
@@ -146,28 +145,34 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
     };
     let mut rows = Vec::new();
     for (i, c) in listed.iter().enumerate() {
-        let finished = details[i].as_ref().ok().and_then(|d| d.finished_at());
         let usage = usages[i].clone().unwrap_or_default();
-        let busy = procs[i].as_ref().map(|p| p.iter().any(|p| !is_keep_alive(&p.command)));
-        let idle_secs = idle_since.get(&c.id).map(|t| now.secs_since(*t).floor() as i64);
-        let host = if size { host_dir(ctx, c).and_then(|d| dir_bytes(&d)) } else { None };
-        let mut v = summary_json(c);
-        v["finished"] = json!(finished.map(|t| t.to_rfc3339()));
-        v["age_secs"] = json!(now.secs_since(c.created).floor() as i64);
-        v["busy"] = json!(busy);
-        v["idle_secs"] = json!(idle_secs);
-        v["memory_bytes"] = json!(usage.memory_bytes);
-        v["memory_limit_bytes"] = json!(usage.memory_limit_bytes);
-        v["cpu_percent"] = json!(usage.cpu_percent.map(|p| (p * 100.0).round() / 100.0));
-        v["pids"] = json!(usage.pids);
-        if size {
-            v["size_rw_bytes"] = json!(sizes[i]);
-            v["host_dir_bytes"] = json!(host);
-        }
-        rows.push((c, v, usage, busy, idle_secs, sizes[i], host));
+        rows.push(SandboxRow {
+            sandbox: SandboxSummary::of(c),
+            finished: details[i].as_ref().ok().and_then(|d| d.finished_at()).map(|t| t.to_rfc3339()),
+            age_secs: now.secs_since(c.created).floor() as i64,
+            busy: procs[i].as_ref().map(|p| p.iter().any(|p| !is_keep_alive(&p.command))),
+            idle_secs: idle_since.get(&c.id).map(|t| now.secs_since(*t).floor() as i64),
+            memory_bytes: usage.memory_bytes,
+            memory_limit_bytes: usage.memory_limit_bytes,
+            cpu_percent: usage.cpu_percent.map(|p| (p * 100.0).round() / 100.0),
+            pids: usage.pids,
+            size: size.then(|| SandboxSize {
+                size_rw_bytes: sizes[i],
+                host_dir_bytes: host_dir(ctx, c).and_then(|d| dir_bytes(&d)),
+            }),
+        });
     }
+    Ok(rows)
+}
+
+/// `berth sandbox ls [--all-profiles] [--size]`.
+///
+/// # Errors
+/// An engine failure (exit 125).
+pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure> {
+    let rows = rows(ctx, all_profiles, size).await?;
     if ctx.json {
-        output::json(&json!(rows.iter().map(|r| r.1.clone()).collect::<Vec<_>>()));
+        output::json(&rows);
         return Ok(0);
     }
     let mut headers = vec!["NAME", "TASK", "PROFILE", "STATE", "EGRESS", "AGE", "IDLE", "MEM", "CPU"];
@@ -176,26 +181,27 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
     }
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|(c, v, usage, busy, idle, rw, host)| {
-            let idle = match (busy, idle) {
+        .map(|r| {
+            let idle = match (r.busy, r.idle_secs) {
                 (Some(true), _) => "busy".to_owned(),
-                (_, Some(s)) => human_secs(Some(*s)),
+                (_, Some(s)) => human_secs(Some(s)),
                 _ => "-".to_owned(),
             };
+            let s = &r.sandbox;
             let mut row = vec![
-                c.name.clone(),
-                c.task_label().unwrap_or("").to_owned(),
-                c.profile_label().unwrap_or("").to_owned(),
-                c.state.as_str().to_owned(),
-                v["egress"].as_str().unwrap_or("").to_owned(),
-                human_secs(v["age_secs"].as_i64()),
+                s.name.clone(),
+                s.task.clone().unwrap_or_default(),
+                s.profile.clone().unwrap_or_default(),
+                s.state.clone(),
+                s.egress.clone(),
+                human_secs(Some(r.age_secs)),
                 idle,
-                human_bytes(usage.memory_bytes),
-                usage.cpu_percent.map_or_else(|| "-".to_owned(), |p| format!("{p:.1}%")),
+                human_bytes(r.memory_bytes),
+                r.cpu_percent.map_or_else(|| "-".to_owned(), |p| format!("{p:.1}%")),
             ];
-            if size {
-                row.push(human_bytes(rw.and_then(|n| u64::try_from(n).ok())));
-                row.push(human_bytes(*host));
+            if let Some(size) = &r.size {
+                row.push(human_bytes(size.size_rw_bytes.and_then(|n| u64::try_from(n).ok())));
+                row.push(human_bytes(size.host_dir_bytes));
             }
             row
         })
@@ -226,36 +232,18 @@ pub async fn top(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<u8, Failure>
         return Err(Failure::usage(format!("sandbox {} is {}: no processes", c.name, c.state)));
     }
     let procs = rt.processes(&c.id).await?;
+    let processes: Vec<ProcessRow> = procs
+        .iter()
+        .map(|p| ProcessRow { pid: p.pid.clone(), command: p.command.clone(), keep_alive: is_keep_alive(&p.command) })
+        .collect();
     if ctx.json {
-        let rows: Vec<serde_json::Value> = procs
-            .iter()
-            .map(|p| json!({"pid": p.pid, "command": p.command, "keep_alive": is_keep_alive(&p.command)}))
-            .collect();
-        output::json(&json!({"id": c.id, "name": c.name, "processes": rows}));
+        output::json(&SandboxTop { id: c.id.clone(), name: c.name.clone(), processes });
     } else {
-        let rows: Vec<Vec<String>> = procs
-            .iter()
-            .map(|p| {
-                let role = if is_keep_alive(&p.command) { "keep-alive" } else { "" };
-                vec![p.pid.clone(), role.to_owned(), p.command.clone()]
-            })
+        let rows: Vec<Vec<String>> = processes
+            .into_iter()
+            .map(|p| vec![p.pid, if p.keep_alive { "keep-alive" } else { "" }.to_owned(), p.command])
             .collect();
         output::table(&["PID", "ROLE", "COMMAND"], &rows);
     }
     Ok(0)
-}
-
-/// A sandbox as `sandbox ls --json` shows it.
-pub fn summary_json(c: &ContainerSummary) -> serde_json::Value {
-    json!({
-        "id": c.id,
-        "name": c.name,
-        "task": c.task_label(),
-        "profile": c.profile_label(),
-        "state": c.state.as_str(),
-        "created": c.created.to_rfc3339(),
-        "mode": c.label(domain::label::LABEL_MODE),
-        "egress": domain::egress::shown_egress(c),
-        "labels": c.labels,
-    })
 }

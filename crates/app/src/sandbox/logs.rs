@@ -5,10 +5,10 @@
 
 use std::io::Write;
 
+use crate::sandbox::views::{LogLine, SandboxLogs};
 use domain::container::ContainerSummary;
 use domain::ports::{OutputSink, OutputStream};
 use domain::service;
-use serde_json::json;
 
 use crate::edge::context::Ctx;
 use crate::edge::error::{Exit, Failure};
@@ -88,7 +88,7 @@ pub async fn logs(
     }
     let mut chunks = Chunks::default();
     rt.logs(&c.id, tail, false, &mut chunks).await?;
-    let lines: Vec<serde_json::Value> = chunks
+    let lines: Vec<LogLine> = chunks
         .0
         .iter()
         .flat_map(|(stream, bytes)| {
@@ -96,9 +96,12 @@ pub async fn logs(
                 OutputStream::Stdout => "stdout",
                 OutputStream::Stderr => "stderr",
             };
-            String::from_utf8_lossy(bytes).lines().map(|l| json!({"stream": name, "line": l})).collect::<Vec<_>>()
+            String::from_utf8_lossy(bytes)
+                .lines()
+                .map(|l| LogLine { stream: name, line: l.to_owned() })
+                .collect::<Vec<_>>()
         })
         .collect();
-    output::json(&json!({"id": c.id, "name": c.name, "lines": lines}));
+    output::json(&SandboxLogs { id: c.id.clone(), name: c.name.clone(), lines });
     Ok(Exit::OK)
 }

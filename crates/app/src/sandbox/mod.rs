@@ -12,8 +12,8 @@ pub mod reap_words;
 pub mod remove;
 pub mod run;
 pub mod run_io;
+pub mod views;
 
-pub use cost::summary_json;
 pub use engine::{
     TEARDOWN_WAIT, connect, connect_remembered, forwarded_env, identity, identity_of, maybe_reap, profile_label,
     request, stop_marked,
@@ -25,7 +25,6 @@ pub use run::run;
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::ports::Clock;
 use domain::service::{self, ReapReport};
-use serde_json::json;
 
 use crate::cli::SandboxCmd;
 use crate::edge::context::{Ctx, ProcProbe, SystemClock};
@@ -54,9 +53,13 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
                 tracing::warn!("{note}");
             }
             if ctx.json {
-                output::json(
-                    &json!({"id": got.id, "name": got.name, "action": got.action.as_str(), "labels": got.labels, "notes": got.notes}),
-                );
+                output::json(&views::Ensured {
+                    id: got.id.clone(),
+                    name: got.name.clone(),
+                    action: got.action.as_str().to_owned(),
+                    labels: got.labels.clone(),
+                    notes: got.notes.clone(),
+                });
             } else {
                 output::line(&format!("{} {} ({})", got.action.as_str(), got.name, &got.id[..12.min(got.id.len())]));
             }
@@ -147,13 +150,17 @@ async fn release(ctx: &Ctx, task: &str, how: Removal) -> Result<u8, Failure> {
 
 fn print_reap(ctx: &Ctx, report: &ReapReport, folders: &[crate::sandbox::folders::SweptFolder]) {
     if ctx.json {
-        output::json(&json!({
-            "dry_run": report.dry_run,
-            "removed": report.removed,
-            "skipped": report.skipped,
-            "failed": report.failed.iter().map(|(id, e)| json!({"id": id, "error": e})).collect::<Vec<_>>(),
-            "folders": folders,
-        }));
+        output::json(&views::Reaped {
+            dry_run: report.dry_run,
+            removed: &report.removed,
+            skipped: &report.skipped,
+            failed: report
+                .failed
+                .iter()
+                .map(|(id, e)| views::ReapFailure { id: id.clone(), error: e.clone() })
+                .collect(),
+            folders,
+        });
         return;
     }
     let verb = if report.dry_run { "would remove" } else { "removed" };

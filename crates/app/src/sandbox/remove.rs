@@ -10,12 +10,12 @@ use domain::policy::cleanup::{CleanupPlan, ReleaseMode};
 use domain::ports::ContainerRuntime;
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use serde_json::json;
 
 use crate::edge::context::Ctx;
 use crate::edge::error::{Exit, Failure};
 use crate::edge::output;
 use crate::sandbox::engine::identity_containers;
+use crate::sandbox::views::{FolderFate, ReleasedRow, Stopped};
 use crate::sandbox::{connect, identity, identity_of, profile_label};
 
 /// How long a stopping sandbox gets before the engine kills it (its keep-alive exits on SIGTERM at once).
@@ -152,18 +152,29 @@ pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: b
 pub fn print_released(ctx: &Ctx, r: &Released) -> u8 {
     if ctx.json {
         // One row per container; the folder's fate (one folder per identity) is on each row.
-        let folder_json = match &r.folder {
-            Some(Ok(note)) => json!({"path": r.host_dir, "note": note}),
-            Some(Err(e)) => json!({"path": r.host_dir, "error": e}),
-            None if r.keep_files => json!({"path": r.host_dir, "note": "kept (--keep-files)"}),
-            None => serde_json::Value::Null,
+        let fate = |note: Option<&str>, error: Option<&String>| FolderFate {
+            path: r.host_dir.clone(),
+            note: note.map(str::to_owned),
+            error: error.cloned(),
         };
-        let rows: Vec<serde_json::Value> = r
+        let folder = match &r.folder {
+            Some(Ok(note)) => Some(fate(Some(note), None)),
+            Some(Err(e)) => Some(fate(None, Some(e))),
+            None if r.keep_files => Some(fate(Some("kept (--keep-files)"), None)),
+            None => None,
+        };
+        let rows: Vec<ReleasedRow> = r
             .rows
             .iter()
-            .map(|(c, p)| json!({"id": c.id, "name": c.name, "action": match p { CleanupPlan::Keep { .. } => "kept", _ => "removed" }, "plan": p, "folder": folder_json}))
+            .map(|(c, p)| ReleasedRow {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                action: if matches!(p, CleanupPlan::Keep { .. }) { "kept" } else { "removed" },
+                plan: p.clone(),
+                folder: folder.clone(),
+            })
             .collect();
-        output::json(&json!(rows));
+        output::json(&rows);
     } else if r.rows.is_empty() {
         output::line(&format!("no sandbox for task {:?} (profile {})", r.task, ctx.profile));
     } else {
@@ -189,7 +200,7 @@ pub fn print_released(ctx: &Ctx, r: &Released) -> u8 {
 /// `berth sandbox stop ID`.
 pub fn print_stopped(ctx: &Ctx, c: &ContainerSummary) {
     if ctx.json {
-        output::json(&json!({"id": c.id, "name": c.name, "action": "stopped"}));
+        output::json(&Stopped { id: c.id.clone(), name: c.name.clone(), action: "stopped" });
     } else {
         output::line(&format!("stopped {}", c.name));
     }

@@ -12,7 +12,6 @@ use domain::ids::{BoardSlug, ProfileName};
 use domain::ports::Clock;
 use kanban_store::{NewTask, TaskEdit, WorkerRef};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::Web;
 use crate::edge::context::SystemClock;
@@ -21,14 +20,14 @@ use crate::edge::error::Failure;
 /// The answer to a write.
 pub(super) fn answer(result: Result<String, Failure>) -> Response {
     match result {
-        Ok(message) => Json(json!({"ok": true, "message": message})).into_response(),
+        Ok(message) => Json(super::views::ApiDone { ok: true, message }).into_response(),
         Err(f) => {
             let status = if f.code == crate::edge::error::Exit::USAGE {
                 StatusCode::BAD_REQUEST
             } else {
                 StatusCode::INTERNAL_SERVER_ERROR
             };
-            (status, Json(json!({"error": f.message}))).into_response()
+            (status, Json(super::views::ApiError { error: f.message })).into_response()
         }
     }
 }

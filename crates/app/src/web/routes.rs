@@ -11,7 +11,6 @@ use axum::middleware;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
-use serde_json::json;
 
 use super::actions::{self, blocking};
 use super::{Web, auth, live, pages, sandboxes, views};
@@ -70,7 +69,7 @@ fn page<T>(view: Result<T, Failure>, fragment: bool, render: impl FnOnce(&T, boo
 fn api<T: Serialize>(view: Result<T, Failure>) -> Response {
     match view {
         Ok(v) => axum::Json(v).into_response(),
-        Err(f) => (status_of(&f), axum::Json(json!({"error": f.message}))).into_response(),
+        Err(f) => (status_of(&f), axum::Json(views::ApiError { error: f.message })).into_response(),
     }
 }
 

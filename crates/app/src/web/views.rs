@@ -8,7 +8,7 @@ use domain::ports::Clock;
 use domain::time::Timestamp;
 use kanban_store::{Event, Run, Task};
 use serde::Serialize;
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
@@ -122,8 +122,11 @@ pub(crate) fn masked(v: Json) -> Json {
 
 fn card(ctx: &Ctx, store: &Board, t: &Task, now: Timestamp) -> Card {
     // Only a running task needs its worker judged (a probe); the others' status is the row's.
-    let shown_status =
-        if t.status == TaskStatus::Running { crate::board::listed(ctx, store, t, now).2 } else { t.status.to_string() };
+    let shown_status = if t.status == TaskStatus::Running {
+        crate::board::listed(ctx, store, t, now).shown_status
+    } else {
+        t.status.to_string()
+    };
     Card {
         id: t.id.clone(),
         title: redact(&t.title),
@@ -177,7 +180,7 @@ pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool) -> Result<BoardView, 
 /// One task with its events, runs and workspace.
 pub(crate) fn task(ctx: &Ctx, id: &str) -> Result<TaskView, Failure> {
     let store = open_read_only(ctx)?.ok_or_else(|| Failure::usage(format!("no task {id}")))?;
-    let (shown, t, shown_status) = crate::board::listed(ctx, &store, &store.task(id)?, now());
+    let row = crate::board::listed(ctx, &store, &store.task(id)?, now());
     let mut events = store.events(id, 0)?;
     for e in &mut events {
         e.payload = masked(std::mem::take(&mut e.payload));
@@ -186,22 +189,43 @@ pub(crate) fn task(ctx: &Ctx, id: &str) -> Result<TaskView, Failure> {
     for r in &mut runs {
         r.error = r.error.as_deref().map(redact);
     }
-    let workspace = crate::board::logs::workspace_path(ctx, id, t.assignee.as_deref());
-    Ok(TaskView { task: masked(shown), shown_status, events, runs, workspace })
+    let workspace = crate::board::logs::workspace_path(ctx, id, row.task.assignee.as_deref());
+    let task = masked(serde_json::to_value(&row).unwrap_or(Json::Null));
+    Ok(TaskView { task, shown_status: row.shown_status, events, runs, workspace })
+}
+
+/// A piece of a task's worker log: its text (masked) and the byte offset to read on from.
+#[derive(Debug, Serialize)]
+pub(crate) struct LogChunk {
+    pub offset: u64,
+    pub text: String,
+}
+
+/// An API call's one-line failure.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApiError {
+    pub error: String,
+}
+
+/// The answer to a dashboard write that went through.
+#[derive(Debug, Serialize)]
+pub(crate) struct ApiDone {
+    pub ok: bool,
+    pub message: String,
 }
 
 /// The new part of a task's worker log from byte `offset` (at most 64 KiB of it), masked, and where to read on.
 /// A log that shrank (rotated) is read again from its start.
-pub(crate) fn log_from(ctx: &Ctx, id: &str, offset: u64) -> Json {
+pub(crate) fn log_from(ctx: &Ctx, id: &str, offset: u64) -> LogChunk {
     use std::io::{Read, Seek, SeekFrom};
     const MAX: u64 = 64 * 1024;
     let path = crate::board::logs::log_path(ctx, id);
-    let Ok(mut f) = std::fs::File::open(&path) else { return json!({"offset": 0, "text": ""}) };
+    let Ok(mut f) = std::fs::File::open(&path) else { return LogChunk { offset: 0, text: String::new() } };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let from = if offset > len { 0 } else { offset.max(len.saturating_sub(MAX)) };
     let mut buf = Vec::new();
     let _ = f.seek(SeekFrom::Start(from)).and_then(|_| f.take(MAX).read_to_end(&mut buf));
-    json!({"offset": from + buf.len() as u64, "text": redact(&String::from_utf8_lossy(&buf))})
+    LogChunk { offset: from + buf.len() as u64, text: redact(&String::from_utf8_lossy(&buf)) }
 }
 
 /// Profiles with their caps and running counts (every board together, as the caps count).
@@ -275,7 +299,7 @@ pub(crate) fn diagnostics(ctx: &Ctx) -> Result<Vec<Diagnostic>, Failure> {
             out.push(Diagnostic { task: t.id, board: t.board, title: redact(&t.title), kind, reason });
         }
         for t in store.tasks(&slug, Some(TaskStatus::Running), None)? {
-            let shown = crate::board::listed(ctx, &store, &t, now).2;
+            let shown = crate::board::listed(ctx, &store, &t, now).shown_status;
             if shown != "running" && shown != "running (starting)" {
                 out.push(Diagnostic {
                     task: t.id,
