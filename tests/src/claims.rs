@@ -111,8 +111,17 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     };
     // At least KILLS kills; more (bounded) until one landed between a claim and its spawn record, which a fast
     // dispatcher on a loaded machine can make rare.
-    for attempt in 0..KILLS * 4 {
-        if attempt >= KILLS && !unrecorded_runs().is_empty() {
+    // A stranded claim (a run whose worker was never started, so nothing will confirm it) is what the lease is for:
+    // kill until there is one. A started worker confirms within moments of its dispatcher's death, hence the grace.
+    let stranded = || {
+        std::thread::sleep(Duration::from_millis(500)); // the grace for started workers to confirm, not a sync
+        let s = store(&home);
+        unrecorded_runs().iter().any(|(id, run)| {
+            s.runs(id).unwrap().into_iter().any(|r| r.id == *run && r.confirmed_at.is_none() && r.outcome.is_none())
+        })
+    };
+    for attempt in 0..KILLS * 8 {
+        if attempt >= KILLS && stranded() {
             break;
         }
         let mut child = home
@@ -123,7 +132,7 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
             .spawn()
             .unwrap();
         // A random kill point, not a synchronisation.
-        std::thread::sleep(Duration::from_millis(20 + rng.below(200)));
+        std::thread::sleep(Duration::from_millis(5 + rng.below(120)));
         child.kill().unwrap();
         child.wait().unwrap();
     }
