@@ -35,7 +35,7 @@ pub fn own_age() -> Option<std::time::Duration> {
     use procfs::Current;
     let start = Process::myself().ok()?.stat().ok()?.starttime;
     let uptime = procfs::Uptime::current().ok()?.uptime;
-    #[allow(clippy::cast_precision_loss)]
+    #[allow(clippy::cast_precision_loss, reason = "clock ticks since boot fit an f64 exactly for centuries")]
     let started = start as f64 / procfs::ticks_per_second() as f64;
     Some(std::time::Duration::from_secs_f64((uptime - started).max(0.0)))
 }
