@@ -5,6 +5,7 @@ pub mod boards;
 mod create;
 pub mod edit;
 mod external;
+mod gate;
 pub mod launcher;
 mod log_stream;
 pub mod logs;
