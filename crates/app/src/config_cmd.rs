@@ -1,29 +1,90 @@
-//! `berth config …` and `berth profile …`.
+//! `berth config …` and `berth profile …`, their `--json` output as typed views.
 
 use config_bridge::{Entry, Source};
 use domain::ids::ProfileName;
 use domain::ports::ProfileResolver;
-use serde_json::json;
+use serde::Serialize;
 
 use crate::cli::{ConfigCmd, ProfileCmd};
 use crate::edge::context::Ctx;
 use crate::edge::error::{Exit, Failure};
 use crate::edge::output;
 
-fn entry_json(e: &Entry) -> serde_json::Value {
-    let source_detail = match &e.source {
-        Source::File(p) => json!(p.display().to_string()),
-        Source::Env(v) => json!(v),
-        _ => serde_json::Value::Null,
-    };
-    json!({
-        "key": e.setting.key,
-        "value": e.value.to_json(),
-        "source": e.source.kind(),
-        "source_detail": source_detail,
-        "env": e.setting.env_var(),
-        "type": e.setting.kind.as_str(),
-    })
+/// One setting as `config ls` and `config get` print it: its value (typed as the setting is; a string may be
+/// masked), where the value came from, and the variable that sets it.
+#[derive(Serialize)]
+struct EntryView {
+    key: &'static str,
+    value: serde_json::Value,
+    /// `default`, `file`, `env` or `cli`.
+    source: &'static str,
+    /// The file or the variable the value came from (null for a default or a `-c` override).
+    source_detail: Option<String>,
+    env: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+impl EntryView {
+    /// The view of `e`, a string value passed through `shown` (masking, or not when the value is asked for).
+    fn of(e: &Entry, shown: impl Fn(&str) -> String) -> Self {
+        let source_detail = match &e.source {
+            Source::File(p) => Some(p.display().to_string()),
+            Source::Env(v) => Some(v.clone()),
+            _ => None,
+        };
+        let value = match e.value.to_json() {
+            serde_json::Value::String(text) => serde_json::Value::String(shown(&text)),
+            other => other,
+        };
+        Self {
+            key: e.setting.key,
+            value,
+            source: e.source.kind(),
+            source_detail,
+            env: e.setting.env_var(),
+            kind: e.setting.kind.as_str(),
+        }
+    }
+}
+
+/// What `config set` wrote: the key, its value as written (a string masked) and the file.
+#[derive(Serialize)]
+struct SetView<'a> {
+    key: &'a str,
+    value: serde_json::Value,
+    file: String,
+}
+
+/// What `config unset` did: whether the file held the key.
+#[derive(Serialize)]
+struct UnsetView<'a> {
+    key: &'a str,
+    removed: bool,
+}
+
+/// `config env`: each variable a worker gets and its value, in the settings' order (a JSON object).
+struct EnvView<'a>(&'a [(String, String)]);
+
+impl Serialize for EnvView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+/// What `profile create` did: the profile, whether it was new, and its folder.
+#[derive(Serialize)]
+struct ProfileCreatedView<'a> {
+    profile: &'a str,
+    created: bool,
+    dir: String,
+}
+
+/// What `profile rm` did.
+#[derive(Serialize)]
+struct ProfileRemovedView<'a> {
+    profile: &'a str,
+    removed: bool,
 }
 
 /// `berth config …`.
@@ -36,14 +97,9 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             // A listing hides secrets (the board server's password); `config get` and `config env` give the value.
             let entries = ctx.resolved.entries();
             if ctx.json {
-                let rows = entries.iter().map(|e| {
-                    let mut row = entry_json(e);
-                    if let Some(text) = row["value"].as_str() {
-                        row["value"] = json!(crate::edge::redact::redact(text));
-                    }
-                    row
-                });
-                output::json(&json!(rows.collect::<Vec<_>>()));
+                let rows: Vec<EntryView> =
+                    entries.iter().map(|e| EntryView::of(e, crate::edge::redact::redact)).collect();
+                output::json(&rows);
             } else {
                 let rows: Vec<Vec<String>> = entries
                     .iter()
@@ -66,11 +122,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             // Masked unless asked: a value printed to a terminal ends up in scrollback and screen shares.
             let shown = |text: &str| if *reveal { text.to_owned() } else { crate::edge::redact::redact(text) };
             if ctx.json {
-                let mut row = entry_json(e);
-                if let Some(text) = row["value"].as_str() {
-                    row["value"] = json!(shown(text));
-                }
-                output::json(&row);
+                output::json(&EntryView::of(e, shown));
             } else {
                 output::line(&shown(&e.value.to_text()));
             }
@@ -82,7 +134,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
                 other => Failure::other(other.to_string()),
             })?;
             if ctx.json {
-                output::json(&json!({"key": key, "removed": removed}));
+                output::json(&UnsetView { key, removed });
             } else {
                 output::line(&if removed {
                     format!("removed {key}")
@@ -94,7 +146,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
         ConfigCmd::Env => {
             let env = ctx.resolved.worker_env();
             if ctx.json {
-                output::json(&json!(env.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>()));
+                output::json(&EnvView(&env));
             } else {
                 for (k, v) in env {
                     output::line(&format!("export {k}={}", config_bridge::shell_quote(&v)));
@@ -129,8 +181,11 @@ fn set(ctx: &Ctx, key: &str, value: &str) -> Result<(), Failure> {
         _ => crate::edge::redact::redact(&v.to_text()),
     };
     if ctx.json {
-        let value = if v.to_json().is_string() { json!(text) } else { v.to_json() };
-        output::json(&json!({"key": key, "value": value, "file": ctx.config_path().display().to_string()}));
+        let value = match v.to_json() {
+            serde_json::Value::String(_) => serde_json::Value::String(text),
+            other => other,
+        };
+        output::json(&SetView { key, value, file: ctx.config_path().display().to_string() });
     } else {
         output::line(&format!("{key} = {text} (in {})", ctx.config_path().display()));
     }
@@ -151,7 +206,11 @@ pub fn profile(ctx: &Ctx, cmd: &ProfileCmd) -> Result<u8, Failure> {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| Failure::other(format!("cannot create {}: {e}", dir.display())))?;
             if ctx.json {
-                output::json(&json!({"profile": name.as_str(), "created": !existed, "dir": dir.display().to_string()}));
+                output::json(&ProfileCreatedView {
+                    profile: name.as_str(),
+                    created: !existed,
+                    dir: dir.display().to_string(),
+                });
             } else {
                 output::line(&format!("{} profile {name}", if existed { "kept existing" } else { "created" }));
             }
@@ -159,7 +218,7 @@ pub fn profile(ctx: &Ctx, cmd: &ProfileCmd) -> Result<u8, Failure> {
         ProfileCmd::Ls => {
             let names = profiles.list();
             if ctx.json {
-                output::json(&json!(names));
+                output::json(&names);
             } else {
                 for n in names {
                     output::line(&n);
@@ -178,7 +237,7 @@ pub fn profile(ctx: &Ctx, cmd: &ProfileCmd) -> Result<u8, Failure> {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| Failure::other(format!("cannot remove {}: {e}", dir.display())))?;
             if ctx.json {
-                output::json(&json!({"profile": name.as_str(), "removed": true}));
+                output::json(&ProfileRemovedView { profile: name.as_str(), removed: true });
             } else {
                 output::line(&format!("removed profile {name}"));
             }
