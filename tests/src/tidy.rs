@@ -365,3 +365,116 @@ fn app_outputs_are_typed_views_not_json_objects_built_by_key() {
     let sample = "fn a() {}\nfn b() { json!({\"k\": 1}); }\n#[cfg(test)]\nmod tests { json!({\"k\": 1}); }\n";
     assert_eq!(json_objects_by_key(sample), vec![2]);
 }
+
+/// The longest production file and function allowed, in lines.
+const FILE_MAX: usize = 600;
+const FUNCTION_MAX: usize = 100;
+
+/// Whether `path` holds test code only: a file named `tests.rs`, `*_tests.rs` or `test_util.rs`, or one under a
+/// `tests` or `test_util` folder.
+fn is_test_file(path: &Path) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    name == "tests.rs"
+        || name.ends_with("_tests.rs")
+        || name == "test_util.rs"
+        || path.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "test_util")))
+}
+
+/// The production lines of a source file: those before its test module (a `#[cfg(test)]` at the line's start
+/// followed by an inline `mod … {`); a `#[cfg(test)]` item inside an `impl` or a `mod NAME;` declaration does not end
+/// them.
+fn production_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = (0..lines.len())
+        .find(|&i| {
+            lines[i] == "#[cfg(test)]"
+                && lines.get(i + 1).is_some_and(|next| next.starts_with("mod ") && next.trim_end().ends_with('{'))
+        })
+        .unwrap_or(lines.len());
+    lines[..end].to_vec()
+}
+
+/// Each function of `lines` (rustfmt-formatted) as (1-based line of its `fn`, name, length in lines from its `fn`
+/// line to its closing brace). A body ends at the first `}` alone at the `fn` line's indent; a declaration without
+/// a body (ending in `;`) is not a function here.
+fn functions(lines: &[&str]) -> Vec<(usize, String, usize)> {
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.trim_start();
+        let indent = &line[..line.len() - code.len()];
+        let Some(at) = code.find("fn ") else { continue };
+        let before = &code[..at];
+        let qualifiers = ["pub", "pub(crate)", "pub(super)", "const", "async", "unsafe", "extern", "\"C\""];
+        if !before.split_whitespace().all(|w| qualifiers.contains(&w) || w.starts_with("pub(")) {
+            continue;
+        }
+        let name: String = code[at + 3..].chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        if name.is_empty() {
+            continue;
+        }
+        // Find where the signature ends: a body's `{` at a line's end, or `;` for a declaration.
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let l = lines[j].trim_end();
+            l.ends_with('{') || l.ends_with(';') || (j == i && l.ends_with('}'))
+        }) else {
+            continue;
+        };
+        let l = lines[open].trim_end();
+        if l.ends_with(';') && !l.ends_with('{') {
+            continue;
+        }
+        if open == i && l.ends_with('}') {
+            found.push((i + 1, name, 1));
+            continue;
+        }
+        let close = format!("{indent}}}");
+        if let Some(end) = (open + 1..lines.len()).find(|&j| lines[j].trim_end() == close) {
+            found.push((i + 1, name, end - i + 1));
+        }
+    }
+    found
+}
+
+/// What a reader takes in at once: no production file over [`FILE_MAX`] lines and no production function over
+/// [`FUNCTION_MAX`], in `crates/` and `xtask/` (test modules, `tests.rs`, `*_tests.rs`, `test_util` and `tests`
+/// folders excluded).
+#[test]
+fn no_production_file_over_600_lines_nor_function_over_100() {
+    let mut files = Vec::new();
+    for dir in ["crates", "xtask"] {
+        rust_files(&workspace().join(dir), &mut files);
+    }
+    files.sort();
+    let mut over = Vec::new();
+    let mut counted = 0;
+    for f in files.iter().filter(|f| !is_test_file(f)) {
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines = production_lines(&text);
+        let rel = f.strip_prefix(workspace()).unwrap_or(f).display().to_string();
+        if lines.len() > FILE_MAX {
+            over.push(format!("{rel}: {} lines", lines.len()));
+        }
+        for (at, name, len) in functions(&lines) {
+            counted += 1;
+            if len > FUNCTION_MAX {
+                over.push(format!("{rel}:{at}: fn {name}: {len} lines"));
+            }
+        }
+    }
+    assert!(counted > 1000, "the functions were read ({counted})");
+    assert!(over.is_empty(), "over {FILE_MAX} lines a file or {FUNCTION_MAX} a function:\n{}", over.join("\n"));
+}
+
+/// The size checker itself: it measures a function from `fn` to its brace, skips declarations and one-liners' bodies,
+/// and stops a file's production part at its test module only.
+#[test]
+fn the_size_checker_measures_functions_and_stops_at_the_test_module() {
+    let sample = "impl A {\n    #[cfg(test)]\n    pub(crate) async fn a(\n        x: u8,\n    ) -> u8 {\n        x\n    }\n    fn \
+                  b(&self);\n    fn c() {}\n}\n#[cfg(test)]\nmod x;\n#[cfg(test)]\nmod tests {\n    fn d() {\n    }\n}\n";
+    let lines = production_lines(sample);
+    assert_eq!(lines.len(), 12);
+    assert_eq!(functions(&lines), vec![(3, "a".to_owned(), 5), (9, "c".to_owned(), 1)]);
+    assert!(is_test_file(Path::new("crates/domain/src/test_util/fake_store.rs")));
+    assert!(is_test_file(Path::new("crates/app/src/help_tests.rs")));
+    assert!(!is_test_file(Path::new("crates/app/src/board/logs.rs")));
+}

@@ -120,6 +120,26 @@ fn tail(text: &str, n: Option<usize>) -> &str {
     }
 }
 
+/// What `kanban logs` was asked for: the task, its log, the run (the task's own number, 1 = its first, as `kanban
+/// show` numbers them, and the board-wide id it names) and how many last lines.
+struct Asked<'a> {
+    id: &'a str,
+    path: PathBuf,
+    number: Option<i64>,
+    run: Option<i64>,
+    lines: Option<usize>,
+}
+
+/// Where the first read of the log left off, for `-f` to go on from.
+struct FirstRead {
+    /// The byte following goes on at, and the end of what was read (to find the place again after a cap).
+    pos: u64,
+    seen: Vec<u8>,
+    /// Whether anything was printed, and whether the asked run's part was met.
+    printed: bool,
+    saw_run: bool,
+}
+
 /// `berth kanban logs`.
 ///
 /// # Errors
@@ -133,105 +153,132 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     };
     let task = store.task(id)?;
     let runs = store.runs(id)?;
-    // `--run N` is the task's own Nth run (1 = its first), as `kanban show` numbers them; below, the board-wide id.
-    let number = run;
-    let run = match run {
-        Some(n) => match usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| runs.get(i)) {
-            Some(r) => Some(r.id),
-            None => {
-                let known = match runs.len() {
-                    0 => "none yet".to_owned(),
-                    1 => "1".to_owned(),
-                    k => format!("1 to {k}"),
-                };
-                return Err(Failure::usage(format!("task {id} has no run {n} (its runs: {known})")));
-            }
-        },
-        None => None,
-    };
-    let path = log_path(ctx, id);
-    // A run of a shared board that ran on another host wrote its log there: say which, rather than "never run".
+    let asked = Asked { id, path: log_path(ctx, id), number: run, run: run_id(id, &runs, run)?, lines };
+    refuse_a_log_on_another_host(ctx, &asked, &runs)?;
+    let starts = RunStarts::new(id, &runs);
+    let Some(read) = print_first(ctx.json, &asked, &starts) else { return Ok(0) };
+    if !read.printed && !follow {
+        // Nothing to print is said, on stderr (stdout stays the log's bytes, here none).
+        let why = why_nothing(&asked, &task, &runs);
+        eprintln!("berth: the log of {id} ({}) {why}", asked.path.display());
+    }
+    // The run to follow: the one asked for, else the task's current one; a finished run has nothing more to say.
+    let Some(followed) = asked.run.or(task.current_run_id).filter(|_| follow) else { return Ok(0) };
+    follow_run(&store, &asked, &starts, followed, read).await
+}
+
+/// The board-wide id of the task's run `number` (its own Nth run), when one is asked for.
+fn run_id(id: &str, runs: &[Run], number: Option<i64>) -> Result<Option<i64>, Failure> {
+    let Some(n) = number else { return Ok(None) };
+    match usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| runs.get(i)) {
+        Some(r) => Ok(Some(r.id)),
+        None => {
+            let known = match runs.len() {
+                0 => "none yet".to_owned(),
+                1 => "1".to_owned(),
+                k => format!("1 to {k}"),
+            };
+            Err(Failure::usage(format!("task {id} has no run {n} (its runs: {known})")))
+        }
+    }
+}
+
+/// A run of a shared board that ran on another host wrote its log there: says which, rather than "never run".
+fn refuse_a_log_on_another_host(ctx: &Ctx, asked: &Asked, runs: &[Run]) -> Result<(), Failure> {
     let this_host = ctx.host_id();
     let elsewhere =
-        runs.iter().rev().find(|x| run.is_none_or(|r| r == x.id) && x.worker_host.is_some()).and_then(|x| {
+        runs.iter().rev().find(|x| asked.run.is_none_or(|r| r == x.id) && x.worker_host.is_some()).and_then(|x| {
             x.worker_host.clone().filter(|h| !domain::liveness::is_local(&this_host, Some(h))).map(|h| (x.id, h))
         });
-    if !path.is_file()
-        && let Some((r, host)) = elsewhere
-    {
-        return Err(Failure::other(format!(
-            "run {r} of {id} ran on host {host}: its log is there (`berth kanban logs {id}` on {host})"
-        )));
+    match elsewhere {
+        Some((r, host)) if !asked.path.is_file() => {
+            let id = asked.id;
+            Err(Failure::other(format!(
+                "run {r} of {id} ran on host {host}: its log is there (`berth kanban logs {id}` on {host})"
+            )))
+        }
+        _ => Ok(()),
     }
-    let starts = RunStarts::new(id, &runs);
-    let (mut pos, mut seen, printed, saw_run) = if lines.is_none() {
-        // The whole log (or a run's part): streamed, never read whole into memory.
-        let sink = if ctx.json { log_stream::Sink::Json { first: true } } else { log_stream::Sink::Text(Vec::new()) };
+}
+
+/// Prints what was asked of the log as it is now: all of it or a run's part (streamed, never read whole into
+/// memory), or their last lines. `None` when it printed JSON (which is never followed).
+fn print_first(json: bool, asked: &Asked, starts: &RunStarts) -> Option<FirstRead> {
+    let (path, run) = (&asked.path, asked.run);
+    let any_start = |l: &str| starts.starts(l, None);
+    let Some(n) = asked.lines else {
+        let sink = if json { log_stream::Sink::Json { first: true } } else { log_stream::Sink::Text(Vec::new()) };
         let json_tail = || {
             let v = |x: serde_json::Value| x.to_string();
             format!(
                 "  \"path\": {},\n  \"run\": {},\n  \"run_id\": {},\n  \"task\": {}",
                 v(serde_json::json!(path.display().to_string())),
-                v(serde_json::json!(number)),
+                v(serde_json::json!(asked.number)),
                 v(serde_json::json!(run)),
-                v(serde_json::json!(id))
+                v(serde_json::json!(asked.id))
             )
         };
         let is_run = |l: &str| run.is_some_and(|r| starts.starts(l, Some(r)));
-        let (s, _) = log_stream::stream(&path, run.is_some(), |l| starts.starts(l, None), is_run, sink, json_tail);
-        if ctx.json {
-            return Ok(0);
-        }
-        (s.pos, s.seen, s.printed, s.saw_run)
-    } else {
-        let (shown, pos, seen, saw_run) = match run {
-            // A run's last lines: its part streamed, only the last N kept.
-            Some(r) => {
-                let is_run = |l: &str| starts.starts(l, Some(r));
-                let n = lines.unwrap_or(0);
-                let (s, kept) = log_stream::last_lines(&path, |l| starts.starts(l, None), is_run, n);
-                (kept, s.pos, s.seen, s.saw_run)
-            }
-            None => {
-                let (text, pos) = first_read(&path, lines);
-                let seen = window(text.as_bytes());
-                (tail(&text, lines).to_owned(), pos, seen, false)
-            }
-        };
-        let shown = shown.as_str();
-        if ctx.json {
-            let lines: Vec<&str> = shown.lines().collect();
-            let path = path.display().to_string();
-            output::json(&crate::board::views::TaskLogLines { task: id, path, run: number, run_id: run, lines });
-            return Ok(0);
-        }
-        write_out(shown.as_bytes());
-        (pos, seen, !shown.is_empty(), saw_run)
+        let (s, _) = log_stream::stream(path, run.is_some(), any_start, is_run, sink, json_tail);
+        return (!json).then_some(FirstRead { pos: s.pos, seen: s.seen, printed: s.printed, saw_run: s.saw_run });
     };
-    if !printed && !follow {
-        // Nothing to print is said, on stderr (stdout stays the log's bytes, here none).
-        let why = match run {
-            // A log goes with an archived task's output, and with a finished one's after kanban.retention_days.
-            _ if !path.is_file() && task.status == domain::kanban::TaskStatus::Archived => {
-                "was removed when the task was archived".to_owned()
-            }
-            _ if !path.is_file() && !runs.is_empty() => {
-                "was removed (`berth kanban prune` removes finished tasks' logs after kanban.retention_days)".to_owned()
-            }
-            _ if !path.is_file() => "does not exist yet (no worker has run)".to_owned(),
-            Some(r) => format!("has no lines of run {}", number.unwrap_or(r)),
-            None => "is empty".to_owned(),
-        };
-        eprintln!("berth: the log of {id} ({}) {why}", path.display());
+    let (shown, pos, seen, saw_run) = match run {
+        // A run's last lines: its part streamed, only the last N kept.
+        Some(r) => {
+            let is_run = |l: &str| starts.starts(l, Some(r));
+            let (s, kept) = log_stream::last_lines(path, any_start, is_run, n);
+            (kept, s.pos, s.seen, s.saw_run)
+        }
+        None => {
+            let (text, pos) = first_read(path, Some(n));
+            let seen = window(text.as_bytes());
+            (tail(&text, Some(n)).to_owned(), pos, seen, false)
+        }
+    };
+    if json {
+        let lines: Vec<&str> = shown.lines().collect();
+        let path = path.display().to_string();
+        let view = crate::board::views::TaskLogLines { task: asked.id, path, run: asked.number, run_id: run, lines };
+        output::json(&view);
+        return None;
     }
-    // The run to follow: the one asked for, else the task's current one; a finished run has nothing more to say.
-    let followed = run.or(task.current_run_id);
-    let Some(followed) = followed.filter(|_| follow) else { return Ok(0) };
+    write_out(shown.as_bytes());
+    Some(FirstRead { pos, seen, printed: !shown.is_empty(), saw_run })
+}
+
+/// Why there was nothing to print: the log was removed (and by what), was never written, or holds nothing of the
+/// asked run.
+fn why_nothing(asked: &Asked, task: &kanban_core::Task, runs: &[Run]) -> String {
+    let exists = asked.path.is_file();
+    match asked.run {
+        // A log goes with an archived task's output, and with a finished one's after kanban.retention_days.
+        _ if !exists && task.status == domain::kanban::TaskStatus::Archived => {
+            "was removed when the task was archived".to_owned()
+        }
+        _ if !exists && !runs.is_empty() => {
+            "was removed (`berth kanban prune` removes finished tasks' logs after kanban.retention_days)".to_owned()
+        }
+        _ if !exists => "does not exist yet (no worker has run)".to_owned(),
+        Some(r) => format!("has no lines of run {}", asked.number.unwrap_or(r)),
+        None => "is empty".to_owned(),
+    }
+}
+
+/// `-f`: prints the followed run's new lines as they come, until another run's output begins, or the board closed
+/// the run and its worker exited (its last lines are written then), or [`WORKER_EXIT_WAIT`] after the close.
+async fn follow_run(
+    store: &crate::edge::open::Board,
+    asked: &Asked<'_>,
+    starts: &RunStarts<'_>,
+    followed: i64,
+    read: FirstRead,
+) -> Result<u8, Failure> {
+    let FirstRead { mut pos, mut seen, saw_run, .. } = read;
     let mut ended_at: Option<std::time::Instant> = None;
-    let mut inside = run.is_none() || saw_run;
+    let mut inside = asked.run.is_none() || saw_run;
     // Prints the new whole lines of the followed run; false once another run's output begins.
     let mut drain = |pos: &mut u64, inside: &mut bool| -> bool {
-        let (more, next) = read_from(&path, *pos, &seen);
+        let (more, next) = read_from(&asked.path, *pos, &seen);
         *pos = next;
         if !more.is_empty() {
             seen.extend_from_slice(more.as_bytes());
@@ -254,7 +301,7 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
         if !drain(&mut pos, &mut inside) || ended_at.is_some_and(|t| t.elapsed() > WORKER_EXIT_WAIT) {
             return Ok(0);
         }
-        match store.runs(id)?.into_iter().find(|r| r.id == followed) {
+        match store.runs(asked.id)?.into_iter().find(|r| r.id == followed) {
             // The run is over once the board closed it and its worker has exited (its last lines are written).
             Some(r) if r.ended_at.is_some() => {
                 if !worker_alive(&r) {
