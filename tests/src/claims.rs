@@ -11,7 +11,7 @@ use domain::ids::BoardSlug;
 use domain::kanban::TaskStatus;
 use kanban_store::SqliteKanbanStore;
 
-use crate::support::{Home, berth_bin};
+use crate::support::{Home, berth_bin, wait_until};
 
 const TASKS: usize = 200;
 const KILLS: usize = 20;
@@ -114,7 +114,8 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     // A stranded claim (a run whose worker was never started, so nothing will confirm it) is what the lease is for:
     // kill until there is one. A started worker confirms within moments of its dispatcher's death, hence the grace.
     let stranded = || {
-        std::thread::sleep(Duration::from_millis(500)); // the grace for started workers to confirm, not a sync
+        // scenario: the grace a started worker has to confirm; a claim still unconfirmed after it is stranded.
+        std::thread::sleep(Duration::from_millis(500));
         let s = store(&home);
         unrecorded_runs().iter().any(|(id, run)| {
             s.runs(id).unwrap().into_iter().any(|r| r.id == *run && r.confirmed_at.is_none() && r.outcome.is_none())
@@ -131,7 +132,7 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // A random kill point, not a synchronisation.
+        // scenario: a random kill point.
         std::thread::sleep(Duration::from_millis(5 + rng.below(120)));
         child.kill().unwrap();
         child.wait().unwrap();
@@ -142,11 +143,10 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     let b = BoardSlug::default_board();
     assert!(!unrecorded.is_empty(), "no kill landed between a claim and its spawn record; the test proves nothing");
 
-    // Wait out the lease (polling the clock, not sleeping blind), then one tick.
+    // Wait out the lease, then one tick.
     let lease = Duration::from_secs(LEASE_SECS);
-    while last_kill.elapsed() <= lease {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // scenario: the spawn lease lapses (measured from the last kill).
+    std::thread::sleep((lease + Duration::from_millis(1)).saturating_sub(last_kill.elapsed()));
     let tick_at = last_kill.elapsed();
     dispatch(&home);
     let recovered = last_kill.elapsed();
@@ -174,19 +174,16 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     assert!(expired > 0, "no kill stranded a claim; the test proves nothing");
     assert!(recovered < lease + Duration::from_secs(5), "recovery took {recovered:?}");
 
-    // Ordinary ticks until the board is done (a poll with a deadline).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    // Ordinary ticks until the board is done.
+    wait_until("every task done", Duration::from_secs(60), || {
         let gone_now = gone(&home);
         assert!(gone_now.is_empty(), "running without a live worker: {gone_now:?}");
         let open = store(&home).tasks(&b, None, None).unwrap().iter().filter(|t| t.status != TaskStatus::Done).count();
-        if open == 0 {
-            break;
+        if open > 0 {
+            dispatch(&home);
         }
-        assert!(Instant::now() < deadline, "{open} tasks still not done");
-        dispatch(&home);
-        std::thread::sleep(Duration::from_millis(300));
-    }
+        if open == 0 { Ok(()) } else { Err(format!("{open} tasks still not done")) }
+    });
     eprintln!("all {TASKS} tasks done {:?} after the last kill", last_kill.elapsed());
 
     // Every task ran exactly once, by the worker that confirmed its run; no two runs of a task ever overlapped.
@@ -210,18 +207,6 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
     }
 }
 
-/// Polls `f` every 100 ms until it returns `Some`, failing after `secs`.
-fn poll<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
     let home = Home::new();
@@ -229,7 +214,7 @@ fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
     home.ok(&["config", "set", "kanban.worker_command", &format!("echo $PPID >> {}; exec sleep 60", marks.display())]);
     let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     home.ok(&["kanban", "dispatch"]);
-    let pid = poll(20, "the worker's confirmation", || {
+    let pid = wait_until("the worker's confirmation", Duration::from_secs(20), || {
         let t = &home.json(&["kanban", "show", &id])["task"];
         t["confirmed_at"].as_str().and(t["worker_pid"].as_i64())
     });
@@ -246,7 +231,9 @@ fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
     let events = home.json(&["kanban", "show", &id])["events"].as_array().unwrap().len();
     let killed = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status().unwrap();
     assert!(killed.success());
-    poll(20, "ls to report the dead worker", || (row(&home)["worker_alive"] == false).then_some(()));
+    wait_until("ls to report the dead worker", Duration::from_secs(20), || {
+        (row(&home)["worker_alive"] == false).then_some(())
+    });
     let text = home.ok(&["kanban", "ls"]);
     assert!(text.contains("running (worker gone)"), "{text}");
     assert!(home.ok(&["kanban", "show", &id]).contains("status:    running (worker gone)"));
@@ -276,7 +263,7 @@ fn a_dispatchers_confirmation_holds_only_when_it_reaches_the_worker_promptly() {
     let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     home.ok(&["kanban", "dispatch"]);
     let ran = |_: &Home| std::fs::read_to_string(&marks).unwrap_or_default();
-    poll(20, "the worker command", || (!ran(&home).is_empty()).then_some(()));
+    wait_until("the worker command", Duration::from_secs(20), || (!ran(&home).is_empty()).then_some(()));
     let show = home.json(&["kanban", "show", &id]);
     let confirmations: Vec<&serde_json::Value> =
         show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "confirmed").collect();
@@ -285,7 +272,7 @@ fn a_dispatchers_confirmation_holds_only_when_it_reaches_the_worker_promptly() {
     let run = confirmations[0]["run_id"].as_i64().expect("the confirmation names its run");
     assert_eq!(ran(&home).trim(), run.to_string());
     // The worker exited without completing: the next tick ends that run as crashed and the task waits as ready.
-    poll(20, "the crash verdict", || {
+    wait_until("the crash verdict", Duration::from_secs(20), || {
         home.json(&["kanban", "dispatch", "--max", "0"]);
         (home.json(&["kanban", "show", &id])["task"]["status"] == "ready").then_some(())
     });
@@ -303,7 +290,7 @@ fn a_dispatchers_confirmation_holds_only_when_it_reaches_the_worker_promptly() {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("berth worker run starts");
-        std::thread::sleep(delay);
+        std::thread::sleep(delay); // scenario: the word "confirmed" comes this late
         std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"c").unwrap();
         child.wait_with_output().unwrap()
     };

@@ -7,22 +7,12 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::support::{Engine, Gateway, Home};
+use crate::support::{Engine, Gateway, Home, poll, wait_exit, wait_until};
 use rustix::termios::{LocalModes, Winsize, tcgetattr, tcsetwinsize};
 
 /// Waits for `child` to exit within `limit`; kills it and fails otherwise.
 fn wait_within(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("berth did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_exit(child, limit).unwrap_or_else(|| panic!("berth did not exit within {limit:?}"))
 }
 
 #[test]
@@ -93,14 +83,7 @@ fn collect(mut master: impl Read + Send + 'static) -> Arc<Mutex<Vec<u8>>> {
 
 /// Waits until the terminal output holds `needle`; false at the deadline.
 fn saw(seen: &Arc<Mutex<Vec<u8>>>, needle: &str, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if String::from_utf8_lossy(&seen.lock().unwrap()).contains(needle) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    poll(within, || String::from_utf8_lossy(&seen.lock().unwrap()).contains(needle)).is_ok()
 }
 
 #[test]
@@ -495,15 +478,10 @@ fn gateway_status_text_shows_what_json_has() {
     let home = Home::new();
     home.ok(&["kanban", "board", "create", "default"]);
     let gateway = Gateway::start(&home, &[]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let v = loop {
+    let v = wait_until("a tick", Duration::from_secs(30), || {
         let v = home.gateway_status();
-        if v["ticks"].as_u64().unwrap_or(0) >= 1 {
-            break v;
-        }
-        assert!(Instant::now() < deadline, "no tick: {v}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        if v["ticks"].as_u64().unwrap_or(0) >= 1 { Ok(v) } else { Err(v) }
+    });
     let text = home.ok(&["gateway", "status"]);
     for want in [
         format!("running:      yes (pid {})", v["pid"]),
@@ -532,16 +510,12 @@ fn gateway_log_lines_name_their_tasks_and_are_json_lines_with_json() {
     let home = Home::on(&Engine::docker());
     let id = create_task(&home, &["doomed", "--assignee", &home.profile, "--command", "false"]);
     let gateway = Gateway::start(&home, &["--json", "-c", "kanban.failure_limit=1"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while home.json(&["kanban", "show", &id])["task"]["status"] != "blocked" {
-        assert!(Instant::now() < deadline, "not blocked: {}", home.json(&["kanban", "show", &id]));
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    // The line about the block comes from the tick that blocks it, or the worker's end, just after.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !gateway.stderr().contains("blocked") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the task blocked", Duration::from_secs(60), || {
+        let v = home.json(&["kanban", "show", &id]);
+        if v["task"]["status"] == "blocked" { Ok(()) } else { Err(v) }
+    });
+    // The line about the block comes from the tick that blocks it, or the worker's end, just after (asserted below).
+    let _ = poll(Duration::from_secs(10), || gateway.stderr().contains("blocked"));
     let (code, _, err) = gateway.stop();
     assert_eq!(code, Some(0), "{err}");
     let lines: Vec<serde_json::Value> =
@@ -569,17 +543,16 @@ fn kanban_ls_shows_failures_and_ages_hides_archived_ids_take_prefixes_runs_count
     let old = create_task(&home, &["old", "--assignee", &me, "--command", "true"]);
     let task = |id: &str| home.json(&["kanban", "show", id])["task"].clone();
     home.ok(&["kanban", "dispatch", "--task", &first]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while task(&first)["status"] != "done" {
-        assert!(Instant::now() < deadline, "first did not finish: {}", task(&first));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until("first to finish", Duration::from_secs(60), || {
+        let t = task(&first);
+        if t["status"] == "done" { Ok(()) } else { Err(t) }
+    });
     // By prefixes: `t_` and four characters, and four characters alone.
     home.ok(&["kanban", "dispatch", "--task", &failing[..6]]);
-    while task(&failing)["consecutive_failures"] != 1 || task(&failing)["status"] != "ready" {
-        assert!(Instant::now() < deadline, "failing did not fail once: {}", task(&failing));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until("failing to fail once", Duration::from_secs(60), || {
+        let t = task(&failing);
+        if t["consecutive_failures"] == 1 && t["status"] == "ready" { Ok(()) } else { Err(t) }
+    });
     home.ok(&["kanban", "archive", &old[2..6]]);
     let text = home.ok(&["kanban", "ls"]);
     let header = text.lines().next().unwrap();
@@ -700,11 +673,9 @@ fn the_gateway_warns_once_about_a_task_that_can_never_run() {
     // A command-less task, made while an external worker was configured; the gateway runs the built-in one.
     let bare = create_task(&home, &["bare", "-c", "kanban.worker_command=my-agent", "--assignee", &home.profile]);
     let gateway = Gateway::start(&home, &[]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while home.gateway_status()["ticks"].as_u64().unwrap_or(0) < 3 {
-        assert!(Instant::now() < deadline, "the gateway did not tick three times");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the gateway to tick three times", Duration::from_secs(30), || {
+        home.gateway_status()["ticks"].as_u64().unwrap_or(0) >= 3
+    });
     let (code, _, err) = gateway.stop();
     assert_eq!(code, Some(0));
     // The never-run warnings (the gateway's other lines about these tasks, e.g. `started`, name them too).
@@ -832,11 +803,10 @@ fn every_timestamp_in_every_json_output_is_rfc3339() {
     check(&home, &["kanban", "board", "ls"]);
     check(&home, &["kanban", "edit", &id, "--priority", "3"]);
     let gateway = Gateway::start(&home, &[]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while home.json(&["kanban", "show", &id])["task"]["status"] != "done" {
-        assert!(Instant::now() < deadline, "the task did not finish: {}", home.json(&["kanban", "show", &id]));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until("the task to finish", Duration::from_secs(60), || {
+        let v = home.json(&["kanban", "show", &id]);
+        if v["task"]["status"] == "done" { Ok(()) } else { Err(v) }
+    });
     check(&home, &["gateway", "status"]);
     assert_eq!(gateway.stop().0, Some(0));
     check(&home, &["gateway", "status"]);
@@ -921,11 +891,9 @@ fn long_work_shows_progress_on_a_terminal_and_nothing_when_stderr_is_not_one() {
     let started = |home: &Home, title: &str| -> String {
         let id = create_task(home, &[title, "--assignee", &home.profile, "--command", "true"]);
         home.ok(&["-c", stubborn, "kanban", "dispatch", "--task", &id]);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !home.json(&["kanban", "show", &id])["task"]["confirmed_at"].is_string() {
-            assert!(Instant::now() < deadline, "the worker of {id} did not confirm its run");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(&format!("the worker of {id} to confirm its run"), Duration::from_secs(20), || {
+            home.json(&["kanban", "show", &id])["task"]["confirmed_at"].is_string()
+        });
         id
     };
 
@@ -957,11 +925,9 @@ fn long_work_shows_progress_on_a_terminal_and_nothing_when_stderr_is_not_one() {
         String::from_utf8_lossy(&seen.lock().unwrap())
     );
     assert!(saw(&seen, &format!("\r\x1b[K{note}3s"), Duration::from_secs(5)), "it counts while it waits");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !String::from_utf8_lossy(&seen.lock().unwrap()).ends_with("\r\x1b[K") {
-        assert!(Instant::now() < deadline, "the note is erased at the end");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("the note to be erased at the end", Duration::from_secs(5), || {
+        String::from_utf8_lossy(&seen.lock().unwrap()).ends_with("\r\x1b[K")
+    });
 
     // The same for a sandbox being stopped and removed.
     home.ok(&["sandbox", "ensure", "--task", "box"]);

@@ -8,7 +8,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{Engine, Home, IMAGE, ids};
+use crate::support::{Engine, Home, IMAGE, ids, wait_until};
 use rustix::process::Signal;
 
 /// Creates a container the way hermes-agent would: its three labels, a `hermes-<hex>` name, no berth labels.
@@ -219,7 +219,7 @@ fn a_sigkilled_run_leaves_a_sandbox_the_next_run_reuses(e: &Engine) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(700)); // scenario: the kill point, mid-run
     child.kill().unwrap();
     child.wait().unwrap();
     let out = home.ok(&["run", "--task", "k", "--", "echo", "again"]);
@@ -426,12 +426,9 @@ fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container(e: &Engi
             .spawn()
             .unwrap();
         // Wait until the command runs inside.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !home.containers().iter().any(|id| home.docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
-        {
-            assert!(Instant::now() < deadline, "the command never started");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_until("the command to start", Duration::from_secs(20), || {
+            home.containers().iter().any(|id| home.docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
+        });
         crate::support::signal(child.id(), signal);
         assert_eq!(child.wait().unwrap().code(), Some(code));
         if opt_out {
@@ -514,7 +511,7 @@ fn both_reapers_remove_the_same_stale_sandboxes_on_every_engine() {
             homes.push((e.name, reaper, home));
         }
     }
-    // Ageing, not synchronisation: the containers must be older than the threshold by the engines' own clocks.
+    // scenario: ageing; the containers must be older than the threshold by the engines' own clocks.
     std::thread::sleep(Duration::from_secs(122));
     for (_, _, home) in &homes {
         let young = home.json(&["sandbox", "ensure", "--task", "young-stopped"])["id"].as_str().unwrap().to_owned();

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::support::{Home, require_docker};
+use crate::support::{Home, require_docker, wait_until};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -28,15 +28,10 @@ fn task_status(home: &Home, id: &str) -> String {
 
 /// Polls until the task leaves `running` (its worker finished), within `limit`.
 fn wait_not_running(home: &Home, id: &str, limit: Duration) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
+    wait_until(&format!("task {id} to leave running"), limit, || {
         let s = task_status(home, id);
-        if s != "running" {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "task {id} still running after {limit:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        (s != "running").then_some(s)
+    })
 }
 
 fn create_task(home: &Home, command: &str) -> String {
@@ -372,12 +367,10 @@ fn a_worker_log_is_capped_while_the_run_goes_keeping_the_tail() {
     assert!(out.status.success(), "{}", stderr(&out));
     let mut max_seen = 0;
     let log_path = home.path().join("kanban").join("logs").join(format!("{id}.log"));
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while task_status(&home, &id) == "running" {
+    wait_until("the flood to finish", Duration::from_secs(120), || {
         max_seen = max_seen.max(std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0));
-        assert!(Instant::now() < deadline, "the flood did not finish");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        task_status(&home, &id) != "running"
+    });
     assert_eq!(task_status(&home, &id), "done");
     let log = std::fs::read_to_string(&log_path).unwrap();
     let bound = cap + 128 * 1024;

@@ -287,7 +287,7 @@ fn sampler(board: Arc<Board>, stop: Arc<AtomicBool>, peaks: Arc<Mutex<Peaks>>) -
                     peaks.lock().unwrap().failed_reads += 1;
                 }
             }
-            std::thread::sleep(Duration::from_millis(5)); // the sampling period, not synchronization
+            std::thread::sleep(Duration::from_millis(5)); // scenario: the sampling period of the peaks
         }
     })
 }
@@ -650,7 +650,7 @@ fn faults(homes: Vec<PathBuf>, fault: Fault, seed: u64, stop: Arc<AtomicBool>) -
                 match fault {
                     Fault::Pause => {
                         send(pid, Signal::STOP);
-                        std::thread::sleep(Duration::from_millis(30)); // the fault itself: a 30 ms pause
+                        std::thread::sleep(Duration::from_millis(30)); // scenario: the fault itself, a 30 ms pause
                         send(pid, Signal::CONT);
                     }
                     Fault::Kill => {
@@ -666,7 +666,7 @@ fn faults(homes: Vec<PathBuf>, fault: Fault, seed: u64, stop: Arc<AtomicBool>) -
                 Fault::Pause => 10 + rng.below(60),
                 Fault::Kill => 150 + rng.below(300),
             };
-            std::thread::sleep(Duration::from_millis(gap));
+            std::thread::sleep(Duration::from_millis(gap)); // scenario: the gap between two faults
         }
         log
     })
@@ -840,7 +840,7 @@ fn run_scenario(sc: &Scenario) {
             let epoch_ms =
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |t| t.as_millis());
             c.server_stop();
-            std::thread::sleep(*d); // the fault itself: the server stays away this long
+            std::thread::sleep(*d); // scenario: the fault itself, the server stays away this long
             c.server_start();
             outage_note += &format!(
                 "server stopped {d:?} at {epoch_ms} ms (fast shutdown, {running} tasks running, {done_then} done) and \

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::support::{Home, docker, inspect, require_docker};
+use crate::support::{Home, docker, inspect, require_docker, wait_until};
 
 /// A small deterministic generator (xorshift), so failures replay.
 struct Rng(u64);
@@ -40,7 +40,7 @@ fn sigkilled_runs_leave_nothing_once_the_reaper_window_passes() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Anywhere from before the engine is reached to the middle of the command.
+        // scenario: a kill point anywhere from before the engine is reached to the middle of the command.
         std::thread::sleep(Duration::from_millis(rng.below(900)));
         child.kill().unwrap();
         child.wait().unwrap();
@@ -90,25 +90,21 @@ fn sigkilled_workers_are_recovered_and_every_task_finishes_without_leaks() {
     }
     let c = ["-c", "kanban.failure_limit=50"];
     let mut rng = Rng(0xfa11_7001);
-    let deadline = Instant::now() + Duration::from_secs(120);
     let mut kills = 0;
-    loop {
+    // Dispatch until every task is done.
+    wait_until("every task to finish", Duration::from_secs(120), || {
         let v = home.json(&[c[0], c[1], "kanban", "dispatch"]);
         // Kill some of the workers just started, at a random point of their life.
         for w in v["workers"].as_array().unwrap() {
             if kills < 8 && rng.below(2) == 0 {
-                std::thread::sleep(Duration::from_millis(rng.below(1500)));
+                std::thread::sleep(Duration::from_millis(rng.below(1500))); // scenario: a random kill point
                 crate::support::signal_group(&home, w["pid"].as_i64().unwrap(), rustix::process::Signal::KILL);
                 kills += 1;
             }
         }
         let tasks = home.json(&["kanban", "ls"]);
-        if tasks.as_array().unwrap().iter().all(|t| t["status"] == "done") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "tasks did not all finish: {tasks}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        if tasks.as_array().unwrap().iter().all(|t| t["status"] == "done") { Ok(()) } else { Err(tasks) }
+    });
     assert!(kills > 0);
     let crashes: usize = ids
         .iter()
@@ -299,8 +295,8 @@ fn ten_dispatchers_race_real_workers_on_one_board() {
                 .to_owned(),
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    // Racing dispatchers until every task is done.
+    wait_until("every task done", Duration::from_secs(120), || {
         let racers: Vec<_> = (0..10)
             .map(|_| {
                 home.cmd()
@@ -320,12 +316,8 @@ fn ten_dispatchers_race_real_workers_on_one_board() {
             let n = running.as_array().unwrap().iter().filter(|t| t["assignee"] == who).count();
             assert!(n <= 2, "{who} runs {n}");
         }
-        if home.json(&["kanban", "ls"]).as_array().unwrap().iter().all(|t| t["status"] == "done") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not all done");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().all(|t| t["status"] == "done")
+    });
     for id in &ids {
         let show = home.json(&["kanban", "show", id]);
         let claims = show["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "claimed").count();

@@ -202,7 +202,7 @@ fn a_gateway_with_an_hour_interval_wakes_on_new_tasks_and_on_finished_workers() 
     });
     // Idle, it stops ticking: a board nobody changes wakes nothing.
     let settled = ticks(&home);
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(1500)); // scenario: the idle window in which no tick may come
     let later = ticks(&home);
     assert!(later <= settled + 1, "an idle gateway kept ticking: {settled} then {later}");
     let (code, _, _) = gw.stop();
@@ -214,7 +214,7 @@ fn settled_ticks(home: &Home) -> u64 {
     let mut seen = ticks(home);
     let mut settled = false;
     wait_until("the gateway to settle", Duration::from_secs(30), || {
-        std::thread::sleep(Duration::from_secs(1)); // the quiet period that defines "settled"
+        std::thread::sleep(Duration::from_secs(1)); // scenario: the quiet period that defines "settled"
         let now = ticks(home);
         settled = now == seen;
         seen = now;
@@ -255,7 +255,7 @@ fn a_gateway_on_postgres_wakes_on_board_changes_not_on_heartbeats_and_survives_c
     let settled = settled_ticks(&home);
     home.ok(&["kanban", "heartbeat", &first]);
     home.ok(&["kanban", "heartbeat", &first, "--note", "half way"]);
-    std::thread::sleep(Duration::from_millis(1500)); // the window in which a wake-up must not come
+    std::thread::sleep(Duration::from_millis(1500)); // scenario: the window in which a wake-up must not come
     assert_eq!(ticks(&home), settled, "a heartbeat woke the gateway:\n{}", gw.stderr());
 
     // Every other connection to the database cut: the gateway listens again and connects again, and misses nothing.

@@ -3,9 +3,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::support::{Home, require_docker};
+use crate::support::{Home, require_docker, wait_until};
 
 const ELEVEN: [&str; 11] = [
     "reclaimed",
@@ -430,11 +430,9 @@ fn eight_real_tasks_in_sandboxes_with_a_cap_of_two() {
     let started: BTreeSet<String> =
         first["spawned"].as_array().unwrap().iter().map(|s| s["task_id"].as_str().unwrap().to_owned()).collect();
     // Each running task gets its own sandbox.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while started.iter().any(|id| status(&home, id) == "running") {
-        assert!(Instant::now() < deadline, "first wave did not finish");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_until("the first wave to finish", Duration::from_secs(60), || {
+        !started.iter().any(|id| status(&home, id) == "running")
+    });
     for id in &started {
         let show = home.json(&["kanban", "show", id]);
         assert_eq!(show["task"]["status"], "done", "{show}");
@@ -451,11 +449,9 @@ fn eight_real_tasks_in_sandboxes_with_a_cap_of_two() {
     }
     let second = home.json(&[c[0], c[1], "kanban", "dispatch"]);
     assert_eq!(second["spawned"].as_array().unwrap().len(), 4);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ids.iter().any(|id| status(&home, id) != "done") {
-        assert!(Instant::now() < deadline, "second wave did not finish");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_until("the second wave to finish", Duration::from_secs(60), || {
+        ids.iter().all(|id| status(&home, id) == "done")
+    });
 }
 
 /// Removes, on drop, the containers of shared profile labels (alpha, beta) whose sandbox directories live under one
@@ -507,11 +503,7 @@ fn archiving_a_running_task_stops_its_worker_and_removes_its_sandbox() {
         ]);
         crate::support::ids(&out)
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while sandbox_of().is_empty() {
-        assert!(Instant::now() < deadline, "the sandbox never appeared");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_until("the sandbox to appear", Duration::from_secs(30), || !sandbox_of().is_empty());
     let pid = home.json(&["kanban", "show", &id])["task"]["worker_pid"].as_i64().unwrap();
     home.ok(&["kanban", "archive", &id]);
     assert_eq!(status(&home, &id), "archived");

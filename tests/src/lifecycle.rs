@@ -2,14 +2,13 @@
 //! one running), the next `berth run` starts the stopped one again, and the gateway's periodic reaper removes stale
 //! containers created after it started.
 
-use std::io::Read;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::{Home, ids, require_docker};
+use crate::support::{Home, ids, require_docker, wait_until};
 
-/// A running gateway (dispatch off: only its cleanup loop matters here), killed on drop if a test fails early.
-struct Gateway(Option<Child>);
+/// A running gateway with dispatch off (only its cleanup loop matters here) and the `settings` (`key=value`).
+struct Gateway(crate::support::Gateway);
 
 impl Gateway {
     fn start(home: &Home, settings: &[&str]) -> Self {
@@ -17,33 +16,14 @@ impl Gateway {
         for s in settings {
             args.extend_from_slice(&["-c", s]);
         }
-        args.extend_from_slice(&["gateway", "run"]);
-        let child = home.cmd().args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !home.gateway_status()["running"].as_bool().unwrap_or(false) {
-            assert!(Instant::now() < deadline, "gateway did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self(Some(child))
+        Self(crate::support::Gateway::start_with(home, home.cmd().args(&args)))
     }
 
-    /// SIGTERM, then its stderr.
-    fn stop(mut self) -> String {
-        let mut child = self.0.take().unwrap();
-        crate::support::signal(child.id(), rustix::process::Signal::TERM);
-        assert_eq!(child.wait().unwrap().code(), Some(0));
-        let mut err = String::new();
-        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    /// SIGTERM (it exits 0), then its stderr.
+    fn stop(self) -> String {
+        let (code, _, err) = self.0.stop();
+        assert_eq!(code, Some(0), "{err}");
         err
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 
@@ -57,18 +37,6 @@ fn exists(home: &Home, id: &str) -> bool {
 
 fn ensure(home: &Home, task: &str) -> String {
     home.json(&["sandbox", "ensure", "--task", task])["id"].as_str().unwrap().to_owned()
-}
-
-/// Polls `cond` every 100 ms until it holds; returns when, or panics past `timeout`.
-fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) -> Instant {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return Instant::now();
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Idle stop at 3 s: a sandbox with only its keep-alive inside is stopped within 3 s plus one pass (passes run every
@@ -89,7 +57,8 @@ fn idle_sandboxes_are_stopped_busy_ones_kept_and_run_reuses_them() {
 
     let started = Instant::now();
     let gw = Gateway::start(&home, &["terminal.docker_idle_stop_seconds=3"]);
-    let stopped_at = wait_until("the idle sandbox to stop", Duration::from_secs(15), || !running(&home, &idle));
+    wait_until("the idle sandbox to stop", Duration::from_secs(15), || !running(&home, &idle));
+    let stopped_at = Instant::now();
     let took = stopped_at - started;
     // 3 s idle + one 1 s pass + the stop itself and this poll.
     assert!(took >= Duration::from_secs(3), "stopped after {took:?}, before its idle period");
@@ -97,7 +66,8 @@ fn idle_sandboxes_are_stopped_busy_ones_kept_and_run_reuses_them() {
     assert!(running(&home, &busy), "the sandbox with a background job was stopped");
     assert!(job_started.elapsed() < Duration::from_secs(8), "the job ended before the check; the test proves nothing");
 
-    let busy_stopped = wait_until("the busy sandbox to stop", Duration::from_secs(25), || !running(&home, &busy));
+    wait_until("the busy sandbox to stop", Duration::from_secs(25), || !running(&home, &busy));
+    let busy_stopped = Instant::now();
     let after_job = busy_stopped - job_started;
     assert!(after_job >= Duration::from_secs(8 + 3), "stopped {after_job:?} after its job started");
     assert!(after_job <= Duration::from_secs(8 + 3 + 1 + 3), "stopped {after_job:?} after its job started");
@@ -121,7 +91,7 @@ fn idle_stop_is_off_by_default() {
     let home = Home::new();
     let id = ensure(&home, "idle");
     let gw = Gateway::start(&home, &[]);
-    std::thread::sleep(Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(2)); // scenario: two seconds of passes in which nothing may be stopped
     let log = gw.stop();
     assert!(log.contains("idle stop off"), "{log}");
     assert!(running(&home, &id));
@@ -160,7 +130,7 @@ fn the_gateway_reaps_stale_containers_created_after_it_started() {
         let old = std::process::Command::new("touch").args(["-d", "2 hours ago"]).arg(dir).status().unwrap();
         assert!(old.success());
     }
-    // Ageing, not synchronisation: the second stale one must stop 15 s after the first to be removed later.
+    // scenario: ageing; the second stale one must stop 15 s after the first to be removed later.
     std::thread::sleep(Duration::from_secs(15));
     let second = ensure(&home, "second");
     assert!(home.docker(&["stop", "-t", "0", &second]).status.success());
@@ -451,7 +421,7 @@ fn retention_removes_only_expired_outputs_and_the_gateway_applies_it() {
     let running = dispatched(&home, "running", "sleep 60");
     wait_until("the old task to finish", Duration::from_secs(60), || status_of(&home, &old) == "done");
     wait_until("the running task to run", Duration::from_secs(30), || folder_of(&home, &running).is_some());
-    // Ageing, not synchronisation: the old task must be done longer than the 2 s retention, the young one not.
+    // scenario: ageing; the old task must be done longer than the 2 s retention, the young one not.
     std::thread::sleep(Duration::from_secs(3));
     let young = dispatched(&home, "young", "echo young > /workspace/out");
     wait_until("the young task to finish", Duration::from_secs(60), || status_of(&home, &young) == "done");
@@ -514,7 +484,7 @@ fn retention_removes_only_expired_outputs_and_the_gateway_applies_it() {
     wait_until("the gateway to prune the later task", Duration::from_secs(20), || {
         !later_dir.exists() && !log_of(&home, &later).exists()
     });
-    // A couple more passes with nothing left to remove.
+    // scenario: a couple more passes with nothing left to remove.
     std::thread::sleep(Duration::from_secs(2));
     let log = gw.stop();
     let lines: Vec<&str> = log.lines().filter(|l| l.contains("gateway cleanup: retention")).collect();
@@ -569,6 +539,7 @@ fn an_opt_out_sandbox_of_a_dead_owner_on_another_host_is_reaped_by_its_lease() {
     let reap = || home.json(&["sandbox", "reap", "--max-age", "0"]);
 
     // A live owner renews its lease: after more than a time-to-live, the sandbox is still kept.
+    // scenario: more than the lease's 2 s time-to-live passes.
     std::thread::sleep(Duration::from_secs(3));
     assert!(reap()["removed"].as_array().unwrap().is_empty());
     assert!(running(&home, &id), "a sandbox with a live owner was reaped");
@@ -583,6 +554,7 @@ fn an_opt_out_sandbox_of_a_dead_owner_on_another_host_is_reaped_by_its_lease() {
     assert!(running(&home, &id));
 
     // Lapsed lease: reaped.
+    // scenario: the dead owner's 2 s lease lapses.
     std::thread::sleep(Duration::from_secs(3));
     let text = home.ok(&["sandbox", "reap", "--dry-run", "--max-age", "0"]);
     assert!(text.contains("stopped renewing its lease"), "{text}");

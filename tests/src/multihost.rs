@@ -47,7 +47,7 @@ fn sampler(url: String, stop: Arc<AtomicBool>, peaks: Arc<Mutex<Peaks>>) -> std:
             p.total = p.total.max(total);
             p.samples += 1;
             drop(p);
-            std::thread::sleep(Duration::from_millis(5)); // the sampling period, not synchronization
+            std::thread::sleep(Duration::from_millis(5)); // scenario: the sampling period of the peaks
         }
     })
 }
@@ -82,10 +82,8 @@ fn logs(homes: &[Home]) -> String {
 
 /// Polls `done` until it holds; past `timeout` fails with the gateways' logs.
 fn wait_logged(homes: &[Home], what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + timeout;
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}\n{}", logs(homes));
-        std::thread::sleep(Duration::from_millis(100)); // polling interval, not synchronization
+    if crate::support::poll(timeout, &mut done).is_err() {
+        panic!("timed out waiting for {what}\n{}", logs(homes));
     }
 }
 
@@ -194,7 +192,7 @@ fn three_gateways_share_one_board_hold_the_caps_and_survive_a_dead_host() {
             break held;
         }
         signal_all(rustix::process::Signal::CONT);
-        std::thread::sleep(Duration::from_millis(100)); // let host0 claim again before the next freeze
+        std::thread::sleep(Duration::from_millis(100)); // scenario: host0 runs 100 ms before the next freeze
     };
     let killed = signal_all(rustix::process::Signal::KILL);
     assert!(!killed.is_empty());

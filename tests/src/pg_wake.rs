@@ -2,7 +2,7 @@
 //! removed; never a heartbeat, a worker's confirmation or a tick with nothing to do), and `PgBoardListener`, which
 //! counts the notifications and listens again after its connection is cut.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{TickConfig, TickRequest};
@@ -12,6 +12,7 @@ use kanban_store::{BoardStore, Confirmation, NewTask, TaskEdit};
 use postgres::fallible_iterator::FallibleIterator;
 
 use crate::pg::TestDb;
+use crate::support::wait_until;
 
 /// Counts the notifications on the board's channel that `op` caused. After `op` returns, a second connection sends a
 /// fence on the same channel; the server delivers notifications in commit order, so everything `op` committed
@@ -115,14 +116,6 @@ fn the_board_notifies_on_changes_that_matter_to_dispatch_and_never_on_heartbeats
         tx.rollback().unwrap();
     };
     assert_eq!(notes.count("rollback", rolled_back), 0);
-}
-
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20)); // polling interval, not synchronization
-    }
 }
 
 /// The backend pids of this database's listeners.

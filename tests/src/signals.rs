@@ -7,16 +7,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
-use crate::support::{Home, berth_bin, require_docker, signal, signal_group};
-
-/// Polls `done` every 50 ms until it holds, failing with `what` after `timeout`.
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+use crate::support::{Home, berth_bin, require_docker, signal_group, wait_until};
 
 /// `/proc/<pid>/stat` of a process: (state, ppid, starttime).
 fn stat(pid: u32) -> Option<(char, u32, u64)> {
@@ -88,7 +79,7 @@ fn running_task_with_reused_pid(home: &Home, stranger: &Stranger, extra: &[&str]
     let worker = worker_pid(home, &id);
     signal_group(home, worker, Signal::KILL);
     let worker = u32::try_from(worker).unwrap();
-    wait_for("the real worker to exit", Duration::from_secs(10), || !running(worker));
+    wait_until("the real worker to exit", Duration::from_secs(10), || !running(worker));
     let (_, _, start) = stat(stranger.pid()).unwrap();
     let wrong = i64::try_from(start).unwrap() + 12345;
     let n = db(home)
@@ -106,7 +97,7 @@ fn running_task_with_reused_pid(home: &Home, stranger: &Stranger, extra: &[&str]
 fn an_unrelated_process_with_a_dead_workers_pid_survives_every_stop_path() {
     let home = Home::new();
     let mut stranger = Stranger::start();
-    wait_for("the stranger to start", Duration::from_secs(5), || stat(stranger.pid()).is_some());
+    wait_until("the stranger to start", Duration::from_secs(5), || stat(stranger.pid()).is_some());
 
     for (verb, args, after) in [
         ("complete", vec!["--result", "x"], "done"),
@@ -125,14 +116,14 @@ fn an_unrelated_process_with_a_dead_workers_pid_survives_every_stop_path() {
     // The dispatch tick's housekeeping (max runtime passed, claim expired) and the gateway's.
     let id = running_task_with_reused_pid(&home, &stranger, &["--max-runtime", "1"]);
     db(&home).execute("UPDATE tasks SET claim_expires = 0 WHERE id = ?1", [&id]).unwrap();
-    std::thread::sleep(Duration::from_millis(1100)); // the max runtime must really have passed
+    std::thread::sleep(Duration::from_millis(1100)); // scenario: the 1 s max runtime really passes
     home.ok(&["-c", "kanban.worker_command=true", "kanban", "dispatch"]);
     assert!(stranger.alive(), "the dispatch tick signalled an unrelated process with a reused pid");
     assert!(ended_runs(&home, &id) >= 1, "the tick took the task from the dead worker");
 
     let id = running_task_with_reused_pid(&home, &stranger, &["--max-runtime", "1"]);
     let gw = Gateway::start(&home, &["-c", "kanban.worker_command=true"]);
-    wait_for("the gateway to take the task back", Duration::from_secs(15), || ended_runs(&home, &id) >= 1);
+    wait_until("the gateway to take the task back", Duration::from_secs(15), || ended_runs(&home, &id) >= 1);
     gw.stop();
     assert!(stranger.alive(), "the gateway signalled an unrelated process with a reused pid");
 }
@@ -149,7 +140,7 @@ fn a_worker_with_the_right_start_is_still_stopped() {
     let pid = u32::try_from(worker_pid(&home, &id)).unwrap();
     assert!(running(pid));
     home.ok(&["kanban", "block", &id]);
-    wait_for("the worker to be stopped", Duration::from_secs(10), || !running(pid));
+    wait_until("the worker to be stopped", Duration::from_secs(10), || !running(pid));
 }
 
 #[test]
@@ -163,53 +154,34 @@ fn a_worker_command_completing_its_own_task_is_not_killed_by_it() {
         .unwrap()
         .to_owned();
     home.json(&["-c", &format!("kanban.worker_command={command}"), "kanban", "dispatch", "--task", &id]);
-    wait_for("the worker to finish its own task and go on", Duration::from_secs(20), || out.exists());
-    wait_for("the worker's line", Duration::from_secs(5), || {
+    wait_until("the worker to finish its own task and go on", Duration::from_secs(20), || out.exists());
+    wait_until("the worker's line", Duration::from_secs(5), || {
         std::fs::read_to_string(&out).is_ok_and(|s| s.ends_with('\n'))
     });
     assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), "rc=0", "the completing command was killed");
     assert_eq!(task_status(&home, &id), "done");
 }
 
-/// A gateway at a 1 s interval, logging to `<home>/gateway.log`.
-struct Gateway {
-    child: Option<Child>,
-}
+/// A gateway at a 1 s interval, its gateway lines at debug, with the `extra` arguments.
+struct Gateway(crate::support::Gateway);
 
 impl Gateway {
     fn start(home: &Home, extra: &[&str]) -> Self {
-        let mut args = vec!["-c", "kanban.dispatch_interval_seconds=1"];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["gateway", "run"]);
-        let log = std::fs::File::create(home.path().join("gateway.log")).unwrap();
-        let child = home
-            .cmd()
-            .env("BERTH_LOG", "info,berth::gateway=debug")
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Self { child: Some(child) }
+        let mut cmd = home.cmd();
+        cmd.env("BERTH_LOG", "info,berth::gateway=debug")
+            .args(["-c", "kanban.dispatch_interval_seconds=1"])
+            .args(extra);
+        Self(crate::support::Gateway::start_with(home, &mut cmd))
     }
 
     fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
+        self.0.pid()
     }
 
-    fn stop(mut self) {
-        let mut child = self.child.take().unwrap();
-        signal(child.id(), Signal::TERM);
-        assert_eq!(child.wait().unwrap().code(), Some(0));
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+    /// SIGTERM; it exits 0.
+    fn stop(self) {
+        let (code, _, err) = self.0.stop();
+        assert_eq!(code, Some(0), "{err}");
     }
 }
 
@@ -271,7 +243,7 @@ fn a_gateway_stopping_three_timed_out_workers_keeps_ticking_every_second_and_rea
         if first_stop.is_some_and(|t| t.elapsed() > Duration::from_secs(7)) {
             break;
         }
-        std::thread::sleep(Duration::from_millis(10)); // polling interval, not synchronization
+        std::thread::sleep(Duration::from_millis(10)); // scenario: the 10 ms sampling of the tick times
     }
     let from = first_stop.unwrap() - Duration::from_secs(2);
     let window: Vec<Instant> = ticks.iter().copied().filter(|t| *t >= from).collect();
@@ -288,7 +260,7 @@ fn a_gateway_stopping_three_timed_out_workers_keeps_ticking_every_second_and_rea
         q.query_map([], |r| r.get::<_, u32>(0)).unwrap().map(Result::unwrap).collect()
     };
     assert!(runs.len() >= 3);
-    wait_for("stopped workers to be killed and reaped", Duration::from_secs(10), || {
+    wait_until("stopped workers to be killed and reaped", Duration::from_secs(10), || {
         runs.iter().all(|p| !running(*p)) && zombies_of(gateway_pid).is_empty()
     });
     gw.stop();

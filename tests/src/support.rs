@@ -302,14 +302,71 @@ pub fn signal_group(home: &Home, pid: i64, sig: rustix::process::Signal) {
     }
 }
 
-/// Polls `done` until it holds, failing the test with `what` after `timeout`: the way tests wait for something
-/// another process does (never a fixed sleep).
-pub fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + timeout;
-    while !done() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(std::time::Duration::from_millis(100)); // polling interval, not synchronization
+/// What one look of a poll saw: done (with its value), or not yet (with what it saw, for the failure message).
+pub trait Observation {
+    type Value;
+    fn done(self) -> Result<Self::Value, String>;
+}
+
+impl Observation for bool {
+    type Value = ();
+    fn done(self) -> Result<(), String> {
+        if self { Ok(()) } else { Err("not yet".to_owned()) }
     }
+}
+
+impl<T> Observation for Option<T> {
+    type Value = T;
+    fn done(self) -> Result<T, String> {
+        self.ok_or_else(|| "nothing yet".to_owned())
+    }
+}
+
+/// `Err(seen)`: not yet, and `seen` is what the look saw.
+impl<T, E: std::fmt::Debug> Observation for Result<T, E> {
+    type Value = T;
+    fn done(self) -> Result<T, String> {
+        self.map_err(|seen| format!("{seen:?}"))
+    }
+}
+
+/// The interval between two looks of [`poll`]: the first ones close together (most waits are short), then
+/// doubling up to [`POLL_INTERVAL_MAX`] (many looks start a process).
+const POLL_INTERVAL_FIRST: std::time::Duration = std::time::Duration::from_millis(10);
+const POLL_INTERVAL_MAX: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Looks with `look` until it is done or `timeout` has passed: its value, or what the last look saw. The one deadline
+/// poll of the tests (the way a test waits for something another process does; never a fixed sleep).
+pub fn poll<R: Observation>(timeout: std::time::Duration, mut look: impl FnMut() -> R) -> Result<R::Value, String> {
+    let deadline = std::time::Instant::now() + timeout;
+    let mut interval = POLL_INTERVAL_FIRST;
+    loop {
+        let seen = match look().done() {
+            Ok(v) => return Ok(v),
+            Err(seen) => seen,
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(seen);
+        }
+        std::thread::sleep(interval);
+        interval = (interval * 2).min(POLL_INTERVAL_MAX);
+    }
+}
+
+/// [`poll`], failing the test with `what` and the last observation after `timeout`.
+pub fn wait_until<R: Observation>(what: &str, timeout: std::time::Duration, look: impl FnMut() -> R) -> R::Value {
+    poll(timeout, look)
+        .unwrap_or_else(|seen| panic!("timed out after {timeout:?} waiting for {what}; last seen: {seen}"))
+}
+
+/// Waits up to `limit` for `child` to exit; its status, or `None` (the child killed and reaped) when it did not.
+pub fn wait_exit(child: &mut std::process::Child, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+    let status = poll(limit, || child.try_wait().expect("the child can be waited for")).ok();
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    status
 }
 
 /// A running gateway, killed on drop if a test fails before stopping it; its stderr is collected as it comes, so
@@ -326,8 +383,13 @@ impl Gateway {
     pub fn start(home: &Home, extra: &[&str]) -> Self {
         let mut args = vec!["-c", "kanban.dispatch_interval_seconds=1"];
         args.extend_from_slice(extra);
-        args.extend_from_slice(&["gateway", "run"]);
-        let mut child = home.cmd().args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        Self::start_with(home, home.cmd().args(&args))
+    }
+
+    /// Starts `cmd` (a `berth` command of `home`, its global arguments and variables set) with `gateway run`
+    /// appended, and waits until it runs.
+    pub fn start_with(home: &Home, cmd: &mut Command) -> Self {
+        let mut child = cmd.args(["gateway", "run"]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let mut pipe = child.stderr.take().unwrap();
         let sink = std::sync::Arc::clone(&stderr);
@@ -347,6 +409,11 @@ impl Gateway {
             home.gateway_status()["running"].as_bool().unwrap_or(false)
         });
         gateway
+    }
+
+    /// The gateway's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the gateway runs").id()
     }
 
     /// What the gateway wrote to stderr so far.
@@ -369,6 +436,7 @@ impl Gateway {
 }
 
 impl Drop for Gateway {
+    /// A gateway a test did not stop (it failed early): killed and reaped.
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

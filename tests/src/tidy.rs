@@ -478,3 +478,54 @@ fn the_size_checker_measures_functions_and_stops_at_the_test_module() {
     assert!(is_test_file(Path::new("crates/app/src/help_tests.rs")));
     assert!(!is_test_file(Path::new("crates/app/src/board/logs.rs")));
 }
+
+/// The marker that makes a `sleep(` in a test part of its scenario (a TTL that must lapse, a pause that is the fault,
+/// a random kill point), on the line or the one above.
+const SCENARIO_MARKER: &str = "// scenario:";
+
+/// Hand-written polls not yet moved onto `support::wait_until`, by file: the count may shrink, never grow.
+/// `exactly_once.rs`: the namespace's init and its processes' end, `wait_progress` (which also fails on a stall) and
+/// the verdict poll; `browser.rs`: two async polls of the page.
+const POLLS_LEFT: &[(&str, usize)] = &[("exactly_once.rs", 4), ("browser.rs", 2)];
+
+/// The lines of `text` (1-based) with a `sleep(` that carries no [`SCENARIO_MARKER`] on it or on the line above.
+fn bare_sleeps(text: &str) -> Vec<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    (0..lines.len())
+        .filter(|&i| lines[i].contains("sleep(") && !lines[i].trim_start().starts_with("//"))
+        .filter(|&i| {
+            let marked_above = i > 0 && lines[i - 1].contains(SCENARIO_MARKER);
+            !lines[i].contains(SCENARIO_MARKER) && !marked_above
+        })
+        .map(|i| i + 1)
+        .collect()
+}
+
+/// No sleep stands for "wait until": a test waits through `support::wait_until` (the one deadline poll, in
+/// `support.rs`), and a `sleep(` elsewhere in `tests/src` is part of the scenario, marked `// scenario:` on its line or
+/// the line above.
+#[test]
+fn tests_wait_by_polling_and_sleep_only_as_a_marked_scenario() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("tests/src"), &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if name == "support.rs" || name == "tidy.rs" {
+            continue;
+        }
+        let bare = bare_sleeps(&std::fs::read_to_string(f).unwrap());
+        let allowed = POLLS_LEFT.iter().find(|(n, _)| *n == name).map_or(0, |(_, k)| *k);
+        if bare.len() > allowed {
+            found.push(format!("{name}: lines {bare:?} (allowed {allowed})"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "sleep( without `{SCENARIO_MARKER}` (poll with support::wait_until):\n{}",
+        found.join("\n")
+    );
+    // The checker itself: a bare sleep is found; one marked on its line or the line above is not.
+    let sample = "a();\nstd::thread::sleep(d);\n// scenario: a TTL lapses\nsleep(d);\nsleep(d); // scenario: a pause\n";
+    assert_eq!(bare_sleeps(sample), vec![2]);
+}

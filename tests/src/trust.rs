@@ -163,18 +163,7 @@ fn spawn_run(home: &Home, task: &str, extra: &[&str], argv: &[&str]) -> Child {
 
 /// Waits for `child` at most `limit`; kills it and returns `None` when it is still running then.
 fn wait_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::support::wait_exit(child, limit)
 }
 
 /// `head -c 4000000 /dev/zero | berth run -- cat | wc -c`, and a command that writes its 4 MB before it reads its

@@ -13,14 +13,7 @@ fn a_fifo_or_a_symlink_at_the_gateways_state_file_is_neither_waited_on_nor_writt
     let mut status =
         home.cmd().args(["gateway", "status", "--json"]).stdout(std::process::Stdio::null()).spawn().unwrap();
     let started = Instant::now();
-    while status.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50)); // polling the child, not synchronization
-    }
-    let done = status.try_wait().unwrap();
-    if done.is_none() {
-        let _ = status.kill();
-        let _ = status.wait();
-    }
+    let done = crate::support::wait_exit(&mut status, Duration::from_secs(10));
     // No gateway runs: it answers at once, `stopped` (exit 3).
     assert!(
         done.is_some_and(|s| s.code() == Some(3)),

@@ -97,11 +97,7 @@ fn a_board_server_silent_after_the_handshake_costs_a_command_its_timeout() {
         ("create", spawn(&["kanban", "create", "x", "--assignee", &home.profile, "--command", "true"])),
     ];
     for (what, mut child) in children {
-        let limit = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while child.try_wait().unwrap().is_none() && std::time::Instant::now() < limit {
-            std::thread::sleep(std::time::Duration::from_millis(100)); // polling the child, not synchronization
-        }
-        if child.try_wait().unwrap().is_none() {
+        if crate::support::poll(std::time::Duration::from_secs(20), || child.try_wait().unwrap().is_some()).is_err() {
             let _ = child.kill();
             let _ = child.wait();
             panic!("kanban {what} still waits after {:?}", started.elapsed());
@@ -276,7 +272,10 @@ fn the_board_connection_limit_blocks_no_task() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(3)); // the gateway's connections are made
+    // The gateway's connections are made once it has ticked.
+    crate::support::wait_until("the gateway's first tick", std::time::Duration::from_secs(20), || {
+        home.gateway_status()["ticks"].as_u64().unwrap_or(0) >= 1
+    });
     // The test takes every slot left, so the workers find the limit reached for longer than their spawn lease.
     let mut slots = Vec::new();
     while let Ok(c) = postgres::Client::connect(&limited, postgres::NoTls) {
@@ -295,6 +294,7 @@ fn the_board_connection_limit_blocks_no_task() {
     let out = home.cmd().env("KANBAN_DATABASE_URL", &limited).args(["kanban", "ls"]).output().unwrap();
     let err = stderr(&out);
     assert!(err.trim().lines().count() == 1 && err.contains("has no free connection now"), "{err}");
+    // scenario: the limit stays reached longer than the workers' spawn lease.
     std::thread::sleep(std::time::Duration::from_secs(8));
     let held = slots.len();
     drop(slots);
@@ -303,12 +303,12 @@ fn the_board_connection_limit_blocks_no_task() {
             .map(|id| home.json(&["kanban", "show", id])["task"]["status"].as_str().unwrap_or("").to_owned())
             .collect()
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut last = statuses();
-    while std::time::Instant::now() < deadline && !last.iter().all(|s| s == "done" || s == "blocked") {
-        std::thread::sleep(std::time::Duration::from_secs(1)); // polling the board, not synchronization
-        last = statuses();
-    }
+    // Until every task settled (done or blocked; asserted below).
+    let settled = crate::support::poll(std::time::Duration::from_secs(120), || {
+        let last = statuses();
+        if last.iter().all(|s| s == "done" || s == "blocked") { Ok(last.clone()) } else { Err(last) }
+    });
+    let last = settled.unwrap_or_else(|_| statuses());
     crate::support::signal(gw.id(), rustix::process::Signal::TERM);
     let _ = gw.wait();
     assert!(
