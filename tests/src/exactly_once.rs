@@ -18,7 +18,7 @@ use domain::time::Timestamp;
 use kanban_store::{BoardStore, NewTask};
 use rustix::process::Signal;
 
-use crate::support::{Home, berth_bin};
+use crate::support::{Home, berth_bin, wait_until};
 
 /// The task count per scenario; `BERTH_EO_TASKS` lowers it for local iteration (never below 50).
 const DEFAULT_TASKS: usize = 1_500;
@@ -408,21 +408,15 @@ impl Host {
         c.env(INIT_MARK, "init").stdout(Stdio::null()).stderr(log);
         let child = c.spawn().expect("unshare runs (the suite needs root and util-linux)");
         let parent = child.id() as i32;
-        let deadline = Instant::now() + Duration::from_secs(10);
         // The init is unshare's only child: pid 1 inside, this pid outside.
-        let init = loop {
-            let found = std::fs::read_dir("/proc").into_iter().flatten().flatten().find_map(|e| {
+        let init = wait_until(&format!("{name}: unshare to start its init"), Duration::from_secs(10), || {
+            std::fs::read_dir("/proc").into_iter().flatten().flatten().find_map(|e| {
                 let pid: i32 = e.file_name().to_str()?.parse().ok()?;
                 let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
                 let ppid: i32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
                 (ppid == parent).then_some(pid)
-            });
-            if let Some(p) = found {
-                break p;
-            }
-            assert!(Instant::now() < deadline, "{name}: unshare started no init");
-            std::thread::sleep(Duration::from_millis(20)); // polling interval
-        };
+            })
+        });
         let env = env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
         Self { name, home, env, unshare: Some(child), init }
     }
@@ -472,11 +466,9 @@ impl Host {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // The namespace's processes die with its init; wait until none of the home's is left.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.processes().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20)); // polling interval
-        }
+        // The namespace's processes die with its init; wait until none of the home's is left (bounded; what is
+        // left is found by the checks after).
+        let _ = crate::support::poll(Duration::from_secs(10), || self.processes().is_empty());
     }
 
     fn log_tail(&self, lines: usize) -> String {

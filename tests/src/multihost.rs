@@ -3,7 +3,6 @@
 //! its workers SIGKILLed) the others finish its tasks.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,7 +12,7 @@ use domain::time::Timestamp;
 use kanban_store::{BoardStore, NewTask};
 
 use crate::pg::TestDb;
-use crate::support::{Home, berth_bin};
+use crate::support::{Gateway, Home, berth_bin};
 
 const TASKS: usize = 300;
 const PROFILES: usize = 5;
@@ -67,12 +66,12 @@ fn processes_of(home: &Home) -> Vec<i32> {
 }
 
 /// The end of each gateway's log, for a failure message.
-fn logs(homes: &[Home]) -> String {
-    homes
+fn logs(gateways: &[Gateway]) -> String {
+    gateways
         .iter()
         .enumerate()
-        .map(|(i, h)| {
-            let log = std::fs::read_to_string(h.path().join("gateway.log")).unwrap_or_default();
+        .map(|(i, g)| {
+            let log = g.stderr();
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
             format!("--- host{i}:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"))
         })
@@ -81,22 +80,9 @@ fn logs(homes: &[Home]) -> String {
 }
 
 /// Polls `done` until it holds; past `timeout` fails with the gateways' logs.
-fn wait_logged(homes: &[Home], what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+fn wait_logged(gateways: &[Gateway], what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     if crate::support::poll(timeout, &mut done).is_err() {
-        panic!("timed out waiting for {what}\n{}", logs(homes));
-    }
-}
-
-struct Gateways(Vec<Child>);
-
-impl Drop for Gateways {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            crate::support::signal(c.id(), rustix::process::Signal::TERM);
-        }
-        for c in &mut self.0 {
-            let _ = c.wait();
-        }
+        panic!("timed out waiting for {what}\n{}", logs(gateways));
     }
 }
 
@@ -136,31 +122,25 @@ fn three_gateways_share_one_board_hold_the_caps_and_survive_a_dead_host() {
 
     // Each worker waits a little, then completes its own task through the board.
     let worker = format!("sleep 0.3 && {} kanban complete {{task_id}} --result ok", berth_bin().display());
-    let mut gateways = Gateways(Vec::new());
+    let mut gateways = Vec::new();
     for (i, home) in homes.iter().enumerate() {
-        let child = home
-            .cmd()
-            .env("KANBAN_HOST_ID", format!("host{i}"))
+        let mut cmd = home.cmd();
+        cmd.env("KANBAN_HOST_ID", format!("host{i}"))
             .env("KANBAN_MAX_IN_PROGRESS", GLOBAL_CAP.to_string())
             .env("KANBAN_MAX_IN_PROGRESS_PER_PROFILE", PER_PROFILE_CAP.to_string())
             .env("KANBAN_DISPATCH_INTERVAL_SECONDS", "1")
             .env("KANBAN_CLAIM_TTL_SECONDS", "3")
             .env("KANBAN_SPAWN_LEASE_SECONDS", "10")
             .env("KANBAN_WORKER_COMMAND", &worker)
-            .env("BERTH_LOG", "debug")
-            .args(["gateway", "run"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(home.path().join("gateway.log")).unwrap())
-            .spawn()
-            .unwrap();
-        gateways.0.push(child);
+            .env("BERTH_LOG", "debug");
+        gateways.push(Gateway::start_with(home, &mut cmd));
     }
     let mut client = db.client();
     let count = |client: &mut postgres::Client, sql: &str| -> i64 { client.query_one(sql, &[]).unwrap().get(0) };
 
     // Mid-run: host0 dies. Its gateway and workers are frozen first (SIGSTOP, swept until no new process appears),
     // so the tasks it holds at that moment are known, then all of them are SIGKILLed.
-    wait_logged(&homes, "a quarter of the tasks done", Duration::from_secs(180), || {
+    wait_logged(&gateways, "a quarter of the tasks done", Duration::from_secs(180), || {
         count(&mut client, "SELECT count(*) FROM berth.tasks WHERE status = 'done'") >= (TASKS / 4) as i64
     });
     let signal_all = |sig| {
@@ -180,7 +160,11 @@ fn three_gateways_share_one_board_hold_the_caps_and_survive_a_dead_host() {
     };
     let freeze_deadline = std::time::Instant::now() + Duration::from_secs(60);
     let orphaned: BTreeSet<String> = loop {
-        assert!(std::time::Instant::now() < freeze_deadline, "host0 never held a task when frozen\n{}", logs(&homes));
+        assert!(
+            std::time::Instant::now() < freeze_deadline,
+            "host0 never held a task when frozen\n{}",
+            logs(&gateways)
+        );
         signal_all(rustix::process::Signal::STOP);
         let held: BTreeSet<String> = client
             .query("SELECT id FROM berth.tasks WHERE status = 'running' AND claim_lock LIKE 'host0:%'", &[])
@@ -196,9 +180,8 @@ fn three_gateways_share_one_board_hold_the_caps_and_survive_a_dead_host() {
     };
     let killed = signal_all(rustix::process::Signal::KILL);
     assert!(!killed.is_empty());
-    let _ = gateways.0[0].wait();
 
-    wait_logged(&homes, "every task done", Duration::from_secs(300), || {
+    wait_logged(&gateways, "every task done", Duration::from_secs(300), || {
         count(&mut client, "SELECT count(*) FROM berth.tasks WHERE status = 'done'") == TASKS as i64
     });
     stop.store(true, Ordering::SeqCst);

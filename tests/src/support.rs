@@ -436,11 +436,12 @@ impl Gateway {
 }
 
 impl Drop for Gateway {
-    /// A gateway a test did not stop (it failed early): killed and reaped.
+    /// A gateway a test did not stop (it ended early, or left it running): stopped as `stop` does (SIGTERM), killed
+    /// when it has not exited within 15 s, and reaped either way.
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+            signal(c.id(), rustix::process::Signal::TERM);
+            wait_exit(&mut c, std::time::Duration::from_secs(15));
         }
     }
 }

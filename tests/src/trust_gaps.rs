@@ -264,14 +264,9 @@ fn the_board_connection_limit_blocks_no_task() {
     ] {
         home.ok(&["config", "set", k, v]);
     }
-    let log = home.path().join("gateway.err");
-    let mut gw = home
-        .cmd()
-        .env("KANBAN_DATABASE_URL", &limited)
-        .args(["-c", "kanban.dispatch_interval_seconds=1", "gateway", "run"])
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut gw_cmd = home.cmd();
+    gw_cmd.env("KANBAN_DATABASE_URL", &limited).args(["-c", "kanban.dispatch_interval_seconds=1"]);
+    let gw = crate::support::Gateway::start_with(&home, &mut gw_cmd);
     // The gateway's connections are made once it has ticked.
     crate::support::wait_until("the gateway's first tick", std::time::Duration::from_secs(20), || {
         home.gateway_status()["ticks"].as_u64().unwrap_or(0) >= 1
@@ -309,13 +304,8 @@ fn the_board_connection_limit_blocks_no_task() {
         if last.iter().all(|s| s == "done" || s == "blocked") { Ok(last.clone()) } else { Err(last) }
     });
     let last = settled.unwrap_or_else(|_| statuses());
-    crate::support::signal(gw.id(), rustix::process::Signal::TERM);
-    let _ = gw.wait();
-    assert!(
-        last.iter().all(|s| s == "done"),
-        "{last:?} (the test held {held} slots)\n{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    let (_, _, gateway_err) = gw.stop();
+    assert!(last.iter().all(|s| s == "done"), "{last:?} (the test held {held} slots)\n{}", gateway_err);
 }
 
 /// When berth cannot kill a timed-out command from the host (here: berth in a process namespace of its own, where the
