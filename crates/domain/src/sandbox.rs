@@ -9,6 +9,7 @@ use crate::sha256;
 
 mod build;
 mod extra_args;
+mod host_access;
 mod identity;
 pub use build::{BuiltSpec, HostFacts, SandboxSettings, build_create_spec, is_valid_env_name};
 pub use extra_args::{
@@ -16,6 +17,7 @@ pub use extra_args::{
     apply_extra_args, blank_spec, check_extra_args, mount_sources, parse_device, parse_gpus, parse_mount,
     parse_publish, parse_ulimit,
 };
+pub use host_access::{ENGINE_DEFAULT_CAPABILITIES, host_access};
 pub use identity::{SandboxIdentity, home_digest, shared_profile_label};
 
 /// Why the settings cannot become a create spec; the app reports it as a usage error and creates nothing.
