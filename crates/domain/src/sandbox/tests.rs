@@ -381,6 +381,58 @@ fn fingerprint_encodings_are_pinned() {
     assert_eq!(base.legacy_fingerprint(), "6007ccd11d88d4142485f4e8a69dd8d6");
 }
 
+/// Specs with binds in every shape (volumes with options, the cwd, named and anonymous volumes from `-v`), mounts,
+/// devices and namespaces: their fingerprints and field digests are those the code before typed binds wrote, so an
+/// upgrade recreates no sandbox (hermes-agent's included).
+#[test]
+fn fingerprints_of_specs_with_binds_and_extra_args_are_pinned() {
+    let host = HostFacts { cwd: Some("/home/me/proj".into()), ..HostFacts::default() };
+    let cases: [(&[&str], &[&str], bool, &str, &str); 4] = [
+        (
+            &["/data:/data:ro", "/opt/x:/x:rw,z"],
+            &[],
+            false,
+            "v2-240e9612b4d6fe686ff1c264d1dc76cc",
+            "binds:24ebad0a extra:ab24a95f",
+        ),
+        (
+            &["/srv:/workspace"],
+            &["-v", "named:/v", "--volume=/anon", "-v", "/a:/b:ro"],
+            false,
+            "v2-d3de03f9e49d0f445d13e822adfe6162",
+            "binds:718dd2af extra:ab24a95f",
+        ),
+        (
+            &[],
+            &["--mount", "type=bind,src=/opt,dst=/o,readonly", "--device", "/dev/null", "--pid", "host"],
+            true,
+            "v2-7f8a2ec376d95ba26111cc514df1f8f1",
+            "binds:18071563 extra:654e4174",
+        ),
+        (
+            &["/c:/c"],
+            &["--cap-add", "NET_ADMIN", "--security-opt", "label=disable", "-v", "/e:/f:ro"],
+            true,
+            "v2-7e4fbc4bb8d49923b3f20271eb321763",
+            "binds:9f62eae6 extra:ab24a95f",
+        ),
+    ];
+    for (volumes, extra, mount_cwd, fingerprint, fields) in cases {
+        let st = SandboxSettings {
+            volumes: volumes.iter().map(|v| (*v).to_owned()).collect(),
+            extra_args: extra.iter().map(|v| (*v).to_owned()).collect(),
+            mount_cwd_to_workspace: mount_cwd,
+            ..settings()
+        };
+        let spec = build(&st, &host).spec;
+        let digests = spec.field_digests();
+        let pick =
+            |f: &str| digests.split(',').find(|d| d.starts_with(&format!("{f}:"))).unwrap_or_default().to_owned();
+        let got = format!("{} {}", pick("binds"), pick("extra"));
+        assert_eq!((spec.fingerprint().as_str(), got.as_str()), (fingerprint, fields), "{volumes:?} {extra:?}");
+    }
+}
+
 #[test]
 fn a_drift_names_the_fields_and_settings_that_changed_and_nothing_else() {
     let fields = |st: &SandboxSettings| build(st, &HostFacts::default()).spec.labels[LABEL_FIELDS].clone();
