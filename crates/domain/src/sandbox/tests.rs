@@ -417,6 +417,13 @@ fn fingerprints_of_specs_with_binds_and_extra_args_are_pinned() {
             "binds:9f62eae6 extra:ab24a95f",
         ),
     ];
+    let mut legacies = [
+        "5d52ccabc28bd697a9d84b21421cb28f",
+        "36621959e336c8af8b1b1b77ceec86db",
+        "022e54399c6dbe8658212f001a66887d",
+        "1ae92adfed40104308bb80909fe0974e",
+    ]
+    .into_iter();
     for (volumes, extra, mount_cwd, fingerprint, fields) in cases {
         let st = SandboxSettings {
             volumes: volumes.iter().map(|v| (*v).to_owned()).collect(),
@@ -429,7 +436,9 @@ fn fingerprints_of_specs_with_binds_and_extra_args_are_pinned() {
         let pick =
             |f: &str| digests.split(',').find(|d| d.starts_with(&format!("{f}:"))).unwrap_or_default().to_owned();
         let got = format!("{} {}", pick("binds"), pick("extra"));
+        let legacy = spec.legacy_fingerprint();
         assert_eq!((spec.fingerprint().as_str(), got.as_str()), (fingerprint, fields), "{volumes:?} {extra:?}");
+        assert_eq!(legacy, legacies.next().unwrap(), "legacy fingerprint of {volumes:?} {extra:?}");
     }
 }
 
