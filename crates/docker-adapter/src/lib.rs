@@ -393,7 +393,7 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn create(&self, spec: &CreateSpec) -> Result<String, RuntimeError> {
         let mut host_config = HostConfig {
-            binds: Some(spec.binds.clone()),
+            binds: Some(spec.binds.iter().map(ToString::to_string).collect()),
             tmpfs: Some(to_hash(&spec.tmpfs)),
             cap_drop: Some(spec.cap_drop.clone()),
             cap_add: Some(spec.cap_add.clone()),

@@ -8,7 +8,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use domain::sandbox::{
-    CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, host_access, mount_sources,
+    Bind, CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, host_access, mount_sources,
 };
 
 use crate::edge::context::Ctx;
@@ -193,7 +193,7 @@ pub fn check_setting(ctx: &Ctx, key: &str, value: &config_bridge::Value) -> Resu
     let spec = match (key, value) {
         ("terminal.docker_volumes", config_bridge::Value::List(l)) => {
             // As the spec builder takes them: an entry without a `:` is skipped there (with a warning).
-            CreateSpec { binds: l.iter().filter(|v| v.contains(':')).cloned().collect(), ..blank_spec() }
+            CreateSpec { binds: l.iter().filter(|v| v.contains(':')).map(|v| Bind::parse(v)).collect(), ..blank_spec() }
         }
         ("terminal.docker_extra_args", config_bridge::Value::List(l)) => {
             check_extra_args(l).map_err(Failure::usage_of)?

@@ -23,6 +23,11 @@ fn build(s: &SandboxSettings, host: &HostFacts) -> BuiltSpec {
     try_build(s, host).expect("valid settings")
 }
 
+/// A spec's binds as the engine gets them.
+fn binds(spec: &CreateSpec) -> Vec<String> {
+    spec.binds.iter().map(ToString::to_string).collect()
+}
+
 #[test]
 fn labels_are_the_upstream_three_plus_berths_own() {
     let b = build(&settings(), &HostFacts::default());
@@ -77,8 +82,8 @@ fn host_user_mode_drops_setuid_caps() {
 #[test]
 fn persistent_and_tmpfs_workspaces() {
     let b = build(&settings(), &HostFacts::default());
-    assert!(b.spec.binds.iter().any(|m| m.ends_with("/home:/root")));
-    assert!(b.spec.binds.iter().any(|m| m.ends_with("/workspace:/workspace")));
+    assert!(binds(&b.spec).iter().any(|m| m.ends_with("/home:/root")));
+    assert!(binds(&b.spec).iter().any(|m| m.ends_with("/workspace:/workspace")));
     assert_eq!(b.host_dirs.len(), 2);
     assert!(b.host_dirs.iter().all(|d| d.starts_with("/sb/docker/default/my-task-")));
     let mut st = settings();
@@ -96,20 +101,20 @@ fn cwd_mount_rules() {
     st.mount_cwd_to_workspace = true;
     let host = HostFacts { cwd: Some("/home/me/proj".into()), ..HostFacts::default() };
     let b = build(&st, &host);
-    assert_eq!(b.spec.binds[0], "/home/me/proj:/workspace");
+    assert_eq!(b.spec.binds[0], Bind::new("/home/me/proj", "/workspace"));
     assert!(
-        !b.spec.binds.iter().any(|m| m.contains("/sb/") && m.ends_with(":/workspace")),
+        !binds(&b.spec).iter().any(|m| m.contains("/sb/") && m.ends_with(":/workspace")),
         "host cwd wins over the sandbox workspace"
     );
     // Auto-mount off: the host dir is not mounted.
     st.mount_cwd_to_workspace = false;
-    assert!(!build(&st, &host).spec.binds.iter().any(|m| m.starts_with("/home/me/proj")));
+    assert!(!binds(&build(&st, &host).spec).iter().any(|m| m.starts_with("/home/me/proj")));
     // An explicit /workspace volume wins over auto-mount: ":/workspace" occurs once.
     st.mount_cwd_to_workspace = true;
     st.volumes = vec!["/other:/workspace".into(), "novolume".into()];
     let b = build(&st, &host);
-    assert_eq!(b.spec.binds.iter().filter(|m| m.contains(":/workspace")).count(), 1);
-    assert!(b.spec.binds.contains(&"/other:/workspace".to_owned()));
+    assert_eq!(binds(&b.spec).iter().filter(|m| m.contains(":/workspace")).count(), 1);
+    assert!(b.spec.binds.contains(&Bind::parse("/other:/workspace")));
     assert!(b.warnings.iter().any(|w| w.contains("novolume")));
 }
 
