@@ -392,7 +392,9 @@ fn fingerprint_encodings_are_pinned() {
 #[test]
 fn fingerprints_of_specs_with_binds_and_extra_args_are_pinned() {
     let host = HostFacts { cwd: Some("/home/me/proj".into()), ..HostFacts::default() };
-    let cases: [(&[&str], &[&str], bool, &str, &str); 4] = [
+    // (volumes, extra args, mount the cwd, fingerprint, binds and extra digests)
+    type Case<'a> = (&'a [&'a str], &'a [&'a str], bool, &'a str, &'a str);
+    let cases: [Case<'_>; 4] = [
         (
             &["/data:/data:ro", "/opt/x:/x:rw,z"],
             &[],
