@@ -529,3 +529,54 @@ fn tests_wait_by_polling_and_sleep_only_as_a_marked_scenario() {
     let sample = "a();\nstd::thread::sleep(d);\n// scenario: a TTL lapses\nsleep(d);\nsleep(d); // scenario: a pause\n";
     assert_eq!(bare_sleeps(sample), vec![2]);
 }
+
+/// The files of `app` that open an adapter, and so may name its types: the engine's and the board's opener, and the
+/// board's change watch.
+const ADAPTER_OPENERS: &[&str] = &["edge/open.rs", "edge/watch.rs"];
+
+/// Whether `text` names `ident` as a whole word.
+fn names_ident(text: &str, ident: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(ident).any(|(i, _)| {
+        !text[..i].chars().next_back().is_some_and(word) && !text[i + ident.len()..].chars().next().is_some_and(word)
+    })
+}
+
+/// `app` holds the engine as `dyn Engine` and the board as `dyn BoardStore`: the adapters' own types (every public
+/// type of `docker-adapter`, `kanban-store` and `kanban-postgres`: `DockerRuntime`, `SqliteKanbanStore`,
+/// `PgKanbanStore`, `PgBoardListener`, …) are named only in the files that open them.
+#[test]
+fn adapter_types_are_named_in_app_only_by_their_openers() {
+    let mut adapter_files = Vec::new();
+    for adapter in ["docker-adapter", "kanban-store", "kanban-postgres"] {
+        rust_files(&workspace().join("crates").join(adapter).join("src"), &mut adapter_files);
+    }
+    let types: BTreeSet<String> = adapter_files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.lines()
+                .filter_map(|l| ["pub struct ", "pub enum ", "pub trait "].iter().find_map(|p| l.strip_prefix(p)))
+                .map(|rest| rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for known in ["DockerRuntime", "SqliteKanbanStore", "PgKanbanStore"] {
+        assert!(types.contains(known), "the adapters' public types were not found: {types:?}");
+    }
+    let app = workspace().join("crates/app/src");
+    let mut files = Vec::new();
+    rust_files(&app, &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .filter(|f| !ADAPTER_OPENERS.iter().any(|o| f.ends_with(o)))
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let rel = f.strip_prefix(&app).unwrap().display().to_string();
+            let named: Vec<String> = types.iter().filter(|t| names_ident(&text, t)).cloned().collect();
+            named.into_iter().map(move |t| format!("{rel} names {t}"))
+        })
+        .collect();
+    assert!(found.is_empty(), "adapter types named outside their openers ({ADAPTER_OPENERS:?}): {found:?}");
+    assert!(names_ident("x: &DockerRuntime,", "DockerRuntime") && !names_ident("MyDockerRuntimeX", "DockerRuntime"));
+}

@@ -368,23 +368,58 @@ fn a_built_in_worker_holds_one_board_connection() {
 }
 
 /// What reaches the host past any mount needs `terminal.docker_allow_host_mounts`, like the engine's socket:
-/// `--privileged` (a disk holding the home could be mounted), `--pid host` (a root task signals host processes) and
-/// `--userns host`, refused at create and at `config set` in one line. Before, `--pid=host` made a sandbox.
+/// `--privileged`, a capability beyond the engine's default set (however spelled: `sys_admin`, `CAP_SYS_ADMIN`,
+/// `ALL`), a confinement switched off (`--security-opt …=unconfined`), a host device, a namespace shared with the
+/// host (`--pid`, `--ipc`, `--uts`, `--userns`, `--cgroupns`, `--network`). Each is refused in one line naming the
+/// opt-in, at create (from `-c`, the environment and config.yaml) and at `config set`, and no sandbox is made.
+/// Before, only `--privileged`, `--pid host` and `--userns host` were; `--cap-add SYS_ADMIN` made a sandbox.
 #[test]
 fn host_wide_extra_args_need_the_host_mounts_opt_in() {
     crate::support::require_docker();
     let home = Home::new();
-    for arg in ["--privileged", "--pid=host", "--userns=host"] {
-        let setting = format!("terminal.docker_extra_args=[\"{arg}\"]");
-        let out = home.run(&["-c", &setting, "run", "--task", "hw", "--", "true"]);
-        let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(2), "{arg}: {err}");
-        assert!(err.trim().lines().count() == 1 && err.contains("docker_allow_host_mounts"), "{arg}: {err}");
-        let out = home.run(&["config", "set", "terminal.docker_extra_args", &format!("[\"{arg}\"]")]);
-        assert_eq!(out.status.code(), Some(2), "config set {arg}: {}", stderr(&out));
+    let refused = |out: &std::process::Output, what: &str| {
+        let err = stderr(out);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.trim().lines().count() == 1 && err.contains("docker_allow_host_mounts"), "{what}: {err}");
+    };
+    for args in [
+        r#"["--privileged"]"#,
+        r#"["--pid=host"]"#,
+        r#"["--userns=host"]"#,
+        r#"["--cap-add","SYS_ADMIN"]"#,
+        r#"["--cap-add=sys_admin"]"#,
+        r#"["--cap-add","CAP_SYS_ADMIN"]"#,
+        r#"["--cap-add","ALL"]"#,
+        r#"["--cap-add","SYS_PTRACE"]"#,
+        r#"["--cap-add","NET_ADMIN"]"#,
+        r#"["--cap-add","DAC_READ_SEARCH"]"#,
+        r#"["--security-opt","apparmor=unconfined"]"#,
+        r#"["--security-opt","seccomp=unconfined"]"#,
+        r#"["--security-opt=systempaths=unconfined"]"#,
+        r#"["--device","/dev/null"]"#,
+        r#"["--device-cgroup-rule","b 7:* rmw"]"#,
+        r#"["--cgroupns","host"]"#,
+        r#"["--uts","host"]"#,
+        r#"["--ipc=host"]"#,
+        r#"["--network","host"]"#,
+    ] {
+        let out = home.run(&["-c", &format!("terminal.docker_extra_args={args}"), "run", "--task", "hw", "--", "true"]);
+        refused(&out, &format!("-c {args}"));
+        let out =
+            home.cmd().env("TERMINAL_DOCKER_EXTRA_ARGS", args).args(["run", "--task", "hw", "--", "true"]).output();
+        refused(&out.unwrap(), &format!("env {args}"));
+        refused(&home.run(&["config", "set", "terminal.docker_extra_args", args]), &format!("config set {args}"));
     }
+    // In config.yaml (written with the opt-in, which is then taken away), the create refuses it too.
+    let allow = "terminal.docker_allow_host_mounts=true";
+    home.ok(&["-c", allow, "config", "set", "terminal.docker_extra_args", r#"["--cap-add","SYS_ADMIN"]"#]);
+    refused(&home.run(&["run", "--task", "hw", "--", "true"]), "config.yaml --cap-add SYS_ADMIN");
     assert!(home.containers().is_empty(), "a sandbox was made");
-    let opted = ["-c", "terminal.docker_allow_host_mounts=true", "-c", "terminal.docker_extra_args=[\"--pid=host\"]"];
+    // The engine's default capabilities and private namespaces need no opt-in; with the opt-in the rest passes.
+    let plain = r#"terminal.docker_extra_args=["--cap-add","NET_BIND_SERVICE","--ipc","private"]"#;
+    let out = home.run(&["-c", plain, "run", "--task", "plain", "--", "true"]);
+    assert!(out.status.success(), "default capability: {}", stderr(&out));
+    let opted = ["-c", allow, "-c", "terminal.docker_extra_args=[\"--pid=host\",\"--cap-add=sys_ptrace\"]"];
     let out = home.run(&[&opted[..], &["run", "--task", "hw", "--", "true"]].concat());
     assert!(out.status.success(), "with the opt-in: {}", stderr(&out));
 }

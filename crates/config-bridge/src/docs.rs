@@ -90,5 +90,17 @@ pub fn settings_doc() -> String {
          `-d`, `-i`, `-t`, `--env-file`, `--pull`, …) and flags that would break the sandbox (`--name`, \
          `--entrypoint`). With `terminal.docker_network: false`, a `--network` other than `none` is refused too.\n",
     );
+    s.push_str(
+        "\nWithout `terminal.docker_allow_host_mounts`, what reaches the host past any mount is refused (one line \
+         naming the opt-in, at create and at `config set`, however it is spelled: the check reads the create spec \
+         the flags made): `--privileged`; a `--cap-add` beyond the engine's default capabilities (`ALL` too; any \
+         case, with or without `CAP_`); a `--security-opt` that switches a confinement off (`apparmor`, `seccomp` \
+         or `systempaths` `unconfined`, a seccomp profile other than `builtin`, `label=disable` or an unconfined \
+         SELinux type, `writable-cgroups=true`); any `--device` and `--device-cgroup-rule`; and `host` or \
+         `container:…` for `--pid`, `--ipc`, `--uts`, `--userns`, `--cgroupns` and `--network`. `--gpus` needs no \
+         opt-in. The default capabilities: ",
+    );
+    let caps: Vec<String> = domain::sandbox::ENGINE_DEFAULT_CAPABILITIES.iter().map(|c| format!("`{c}`")).collect();
+    let _ = writeln!(s, "{}.", caps.join(", "));
     s
 }

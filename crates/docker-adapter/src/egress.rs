@@ -9,32 +9,9 @@ use bollard::models::{
 };
 use bollard::query_parameters::{CreateContainerOptions, InspectContainerOptions, StartContainerOptions};
 use domain::egress::EgressRoute;
-use domain::ports::RuntimeError;
+use domain::ports::{EgressSetup, RuntimeError};
 
 use crate::DockerRuntime;
-
-/// Everything needed to set up one policy's network and proxy.
-#[derive(Clone, Debug)]
-pub struct EgressSetup {
-    /// The internal network's name; the proxy container is `<name>-proxy`.
-    pub name: String,
-    /// Labels on both (berth's home, the policy digest).
-    pub labels: HashMap<String, String>,
-    /// The image the proxy runs in (it must be able to run berth's binary).
-    pub image: String,
-    /// berth's own binary on the engine's host, bind-mounted read-only.
-    pub exe: String,
-    /// The host folder the proxy writes its denial log into.
-    pub log_dir: String,
-    /// `uid:gid` the proxy runs as.
-    pub user: Option<String>,
-    /// The network the proxy reaches out through (`bridge` by default).
-    pub outside: String,
-    /// The proxy's arguments after the binary.
-    pub args: Vec<String>,
-    /// A number picking the first candidate subnet (from the policy digest), so homes rarely collide.
-    pub seed: u8,
-}
 
 /// Where the binary lands inside the proxy container.
 const PROXY_EXE: &str = "/usr/local/bin/berth-egress";

@@ -6,27 +6,15 @@ use std::time::Duration;
 
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
-use domain::ports::{ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
+use domain::ports::{ExecIo, ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
+use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc::Receiver;
 
 use crate::{DockerRuntime, kill};
 
 /// The bound of each inspect the host-side kill makes.
 const CALL_BOUND: Duration = Duration::from_secs(5);
-
-/// What an exec is attached to besides its output.
-#[derive(Debug, Default)]
-pub struct ExecIo {
-    /// Allocate a TTY inside the container (output then arrives as one stream, as on a terminal).
-    pub tty: bool,
-    /// Chunks of standard input; the channel closing is end of input, which closes the command's stdin.
-    /// `None`: the command gets no stdin at all.
-    pub stdin: Option<Receiver<Vec<u8>>>,
-    /// Terminal sizes as (rows, columns), applied to the TTY as they arrive (the first one right after start).
-    pub resize: Option<Receiver<(u16, u16)>>,
-}
 
 /// An exec's output as the engine streams it.
 type ExecOutput = Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
@@ -119,7 +107,7 @@ impl DockerRuntime {
         exec_id: &str,
         output: &mut ExecOutput,
         feed: Pin<&mut impl Future<Output = ()>>,
-        resize: &mut Option<Receiver<(u16, u16)>>,
+        resize: &mut Option<BoxStream<'static, (u16, u16)>>,
         sink: &mut dyn OutputSink,
     ) -> Result<(), RuntimeError> {
         match self.pump(exec_id, output, feed, resize, sink).await {
@@ -141,7 +129,7 @@ impl DockerRuntime {
         exec_id: &str,
         output: &mut ExecOutput,
         mut feed: Pin<&mut impl Future<Output = ()>>,
-        resize: &mut Option<Receiver<(u16, u16)>>,
+        resize: &mut Option<BoxStream<'static, (u16, u16)>>,
         sink: &mut dyn OutputSink,
     ) -> Result<(), bollard::errors::Error> {
         let mut fed = false;
@@ -220,10 +208,10 @@ impl DockerRuntime {
 
 /// Writes the chunks of `stdin` to the exec's input, then half-closes it so the command sees end of input while its
 /// output still arrives. A command that stops reading (or exits) refuses the rest: the feed ends there, and dropping
-/// the channel stops the reader of berth's own stdin. Without input it never ends, leaving the connection alone.
-async fn feed(stdin: Option<Receiver<Vec<u8>>>, mut input: std::pin::Pin<Box<dyn AsyncWrite + Send>>) {
+/// the stream stops the reader of berth's own stdin. Without input it never ends, leaving the connection alone.
+async fn feed(stdin: Option<BoxStream<'static, Vec<u8>>>, mut input: std::pin::Pin<Box<dyn AsyncWrite + Send>>) {
     let Some(mut stdin) = stdin else { return std::future::pending().await };
-    while let Some(bytes) = stdin.recv().await {
+    while let Some(bytes) = stdin.next().await {
         if input.write_all(&bytes).await.and(input.flush().await).is_err() {
             return;
         }
@@ -231,10 +219,10 @@ async fn feed(stdin: Option<Receiver<Vec<u8>>>, mut input: std::pin::Pin<Box<dyn
     let _ = input.shutdown().await;
 }
 
-/// The next item of an optional channel; never resolves when there is none (or it has been dropped).
-async fn recv<T>(rx: &mut Option<Receiver<T>>) -> Option<T> {
+/// The next item of an optional stream; never resolves when there is none (or it has been dropped).
+async fn recv<T>(rx: &mut Option<BoxStream<'static, T>>) -> Option<T> {
     match rx {
-        Some(rx) => rx.recv().await,
+        Some(rx) => rx.next().await,
         None => std::future::pending().await,
     }
 }

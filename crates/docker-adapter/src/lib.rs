@@ -3,6 +3,7 @@
 //! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
 //! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
 
+mod capabilities;
 mod egress;
 mod exec_io;
 mod extra;
@@ -13,9 +14,6 @@ mod logs;
 mod usage;
 
 pub use files::LABEL_HELPER;
-pub use usage::Usage;
-
-pub use exec_io::ExecIo;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -30,7 +28,6 @@ use domain::container::{ContainerDetails, ContainerProcess, ContainerState, Cont
 use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
 use domain::sandbox::CreateSpec;
 use domain::time::Timestamp;
-pub use egress::EgressSetup;
 
 /// The socket berth talks to when `DOCKER_HOST` is unset.
 pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
@@ -396,7 +393,7 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn create(&self, spec: &CreateSpec) -> Result<String, RuntimeError> {
         let mut host_config = HostConfig {
-            binds: Some(spec.binds.clone()),
+            binds: Some(spec.binds.iter().map(ToString::to_string).collect()),
             tmpfs: Some(to_hash(&spec.tmpfs)),
             cap_drop: Some(spec.cap_drop.clone()),
             cap_add: Some(spec.cap_add.clone()),
@@ -520,7 +517,7 @@ impl ContainerRuntime for DockerRuntime {
         spec: &ExecSpec,
         sink: &'s mut (dyn OutputSink + 's),
     ) -> Result<ExecOutcome, RuntimeError> {
-        self.exec_io(id, spec, sink, ExecIo::default()).await
+        self.exec_io(id, spec, sink, domain::ports::ExecIo::default()).await
     }
 }
 

@@ -4,23 +4,10 @@
 use std::time::Duration;
 
 use bollard::query_parameters::{InspectContainerOptions, StatsOptions};
-use domain::ports::RuntimeError;
+use domain::ports::{RuntimeError, Usage};
 use futures_util::StreamExt;
 
 use crate::{CALL_TIMEOUT_SECS, DockerRuntime};
-
-/// One sample of a running container's resource use.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Usage {
-    /// Memory in use minus the inactive page cache, as `docker stats` shows it.
-    pub memory_bytes: Option<u64>,
-    /// The memory limit the engine reports (the host's memory when unlimited).
-    pub memory_limit_bytes: Option<u64>,
-    /// CPU use over the engine's sampling interval, in percent of one core (100 per busy core).
-    pub cpu_percent: Option<f64>,
-    /// Processes (and threads) in the container's cgroup.
-    pub pids: Option<u64>,
-}
 
 impl DockerRuntime {
     /// Samples a running container's memory and CPU use. The engine takes two readings about a second apart for

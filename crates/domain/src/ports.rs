@@ -13,6 +13,12 @@ use crate::ids::ProfileName;
 use crate::sandbox::CreateSpec;
 use crate::time::Timestamp;
 
+mod engine;
+pub use engine::{
+    ContainerFiles, ContainerLogs, ContainerUsage, EgressNetworks, EgressSetup, Engine, EngineFacts, ExecAttached,
+    ExecIo, MarkedKill, Usage,
+};
+
 /// Errors of a [`ContainerRuntime`].
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum RuntimeError {

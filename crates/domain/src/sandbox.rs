@@ -7,15 +7,19 @@ use serde::Serialize;
 
 use crate::sha256;
 
+mod bind;
 mod build;
 mod extra_args;
+mod host_access;
 mod identity;
+pub use bind::Bind;
 pub use build::{BuiltSpec, HostFacts, SandboxSettings, build_create_spec, is_valid_env_name};
 pub use extra_args::{
     DeviceMapping, DeviceRequest, ExtraCreate, MAPPED_FLAGS, MountSource, MountSpec, PortPublish, Ulimit,
     apply_extra_args, blank_spec, check_extra_args, mount_sources, parse_device, parse_gpus, parse_mount,
     parse_publish, parse_ulimit,
 };
+pub use host_access::{ENGINE_DEFAULT_CAPABILITIES, host_access};
 pub use identity::{SandboxIdentity, home_digest, shared_profile_label};
 
 /// Why the settings cannot become a create spec; the app reports it as a usage error and creates nothing.
@@ -110,8 +114,8 @@ pub struct CreateSpec {
     pub workdir: String,
     /// `KEY=VALUE` pairs stored in the container config (never forwarded secrets).
     pub env: Vec<String>,
-    /// `host:container[:opts]` bind mounts and named volumes.
-    pub binds: Vec<String>,
+    /// Bind mounts and named volumes (`host:container[:opts]` to the engine).
+    pub binds: Vec<Bind>,
     pub tmpfs: BTreeMap<String, String>,
     pub cap_drop: Vec<String>,
     pub cap_add: Vec<String>,
@@ -144,7 +148,8 @@ struct Fingerprinted<'a> {
     workdir: &'a str,
     /// Sorted: the order env pairs were given in does not change the container.
     env: Vec<&'a str>,
-    binds: &'a [String],
+    /// Each as its `host:container[:opts]` text ([`Bind`] serializes so).
+    binds: &'a [Bind],
     tmpfs: &'a BTreeMap<String, String>,
     cap_drop: &'a [String],
     cap_add: &'a [String],
@@ -292,7 +297,8 @@ impl CreateSpec {
         let mut env = self.env.clone();
         env.sort();
         let _ = writeln!(s, "env={env:?}");
-        let _ = writeln!(s, "binds={:?}", self.binds);
+        let binds: Vec<String> = self.binds.iter().map(ToString::to_string).collect();
+        let _ = writeln!(s, "binds={binds:?}");
         let _ = writeln!(s, "tmpfs={:?}", self.tmpfs);
         let _ = writeln!(s, "cap_drop={:?} cap_add={:?}", self.cap_drop, self.cap_add);
         let _ = writeln!(s, "security_opt={:?} pids={:?} init={}", self.security_opt, self.pids_limit, self.init);

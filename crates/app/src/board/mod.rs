@@ -25,7 +25,6 @@ use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
 use domain::ports::Clock;
 use kanban_core::{NewTask, StoreError, Task};
-use kanban_store::SqliteKanbanStore;
 
 pub(crate) use self::report::dispatch_and_print;
 pub(crate) use self::show::listed;
@@ -37,7 +36,7 @@ use crate::edge::output;
 
 use self::show::ms;
 use self::views::{LogTail, RunRow, TaskRow, TaskShow};
-use crate::edge::open::{Board, open_read_only, open_store};
+use crate::edge::open::{Board, check_sqlite_board, copy_sqlite_board, open_read_only, open_store};
 
 /// `berth kanban check`: the full, read-only integrity check of the board file. Exit 1 when it finds damage.
 fn check(ctx: &Ctx) -> Result<u8, Failure> {
@@ -45,7 +44,7 @@ fn check(ctx: &Ctx) -> Result<u8, Failure> {
     if !path.exists() {
         return Err(Failure::other(format!("no board database at {} yet", path.display())));
     }
-    let findings = SqliteKanbanStore::check(&path)?;
+    let findings = check_sqlite_board(&path)?;
     let ok = findings.len() == 1 && findings[0] == "ok";
     if ctx.json {
         output::json(&views::Checked { path: path.clone(), ok, findings: findings.clone() });
@@ -363,7 +362,7 @@ async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result
     let mut plan = crate::board::retention::plan(&folders, now, retention).map_err(Failure::other)?;
     if !dry_run && !plan.is_empty() {
         let rt = if plan.iter().any(|p| p.folder.is_some()) { crate::sandbox::connect(ctx).await.ok() } else { None };
-        crate::board::retention::apply(&folders, rt.as_ref(), &mut plan).await;
+        crate::board::retention::apply(&folders, rt.as_deref(), &mut plan).await;
     }
     let failed = plan.iter().any(|p| p.error.is_some());
     if ctx.json {
@@ -421,15 +420,9 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
         return Err(Failure::usage(format!("there is no SQLite board to copy at {}", source.display())));
     }
     // One store dumps, the other loads: the file is opened read-only (and verified) and never changed.
-    let dump = SqliteKanbanStore::open_read_only(&source)?.dump()?;
-    let target = kanban_postgres::PgKanbanStore::open(to, &ctx.host_id())?;
-    let report = kanban_postgres::load_board(&dump, &target)?;
+    let (target, report) = copy_sqlite_board(&source, to, &ctx.host_id())?;
     if ctx.json {
-        output::json(&views::Migrated {
-            from: source.display().to_string(),
-            to: target.url().to_string(),
-            copied: report.to_json(),
-        });
+        output::json(&views::Migrated { from: source.display().to_string(), to: target, copied: report.to_json() });
     } else {
         let counts: Vec<String> = report
             .tables
@@ -437,12 +430,7 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
             // Every table's name is a plural: one row is "1 board".
             .map(|(t, n)| if *n == 1 { format!("1 {}", t.strip_suffix('s').unwrap_or(t)) } else { format!("{n} {t}") })
             .collect();
-        output::line(&format!(
-            "copied {} into {} ({}); counts verified",
-            source.display(),
-            target.url(),
-            counts.join(", ")
-        ));
+        output::line(&format!("copied {} into {} ({}); counts verified", source.display(), target, counts.join(", ")));
         output::line("to use it: berth config set kanban.database_url URL (the URL given to --to)");
     }
     Ok(())

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use docker_adapter::DockerRuntime;
 use domain::ids::BoardSlug;
 use domain::policy::retention::{Expiry, TaskOutput, expired_outputs};
+use domain::ports::Engine;
 use domain::time::Timestamp;
 use serde::Serialize;
 
@@ -102,7 +102,7 @@ pub fn plan(folders: &Folders, now: Timestamp, retention_secs: Option<i64>) -> R
 }
 
 /// Removes what `pruned` lists, recording failures on each entry.
-pub async fn apply(folders: &Folders, rt: Option<&DockerRuntime>, pruned: &mut [Pruned]) {
+pub async fn apply(folders: &Folders, rt: Option<&dyn Engine>, pruned: &mut [Pruned]) {
     for p in pruned {
         let mut errors = Vec::new();
         if let Some(dir) = &p.folder {
@@ -143,7 +143,7 @@ pub async fn remove_task_output(ctx: &Ctx, task: &str, assignee: Option<&str>) {
         logs: logs.iter().map(|l| l.display().to_string()).collect(),
         error: None,
     }];
-    apply(&folders, rt.as_ref(), &mut one).await;
+    apply(&folders, rt.as_deref(), &mut one).await;
     if let Some(e) = &one[0].error {
         tracing::warn!("the output of {task} was not all removed: {e}");
     }

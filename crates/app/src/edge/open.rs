@@ -1,7 +1,12 @@
-//! The one place the board's stores are named: opening the board (SQLite or PostgreSQL, from
-//! `kanban.database_url`) for writing or reading, and the store's errors as exit codes. Every surface (board,
-//! sandbox folders, gateway) opens it here and holds a `Box<dyn BoardStore + Send>`.
+//! The one place the adapters are named: opening the engine (Docker's Engine API, or Podman's socket) and the
+//! board (SQLite or PostgreSQL, from `kanban.database_url`) for writing or reading, and the store's errors as exit
+//! codes. Every surface (board, sandbox, gateway, web) opens them here and holds an `Arc<dyn Engine>` and a
+//! `Box<dyn BoardStore + Send>`; `tidy::adapter_types_are_named_in_app_only_by_their_openers` keeps it so.
 
+use std::sync::Arc;
+
+use docker_adapter::DockerRuntime;
+use domain::ports::{Engine, RuntimeError};
 use kanban_core::{BoardStore, StoreError};
 use kanban_store::SqliteKanbanStore;
 
@@ -98,4 +103,46 @@ pub(crate) fn open_read_only_at(
         return Ok(None);
     }
     Ok(Some(Box::new(SqliteKanbanStore::open_read_only(&path)?)))
+}
+
+/// `kanban check`: the SQLite board file's full integrity check, one finding a line (`ok` alone when sound).
+///
+/// # Errors
+/// A store failure opening or reading the file.
+pub fn check_sqlite_board(path: &std::path::Path) -> Result<Vec<String>, Failure> {
+    Ok(SqliteKanbanStore::check(path)?)
+}
+
+/// `kanban migrate`: copies the SQLite board at `source` (opened read-only and verified, never changed) into the
+/// PostgreSQL board at `to`; returns the target's URL as it may be shown and what was copied.
+///
+/// # Errors
+/// A store failure on either side.
+pub fn copy_sqlite_board(
+    source: &std::path::Path,
+    to: &str,
+    host: &str,
+) -> Result<(String, kanban_core::CopyReport), Failure> {
+    let dump = SqliteKanbanStore::open_read_only(source)?.dump()?;
+    let target = kanban_postgres::PgKanbanStore::open(to, host)?;
+    let report = kanban_postgres::load_board(&dump, &target)?;
+    Ok((target.url().to_string(), report))
+}
+
+/// Opens the engine at `endpoint` (`unix:///path`, a socket path, `tcp://host:port`), negotiating its API version
+/// within the connect bound.
+///
+/// # Errors
+/// [`RuntimeError::Unavailable`] naming the endpoint.
+pub async fn open_engine(endpoint: &str) -> Result<Arc<dyn Engine>, RuntimeError> {
+    Ok(Arc::new(DockerRuntime::connect(endpoint).await?))
+}
+
+/// Opens the engine at `endpoint` at an API version already negotiated with this same engine, without a round trip
+/// (`berth run`'s fast path; the caller vouches that the engine is the one that answered).
+///
+/// # Errors
+/// [`RuntimeError::Unavailable`] for an endpoint or version that cannot be used.
+pub fn open_engine_at(endpoint: &str, version: &str) -> Result<Arc<dyn Engine>, RuntimeError> {
+    Ok(Arc::new(DockerRuntime::connect_at(endpoint, version)?))
 }

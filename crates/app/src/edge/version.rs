@@ -19,9 +19,7 @@ pub fn line() -> String {
 pub fn engine_line(env: &config_bridge::EnvMap) -> String {
     let endpoint = env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(docker_adapter::DEFAULT_ENDPOINT);
     let asked = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| {
-        rt.block_on(async {
-            tokio::time::timeout(ENGINE_BOUND, docker_adapter::DockerRuntime::connect(endpoint)).await
-        })
+        rt.block_on(async { tokio::time::timeout(ENGINE_BOUND, crate::edge::open::open_engine(endpoint)).await })
     });
     match asked {
         Ok(Ok(Ok(rt))) => format!("engine: API {} at {endpoint}", rt.api_version()),

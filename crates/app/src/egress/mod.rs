@@ -8,9 +8,9 @@ mod shared;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use docker_adapter::{DockerRuntime, EgressSetup};
 use domain::egress::{EgressPolicy, EgressRoute, LABEL_EGRESS_PROXY, egress_name};
 use domain::label::LABEL_HOME;
+use domain::ports::{EgressSetup, Engine};
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -27,7 +27,7 @@ const LOG_FILE: &str = "denied.jsonl";
 ///
 /// # Errors
 /// A usage failure on Podman (refused), an engine failure, or one line when the proxy does not stay up.
-pub async fn ensure_route(ctx: &Ctx, rt: &DockerRuntime, policy: &EgressPolicy) -> Result<EgressRoute, Failure> {
+pub async fn ensure_route(ctx: &Ctx, rt: &dyn Engine, policy: &EgressPolicy) -> Result<EgressRoute, Failure> {
     if rt.is_podman().await? {
         return Err(Failure::usage(
             "terminal.docker_egress lists destinations, which berth enforces with an internal Docker network and its own proxy container; Podman's compatible socket cannot create that here: use docker_egress all or none with Podman",

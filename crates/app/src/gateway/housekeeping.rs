@@ -6,11 +6,12 @@
 //! gateway was down, so after a restart the count starts over (a sandbox is stopped at most one period late, never
 //! early). The engine's `ExecIDs` were no help either: they only list execs still known to the daemon.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use docker_adapter::DockerRuntime;
 use domain::policy::idle::{IdleMemory, IdleObservation, IdleSettings, IdleVerdict, plan_idle_stop};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
+use domain::ports::Engine;
 use domain::ports::{Clock, ContainerRuntime};
 use domain::service;
 
@@ -124,7 +125,7 @@ impl Housekeeper {
         let mut next_reap = start + self.reap_every;
         let mut next_idle = start;
         let mut memory = IdleMemory::new();
-        let mut rt: Option<DockerRuntime> = None;
+        let mut rt: Option<Arc<dyn Engine>> = None;
         loop {
             let wake = match self.idle_every {
                 // The reap pass also applies retention, so it is scheduled even with the reaper off.
@@ -135,7 +136,7 @@ impl Housekeeper {
             let now = tokio::time::Instant::now();
             let runtime = match &rt {
                 Some(r) => r.clone(),
-                None => match DockerRuntime::connect(&self.endpoint).await {
+                None => match crate::edge::open::open_engine(&self.endpoint).await {
                     Ok(r) => {
                         rt = Some(r.clone());
                         r
@@ -158,7 +159,7 @@ impl Housekeeper {
             if let Some(every) = self.idle_every
                 && now >= next_idle
             {
-                match tokio::time::timeout(PASS_BOUND, self.idle_pass(&runtime, &memory)).await {
+                match tokio::time::timeout(PASS_BOUND, self.idle_pass(&*runtime, &memory)).await {
                     Ok(Ok(m)) => {
                         memory = m;
                         // For `sandbox ls`'s idle column: what this loop has seen, while it is fresh.
@@ -177,7 +178,7 @@ impl Housekeeper {
                 next_idle = tokio::time::Instant::now() + every;
             }
             if now >= next_reap {
-                if tokio::time::timeout(PASS_BOUND, self.reap_pass(&runtime)).await.is_err() {
+                if tokio::time::timeout(PASS_BOUND, self.reap_pass(&*runtime)).await.is_err() {
                     tracing::warn!("gateway cleanup: orphan reaper took over {}s; abandoned", PASS_BOUND.as_secs());
                 }
                 next_reap = tokio::time::Instant::now() + self.reap_every;
@@ -254,7 +255,7 @@ impl Housekeeper {
     }
 
     /// One orphan sweep, one line per container removed.
-    async fn reap_pass(&self, rt: &DockerRuntime) {
+    async fn reap_pass(&self, rt: &dyn Engine) {
         if self.reaper_enabled {
             self.orphans_pass(rt).await;
         }
@@ -262,7 +263,7 @@ impl Housekeeper {
     }
 
     /// Finished tasks' expired output (workspace folders, logs): removed, reported in one line per pass.
-    async fn retention_pass(&self, rt: Option<&DockerRuntime>) {
+    async fn retention_pass(&self, rt: Option<&dyn Engine>) {
         let kept = match self.retention {
             Some(s) => format!("kept {}", crate::board::retention::span(s)),
             None => "kept until archived".to_owned(),
@@ -301,7 +302,7 @@ impl Housekeeper {
     }
 
     /// The orphan reaper and the sweep of gone sandboxes' folders.
-    async fn orphans_pass(&self, rt: &DockerRuntime) {
+    async fn orphans_pass(&self, rt: &dyn Engine) {
         match service::reap(rt, SystemClock.now(), &self.scope, &ProcProbe, false).await {
             Ok(r) => {
                 metrics::count_reaped(r.removed.len());
@@ -328,7 +329,7 @@ impl Housekeeper {
 
     /// Removes this profile's sandbox folders that no container (in any state) claims and no task on a board owns,
     /// once untouched for the reaper's threshold; one line per folder.
-    async fn folders_pass(&self, rt: &DockerRuntime) -> Result<(), domain::ports::RuntimeError> {
+    async fn folders_pass(&self, rt: &dyn Engine) -> Result<(), domain::ports::RuntimeError> {
         let swept = self
             .folders
             .sweep(rt, Some(&self.profile_label), self.scope.max_age_secs, false, &Default::default())

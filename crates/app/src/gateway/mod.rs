@@ -250,7 +250,7 @@ fn record_tick(ctx: &Ctx, state: &mut GatewayState, tick: TickSummary) {
 /// The orphan reaper, once, before anything else; an unreachable engine is logged, never fatal.
 async fn reap_once(ctx: &Ctx) {
     match sandbox::connect(ctx).await {
-        Ok(rt) => crate::web::metrics::count_reaped(sandbox::maybe_reap(ctx, &rt).await),
+        Ok(rt) => crate::web::metrics::count_reaped(sandbox::maybe_reap(ctx, &*rt).await),
         Err(e) => tracing::warn!("orphan reaper skipped: {e}"),
     }
 }

@@ -75,7 +75,7 @@ fn boards(ctx: &Ctx) -> Result<(Counts, Vec<Diagnostic>), Failure> {
 async fn sandboxes(ctx: &Ctx) -> SandboxTally {
     let listed = tokio::time::timeout(ENGINE_BOUND, async {
         let rt = crate::sandbox::connect::connect(ctx).await.map_err(|f| f.message)?;
-        domain::service::list_managed(&rt, None, Some(&ctx.home_id())).await.map_err(|e| e.to_string())
+        domain::service::list_managed(&*rt, None, Some(&ctx.home_id())).await.map_err(|e| e.to_string())
     })
     .await;
     match listed {

@@ -1,18 +1,21 @@
 //! The engine connection and the engine facts a sandbox spec needs (cgroup limits, storage-opt support), with what
 //! a home remembers of them under `<home>/cache/`, keyed by the engine's identity.
 
-use docker_adapter::DockerRuntime;
+use std::sync::Arc;
+
+use domain::ports::Engine;
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
+use crate::edge::open::{open_engine, open_engine_at};
 
 /// Connects to the engine, failing within the connect bound with one line naming the endpoint.
 ///
 /// # Errors
 /// An engine failure (exit 125).
-pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
+pub async fn connect(ctx: &Ctx) -> Result<Arc<dyn Engine>, Failure> {
     let endpoint = ctx.docker_endpoint();
-    let rt = DockerRuntime::connect(&endpoint).await?;
+    let rt = open_engine(&endpoint).await?;
     // Remembered for `berth run` (see `connect_remembered`); written only when it changed.
     if let Some(id) = socket_identity(&endpoint) {
         let (cache, text) = (api_version_cache(ctx, &endpoint), format!("{id} {}", rt.api_version()));
@@ -30,13 +33,13 @@ pub async fn connect(ctx: &Ctx) -> Result<DockerRuntime, Failure> {
 ///
 /// # Errors
 /// As [`connect`], on a miss.
-pub async fn connect_remembered(ctx: &Ctx) -> Result<(DockerRuntime, bool), Failure> {
+pub async fn connect_remembered(ctx: &Ctx) -> Result<(Arc<dyn Engine>, bool), Failure> {
     let endpoint = ctx.docker_endpoint();
     if let Some(id) = socket_identity(&endpoint)
         && let Some(text) = read_small(&api_version_cache(ctx, &endpoint))
         && let Some((seen, version)) = text.trim().split_once(' ')
         && seen == id
-        && let Ok(rt) = DockerRuntime::connect_at(&endpoint, version)
+        && let Ok(rt) = open_engine_at(&endpoint, version)
     {
         return Ok((rt, true));
     }
@@ -79,14 +82,14 @@ fn write_atomically(path: &std::path::Path, text: &str) {
 
 /// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint; an
 /// engine that cannot answer counts as `false`.
-pub(crate) async fn storage_opt_supported(ctx: &Ctx, rt: &DockerRuntime) -> bool {
+pub(crate) async fn storage_opt_supported(ctx: &Ctx, rt: &dyn Engine) -> bool {
     cached_probe(ctx, rt, "storage-opt", rt.supports_disk_quota(), false).await
 }
 
 /// Whether the engine can apply cgroup limits (cpu, memory, pids), asked once per process: hermes probes once per
 /// process too, and an engine without the controllers would otherwise fail every create. An engine that cannot
 /// answer counts as `true`.
-pub(crate) async fn cgroup_limits_available(ctx: &Ctx, rt: &DockerRuntime) -> bool {
+pub(crate) async fn cgroup_limits_available(ctx: &Ctx, rt: &dyn Engine) -> bool {
     static PROBED: tokio::sync::OnceCell<bool> = tokio::sync::OnceCell::const_new();
     *PROBED
         .get_or_init(|| async { cached_probe(ctx, rt, "cgroup-limits", rt.supports_cgroup_limits(), true).await })
@@ -109,7 +112,7 @@ const FACT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 /// activation) keeps its identity, so the identity alone cannot bound how stale an answer gets there.
 async fn cached_probe(
     ctx: &Ctx,
-    rt: &DockerRuntime,
+    rt: &dyn Engine,
     what: &str,
     probe: impl std::future::Future<Output = Result<bool, domain::ports::RuntimeError>>,
     on_error: bool,

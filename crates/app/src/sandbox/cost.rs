@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use docker_adapter::DockerRuntime;
 use domain::container::ContainerSummary;
 use domain::policy::idle::is_keep_alive;
-use domain::ports::{Clock, ContainerRuntime};
+use domain::ports::Clock;
 use domain::service;
 use domain::time::Timestamp;
 
@@ -118,7 +117,7 @@ fn human_secs(s: Option<i64>) -> String {
 pub async fn rows(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<Vec<SandboxRow>, Failure> {
     let rt = connect(ctx).await?;
     let profile = profile_label(ctx);
-    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id())).await?;
+    let listed = service::list_managed(&*rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id())).await?;
     let now = SystemClock.now();
     let idle_since = read_idle_since(&ctx.home, now);
     // Every engine call runs for all sandboxes at once: stats take about a second each, sizes longer.
@@ -215,9 +214,9 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
 /// # Errors
 /// A usage failure (2) when no sandbox of this profile matches; an engine failure (125).
 pub async fn top(ctx: &Ctx, id: &str, all_profiles: bool) -> Result<u8, Failure> {
-    let rt: DockerRuntime = connect(ctx).await?;
+    let rt = connect(ctx).await?;
     let profile = profile_label(ctx);
-    let listed = service::list_managed(&rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id())).await?;
+    let listed = service::list_managed(&*rt, (!all_profiles).then_some(profile.as_str()), Some(&ctx.home_id())).await?;
     let want = id.trim();
     let found: Vec<&ContainerSummary> = listed
         .iter()

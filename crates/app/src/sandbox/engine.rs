@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use docker_adapter::DockerRuntime;
 use domain::container::ContainerSummary;
 use domain::ids::{ProfileName, TaskId};
 use domain::policy::cleanup::ReleaseMode;
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
 use domain::policy::reuse::is_candidate;
-use domain::ports::{Clock, ContainerRuntime};
+use domain::ports::Clock;
+use domain::ports::Engine;
 use domain::sandbox::{HostFacts, SandboxIdentity, SandboxMode, build_create_spec, is_valid_env_name};
 use domain::service::{self, AcquireRequest};
 
@@ -51,7 +51,7 @@ pub fn profile_label(ctx: &Ctx) -> String {
 ///
 /// # Errors
 /// A failure when a host directory cannot be created.
-pub async fn request(ctx: &Ctx, rt: &DockerRuntime, identity: SandboxIdentity) -> Result<AcquireRequest, Failure> {
+pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> Result<AcquireRequest, Failure> {
     let mut settings = ctx.settings.sandbox();
     settings.egress = ctx.settings.egress_for(identity.profile.as_str());
     let egress_route = match &settings.egress {
@@ -97,7 +97,7 @@ static REAPER: service::ReaperGate = service::ReaperGate::new();
 
 /// Runs the orphan reaper once per process before the first sandbox acquire, when enabled; never fails. Returns how
 /// many sandboxes it removed (for the gateway's metrics).
-pub async fn maybe_reap(ctx: &Ctx, rt: &DockerRuntime) -> usize {
+pub async fn maybe_reap(ctx: &Ctx, rt: &dyn Engine) -> usize {
     let scope = ReapScope {
         home: Some(ctx.home_id()),
         profile_label: Some(profile_label(ctx)),
@@ -151,12 +151,12 @@ pub fn forwarded_env(ctx: &Ctx) -> Vec<String> {
 pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, owner: Option<&str>) {
     let work = async {
         let rt = connect(ctx).await.ok()?;
-        let listed = identity_containers(&rt, identity).await.ok()?;
+        let listed = identity_containers(&*rt, identity).await.ok()?;
         for c in &listed {
             // Inside the container's own pid namespace, by the exact marker entry (never by host pid).
             let _ = rt.kill_marked(&c.id, marker).await;
             if owner.is_some() && c.label(domain::label::LABEL_OWNER) == owner {
-                let _ = service::release(&rt, Some(&c.id), ReleaseMode::Force).await;
+                let _ = service::release(&*rt, Some(&c.id), ReleaseMode::Force).await;
             }
         }
         Some(())
@@ -168,7 +168,7 @@ pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, ow
 
 /// The managed containers that belong to `identity` (any mode, hermes-made ones included).
 pub(crate) async fn identity_containers(
-    rt: &DockerRuntime,
+    rt: &dyn Engine,
     identity: &SandboxIdentity,
 ) -> Result<Vec<ContainerSummary>, Failure> {
     let listed = rt.list(&domain::ports::ListQuery { labels: identity.upstream_labels(), states: Vec::new() }).await?;

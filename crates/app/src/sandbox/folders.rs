@@ -6,8 +6,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use docker_adapter::DockerRuntime;
 use domain::policy::folders::{FolderSeen, folder_digest, gone_folders};
+use domain::ports::Engine;
 use domain::ports::RuntimeError;
 use domain::sandbox::SandboxIdentity;
 use domain::service;
@@ -104,7 +104,7 @@ impl Folders {
     ///
     /// # Errors
     /// One line saying what was left and why.
-    pub async fn remove(&self, rt: Option<&DockerRuntime>, dir: &Path, profile_label: &str) -> Result<bool, String> {
+    pub async fn remove(&self, rt: Option<&dyn Engine>, dir: &Path, profile_label: &str) -> Result<bool, String> {
         if !self.check(dir)? {
             return Ok(false);
         }
@@ -146,7 +146,7 @@ impl Folders {
     /// Removes the folder of `identity`'s sandbox unless another container of that identity still uses it (an opt-out
     /// run beside a persistent sandbox of the same task shares its folder) or a task on a board owns it (its
     /// workspace is the task's output). Returns what happened, in words, or `None` when there was no folder.
-    pub async fn remove_for(&self, rt: &DockerRuntime, identity: &SandboxIdentity) -> Option<Result<String, String>> {
+    pub async fn remove_for(&self, rt: &dyn Engine, identity: &SandboxIdentity) -> Option<Result<String, String>> {
         let dir = self.of(identity);
         if dir.symlink_metadata().is_err() {
             return None;
@@ -178,7 +178,7 @@ impl Folders {
     /// A [`RuntimeError`] when the engine cannot list the containers (nothing is removed then).
     pub async fn sweep(
         &self,
-        rt: &DockerRuntime,
+        rt: &dyn Engine,
         profile_label: Option<&str>,
         max_age_secs: i64,
         dry_run: bool,

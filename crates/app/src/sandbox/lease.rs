@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use docker_adapter::DockerRuntime;
+use std::sync::Arc;
+
 use domain::policy::lease::{LEASE_DIR, LEASE_NAME, Lease};
+use domain::ports::Engine;
 use domain::ports::{Clock, RuntimeError};
 
 use crate::edge::context::{Ctx, SystemClock};
@@ -21,7 +23,7 @@ impl Drop for LeaseHolder {
 
 /// Starts renewing the lease of the container named `container` (it may not exist yet: the first renewal is retried
 /// until it does) for this process, the owner its `berth.owner` label names.
-pub fn hold(ctx: &Ctx, rt: &DockerRuntime, container: &str) -> LeaseHolder {
+pub fn hold(ctx: &Ctx, rt: &Arc<dyn Engine>, container: &str) -> LeaseHolder {
     let ttl = ctx.settings.terminal.docker_lease_seconds.duration();
     let (rt, container, owner) = (rt.clone(), container.to_owned(), crate::edge::context::owner_label());
     LeaseHolder(tokio::spawn(async move {

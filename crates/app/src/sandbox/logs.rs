@@ -41,7 +41,7 @@ impl OutputSink for Chunks {
 /// The sandbox `id` (a container id of at least 4 characters, or a name) or `task` names.
 pub(crate) async fn find(
     ctx: &Ctx,
-    rt: &docker_adapter::DockerRuntime,
+    rt: &dyn domain::ports::Engine,
     id: Option<&str>,
     task: Option<&str>,
     all_profiles: bool,
@@ -81,7 +81,7 @@ pub async fn logs(
         return Err(Failure::usage("--follow prints the output as it comes; drop --json"));
     }
     let rt = connect(ctx).await?;
-    let c = find(ctx, &rt, id, task, all_profiles).await?;
+    let c = find(ctx, &*rt, id, task, all_profiles).await?;
     if !ctx.json {
         rt.logs(&c.id, tail, follow, &mut Passthrough).await?;
         return Ok(Exit::OK);

@@ -41,12 +41,12 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             ctx.require_profile()?;
             let identity = identity(ctx, &t.task)?;
             let rt = connect(ctx).await?;
-            let req = request(ctx, &rt, identity).await?;
-            maybe_reap(ctx, &rt).await;
+            let req = request(ctx, &*rt, identity).await?;
+            maybe_reap(ctx, &*rt).await;
             let got = output::with_progress(
                 ctx.json,
                 &format!("acquiring sandbox {}", req.spec.name),
-                service::acquire(&rt, &req),
+                service::acquire(&*rt, &req),
             )
             .await?;
             for note in &got.notes {
@@ -109,13 +109,13 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
                 max_age_secs,
                 host,
             };
-            let sweep = service::reap(&rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
+            let sweep = service::reap(&*rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
             let report = output::with_progress(ctx.json, "sweeping stale sandboxes", sweep).await?;
             // Then the host folders whose sandbox (in any state) and task are both gone, by the same age threshold;
             // a dry run counts the containers it would remove as gone, as the real sweep will find them.
             let reaped: std::collections::BTreeSet<String> = report.removed.iter().map(|o| o.id.clone()).collect();
             let folders = crate::sandbox::folders::Folders::from_ctx(ctx)
-                .sweep(&rt, scope.profile_label.as_deref(), max_age_secs, *dry_run, &reaped)
+                .sweep(&*rt, scope.profile_label.as_deref(), max_age_secs, *dry_run, &reaped)
                 .await?;
             print_reap(ctx, &report, &folders);
             let failed = !report.failed.is_empty() || folders.iter().any(|f| f.error.is_some());
@@ -138,7 +138,7 @@ async fn release(ctx: &Ctx, task: &str, how: Removal) -> Result<u8, Failure> {
     let Removal { force, keep_files, must_exist } = how;
     let identity = identity(ctx, task)?;
     let rt = connect(ctx).await?;
-    let released = remove::release_identity(ctx, &rt, &identity, force, keep_files).await?;
+    let released = remove::release_identity(ctx, &*rt, &identity, force, keep_files).await?;
     if must_exist && released.rows.is_empty() {
         return Err(Failure::other(format!(
             "no sandbox for task {task:?} (profile {}); `berth sandbox ls` lists them",

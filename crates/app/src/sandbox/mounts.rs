@@ -7,7 +7,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use domain::sandbox::{CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, mount_sources};
+use domain::sandbox::{
+    Bind, CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, host_access, mount_sources,
+};
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -157,27 +159,14 @@ fn spec_violation(protected: &Protected, spec: &CreateSpec) -> Option<String> {
         .or_else(|| host_access_violation(protected.allow_sockets, spec))
 }
 
-/// What reaches the host past any mount, refused without the same opt-in as the engine's socket: `--privileged`
-/// (every host device, so a disk holding berth's home can be mounted inside), a host block device (`--device`), and
-/// the host's process or user namespace (`--pid host`: a root task signals every host process; `--userns host`).
+/// What reaches the host past any mount (`domain::sandbox::host_access`: `--privileged`, capabilities beyond the
+/// engine's default set, a confinement switched off, a host device, a namespace shared with the host), refused
+/// without the same opt-in as the engine's socket.
 fn host_access_violation(allowed: bool, spec: &CreateSpec) -> Option<String> {
-    use std::os::unix::fs::FileTypeExt;
     if allowed {
         return None;
     }
-    let block = |p: &str| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device());
-    let why = if spec.privileged {
-        "--privileged gives it every host device (a disk holding berth's home could be mounted)".to_owned()
-    } else if let Some(d) = spec.extra.devices.iter().find(|d| block(&d.host)) {
-        format!("--device {} is a block device of the host (a disk holding berth's home could be mounted)", d.host)
-    } else if spec.extra.pid_mode.as_deref() == Some("host") {
-        "--pid host lets it signal and inspect every process of the host".to_owned()
-    } else if spec.extra.userns_mode.as_deref() == Some("host") {
-        "--userns host makes its root the host's root".to_owned()
-    } else {
-        return None;
-    };
-    Some(format!("refusing to create the sandbox: {why}; set {ALLOW_KEY}=true to allow it"))
+    host_access(spec).map(|why| format!("refusing to create the sandbox: {why}; set {ALLOW_KEY}=true to allow it"))
 }
 
 /// Checks the sandboxes folder setting: an absolute path that is not `/` and does not hold berth's home.
@@ -204,7 +193,7 @@ pub fn check_setting(ctx: &Ctx, key: &str, value: &config_bridge::Value) -> Resu
     let spec = match (key, value) {
         ("terminal.docker_volumes", config_bridge::Value::List(l)) => {
             // As the spec builder takes them: an entry without a `:` is skipped there (with a warning).
-            CreateSpec { binds: l.iter().filter(|v| v.contains(':')).cloned().collect(), ..blank_spec() }
+            CreateSpec { binds: l.iter().filter(|v| v.contains(':')).map(|v| Bind::parse(v)).collect(), ..blank_spec() }
         }
         ("terminal.docker_extra_args", config_bridge::Value::List(l)) => {
             check_extra_args(l).map_err(Failure::usage_of)?

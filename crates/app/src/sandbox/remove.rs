@@ -3,11 +3,10 @@
 
 use std::time::Duration;
 
-use docker_adapter::DockerRuntime;
 use domain::container::ContainerSummary;
 use domain::ids::{ProfileName, TaskId};
 use domain::policy::cleanup::{CleanupPlan, ReleaseMode};
-use domain::ports::ContainerRuntime;
+use domain::ports::Engine;
 use domain::sandbox::SandboxIdentity;
 use domain::service;
 
@@ -59,7 +58,7 @@ impl Released {
 /// Engine failures.
 pub async fn release_identity(
     ctx: &Ctx,
-    rt: &DockerRuntime,
+    rt: &dyn Engine,
     identity: &SandboxIdentity,
     force: bool,
     keep_files: bool,
@@ -86,7 +85,7 @@ pub async fn release_identity(
 
 /// The sandbox named by `id` (a container id of at least 4 characters, or a name) in this home: this profile's, or
 /// any profile's with `all_profiles`.
-async fn named(ctx: &Ctx, rt: &DockerRuntime, id: &str, all_profiles: bool) -> Result<ContainerSummary, Failure> {
+async fn named(ctx: &Ctx, rt: &dyn Engine, id: &str, all_profiles: bool) -> Result<ContainerSummary, Failure> {
     crate::sandbox::logs::find(ctx, rt, Some(id), None, all_profiles).await
 }
 
@@ -110,7 +109,7 @@ pub async fn stop_named(
     all_profiles: bool,
 ) -> Result<ContainerSummary, Failure> {
     let rt = connect(ctx).await?;
-    let found = crate::sandbox::logs::find(ctx, &rt, id, task, all_profiles).await?;
+    let found = crate::sandbox::logs::find(ctx, &*rt, id, task, all_profiles).await?;
     rt.stop(&found.id, STOP_GRACE).await?;
     Ok(found)
 }
@@ -123,7 +122,7 @@ pub async fn stop_named(
 /// A usage failure when no sandbox matches or it carries no task label; engine failures.
 pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: bool) -> Result<Released, Failure> {
     let rt = connect(ctx).await?;
-    let found = named(ctx, &rt, id, all_profiles).await?;
+    let found = named(ctx, &*rt, id, all_profiles).await?;
     let Some(task) = found.labels.get(domain::label::LABEL_TASK) else {
         return Err(Failure::usage(format!("{id:?} is not a task's sandbox (no {} label)", domain::label::LABEL_TASK)));
     };
@@ -135,7 +134,7 @@ pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: b
     if found.identity().is_some_and(|d| d != identity.digest()) {
         // The label holds the sanitized task id (`a b!` is `a_b_`), so the identity cannot be rebuilt from it: remove
         // this very container; its folder, which no container claims then, is left to `sandbox reap`.
-        let plan = service::release(&rt, Some(&found.id), ReleaseMode::new(false, true)).await?;
+        let plan = service::release(&*rt, Some(&found.id), ReleaseMode::new(false, true)).await?;
         let sandbox_dir = crate::sandbox::folders::Folders::from_ctx(ctx).sandbox_dir;
         let digest = found.identity().unwrap_or_default().chars().take(12).collect::<String>();
         let profile = found.profile_label().unwrap_or_default();
@@ -145,7 +144,7 @@ pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: b
         let folder = (!keep_files).then(|| Ok(note.to_owned()));
         return Ok(Released { task: task.clone(), rows: vec![(found, plan)], folder, host_dir, keep_files });
     }
-    release_identity(ctx, &rt, &identity, true, keep_files).await
+    release_identity(ctx, &*rt, &identity, true, keep_files).await
 }
 
 /// Prints what a release did, as `sandbox release|rm` always have; exit 1 when the folder could not be removed.

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use domain::policy::cleanup::ReleaseMode;
-use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, OutputSink, OutputStream};
+use domain::ports::{ExecOutcome, ExecSpec, OutputSink, OutputStream};
 use domain::sandbox::{SandboxIdentity, is_valid_env_name};
 use domain::service::{self};
 
@@ -48,9 +48,9 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let env = exec_env(ctx, &args.env)?;
     crate::sandbox::run_io::check_tty(args.tty)?;
     let (rt, remembered) = connect_remembered(ctx).await?;
-    let (req, found) = first_contact(ctx, args, &rt, identity, remembered).await?;
+    let (req, found) = first_contact(ctx, args, &*rt, identity, remembered).await?;
     if found.is_none() {
-        maybe_reap(ctx, &rt).await;
+        maybe_reap(ctx, &*rt).await;
     }
     let timeout = args.timeout.unwrap_or(ctx.settings.terminal.timeout.get());
     let exec = ExecSpec {
@@ -72,12 +72,12 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let io = crate::sandbox::run_io::attach(args.interactive, args.tty)?;
     let exec_run = async {
         match io {
-            None => service::run_from(&rt, &req, found, &exec, &mut sink).await,
+            None => service::run_from(&*rt, &req, found, &exec, &mut sink).await,
             Some(mut io) => {
                 // Input cannot be replayed, so an exec with input is not retried the way `service::run` retries.
                 let acquired = match found {
                     Some(a) => a,
-                    None => service::acquire(&rt, &req).await?,
+                    None => service::acquire(&*rt, &req).await?,
                 };
                 let outcome = rt.exec_io(&acquired.id, &exec, &mut sink, io.take()).await;
                 drop(io);
@@ -103,7 +103,7 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
         tracing::debug!("ran in {} ({})", acquired.name, acquired.action.as_str());
         if !req.persist_across_processes {
-            release_throwaway(ctx, &rt, &req, acquired, args.keep_files).await;
+            release_throwaway(ctx, &*rt, &req, acquired, args.keep_files).await;
         }
     }
     match result?.1 {
@@ -134,7 +134,7 @@ async fn interrupted() -> u8 {
 async fn remove_folder_bounded(ctx: &Ctx, identity: &SandboxIdentity) {
     let work = async {
         let rt = connect(ctx).await.ok()?;
-        crate::sandbox::folders::Folders::from_ctx(ctx).remove_for(&rt, identity).await
+        crate::sandbox::folders::Folders::from_ctx(ctx).remove_for(&*rt, identity).await
     };
     if let Ok(Some(Err(e))) = tokio::time::timeout(TEARDOWN_WAIT, work).await {
         tracing::warn!("{e}");
@@ -146,7 +146,7 @@ async fn remove_folder_bounded(ctx: &Ctx, identity: &SandboxIdentity) {
 async fn first_contact(
     ctx: &Ctx,
     args: &RunArgs,
-    rt: &docker_adapter::DockerRuntime,
+    rt: &dyn domain::ports::Engine,
     identity: domain::sandbox::SandboxIdentity,
     remembered: bool,
 ) -> Result<(domain::service::AcquireRequest, Option<domain::service::Acquired>), Failure> {
@@ -184,7 +184,7 @@ async fn first_contact(
 /// Stops and removes a throw-away sandbox after its command (and its folder, unless kept or still used); bounded.
 async fn release_throwaway(
     ctx: &Ctx,
-    rt: &docker_adapter::DockerRuntime,
+    rt: &dyn domain::ports::Engine,
     req: &domain::service::AcquireRequest,
     acquired: &domain::service::Acquired,
     keep_files: bool,

@@ -3,7 +3,7 @@
 
 use std::io::{IsTerminal, Read};
 
-use docker_adapter::ExecIo;
+use domain::ports::ExecIo;
 use rustix::termios::{OptionalActions, Termios, tcgetattr, tcgetwinsize, tcsetattr};
 use tokio::sync::mpsc;
 
@@ -96,7 +96,8 @@ pub fn attach(interactive: bool, tty: bool) -> Result<Option<Attached>, Failure>
         }
         // Dropping the sender is end of input: the command's stdin is closed.
     });
-    let mut attached = Attached { io: ExecIo { tty, stdin: Some(rx), resize: None }, raw: None, winch: None };
+    let mut attached =
+        Attached { io: ExecIo { tty, stdin: Some(stream_of(rx)), resize: None }, raw: None, winch: None };
     if tty && stdin_is_tty {
         let saved = tcgetattr(std::io::stdin())
             .map_err(|e| Failure::other(format!("cannot read the terminal's settings: {e}")))?;
@@ -124,7 +125,7 @@ pub fn attach(interactive: bool, tty: bool) -> Result<Option<Attached>, Failure>
                 }
             }));
         }
-        attached.io.resize = Some(size_rx);
+        attached.io.resize = Some(stream_of(size_rx));
     }
     Ok(Some(attached))
 }
@@ -133,4 +134,10 @@ pub fn attach(interactive: bool, tty: bool) -> Result<Option<Attached>, Failure>
 fn window_size() -> Option<(u16, u16)> {
     let ws = tcgetwinsize(std::io::stdin()).or_else(|_| tcgetwinsize(std::io::stdout())).ok()?;
     (ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+/// A channel's receiving end as the stream an exec reads: it ends when every sender is dropped.
+fn stream_of<T: Send + 'static>(rx: tokio::sync::mpsc::Receiver<T>) -> futures_util::stream::BoxStream<'static, T> {
+    use futures_util::StreamExt;
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).boxed()
 }

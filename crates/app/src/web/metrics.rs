@@ -197,7 +197,7 @@ fn sandbox_gauges(ctx: &Ctx, reg: &mut Registry) {
         rt.block_on(async {
             let work = async {
                 let engine = crate::sandbox::connect(ctx).await.ok()?;
-                domain::service::list_managed(&engine, None, Some(&ctx.home_id())).await.ok()
+                domain::service::list_managed(&*engine, None, Some(&ctx.home_id())).await.ok()
             };
             tokio::time::timeout(ENGINE_BOUND, work).await.ok().flatten()
         })

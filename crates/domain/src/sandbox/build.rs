@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::{
-    CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, apply_extra_args, container_cwd, parse_bytes,
+    Bind, CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, apply_extra_args, container_cwd,
+    parse_bytes,
 };
 use crate::egress::{EgressPolicy, EgressRoute, proxy_env};
 use crate::label::{
@@ -158,7 +159,7 @@ fn added_capabilities(runs_as_host_user: bool) -> Vec<String> {
 
 /// What the sandbox mounts, and the host folders that must exist before it is created.
 struct Mounts {
-    binds: Vec<String>,
+    binds: Vec<Bind>,
     tmpfs: BTreeMap<String, String>,
     host_dirs: Vec<String>,
 }
@@ -182,27 +183,27 @@ fn mounts(
     let mut binds = Vec::new();
     for v in &settings.volumes {
         if v.contains(':') {
-            binds.push(v.clone());
+            binds.push(Bind::parse(v));
         } else {
             warnings.push(format!("skipping docker volume {v:?}: expected host:container[:options]"));
         }
     }
-    let workspace_explicit = binds.iter().any(|b| b.contains(":/workspace"));
+    let workspace_explicit = binds.iter().any(|b| b.to_string().contains(":/workspace"));
     let mut cwd_mounted = false;
     if settings.mount_cwd_to_workspace
         && !workspace_explicit
         && let Some(cwd) = &host.cwd
     {
-        binds.insert(0, format!("{cwd}:/workspace"));
+        binds.insert(0, Bind::new(cwd, "/workspace"));
         cwd_mounted = true;
     }
     if settings.container_persistent {
         let dir = identity.host_dir(&settings.sandbox_dir);
         host_dirs.push(format!("{dir}/home"));
-        binds.push(format!("{dir}/home:/root"));
+        binds.push(Bind::new(format!("{dir}/home"), "/root"));
         if !workspace_explicit && !cwd_mounted {
             host_dirs.push(format!("{dir}/workspace"));
-            binds.push(format!("{dir}/workspace:/workspace"));
+            binds.push(Bind::new(format!("{dir}/workspace"), "/workspace"));
         }
     } else {
         if !workspace_explicit && !cwd_mounted {

@@ -23,6 +23,11 @@ fn build(s: &SandboxSettings, host: &HostFacts) -> BuiltSpec {
     try_build(s, host).expect("valid settings")
 }
 
+/// A spec's binds as the engine gets them.
+fn binds(spec: &CreateSpec) -> Vec<String> {
+    spec.binds.iter().map(ToString::to_string).collect()
+}
+
 #[test]
 fn labels_are_the_upstream_three_plus_berths_own() {
     let b = build(&settings(), &HostFacts::default());
@@ -77,8 +82,8 @@ fn host_user_mode_drops_setuid_caps() {
 #[test]
 fn persistent_and_tmpfs_workspaces() {
     let b = build(&settings(), &HostFacts::default());
-    assert!(b.spec.binds.iter().any(|m| m.ends_with("/home:/root")));
-    assert!(b.spec.binds.iter().any(|m| m.ends_with("/workspace:/workspace")));
+    assert!(binds(&b.spec).iter().any(|m| m.ends_with("/home:/root")));
+    assert!(binds(&b.spec).iter().any(|m| m.ends_with("/workspace:/workspace")));
     assert_eq!(b.host_dirs.len(), 2);
     assert!(b.host_dirs.iter().all(|d| d.starts_with("/sb/docker/default/my-task-")));
     let mut st = settings();
@@ -96,20 +101,20 @@ fn cwd_mount_rules() {
     st.mount_cwd_to_workspace = true;
     let host = HostFacts { cwd: Some("/home/me/proj".into()), ..HostFacts::default() };
     let b = build(&st, &host);
-    assert_eq!(b.spec.binds[0], "/home/me/proj:/workspace");
+    assert_eq!(b.spec.binds[0], Bind::new("/home/me/proj", "/workspace"));
     assert!(
-        !b.spec.binds.iter().any(|m| m.contains("/sb/") && m.ends_with(":/workspace")),
+        !binds(&b.spec).iter().any(|m| m.contains("/sb/") && m.ends_with(":/workspace")),
         "host cwd wins over the sandbox workspace"
     );
     // Auto-mount off: the host dir is not mounted.
     st.mount_cwd_to_workspace = false;
-    assert!(!build(&st, &host).spec.binds.iter().any(|m| m.starts_with("/home/me/proj")));
+    assert!(!binds(&build(&st, &host).spec).iter().any(|m| m.starts_with("/home/me/proj")));
     // An explicit /workspace volume wins over auto-mount: ":/workspace" occurs once.
     st.mount_cwd_to_workspace = true;
     st.volumes = vec!["/other:/workspace".into(), "novolume".into()];
     let b = build(&st, &host);
-    assert_eq!(b.spec.binds.iter().filter(|m| m.contains(":/workspace")).count(), 1);
-    assert!(b.spec.binds.contains(&"/other:/workspace".to_owned()));
+    assert_eq!(binds(&b.spec).iter().filter(|m| m.contains(":/workspace")).count(), 1);
+    assert!(b.spec.binds.contains(&Bind::parse("/other:/workspace")));
     assert!(b.warnings.iter().any(|w| w.contains("novolume")));
 }
 
@@ -379,6 +384,69 @@ fn fingerprint_encodings_are_pinned() {
     let base = build(&settings(), &HostFacts::default()).spec;
     assert_eq!(base.fingerprint(), "v2-948c210cfa7889427476d58e1f86f528");
     assert_eq!(base.legacy_fingerprint(), "6007ccd11d88d4142485f4e8a69dd8d6");
+}
+
+/// Specs with binds in every shape (volumes with options, the cwd, named and anonymous volumes from `-v`), mounts,
+/// devices and namespaces: their fingerprints and field digests are those the code before typed binds wrote, so an
+/// upgrade recreates no sandbox (hermes-agent's included).
+#[test]
+fn fingerprints_of_specs_with_binds_and_extra_args_are_pinned() {
+    let host = HostFacts { cwd: Some("/home/me/proj".into()), ..HostFacts::default() };
+    // (volumes, extra args, mount the cwd, fingerprint, binds and extra digests)
+    type Case<'a> = (&'a [&'a str], &'a [&'a str], bool, &'a str, &'a str);
+    let cases: [Case<'_>; 4] = [
+        (
+            &["/data:/data:ro", "/opt/x:/x:rw,z"],
+            &[],
+            false,
+            "v2-240e9612b4d6fe686ff1c264d1dc76cc",
+            "binds:24ebad0a extra:ab24a95f",
+        ),
+        (
+            &["/srv:/workspace"],
+            &["-v", "named:/v", "--volume=/anon", "-v", "/a:/b:ro"],
+            false,
+            "v2-d3de03f9e49d0f445d13e822adfe6162",
+            "binds:718dd2af extra:ab24a95f",
+        ),
+        (
+            &[],
+            &["--mount", "type=bind,src=/opt,dst=/o,readonly", "--device", "/dev/null", "--pid", "host"],
+            true,
+            "v2-7f8a2ec376d95ba26111cc514df1f8f1",
+            "binds:18071563 extra:654e4174",
+        ),
+        (
+            &["/c:/c"],
+            &["--cap-add", "NET_ADMIN", "--security-opt", "label=disable", "-v", "/e:/f:ro"],
+            true,
+            "v2-7e4fbc4bb8d49923b3f20271eb321763",
+            "binds:9f62eae6 extra:ab24a95f",
+        ),
+    ];
+    let mut legacies = [
+        "5d52ccabc28bd697a9d84b21421cb28f",
+        "36621959e336c8af8b1b1b77ceec86db",
+        "022e54399c6dbe8658212f001a66887d",
+        "1ae92adfed40104308bb80909fe0974e",
+    ]
+    .into_iter();
+    for (volumes, extra, mount_cwd, fingerprint, fields) in cases {
+        let st = SandboxSettings {
+            volumes: volumes.iter().map(|v| (*v).to_owned()).collect(),
+            extra_args: extra.iter().map(|v| (*v).to_owned()).collect(),
+            mount_cwd_to_workspace: mount_cwd,
+            ..settings()
+        };
+        let spec = build(&st, &host).spec;
+        let digests = spec.field_digests();
+        let pick =
+            |f: &str| digests.split(',').find(|d| d.starts_with(&format!("{f}:"))).unwrap_or_default().to_owned();
+        let got = format!("{} {}", pick("binds"), pick("extra"));
+        let legacy = spec.legacy_fingerprint();
+        assert_eq!((spec.fingerprint().as_str(), got.as_str()), (fingerprint, fields), "{volumes:?} {extra:?}");
+        assert_eq!(legacy, legacies.next().unwrap(), "legacy fingerprint of {volumes:?} {extra:?}");
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use super::mounts::parse_mount;
 use super::values::{bad, bytes, int, key_value, parse_device, parse_gpus, parse_publish, parse_ulimit};
-use crate::sandbox::{CreateSpec, ExtraCreate, SpecError};
+use crate::sandbox::{Bind, CreateSpec, ExtraCreate, SpecError};
 
 /// Every flag berth maps, for `docs/settings.md` and the tests (long form; short aliases in parentheses).
 pub const MAPPED_FLAGS: &[&str] = &[
@@ -168,7 +168,7 @@ fn apply_container_flag(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<bo
     let v = v.to_owned();
     match flag {
         "--env" => spec.env.push(v),
-        "--volume" => spec.binds.push(v),
+        "--volume" => spec.binds.push(Bind::parse(&v)),
         "--tmpfs" => {
             let (path, opts) = v.split_once(':').unwrap_or((&v, ""));
             spec.tmpfs.insert(path.to_owned(), opts.to_owned());

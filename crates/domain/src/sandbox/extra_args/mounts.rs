@@ -82,10 +82,7 @@ pub struct MountSource<'a> {
 /// `-v`/`--volume` in any spelling, the sandbox's own folders, the working directory) and the source of each
 /// `--mount` of any type. The mount check reads this one list, so no spelling of a mount can pass it by.
 pub fn mount_sources(spec: &CreateSpec) -> Vec<MountSource<'_>> {
-    let binds = spec
-        .binds
-        .iter()
-        .map(|b| MountSource { source: b.split_once(':').map_or(b.as_str(), |(h, _)| h), bind: false });
+    let binds = spec.binds.iter().map(|b| MountSource { source: b.checked_source(), bind: false });
     let mounts = spec
         .extra
         .mounts

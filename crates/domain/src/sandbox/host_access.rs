@@ -1,0 +1,177 @@
+//! What in a create spec reaches the host past any mount: the rule behind `terminal.docker_allow_host_mounts`'s
+//! second half, read from the typed spec so every spelling that produced it (`--cap-add=sys_admin`,
+//! `--cap-add CAP_SYS_ADMIN`, `--security-opt seccomp:unconfined`, config.yaml, the environment, `-c`) meets it.
+//!
+//! The rule: a sandbox keeps the engine's confinement and namespaces of its own. Refused without the opt-in is
+//! whatever lifts one of them:
+//! - `--privileged` (every host device and capability);
+//! - a capability beyond the engine's default set ([`ENGINE_DEFAULT_CAPABILITIES`]; `ALL` too): the others
+//!   (`SYS_ADMIN`, `SYS_PTRACE`, `SYS_MODULE`, `NET_ADMIN`, `DAC_READ_SEARCH`, `SYS_RAWIO`, `BPF`, …) act on the
+//!   kernel the host shares, or on the sandbox's network and so past the egress policy;
+//! - a security option that switches a confinement off (`apparmor`, `seccomp` or `systempaths` `unconfined`, a
+//!   seccomp profile other than the engine's own, SELinux `label=disable` or an unconfined type,
+//!   `writable-cgroups=true`);
+//! - a host device (`--device`, any: a host device node is the host's hardware or kernel interface) and a device
+//!   cgroup rule (with `MKNOD`, in the default set, it opens host devices by number);
+//! - a namespace shared with the host or another container (`host` or `container:…` for `--pid`, `--ipc`, `--uts`,
+//!   `--userns`, `--cgroupns`, `--network`).
+//!
+//! GPUs requested with `--gpus` pass: the engine's GPU driver hands over the devices it manages, nothing else.
+
+use super::CreateSpec;
+
+/// The capabilities a container gets from the engine by default (Docker's and Podman's set); adding one of these
+/// back after berth's `--cap-drop ALL` gives nothing a default container lacks.
+pub const ENGINE_DEFAULT_CAPABILITIES: &[&str] = &[
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "NET_RAW",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// Why `spec` reaches the host past any mount, if it does: one phrase naming the flag as the user would write it,
+/// for the caller to put in its refusal next to the opt-in.
+pub fn host_access(spec: &CreateSpec) -> Option<String> {
+    if spec.privileged {
+        return Some("--privileged gives it every host device and capability".to_owned());
+    }
+    if let Some(cap) = spec.cap_add.iter().find(|c| !is_default_capability(c)) {
+        return Some(format!(
+            "--cap-add {cap} is beyond the engine's default capabilities (it acts on the host's kernel)"
+        ));
+    }
+    if let Some(opt) = spec.security_opt.iter().find(|o| lifts_confinement(o)) {
+        return Some(format!("--security-opt {opt} switches off a confinement of the engine"));
+    }
+    let x = &spec.extra;
+    if let Some(d) = x.devices.first() {
+        return Some(format!("--device {} hands it a device of the host", d.host));
+    }
+    if let Some(rule) = x.device_cgroup_rules.first() {
+        return Some(format!("--device-cgroup-rule {rule:?} lets it open devices of the host"));
+    }
+    let namespaces = [
+        ("--pid", x.pid_mode.as_deref()),
+        ("--ipc", x.ipc_mode.as_deref()),
+        ("--uts", x.uts_mode.as_deref()),
+        ("--userns", x.userns_mode.as_deref()),
+        ("--cgroupns", x.cgroupns_mode.as_deref()),
+        ("--network", spec.network_mode.as_deref()),
+    ];
+    namespaces.into_iter().find_map(|(flag, mode)| {
+        let mode = mode?.trim();
+        let shared = mode.eq_ignore_ascii_case("host") || mode.to_ascii_lowercase().starts_with("container:");
+        shared.then(|| format!("{flag} {mode} shares a namespace of the host or another container"))
+    })
+}
+
+/// Whether `cap` (any case, with or without `CAP_`, as the engine reads it) is in the engine's default set.
+fn is_default_capability(cap: &str) -> bool {
+    let upper = cap.trim().to_ascii_uppercase();
+    let name = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    ENGINE_DEFAULT_CAPABILITIES.contains(&name)
+}
+
+/// Whether a `--security-opt` value switches a confinement off. The engine takes `key=value` and the older
+/// `key:value`.
+fn lifts_confinement(opt: &str) -> bool {
+    let opt = opt.trim();
+    let (key, value) = match opt.split_once('=') {
+        Some(kv) => kv,
+        None => opt.split_once(':').unwrap_or((opt, "")),
+    };
+    let (key, value) = (key.trim().to_ascii_lowercase(), value.trim().to_ascii_lowercase());
+    match key.as_str() {
+        "apparmor" | "systempaths" => value == "unconfined",
+        // Anything but the engine's own profile: `unconfined`, or a profile berth cannot tell is as strict.
+        "seccomp" => !matches!(value.as_str(), "builtin" | "default"),
+        "label" => value == "disable" || value == "type:spc_t" || value == "type:unconfined_t",
+        "writable-cgroups" => value != "false",
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::check_extra_args;
+
+    fn reach(args: &[&str]) -> Option<String> {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        host_access(&check_extra_args(&args).unwrap_or_else(|e| panic!("{args:?}: {e}")))
+    }
+
+    #[test]
+    fn every_spelling_of_what_reaches_the_host_is_named() {
+        for args in [
+            &["--privileged"][..],
+            &["--privileged=true"],
+            &["--cap-add", "SYS_ADMIN"],
+            &["--cap-add=sys_admin"],
+            &["--cap-add", "CAP_SYS_ADMIN"],
+            &["--cap-add", "cap_sys_ptrace"],
+            &["--cap-add", "ALL"],
+            &["--cap-add", "SYS_MODULE"],
+            &["--cap-add", "NET_ADMIN"],
+            &["--cap-add", "DAC_READ_SEARCH"],
+            &["--cap-add", "SYS_RAWIO"],
+            &["--cap-add", "BPF"],
+            &["--cap-add", "CHOWN", "--cap-add", "SYS_TIME"],
+            &["--security-opt", "apparmor=unconfined"],
+            &["--security-opt", "apparmor:unconfined"],
+            &["--security-opt=seccomp=unconfined"],
+            &["--security-opt", "seccomp:unconfined"],
+            &["--security-opt", "seccomp={\"defaultAction\":\"SCMP_ACT_ALLOW\"}"],
+            &["--security-opt", "systempaths=unconfined"],
+            &["--security-opt", "label=disable"],
+            &["--security-opt", "label:disable"],
+            &["--security-opt", "label=type:spc_t"],
+            &["--security-opt", "writable-cgroups=true"],
+            &["--device", "/dev/null"],
+            &["--device=/dev/mem:/dev/mem:r"],
+            &["--device-cgroup-rule", "b 8:* rmw"],
+            &["--pid", "host"],
+            &["--pid=container:other"],
+            &["--ipc", "host"],
+            &["--uts", "host"],
+            &["--userns=host"],
+            &["--cgroupns", "host"],
+            &["--network", "host"],
+            &["--net=HOST"],
+            &["--network", "container:other"],
+        ] {
+            assert!(reach(args).is_some(), "{args:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn the_default_confinement_and_private_namespaces_pass() {
+        for args in [
+            &[][..],
+            &["--privileged=false"],
+            &["--cap-add", "NET_BIND_SERVICE", "--cap-add=cap_kill", "--cap-drop", "ALL"],
+            &["--security-opt", "no-new-privileges"],
+            &["--security-opt", "apparmor=docker-default"],
+            &["--security-opt", "seccomp=builtin"],
+            &["--security-opt", "label=level:s0:c100,c200"],
+            &["--ipc", "shareable"],
+            &["--ipc", "private"],
+            &["--cgroupns", "private"],
+            &["--network", "bridge"],
+            &["--network", "none"],
+            &["--gpus", "all"],
+        ] {
+            assert_eq!(reach(args), None, "{args:?}");
+        }
+    }
+}
