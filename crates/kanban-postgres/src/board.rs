@@ -297,16 +297,13 @@ impl BoardStore for PgKanbanStore {
     }
 
     fn boards(&self) -> Result<Vec<Board>, StoreError> {
+        // Prepared once per connection: the gateway lists the boards at every tick.
         self.with(|c| {
-            c.client
-                .query(
-                    "SELECT slug, name, created_at FROM berth.boards WHERE archived = 0 \
-                     ORDER BY slug <> 'default', slug COLLATE \"C\"",
-                    &[],
-                )?
-                .iter()
-                .map(board_from_row)
-                .collect()
+            let stmt = c.stmt(
+                "SELECT slug, name, created_at FROM berth.boards WHERE archived = 0 \
+                 ORDER BY slug <> 'default', slug COLLATE \"C\"",
+            )?;
+            c.client.query(&stmt, &[])?.iter().map(board_from_row).collect()
         })
     }
 

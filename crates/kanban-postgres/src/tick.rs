@@ -61,9 +61,13 @@ const SNAPSHOT_RUNNING: &str = "SELECT t.id, t.assignee, t.priority, t.created_a
 const SNAPSHOT_ELSEWHERE: &str = "SELECT assignee, COUNT(*) FROM berth.tasks WHERE status = 'running' AND board <> $1 \
      GROUP BY assignee";
 
+/// Whether the board exists and is not archived.
+const BOARD_LIVE: &str = "SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0";
+
 /// The statements of a tick, prepared (once per connection) before its transaction starts.
 struct Stmts {
     lock: Statement,
+    board: Statement,
     open: Statement,
     running: Statement,
     elsewhere: Statement,
@@ -76,6 +80,7 @@ impl Stmts {
     fn prepare(c: &mut Conn) -> PgResult<Self> {
         Ok(Self {
             lock: c.stmt("SELECT pg_advisory_xact_lock($1)")?,
+            board: c.stmt(BOARD_LIVE)?,
             open: c.stmt(SNAPSHOT_OPEN)?,
             running: c.stmt(SNAPSHOT_RUNNING)?,
             elsewhere: c.stmt(SNAPSHOT_ELSEWHERE)?,
@@ -197,7 +202,7 @@ fn apply_tick(
     let s = Stmts::prepare(c)?;
     let mut tx = c.client.transaction()?;
     tx.execute(&s.lock, &[&TICK_LOCK])?;
-    if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
+    if tx.query_opt(&s.board, &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
     let snap = snapshot(&s, &mut tx, req)?;
@@ -349,7 +354,14 @@ impl KanbanStore for PgKanbanStore {
     type Error = StoreError;
 
     fn check_board(&self, board: &BoardSlug) -> Result<(), StoreError> {
-        BoardStore::board(self, board).map(drop)
+        // Prepared once per connection (every tick checks its board first): one round trip, not two.
+        self.with(|c| {
+            let stmt = c.stmt(BOARD_LIVE)?;
+            match c.client.query_opt(&stmt, &[&board.as_str()])? {
+                Some(_) => Ok(()),
+                None => Err(StoreError::NoBoard(board.as_str().to_owned()).into()),
+            }
+        })
     }
 
     fn task_brief(&self, id: &str) -> Result<TaskBrief, StoreError> {

@@ -54,6 +54,30 @@ pub fn ls_all(
     Ok(())
 }
 
+/// `kanban dispatch`, on one board or (`--all-boards`) on every board.
+///
+/// # Errors
+/// As [`dispatch_all`], or a usage failure for a bad board slug.
+pub(crate) async fn dispatch_command(ctx: &Ctx, cmd: &crate::cli::KanbanCmd) -> Result<(), Failure> {
+    let crate::cli::KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards, task, board, .. } = cmd
+    else {
+        return Ok(());
+    };
+    let args = DispatchArgs {
+        dry_run: *dry_run,
+        max: *max,
+        failure_limit: *failure_limit,
+        task: if *all_boards { None } else { task.clone() },
+        detach_stops: false,
+        engine_backoff_until: None,
+    };
+    if *all_boards {
+        return dispatch_all(ctx, &args, *explain).await;
+    }
+    let b = domain::ids::BoardSlug::parse(&board.board).map_err(Failure::usage_of)?;
+    crate::board::report::dispatch_and_print(ctx, &b, &args, *explain).await
+}
+
 /// `kanban dispatch --all-boards`: one tick per board, in slug order; JSON is one `{board, report}` per board.
 ///
 /// # Errors

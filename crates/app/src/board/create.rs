@@ -13,9 +13,52 @@ use serde::Deserialize;
 
 use super::open_store;
 use crate::board::edit::{check_assignee, check_command};
+use crate::cli::KanbanCmd;
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::output;
+
+/// `kanban create` on `board`: the batch of `--from`, or the one task of the flags.
+///
+/// # Errors
+/// As [`one`] and [`from_file`].
+pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timestamp) -> Result<(), Failure> {
+    let KanbanCmd::Create {
+        title,
+        assignee,
+        allow_unknown_assignee,
+        body,
+        command,
+        parents,
+        priority,
+        triage,
+        max_runtime,
+        max_retries,
+        from,
+        board: _,
+    } = cmd
+    else {
+        return Ok(());
+    };
+    if let Some(from) = from {
+        return from_file(ctx, board, from, *allow_unknown_assignee, now);
+    }
+    let new = NewTask {
+        title: String::new(),
+        body: body.clone(),
+        command: command.clone(),
+        assignee: assignee.clone(),
+        parents: parents.clone(),
+        priority: *priority,
+        triage: *triage,
+        max_runtime_seconds: *max_runtime,
+        max_retries: *max_retries,
+        created_by: Some(ctx.profile.as_str().to_owned()),
+    };
+    let flags =
+        Flags { title: title.as_deref().unwrap_or_default(), new, allow_unknown_assignee: *allow_unknown_assignee };
+    one(ctx, board, flags, now)
+}
 
 /// One line of a `--from` file: the flags of `kanban create`, by their long names.
 #[derive(Debug, Deserialize)]

@@ -7,6 +7,7 @@ pub mod edit;
 mod external;
 mod gate;
 pub mod launcher;
+mod log_sink;
 mod log_stream;
 pub mod logs;
 pub mod never_run;
@@ -24,9 +25,8 @@ pub use report::{DispatchArgs, DispatchReport, dispatch, dispatch_on, report_jso
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
 use domain::ports::Clock;
-use kanban_core::{NewTask, StoreError, Task};
+use kanban_core::{StoreError, Task};
 
-pub(crate) use self::report::dispatch_and_print;
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
@@ -100,42 +100,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
     let now = SystemClock.now();
     match cmd {
         KanbanCmd::Board(cmd) => board_command(ctx, cmd, now)?,
-        KanbanCmd::Create { from: Some(from), allow_unknown_assignee, board, .. } => {
-            create::from_file(ctx, &slug(&board.board)?, from, *allow_unknown_assignee, now)?;
-        }
-        KanbanCmd::Create {
-            title,
-            assignee,
-            allow_unknown_assignee,
-            body,
-            command,
-            parents,
-            priority,
-            triage,
-            max_runtime,
-            max_retries,
-            board,
-            from: None,
-        } => {
-            let new = NewTask {
-                title: String::new(),
-                body: body.clone(),
-                command: command.clone(),
-                assignee: assignee.clone(),
-                parents: parents.clone(),
-                priority: *priority,
-                triage: *triage,
-                max_runtime_seconds: *max_runtime,
-                max_retries: *max_retries,
-                created_by: Some(ctx.profile.as_str().to_owned()),
-            };
-            let flags = create::Flags {
-                title: title.as_deref().unwrap_or_default(),
-                new,
-                allow_unknown_assignee: *allow_unknown_assignee,
-            };
-            create::one(ctx, &slug(&board.board)?, flags, now)?;
-        }
+        KanbanCmd::Create { board, .. } => create::command(ctx, &slug(&board.board)?, cmd, now)?,
         KanbanCmd::Ls { all_boards: true, status, assignee, archived, .. } => {
             crate::board::boards::ls_all(ctx, status.as_deref(), assignee.as_deref(), *archived, now)?;
         }
@@ -197,29 +162,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
         KanbanCmd::Check => return check(ctx),
         KanbanCmd::Migrate { to } => migrate(ctx, &migrate_target(ctx, to.as_deref())?)?,
         KanbanCmd::Tail { id, interval, no_follow } => tail(ctx, id, *interval, *no_follow).await?,
-        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, all_boards: true, .. } => {
-            let args = DispatchArgs {
-                dry_run: *dry_run,
-                max: *max,
-                failure_limit: *failure_limit,
-                task: None,
-                detach_stops: false,
-                engine_backoff_until: None,
-            };
-            crate::board::boards::dispatch_all(ctx, &args, *explain).await?;
-        }
-        KanbanCmd::Dispatch { dry_run, max, failure_limit, explain, task, board, .. } => {
-            let b = slug(&board.board)?;
-            let args = DispatchArgs {
-                dry_run: *dry_run,
-                max: *max,
-                failure_limit: *failure_limit,
-                task: task.clone(),
-                detach_stops: false,
-                engine_backoff_until: None,
-            };
-            dispatch_and_print(ctx, &b, &args, *explain).await?;
-        }
+        KanbanCmd::Dispatch { .. } => boards::dispatch_command(ctx, cmd).await?,
     }
     Ok(0)
 }

@@ -140,17 +140,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let dashboard = crate::web::for_gateway(ctx).await?;
     let interval = interval_secs(ctx);
     let dispatching = ctx.settings.kanban.dispatch_in_gateway;
-    let mut state = GatewayState {
-        pid: Some(std::process::id()),
-        started_at: Some(SystemClock.now().to_rfc3339()),
-        home: Some(ctx.home.display().to_string()),
-        interval_seconds: Some(interval),
-        dispatching: Some(dispatching),
-        ticks: Some(0),
-        last_tick: None,
-        stopped_at: None,
-    };
-    write_state(&ctx.home, &state);
+    let mut state = started(ctx, interval, dispatching);
 
     let stop = shutdown_signal();
     tokio::pin!(stop);
@@ -238,6 +228,22 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         );
         record_tick(ctx, &mut state, tick);
     }
+}
+
+/// The state of a gateway that just started (no tick yet), written where `gateway status` reads it.
+fn started(ctx: &Ctx, interval: f64, dispatching: bool) -> GatewayState {
+    let state = GatewayState {
+        pid: Some(std::process::id()),
+        started_at: Some(SystemClock.now().to_rfc3339()),
+        home: Some(ctx.home.display().to_string()),
+        interval_seconds: Some(interval),
+        dispatching: Some(dispatching),
+        ticks: Some(0),
+        last_tick: None,
+        stopped_at: None,
+    };
+    write_state(&ctx.home, &state);
+    state
 }
 
 /// Counts a tick in the state `gateway status` reads.
