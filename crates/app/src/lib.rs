@@ -156,6 +156,14 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
+    // A worker command's own `kanban complete|block|heartbeat` goes through its worker, which holds the board's
+    // credential (`board/handoff.rs`); without a worker socket to reach, the command goes to the board itself.
+    if let Some((op, id, text)) = board::handoff::handed_off(&cli.command)
+        && ctx.env.get(board::handoff::SOCKET_VAR).is_some()
+        && let Some(answered) = runtime()?.block_on(board::handoff::request(&ctx, op, id, text))
+    {
+        return answered;
+    }
     board::prefix::expand(&ctx, &mut cli.command)?;
     match &cli.command {
         Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),
