@@ -160,9 +160,13 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     // credential (`board/handoff.rs`); without a worker socket to reach, the command goes to the board itself.
     if let Some((op, id, text)) = board::handoff::handed_off(&cli.command)
         && ctx.env.get(board::handoff::SOCKET_VAR).is_some()
-        && let Some(answered) = runtime()?.block_on(board::handoff::request(&ctx, op, id, text))
+        && let Some(answered) = board::handoff::request(&ctx, op, id, text)
     {
-        return answered;
+        // A finished run's sandbox goes, as the command's own completion removed it.
+        if let Some((task, assignee)) = answered? {
+            runtime()?.block_on(board::worker::remove_task_sandbox_shown(&ctx, &task, &assignee));
+        }
+        return Ok(0);
     }
     board::prefix::expand(&ctx, &mut cli.command)?;
     match &cli.command {

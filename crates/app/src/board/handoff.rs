@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use domain::ports::Clock;
 
@@ -23,6 +24,25 @@ use crate::edge::open::{Board, open_board};
 
 /// The variable naming the worker's socket in its command's environment.
 pub const SOCKET_VAR: &str = "BERTH_WORKER_SOCKET";
+
+/// What a worker's command asks its worker: one line of JSON.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    /// `complete`, `block` or `heartbeat`.
+    op: String,
+    /// The task as the command named it (its id or a unique prefix).
+    id: String,
+    /// The result, the reason or the note.
+    text: Option<String>,
+}
+
+/// The worker's answer: the task as it is after, or the one-line refusal with the command's exit code.
+#[derive(Serialize, Deserialize, Default)]
+struct Reply {
+    task: Option<Value>,
+    error: Option<String>,
+    code: Option<u8>,
+}
 
 /// A worker's listening socket, removed when dropped.
 pub(super) struct Server {
@@ -65,7 +85,7 @@ impl Server {
         for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
             env.push((k.into(), None));
         }
-        env.push(("KANBAN_DATABASE_URL".into(), Some(kanban_postgres::without_password(url))));
+        env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
         env.push((SOCKET_VAR.into(), Some(self.path.display().to_string())));
         env
     }
@@ -83,15 +103,15 @@ impl Server {
             if BufReader::new(&conn).read_line(&mut line).is_err() {
                 continue;
             }
-            let answer = match serde_json::from_str::<Value>(&line) {
+            let answer = match serde_json::from_str::<Request>(&line) {
                 Ok(req) => perform(ctx, task, run, &mut store, &req),
                 Err(e) => Err(Failure::usage(format!("a request the worker cannot read: {e}"))),
             };
             let reply = match answer {
-                Ok(task) => json!({ "task": task }),
-                Err(f) => json!({ "error": f.message, "code": f.code }),
+                Ok(task) => Reply { task: Some(task), ..Reply::default() },
+                Err(f) => Reply { error: Some(f.message), code: Some(f.code), ..Reply::default() },
             };
-            let _ = writeln!(conn, "{reply}");
+            let _ = writeln!(conn, "{}", serde_json::to_string(&reply).unwrap_or_default());
         }
     }
 
@@ -116,15 +136,14 @@ fn own(task: &str, asked: &str) -> bool {
 }
 
 /// Performs one request on the worker's connection; the task as it is after.
-fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Value) -> Result<Value, Failure> {
-    let op = req["op"].as_str().unwrap_or_default();
-    let asked = req["id"].as_str().unwrap_or_default();
+fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Request) -> Result<Value, Failure> {
+    let (op, asked) = (req.op.as_str(), req.id.as_str());
     if !own(task, asked) {
         return Err(Failure::usage(format!(
             "the worker of {task} takes requests about its own task only, not {asked}; nothing was changed"
         )));
     }
-    let text = req["text"].as_str().map(crate::edge::redact::redact);
+    let text = req.text.as_deref().map(crate::edge::redact::redact);
     let text = text.as_deref();
     let host = ctx.host_id();
     let t = retrying(ctx, op, store, |b| {
@@ -174,33 +193,31 @@ fn retrying<T>(
 }
 
 /// `kanban complete|block|heartbeat ID [TEXT]` in a worker's command with a socket: sent to the worker, whose answer
-/// is printed; `None` when there is no socket to reach (the command then goes to the board itself).
+/// is printed; `None` when there is no socket to reach (the command then goes to the board itself). A completed
+/// task's `(id, assignee)`: its sandbox is the caller's to remove, as the command's own completion did.
 ///
 /// # Errors
 /// The worker's refusal or the board's error, as the command would have had it.
-pub async fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Result<u8, Failure>> {
+pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Result<Option<(String, String)>, Failure>> {
     let path = ctx.env.get(SOCKET_VAR)?;
     let mut conn = UnixStream::connect(path).ok()?;
-    let sent = writeln!(conn, "{}", json!({ "op": op, "id": id, "text": text }));
+    let req = Request { op: op.to_owned(), id: id.to_owned(), text: text.map(str::to_owned) };
+    let sent = writeln!(conn, "{}", serde_json::to_string(&req).unwrap_or_default());
     let mut line = String::new();
-    let read = sent.and_then(|()| BufReader::new(&conn).read_line(&mut line));
-    let reply: Value = match read
-        .map_err(|e| e.to_string())
-        .and_then(|_| serde_json::from_str(&line).map_err(|e| e.to_string()))
-    {
-        Ok(v) => v,
+    let read = sent.and_then(|()| BufReader::new(&conn).read_line(&mut line)).map_err(|e| e.to_string());
+    let reply = match read.and_then(|_| serde_json::from_str::<Reply>(&line).map_err(|e| e.to_string())) {
+        Ok(r) => r,
         Err(e) => {
             return Some(Err(Failure::other(format!("the worker did not answer ({e}); the {op} may not be recorded"))));
         }
     };
-    if let Some(error) = reply["error"].as_str() {
-        let code = reply["code"].as_u64().and_then(|c| u8::try_from(c).ok()).unwrap_or(Exit::FAILURE);
-        return Some(Err(Failure { code, message: error.to_owned(), transient: false }));
+    if let Some(message) = reply.error {
+        return Some(Err(Failure { code: reply.code.unwrap_or(Exit::FAILURE), message, transient: false }));
     }
-    let task = &reply["task"];
-    let full = task["id"].as_str().unwrap_or(id);
+    let task = reply.task.unwrap_or_default();
+    let full = task["id"].as_str().unwrap_or(id).to_owned();
     if ctx.json {
-        crate::edge::output::json(task);
+        crate::edge::output::json(&task);
     } else {
         crate::edge::output::line(&match op {
             "complete" => format!("completed {full}"),
@@ -208,11 +225,8 @@ pub async fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Optio
             _ => format!("heartbeat recorded for {full}"),
         });
     }
-    // As the command's own completion did: a finished run's sandbox goes (the worker command's agent made it).
-    if let (true, Some(assignee)) = (op == "complete", task["assignee"].as_str()) {
-        super::worker::remove_task_sandbox_shown(ctx, full, assignee).await;
-    }
-    Some(Ok(0))
+    let assignee = task["assignee"].as_str().filter(|_| op == "complete").map(str::to_owned);
+    Some(Ok(assignee.map(|a| (full, a))))
 }
 
 /// The kanban command a worker's command sends to its worker, if it is one: `(op, id, text)`.
@@ -248,4 +262,17 @@ pub(super) fn run_command(
         server.close();
         code
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own;
+
+    #[test]
+    fn a_request_names_the_workers_own_task_or_nothing() {
+        assert!(own("t_00aa11bb22cc", "t_00aa11bb22cc"));
+        assert!(own("t_00aa11bb22cc", "t_00aa") && own("t_00aa11bb22cc", "00aa11"));
+        assert!(!own("t_00aa11bb22cc", "00a"), "a prefix shorter than a prefix command takes");
+        assert!(!own("t_00aa11bb22cc", "t_00aa11bb22cd") && !own("t_00aa11bb22cc", "") && !own("t_00aa11bb22cc", "t_"));
+    }
 }
