@@ -353,3 +353,41 @@ fn a_remote_worker_lives_by_its_hosts_heartbeat_and_a_silent_hosts_task_is_taken
     // host-a's worker, back from its pause, cannot record anything for the run taken from it.
     assert!(matches!(a.complete("t_remote", Some(run), None, Some(0), t0), Err(StoreError::Moved { .. })));
 }
+
+/// A `kanban.worker_command` on a PostgreSQL board holds no board password in its environment. Its own `kanban complete` still records the run (through its worker's socket);
+/// one about another task is refused in one line and changes nothing. Before, the command's environment carried
+/// `KANBAN_DATABASE_URL` with the password.
+#[test]
+fn a_worker_command_holds_no_board_password_and_completes_through_its_worker() {
+    let Some(mut home) = Home::on_postgres() else { return };
+    // The test server trusts local connections: the password is never asked for, so it only marks what leaks.
+    let secret = "pw-s3cret-91";
+    home.board_url = home.board_url.take().map(|u| u.replacen("://berth@", &format!("://berth:{secret}@"), 1));
+    assert!(home.board_url.as_deref().unwrap().contains(secret), "the test URL holds a password");
+    let other = home.json(&["kanban", "create", "not mine", "--command", "true"])["id"].as_str().unwrap().to_owned();
+    let (env, refused) = (home.path().join("env.txt"), home.path().join("refused.txt"));
+    let bin = crate::support::berth_bin();
+    let worker = format!(
+        "env > {env}; {bin} kanban complete {other} > {refused} 2>&1; \
+         echo exit=$? >> {refused}; {bin} kanban complete {{task_id}} --result by-the-worker",
+        env = env.display(),
+        refused = refused.display(),
+        bin = bin.display()
+    );
+    home.ok(&["config", "set", "kanban.worker_command", &worker]);
+    let id = home.json(&["kanban", "create", "mine", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    crate::support::wait_until("the worker command completes its task", Duration::from_secs(60), || {
+        home.json(&["kanban", "show", &id])["task"]["status"] == "done"
+    });
+    let shown = home.json(&["kanban", "show", &id]);
+    assert_eq!(shown["task"]["result"], "by-the-worker", "{shown}");
+    let env = std::fs::read_to_string(&env).unwrap();
+    assert!(env.contains("KANBAN_DATABASE_URL=postgres://berth@"), "the command still names the board: {env}");
+    assert!(!env.contains(secret), "the board password reached the worker command: {env}");
+    let refused = std::fs::read_to_string(&refused).unwrap();
+    assert!(refused.contains("takes requests about its own task only") && refused.contains("exit=2"), "{refused}");
+    assert_eq!(refused.lines().count(), 2, "one line of refusal: {refused}");
+    let other = home.json(&["kanban", "show", &other]);
+    assert!(other["task"]["status"] != "done" && other["runs"].as_array().unwrap().is_empty(), "untouched: {other}");
+}

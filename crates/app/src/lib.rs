@@ -156,6 +156,18 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
+    // A worker command's own `kanban complete|block|heartbeat` goes through its worker, which holds the board's
+    // credential (`board/handoff.rs`); without a worker socket to reach, the command goes to the board itself.
+    if let Some((op, id, text)) = board::handoff::handed_off(&cli.command)
+        && ctx.env.get(board::handoff::SOCKET_VAR).is_some()
+        && let Some(answered) = board::handoff::request(&ctx, op, id, text)
+    {
+        // A finished run's sandbox goes, as the command's own completion removed it.
+        if let Some((task, assignee)) = answered? {
+            runtime()?.block_on(board::worker::remove_task_sandbox_shown(&ctx, &task, &assignee));
+        }
+        return Ok(0);
+    }
     board::prefix::expand(&ctx, &mut cli.command)?;
     match &cli.command {
         Command::Profile(cmd) => config_cmd::profile(&ctx, cmd),

@@ -37,7 +37,7 @@ use postgres::{Client, Statement};
 
 pub use copy::load_board;
 pub use listen::PgBoardListener;
-pub use open::{redact_url, secrets as url_secrets};
+pub use open::{redact_url, secrets as url_secrets, without_password};
 
 /// Checks that `url` is a board URL the client can read (nothing is connected).
 ///

@@ -31,6 +31,44 @@ pub fn redact_url(url: &str) -> String {
     shown
 }
 
+/// `url` without its password, for a process that must not hold it (a worker's command): the user information's
+/// password, a `password=` query parameter or key-value pair are left out; everything else is kept, so the URL still
+/// names the server, the user and the database.
+pub fn without_password(url: &str) -> String {
+    let mut stripped = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let shown = redact_authority(rest).replacen(":***@", "@", 1);
+            let (head, query) = shown.split_once('?').map_or((shown.as_str(), ""), |(h, q)| (h, q));
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|p| {
+                    !p.is_empty() && !p.split_once('=').is_some_and(|(k, _)| k.eq_ignore_ascii_case("password"))
+                })
+                .collect();
+            if kept.is_empty() { format!("{scheme}://{head}") } else { format!("{scheme}://{head}?{}", kept.join("&")) }
+        }
+        None => {
+            // `password = ***` (spaces around `=` allowed) left out of the key-value string.
+            let shown = redact_key_values(url);
+            let (mut out, mut rest) = (String::new(), shown.as_str());
+            while let Some(i) = rest.find("***") {
+                let key = rest[..i].trim_end().strip_suffix('=').map(str::trim_end);
+                match key.and_then(|k| k.strip_suffix("password")) {
+                    Some(head) if head.is_empty() || head.ends_with(char::is_whitespace) => out.push_str(head),
+                    _ => out.push_str(&rest[..i + 3]),
+                }
+                rest = &rest[i + 3..];
+            }
+            out.push_str(rest);
+            out.trim().to_owned()
+        }
+    };
+    for secret in secrets(url) {
+        stripped = stripped.replace(&secret, "");
+    }
+    stripped
+}
+
 /// The password's texts in `url`: as the client decodes it and as written (percent-encoded or not).
 pub fn secrets(url: &str) -> Vec<String> {
     let mut all: Vec<String> = crate::url_password(url).into_iter().collect();
@@ -363,6 +401,20 @@ mod tests {
         assert_eq!(redact_url("host=db password='s3 c\\'ret' user=berth"), "host=db password=*** user=berth");
         assert_eq!(redact_url("host=db password = s3cret user=berth"), "host=db password = *** user=berth");
         assert!(!redact_url("postgres://berth:pa?ss@db/b").contains("pa?ss"));
+    }
+
+    #[test]
+    fn a_url_without_its_password_still_names_the_server() {
+        use super::without_password as w;
+        assert_eq!(w("postgres://berth:s3cret@db:5432/board"), "postgres://berth@db:5432/board");
+        assert_eq!(
+            w("postgres://berth:se/cr@t@db:5432/b?sslmode=disable"),
+            "postgres://berth@db:5432/b?sslmode=disable"
+        );
+        assert_eq!(w("postgres://berth@db/b?Password=s3cret&x=1"), "postgres://berth@db/b?x=1");
+        assert_eq!(w("postgres://berth@db/b?password=s3cret"), "postgres://berth@db/b");
+        assert_eq!(w("host=db password = 's3 c\\'ret' user=berth"), "host=db  user=berth");
+        assert_eq!(w("postgres://berth@%2Ftmp%2Fpg:5432/postgres"), "postgres://berth@%2Ftmp%2Fpg:5432/postgres");
     }
 
     #[test]

@@ -13,15 +13,26 @@ use domain::ports::{OutputSink, OutputStream};
 
 use crate::edge::error::Failure;
 
-/// Runs `sh -c rendered`, pumping its stdout and stderr through `sink` until both end; the command's exit code
+/// Runs `sh -c rendered` (its environment changed by `env`: set, or removed when `None`), pumping its stdout and stderr through `sink` until both end; the command's exit code
 /// (128 + the signal when a signal ended it), which the worker exits with.
 ///
 /// # Errors
 /// A one-line reason when the command cannot be started.
-pub(super) fn run(rendered: &str, sink: &mut (dyn OutputSink + Send)) -> Result<u8, Failure> {
+pub(super) fn run(
+    rendered: &str,
+    env: &[(String, Option<String>)],
+    sink: &mut (dyn OutputSink + Send),
+) -> Result<u8, Failure> {
     use std::os::unix::process::ExitStatusExt;
     crate::edge::private_files::restore();
-    let mut child = Command::new("sh")
+    let mut cmd = Command::new("sh");
+    for (k, v) in env {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let mut child = cmd
         .args(["-c", rendered])
         // Not the dispatcher's gate: its bytes are other workers'.
         .stdin(Stdio::null())

@@ -6,6 +6,7 @@ mod create;
 pub mod edit;
 mod external;
 mod gate;
+pub mod handoff;
 pub mod launcher;
 mod log_sink;
 mod log_stream;

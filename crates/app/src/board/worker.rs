@@ -131,8 +131,11 @@ impl WorkerEnv {
         let mut vars = ctx.resolved.worker_env();
         let db = ctx.db_path().display().to_string();
         vars.push(("BERTH_HOME".into(), ctx.home.display().to_string()));
-        vars.push(("BERTH_KANBAN_DB".into(), db.clone()));
-        vars.push(("HERMES_KANBAN_DB".into(), db));
+        // The SQLite file's path only when it is the board (a worker's command on a PostgreSQL board gets neither).
+        if ctx.database_url().is_none() {
+            vars.push(("BERTH_KANBAN_DB".into(), db.clone()));
+            vars.push(("HERMES_KANBAN_DB".into(), db));
+        }
         Ok(Self { exe, vars, gate })
     }
 }
@@ -282,7 +285,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
         let run = ctx.env.get("BERTH_KANBAN_RUN_ID").and_then(|r| r.parse::<i64>().ok());
         if let (Some(run), Some(board)) = (run, ctx.env.get("BERTH_KANBAN_BOARD")) {
             log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-            return run_worker_command(ctx, task_id, ctx.profile.as_str(), board, &template);
+            return run_worker_command(ctx, task_id, Some(run), ctx.profile.as_str(), board, &template);
         }
     }
     // Every write below waits out an outage of the board (bounded): an outcome is recorded late, never lost.
@@ -314,7 +317,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
     if !template.trim().is_empty() {
         drop(store);
         let assignee = task.assignee.clone().unwrap_or_else(|| ctx.profile.as_str().to_owned());
-        return run_worker_command(ctx, &task.id, &assignee, &task.board, &template);
+        return run_worker_command(ctx, &task.id, Some(run), &assignee, &task.board, &template);
     }
     let Some(command) = task.command.clone().filter(|c| !c.trim().is_empty()) else {
         store.fail("failed", "the task has no command for the built-in worker", None).await?;
@@ -524,10 +527,18 @@ async fn run_in_sandbox(
 
 /// Runs the `kanban.worker_command` template rendered for the task as this (confirmed) worker's child, its output
 /// through the worker's log sink (`external.rs`); the command's exit code.
-fn run_worker_command(ctx: &Ctx, task_id: &str, assignee: &str, board: &str, template: &str) -> Result<u8, Failure> {
+fn run_worker_command(
+    ctx: &Ctx,
+    task_id: &str,
+    run: Option<i64>,
+    assignee: &str,
+    board: &str,
+    template: &str,
+) -> Result<u8, Failure> {
     let rendered = super::external::render_worker_command(template, task_id, assignee, board);
     let mut sink = LogSink::for_run(ctx, log_path(ctx, task_id));
-    let code = super::external::run(&rendered, &mut sink);
+    // On a PostgreSQL board the command reaches the board through this worker (`handoff.rs`).
+    let code = super::handoff::run_command(ctx, task_id, run, &rendered, &mut sink);
     sink.finish();
     code
 }

@@ -1,0 +1,278 @@
+//! The board credential hand-off of a `kanban.worker_command` on a PostgreSQL board.
+//!
+//! The worker (`berth worker run`) keeps the board's URL; the command it runs gets the URL without its password
+//! (and no SQLite path that is not the board). The command's own `berth kanban complete|block|heartbeat` on its
+//! task reach the board through the worker: it listens on a unix socket in a 0700 directory of the home
+//! (`BERTH_WORKER_SOCKET`), takes requests about its own task only, and performs them on its own connection
+//! (opened at the first request, kept for the run), guarded by its run and waiting out an outage as the command's
+//! own writes did. Without the socket (none given, or gone) a command talks to the board itself, as before.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use domain::ports::Clock;
+
+use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::error::{Exit, Failure};
+use crate::edge::open::{Board, open_board};
+
+/// The variable naming the worker's socket in its command's environment.
+pub const SOCKET_VAR: &str = "BERTH_WORKER_SOCKET";
+
+/// What a worker's command asks its worker: one line of JSON.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    /// `complete`, `block` or `heartbeat`.
+    op: String,
+    /// The task as the command named it (its id or a unique prefix).
+    id: String,
+    /// The result, the reason or the note.
+    text: Option<String>,
+}
+
+/// The worker's answer: the task as it is after, or the one-line refusal with the command's exit code.
+#[derive(Serialize, Deserialize, Default)]
+struct Reply {
+    task: Option<Value>,
+    error: Option<String>,
+    code: Option<u8>,
+}
+
+/// A worker's listening socket, removed when dropped.
+pub(super) struct Server {
+    listener: UnixListener,
+    path: PathBuf,
+    stop: AtomicBool,
+}
+
+impl Server {
+    /// Listens for the command of task `task`'s worker, on a PostgreSQL board only; `None` (the command then gets
+    /// the board as before) when the socket cannot be made.
+    pub(super) fn open(ctx: &Ctx, task: &str) -> Option<Self> {
+        ctx.database_url()?;
+        let dir = ctx.home.join("kanban").join("sockets");
+        let made = std::fs::create_dir_all(&dir).and_then(|()| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        });
+        let path = dir.join(format!("{}-{task}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        match made.and_then(|()| UnixListener::bind(&path)) {
+            Ok(listener) => Some(Self { listener, path, stop: AtomicBool::new(false) }),
+            Err(e) => {
+                tracing::warn!("no worker socket at {} ({e}): the command gets no board access", path.display());
+                None
+            }
+        }
+    }
+
+    /// The environment changes of the command: the board URL without its password, no SQLite path (the board is
+    /// not a file), no other variable holding the password, and the socket.
+    pub(super) fn command_env(&self, ctx: &Ctx) -> Vec<(String, Option<String>)> {
+        let url = ctx.database_url().unwrap_or_default();
+        let secrets = kanban_postgres::url_secrets(url);
+        let mut env: Vec<(String, Option<String>)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+            .filter(|(_, v)| secrets.iter().any(|s| v.contains(s.as_str())))
+            .map(|(k, _)| (k, None))
+            .collect();
+        for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
+            env.push((k.into(), None));
+        }
+        env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
+        env.push((SOCKET_VAR.into(), Some(self.path.display().to_string())));
+        env
+    }
+
+    /// Answers the command's requests until [`Server::close`]: one request a connection, one at a time.
+    pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64) {
+        let mut store: Option<Board> = None;
+        for conn in self.listener.incoming() {
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let Ok(mut conn) = conn else { continue };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+            let mut line = String::new();
+            if BufReader::new(&conn).read_line(&mut line).is_err() {
+                continue;
+            }
+            let answer = match serde_json::from_str::<Request>(&line) {
+                Ok(req) => perform(ctx, task, run, &mut store, &req),
+                Err(e) => Err(Failure::usage(format!("a request the worker cannot read: {e}"))),
+            };
+            let reply = match answer {
+                Ok(task) => Reply { task: Some(task), ..Reply::default() },
+                Err(f) => Reply { error: Some(f.message), code: Some(f.code), ..Reply::default() },
+            };
+            let _ = writeln!(conn, "{}", serde_json::to_string(&reply).unwrap_or_default());
+        }
+    }
+
+    /// Ends [`Server::serve`] (woken by a connection of its own).
+    pub(super) fn close(&self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = UnixStream::connect(&self.path);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The one task a request may name: the worker's own, by its id or a unique prefix of it.
+fn own(task: &str, asked: &str) -> bool {
+    let bare = asked.strip_prefix("t_").unwrap_or(asked);
+    asked == task
+        || (bare.len() >= super::prefix::MIN_PREFIX && task.strip_prefix("t_").unwrap_or(task).starts_with(bare))
+}
+
+/// Performs one request on the worker's connection; the task as it is after.
+fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Request) -> Result<Value, Failure> {
+    let (op, asked) = (req.op.as_str(), req.id.as_str());
+    if !own(task, asked) {
+        return Err(Failure::usage(format!(
+            "the worker of {task} takes requests about its own task only, not {asked}; nothing was changed"
+        )));
+    }
+    let text = req.text.as_deref().map(crate::edge::redact::redact);
+    let text = text.as_deref();
+    let host = ctx.host_id();
+    let t = retrying(ctx, op, store, |b| {
+        let now = SystemClock.now();
+        match op {
+            "complete" => b.complete(task, Some(run), text, None, now),
+            "block" => b.block(task, text, now).and_then(|_| b.task(task)),
+            "heartbeat" => {
+                b.heartbeat(task, text, now)?;
+                b.renew_host(&host, now)?;
+                b.task(task)
+            }
+            other => Err(kanban_core::StoreError::Backend(format!("unknown request {other:?}"))),
+        }
+    })?;
+    serde_json::to_value(&t).map_err(|e| Failure::other(e.to_string()))
+}
+
+/// Runs `op` on the worker's connection (opened, or opened again, as needed), retrying through an outage of the
+/// board for `kanban.board_retry_seconds`, as the command's own write would have.
+fn retrying<T>(
+    ctx: &Ctx,
+    what: &str,
+    store: &mut Option<Board>,
+    mut op: impl FnMut(&mut Board) -> Result<T, kanban_core::StoreError>,
+) -> Result<T, Failure> {
+    let deadline = Instant::now() + super::outage::patience(ctx);
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let res = match store {
+            Some(s) => op(s),
+            None => open_board(ctx).and_then(|mut s| {
+                let r = op(&mut s);
+                *store = Some(s);
+                r
+            }),
+        };
+        match res {
+            Err(e) if e.is_transient() && Instant::now() + wait < deadline => {
+                tracing::warn!("the board is unreachable ({e}); retrying the command's {what}");
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            other => return other.map_err(Failure::from),
+        }
+    }
+}
+
+/// `kanban complete|block|heartbeat ID [TEXT]` in a worker's command with a socket: sent to the worker, whose answer
+/// is printed; `None` when there is no socket to reach (the command then goes to the board itself). A completed
+/// task's `(id, assignee)`: its sandbox is the caller's to remove, as the command's own completion did.
+///
+/// # Errors
+/// The worker's refusal or the board's error, as the command would have had it.
+pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Result<Option<(String, String)>, Failure>> {
+    let path = ctx.env.get(SOCKET_VAR)?;
+    let mut conn = UnixStream::connect(path).ok()?;
+    let req = Request { op: op.to_owned(), id: id.to_owned(), text: text.map(str::to_owned) };
+    let sent = writeln!(conn, "{}", serde_json::to_string(&req).unwrap_or_default());
+    let mut line = String::new();
+    let read = sent.and_then(|()| BufReader::new(&conn).read_line(&mut line)).map_err(|e| e.to_string());
+    let reply = match read.and_then(|_| serde_json::from_str::<Reply>(&line).map_err(|e| e.to_string())) {
+        Ok(r) => r,
+        Err(e) => {
+            return Some(Err(Failure::other(format!("the worker did not answer ({e}); the {op} may not be recorded"))));
+        }
+    };
+    if let Some(message) = reply.error {
+        return Some(Err(Failure { code: reply.code.unwrap_or(Exit::FAILURE), message, transient: false }));
+    }
+    let task = reply.task.unwrap_or_default();
+    let full = task["id"].as_str().unwrap_or(id).to_owned();
+    if ctx.json {
+        crate::edge::output::json(&task);
+    } else {
+        crate::edge::output::line(&match op {
+            "complete" => format!("completed {full}"),
+            "block" => format!("blocked {full}"),
+            _ => format!("heartbeat recorded for {full}"),
+        });
+    }
+    let assignee = task["assignee"].as_str().filter(|_| op == "complete").map(str::to_owned);
+    Some(Ok(assignee.map(|a| (full, a))))
+}
+
+/// The kanban command a worker's command sends to its worker, if it is one: `(op, id, text)`.
+pub fn handed_off(cmd: &crate::cli::Command) -> Option<(&'static str, &str, Option<&str>)> {
+    use crate::cli::{Command, KanbanCmd};
+    match cmd {
+        Command::Kanban(KanbanCmd::Complete { id, result }) => Some(("complete", id, result.as_deref())),
+        Command::Kanban(KanbanCmd::Block { id, reason }) => Some(("block", id, reason.as_deref())),
+        Command::Kanban(KanbanCmd::Heartbeat { id, note }) => Some(("heartbeat", id, note.as_deref())),
+        _ => None,
+    }
+}
+
+/// Runs `rendered` (the worker command of task `task`'s run `run`) with the hand-off: the socket served on a
+/// thread while the command runs, the command's environment without the board's password. On a SQLite board, or
+/// when no socket can be made, the command runs as before.
+pub(super) fn run_command(
+    ctx: &Ctx,
+    task: &str,
+    run: Option<i64>,
+    rendered: &str,
+    sink: &mut (dyn domain::ports::OutputSink + Send),
+) -> Result<u8, Failure> {
+    let server = run.and_then(|_| Server::open(ctx, task));
+    let Some(server) = server else { return super::external::run(rendered, &[], sink) };
+    // Not readable by the command through /proc (this process's environment holds the URL); reset by its exec.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    let env = server.command_env(ctx);
+    let run = run.unwrap_or_default();
+    std::thread::scope(|s| {
+        s.spawn(|| server.serve(ctx, task, run));
+        let code = super::external::run(rendered, &env, sink);
+        server.close();
+        code
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own;
+
+    #[test]
+    fn a_request_names_the_workers_own_task_or_nothing() {
+        assert!(own("t_00aa11bb22cc", "t_00aa11bb22cc"));
+        assert!(own("t_00aa11bb22cc", "t_00aa") && own("t_00aa11bb22cc", "00aa11"));
+        assert!(!own("t_00aa11bb22cc", "00a"), "a prefix shorter than a prefix command takes");
+        assert!(!own("t_00aa11bb22cc", "t_00aa11bb22cd") && !own("t_00aa11bb22cc", "") && !own("t_00aa11bb22cc", "t_"));
+    }
+}
