@@ -36,7 +36,7 @@ fn every_mount_the_extra_args_make_is_checked_at_create_and_at_config_set() {
     let link = links.path().join("to-home");
     std::os::unix::fs::symlink(&h, &link).unwrap();
     let ls = link.display().to_string();
-    let hostile: Vec<Vec<String>> = vec![
+    let mut hostile: Vec<Vec<String>> = vec![
         vec!["--mount".into(), format!("type=bind,source={hs},target=/m")],
         vec![format!("--mount=type=bind,src={hs}/config.yaml,dst=/c")],
         vec!["--mount".into(), format!("type=bind,source={ls},target=/m")],
@@ -48,6 +48,13 @@ fn every_mount_the_extra_args_make_is_checked_at_create_and_at_config_set() {
         vec![format!("-v{ls}/..:/p")],
         vec!["--volume".into(), "./:/m".into()],
     ];
+    // A hard link of the engine's socket elsewhere is the socket all the same (the check compares files, not only
+    // paths). A link needs the same filesystem: where /tmp is another one, this case cannot be made and says so.
+    let hard = links.path().join("engine.sock");
+    match std::fs::hard_link("/var/run/docker.sock", &hard) {
+        Ok(()) => hostile.push(vec!["--volume".into(), format!("{}:/s", hard.display())]),
+        Err(e) => eprintln!("not tried: a hard link of /var/run/docker.sock in {} ({e})", links.path().display()),
+    }
     let config = h.join("config.yaml");
     home.ok(&["config", "set", "terminal.timeout", "120"]);
     let before = std::fs::read(&config).unwrap();

@@ -122,7 +122,7 @@ impl Protected {
             }
         }
         if !self.allow_sockets
-            && let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src))
+            && let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src) || same_file(s, &src))
         {
             return Some(format!(
                 "refusing to mount {source} into a sandbox: it exposes the container engine's socket ({}), which is \
@@ -131,6 +131,16 @@ impl Protected {
             ));
         }
         None
+    }
+}
+
+/// Whether `a` and `b` are one file (same device and inode): a hard link of the engine's socket elsewhere is the
+/// engine's socket all the same.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 
@@ -278,9 +288,13 @@ mod tests {
     fn sockets_and_their_folders_need_the_opt_in() {
         let tmp = tempfile_dir();
         let mut p = protected(&tmp);
-        for s in [tmp.join("run/docker.sock"), tmp.join("run"), tmp.join("run/../run/")] {
+        // A hard link of the socket elsewhere is the same file.
+        std::fs::create_dir_all(tmp.join("elsewhere")).unwrap();
+        std::fs::hard_link(tmp.join("run/docker.sock"), tmp.join("elsewhere/s")).unwrap();
+        for s in [tmp.join("run/docker.sock"), tmp.join("run"), tmp.join("run/../run/"), tmp.join("elsewhere/s")] {
             assert!(p.violation(&s.display().to_string()).is_some(), "{}", s.display());
         }
+        assert_eq!(p.violation(&tmp.join("elsewhere").display().to_string()), None);
         p.allow_sockets = true;
         assert_eq!(p.violation(&tmp.join("run/docker.sock").display().to_string()), None);
     }
