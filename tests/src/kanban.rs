@@ -270,7 +270,9 @@ fn workers_start_only_once_their_tick_recorded_them() {
             |kind: &str| events.iter().position(|e| e["kind"] == kind).unwrap_or_else(|| panic!("{kind}: {events:?}"));
         assert!(at("spawned") < at("confirmed"), "{id} confirmed before its tick recorded it: {events:?}");
         assert_eq!(events[at("spawned")]["payload"]["pid"], events[at("confirmed")]["payload"]["pid"], "{events:?}");
-        assert!(home.path().join(format!("kanban/logs/{id}.log")).is_file(), "{id}'s worker made its log");
+        // The dispatcher's record confirms the run, so the worker may still be starting: wait for its log.
+        let log = home.path().join(format!("kanban/logs/{id}.log"));
+        crate::support::wait_until(&format!("{id}'s worker making its log"), Duration::from_secs(30), || log.is_file());
     }
 }
 
