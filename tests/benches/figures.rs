@@ -166,9 +166,16 @@ fn spec_for(home: &Path, task: &str, profile: &str) -> (SandboxIdentity, CreateS
     let identity = SandboxIdentity::new(TaskId::parse(task).unwrap(), ProfileName::parse(profile).unwrap());
     let mut st = settings(home).sandbox();
     st.disk_mb = 0;
-    let built =
-        build_create_spec(&identity, SandboxMode::Persist, identity.persistent_name(), &st, &HostFacts::default())
-            .expect("the default settings make a spec");
+    let flags = &docker_adapter::DockerRunFlags;
+    let built = build_create_spec(
+        &identity,
+        SandboxMode::Persist,
+        identity.persistent_name(),
+        &st,
+        &HostFacts::default(),
+        flags,
+    )
+    .expect("the default settings make a spec");
     for d in &built.host_dirs {
         std::fs::create_dir_all(d).unwrap();
     }

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use docker_adapter::DockerRuntime;
+use docker_adapter::{DockerRunFlags, DockerRuntime, MAPPED_FLAGS};
 use domain::ids::{ProfileName, TaskId};
 use domain::ports::ContainerRuntime;
-use domain::sandbox::{HostFacts, MAPPED_FLAGS, SandboxIdentity, SandboxMode, SandboxSettings, build_create_spec};
+use domain::sandbox::{HostFacts, SandboxIdentity, SandboxMode, SandboxSettings, build_create_spec};
 
 use crate::support::{Home, IMAGE, docker, ids, inspect, require_docker};
 
@@ -127,6 +127,7 @@ fn create_with(
         identity.persistent_name(),
         &settings(extra),
         &HostFacts::default(),
+        &DockerRunFlags,
     )
     .unwrap_or_else(|e| panic!("{extra:?}: {e}"));
     rt_block.block_on(rt.create(&built.spec)).unwrap_or_else(|e| panic!("create with {extra:?}: {e}"))
@@ -169,6 +170,7 @@ fn every_mapped_extra_arg_reaches_the_engine() {
         identity.persistent_name(),
         &settings(&["--storage-opt", "size=1g"]),
         &HostFacts::default(),
+        &DockerRunFlags,
     )
     .unwrap();
     assert_eq!(built.spec.storage_size.as_deref(), Some("1g"));

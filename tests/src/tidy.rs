@@ -580,3 +580,15 @@ fn adapter_types_are_named_in_app_only_by_their_openers() {
     assert!(found.is_empty(), "adapter types named outside their openers ({ADAPTER_OPENERS:?}): {found:?}");
     assert!(names_ident("x: &DockerRuntime,", "DockerRuntime") && !names_ident("MyDockerRuntimeX", "DockerRuntime"));
 }
+
+/// `docs/settings.md` is the table's rendering, with the `docker_extra_args` flags the Docker adapter maps.
+#[test]
+fn settings_doc_is_current() {
+    let path = workspace().join("docs/settings.md");
+    let want = config_bridge::settings_doc(docker_adapter::MAPPED_FLAGS);
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    if have != want {
+        std::fs::write(&path, &want).unwrap();
+        panic!("docs/settings.md was out of date and has been regenerated; commit it");
+    }
+}

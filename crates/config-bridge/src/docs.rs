@@ -41,8 +41,8 @@ From create to reap, and the settings of each step:
 ";
 
 /// Renders `docs/settings.md` from the table: the precedence, a row per setting, the sandbox lifecycle and the
-/// `docker_extra_args` flags berth maps.
-pub fn settings_doc() -> String {
+/// `docker_extra_args` flags the engine's parser maps (`mapped_flags`: the Docker adapter's `MAPPED_FLAGS`).
+pub fn settings_doc(mapped_flags: &[&str]) -> String {
     let mut s = String::from(
         "# Settings\n\n<!-- Generated from crates/config-bridge/src/table.rs by `cargo test`; do not edit. -->\n\n\
          Precedence: default < config file (`<home>/config.yaml`) < environment < `berth -c key=value`.\n\
@@ -82,7 +82,7 @@ pub fn settings_doc() -> String {
          Berth creates sandboxes through the Engine API, so each `docker run` flag is mapped onto the create call. \
          Flags mapped (values as `docker run` takes them, `--flag value` or `--flag=value`):\n\n",
     );
-    for flag in domain::sandbox::MAPPED_FLAGS {
+    for flag in mapped_flags {
         let _ = writeln!(s, "- `{flag}`");
     }
     s.push_str(

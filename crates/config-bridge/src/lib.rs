@@ -264,11 +264,8 @@ pub fn validate(key: &str, raw: &str) -> Result<Value, ConfigError> {
         None => invalid(why),
     })?;
     check_range(s, &v).map_err(invalid)?;
-    // Only for what the user just typed: a file or environment value with a bad flag is refused at run, where
-    // falling back to no extra args would silently start a sandbox without the GPUs or limits asked for.
-    if let (Value::List(args), "terminal.docker_extra_args") = (&v, key) {
-        domain::sandbox::check_extra_args(args).map_err(|e| invalid(Invalid(e.to_string())))?;
-    }
+    // `terminal.docker_extra_args` are the engine's flags: the edge reads them with the engine's parser (`config
+    // set` before writing, a sandbox's create before creating), not this table.
     Ok(v)
 }
 
@@ -401,6 +398,14 @@ impl Resolved {
 
     pub fn value(&self, key: &str) -> &Value {
         &self.entry(key).value
+    }
+
+    /// `terminal.docker_extra_args` when `-c` set it: what the user just typed, which the edge reads at once with the
+    /// engine's parser (a file or environment value with a bad flag is refused at create, where falling back to no
+    /// extra args would silently start a sandbox without the GPUs or limits asked for).
+    pub fn extra_args_from_cli(&self) -> Option<&[String]> {
+        let e = self.entry("terminal.docker_extra_args");
+        (e.source == Source::Cli).then_some(self.settings.terminal.docker_extra_args.as_slice())
     }
 
     /// The environment handed to workers (and printed by `config env`): every setting as its variable.

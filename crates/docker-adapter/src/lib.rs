@@ -11,9 +11,11 @@ mod files;
 mod host_kill;
 mod kill;
 mod logs;
+mod run_flags;
 mod usage;
 
 pub use files::LABEL_HELPER;
+pub use run_flags::{DockerRunFlags, MAPPED_FLAGS};
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

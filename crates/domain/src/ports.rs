@@ -16,7 +16,7 @@ use crate::time::Timestamp;
 mod engine;
 pub use engine::{
     ContainerFiles, ContainerLogs, ContainerUsage, EgressNetworks, EgressSetup, Engine, EngineFacts, ExecAttached,
-    ExecIo, MarkedKill, Usage,
+    ExecIo, ExtraArgsParser, MarkedKill, Usage,
 };
 
 /// Errors of a [`ContainerRuntime`].

@@ -15,9 +15,8 @@ mod identity;
 pub use bind::Bind;
 pub use build::{BuiltSpec, HostFacts, SandboxSettings, build_create_spec, is_valid_env_name};
 pub use extra_args::{
-    DeviceMapping, DeviceRequest, ExtraCreate, MAPPED_FLAGS, MountSource, MountSpec, PortPublish, Ulimit,
-    apply_extra_args, blank_spec, check_extra_args, mount_sources, parse_device, parse_gpus, parse_mount,
-    parse_publish, parse_ulimit,
+    DeviceMapping, DeviceRequest, ExtraArgs, ExtraCreate, MountSource, MountSpec, NoExtraArgs, PortPublish, Ulimit,
+    blank_spec, check_extra_args, mount_sources,
 };
 pub use host_access::{ENGINE_DEFAULT_CAPABILITIES, host_access};
 pub use identity::{SandboxIdentity, home_digest, shared_profile_label};
@@ -70,15 +69,6 @@ pub fn container_cwd(raw: &str) -> Result<String, SpecError> {
             Some(rest) => Ok(format!("{CONTAINER_HOME}/{rest}")),
             None => Err(SpecError::RelativeCwd(raw.to_owned())),
         },
-    }
-}
-
-/// Parses `--flag=<bool>` values as the docker CLI accepts them.
-pub fn parse_flag_bool(raw: &str) -> Option<bool> {
-    match raw.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "t" => Some(true),
-        "false" | "0" | "f" => Some(false),
-        _ => None,
     }
 }
 

@@ -78,6 +78,10 @@ impl Ctx {
         for w in &resolved.warnings {
             tracing::warn!("{w}");
         }
+        // What `-c` just set is refused at once, read by the engine's parser as a create would read it.
+        if let Some(args) = resolved.extra_args_from_cli() {
+            crate::edge::open::extra_args_parser().parse(args).map_err(Failure::usage_of)?;
+        }
         let settings = resolved.settings.clone();
         Ok(Self { home, profile, env, settings, resolved, json })
     }

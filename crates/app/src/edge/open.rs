@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use docker_adapter::DockerRuntime;
-use domain::ports::{Engine, RuntimeError};
+use docker_adapter::{DockerRunFlags, DockerRuntime};
+use domain::ports::{Engine, ExtraArgsParser, RuntimeError};
 use kanban_core::{BoardStore, StoreError};
 use kanban_store::SqliteKanbanStore;
 
@@ -136,6 +136,12 @@ pub fn copy_sqlite_board(
 /// [`RuntimeError::Unavailable`] naming the endpoint.
 pub async fn open_engine(endpoint: &str) -> Result<Arc<dyn Engine>, RuntimeError> {
     Ok(Arc::new(DockerRuntime::connect(endpoint).await?))
+}
+
+/// The engine's reader of `terminal.docker_extra_args` (`docker run` flags, for Docker and Podman alike): the
+/// spec builder applies what it reads, and `config set` and `-c` check a value with it without reaching the engine.
+pub fn extra_args_parser() -> &'static dyn ExtraArgsParser {
+    &DockerRunFlags
 }
 
 /// Opens the engine at `endpoint` at an API version already negotiated with this same engine, without a round trip

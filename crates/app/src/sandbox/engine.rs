@@ -74,7 +74,8 @@ pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> R
         let nonce = format!("{:x}{:x}", std::process::id(), SystemClock.now().as_millis());
         (SandboxMode::Ephemeral, identity.ephemeral_name(&nonce))
     };
-    let built = build_create_spec(&identity, mode, name, &settings, &host).map_err(Failure::usage_of)?;
+    let parser = crate::edge::open::extra_args_parser();
+    let built = build_create_spec(&identity, mode, name, &settings, &host, parser).map_err(Failure::usage_of)?;
     for w in &built.warnings {
         // The disk limit is unenforceable on most hosts; say so quietly.
         if w.contains("container_disk") { tracing::debug!("{w}") } else { tracing::warn!("{w}") }

@@ -13,6 +13,7 @@ use domain::sandbox::{
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
+use crate::edge::open::extra_args_parser;
 
 /// The setting that lets mounts of the engine socket (or a folder holding it) through.
 pub const ALLOW_KEY: &str = "terminal.docker_allow_host_mounts";
@@ -206,7 +207,7 @@ pub fn check_setting(ctx: &Ctx, key: &str, value: &config_bridge::Value) -> Resu
             CreateSpec { binds: l.iter().filter(|v| v.contains(':')).map(|v| Bind::parse(v)).collect(), ..blank_spec() }
         }
         ("terminal.docker_extra_args", config_bridge::Value::List(l)) => {
-            check_extra_args(l).map_err(Failure::usage_of)?
+            check_extra_args(extra_args_parser(), l).map_err(Failure::usage_of)?
         }
         ("terminal.sandbox_dir", config_bridge::Value::Str(s)) => {
             return check_sandbox_dir(&ctx.home, s).map_err(Failure::usage);
@@ -319,13 +320,13 @@ mod tests {
             vec!["-v".into(), "~/x:/m".into()],
             vec!["--volume".into(), "a/b:/m".into()],
         ] {
-            let spec = check_extra_args(&args).unwrap();
+            let spec = check_extra_args(extra_args_parser(), &args).unwrap();
             assert!(spec_violation(&p, &spec).is_some(), "{args:?} must be refused");
         }
         for args in
             [vec!["-v".to_owned(), "named:/data".to_owned()], vec!["--mount".into(), "type=volume,src=v,dst=/v".into()]]
         {
-            assert_eq!(spec_violation(&p, &check_extra_args(&args).unwrap()), None, "{args:?}");
+            assert_eq!(spec_violation(&p, &check_extra_args(extra_args_parser(), &args).unwrap()), None, "{args:?}");
         }
     }
 

@@ -11,6 +11,7 @@ use futures_util::stream::BoxStream;
 
 use super::{ContainerRuntime, ExecOutcome, ExecSpec, OutputSink, RuntimeError};
 use crate::egress::EgressRoute;
+use crate::sandbox::{ExtraArgs, SpecError};
 
 /// What an exec is attached to besides its output.
 #[derive(Default)]
@@ -195,6 +196,18 @@ pub trait EgressNetworks: Send + Sync {
     /// # Errors
     /// A [`RuntimeError`].
     async fn proxy_down(&self, name: &str) -> Result<Option<String>, RuntimeError>;
+}
+
+/// How a runtime reads `terminal.docker_extra_args`: into the typed [`ExtraArgs`] the domain applies to the create
+/// spec, so the one mount and host-access check sees everything the arguments mount or grant, and the adapter
+/// renders the spec, never the arguments. Needs no connection: `config set` checks a value with it.
+pub trait ExtraArgsParser: Send + Sync {
+    /// The model of `args`, applied in order, the last one winning.
+    ///
+    /// # Errors
+    /// [`SpecError::UnsupportedExtraArg`] for an argument the runtime cannot carry, [`SpecError::BadExtraArg`] for
+    /// a value that does not parse.
+    fn parse(&self, args: &[String]) -> Result<ExtraArgs, SpecError>;
 }
 
 /// A whole engine: the lifecycle port and every capability. Any type with all of them is one.

@@ -3,14 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use super::{
-    Bind, CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, apply_extra_args, container_cwd,
-    parse_bytes,
-};
+use super::{Bind, CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, container_cwd, parse_bytes};
 use crate::egress::{EgressPolicy, EgressRoute, proxy_env};
 use crate::label::{
     LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
 };
+use crate::ports::ExtraArgsParser;
 
 /// The sandbox-related settings, already parsed and typed by the config bridge.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,6 +79,9 @@ pub fn is_valid_env_name(name: &str) -> bool {
 /// error a caller sees is the same whatever else is wrong: the working directory, then the shm size, then the extra
 /// arguments, then the network conflict.
 ///
+/// `extra_args` is the runtime's reader of `terminal.docker_extra_args` (the Docker adapter's `docker run` flags);
+/// the model it returns is applied last.
+///
 /// # Errors
 /// A [`SpecError`] for settings no container can honour (an unmappable extra flag, a network conflict, a
 /// relative working directory).
@@ -90,6 +91,7 @@ pub fn build_create_spec(
     name: String,
     settings: &SandboxSettings,
     host: &HostFacts,
+    extra_args: &dyn ExtraArgsParser,
 ) -> Result<BuiltSpec, SpecError> {
     let mut warnings = Vec::new();
     let user = host_user(settings, host, &mut warnings);
@@ -126,7 +128,7 @@ pub fn build_create_spec(
         shm_size: limits.shm_size,
         extra: ExtraCreate::default(),
     };
-    apply_extra_args(&mut spec, &settings.extra_args)?;
+    extra_args.parse(&settings.extra_args)?.apply_to(&mut spec);
     check_network(settings, host, &spec)?;
     stamp_fingerprint(&mut spec);
     Ok(BuiltSpec { spec, host_dirs, warnings })

@@ -1,31 +1,63 @@
-//! `terminal.docker_extra_args`: `docker run` flags mapped onto the Engine API's create call.
+//! `terminal.docker_extra_args` as a typed model: what the flags set ([`ExtraArgs`]), the create-call fields only
+//! they set ([`ExtraCreate`]: devices, GPU requests, ulimits, mounts, sysctls, …) and every source a spec mounts
+//! ([`mount_sources`]).
 //!
-//! hermes appends these flags to its `docker run` command line; berth speaks the Engine API, so every flag is
-//! parsed into the create spec here. A flag the create call can carry is mapped (devices, GPU requests, ulimits,
-//! mounts, sysctls, …); a flag that has no API form, or that would break the sandbox contract, is one
-//! [`SpecError`], never a silent drop, so a sandbox cannot quietly start without the GPUs or limits it was asked
-//! for. Mounts are parsed into [`MountSpec`] so safety checks on host paths can read them as data.
-//!
-//! This file walks the arguments (a flag, its value inline or next, the refused and the value-less ones);
-//! `flags.rs` is the flag table and what each flag sets, `values.rs` the parsers of structured values, and
-//! `mounts.rs` the `--mount` form and the list of every source a spec mounts.
+//! The flags themselves are the runtime's to read: the Docker adapter parses `docker run` flags into an
+//! [`ExtraArgs`] through the [`ExtraArgsParser`](crate::ports::ExtraArgsParser) port, the domain applies it to the
+//! spec, and the one mount and host-access check reads the spec that results, so no spelling of a flag reaches the
+//! engine unchecked and a runtime that is not Docker translates this model, not Docker's flags.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{CreateSpec, SpecError, parse_flag_bool};
+use super::{Bind, CreateSpec, SpecError};
+use crate::ports::ExtraArgsParser;
 
-mod flags;
-mod mounts;
-mod values;
+/// A host device made visible in the container (`--device /dev/x[:/dev/y[:rwm]]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceMapping {
+    pub host: String,
+    pub container: String,
+    pub permissions: String,
+}
 
-pub use flags::MAPPED_FLAGS;
-pub use mounts::{MountSource, MountSpec, mount_sources, parse_mount};
-use values::bad;
-pub use values::{
-    DeviceMapping, DeviceRequest, PortPublish, Ulimit, parse_device, parse_gpus, parse_publish, parse_ulimit,
-};
+/// A device request (`--gpus …`): `count` -1 means all.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeviceRequest {
+    pub driver: String,
+    pub count: i64,
+    pub device_ids: Vec<String>,
+    pub capabilities: Vec<Vec<String>>,
+}
+
+/// A resource limit (`--ulimit name=soft[:hard]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: i64,
+    pub hard: i64,
+}
+
+/// A published port (`-p [ip:][host:]container[/proto]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PortPublish {
+    pub host_ip: String,
+    pub host_port: String,
+    /// `port/proto`, e.g. `80/tcp`.
+    pub container: String,
+}
+
+/// A `--mount` entry: `type` (`bind`, `volume`, `tmpfs`), source, target, read-only, and the remaining options
+/// (`bind-propagation`, `tmpfs-size`, `tmpfs-mode`, `volume-nocopy`, …) as given.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MountSpec {
+    pub kind: String,
+    pub source: Option<String>,
+    pub target: String,
+    pub read_only: bool,
+    pub options: BTreeMap<String, String>,
+}
 
 /// Create-call fields only `docker_extra_args` sets. Kept apart from [`CreateSpec`]'s core fields so a spec that
 /// uses none of them fingerprints exactly as before (existing sandboxes are not recreated by an upgrade).
@@ -71,6 +103,85 @@ pub struct ExtraCreate {
     pub expose: Vec<String>,
 }
 
+/// What a runtime's extra arguments set, as data: applied on top of the spec the settings made, last, as upstream
+/// appends its `docker_extra_args` last. A list is appended to the spec's, a map's keys replace the spec's, and a
+/// value that is set replaces the spec's.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExtraArgs {
+    /// `KEY=VALUE` pairs.
+    pub env: Vec<String>,
+    pub binds: Vec<Bind>,
+    pub tmpfs: BTreeMap<String, String>,
+    pub cap_add: Vec<String>,
+    pub cap_drop: Vec<String>,
+    pub security_opt: Vec<String>,
+    pub network_mode: Option<String>,
+    pub user: Option<String>,
+    pub workdir: Option<String>,
+    pub extra_hosts: Vec<String>,
+    pub dns: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub privileged: Option<bool>,
+    pub init: Option<bool>,
+    pub pids_limit: Option<i64>,
+    /// `Some(None)`: the CPU count is cleared (an explicit CFS period or quota, which the engine refuses beside it).
+    pub nano_cpus: Option<Option<i64>>,
+    pub memory_bytes: Option<i64>,
+    pub shm_size: Option<i64>,
+    pub storage_size: Option<String>,
+    /// The fields no setting shapes, whole.
+    pub extra: ExtraCreate,
+}
+
+impl ExtraArgs {
+    /// Applies these arguments on top of `spec`.
+    pub fn apply_to(self, spec: &mut CreateSpec) {
+        spec.env.extend(self.env);
+        spec.binds.extend(self.binds);
+        spec.tmpfs.extend(self.tmpfs);
+        spec.cap_add.extend(self.cap_add);
+        spec.cap_drop.extend(self.cap_drop);
+        spec.security_opt.extend(self.security_opt);
+        spec.extra_hosts.extend(self.extra_hosts);
+        spec.dns.extend(self.dns);
+        spec.labels.extend(self.labels);
+        let set = |field: &mut Option<String>, v: Option<String>| {
+            if v.is_some() {
+                *field = v;
+            }
+        };
+        set(&mut spec.network_mode, self.network_mode);
+        set(&mut spec.user, self.user);
+        set(&mut spec.storage_size, self.storage_size);
+        if let Some(w) = self.workdir {
+            spec.workdir = w;
+        }
+        spec.privileged = self.privileged.unwrap_or(spec.privileged);
+        spec.init = self.init.unwrap_or(spec.init);
+        spec.pids_limit = self.pids_limit.or(spec.pids_limit);
+        spec.nano_cpus = self.nano_cpus.unwrap_or(spec.nano_cpus);
+        spec.memory_bytes = self.memory_bytes.or(spec.memory_bytes);
+        spec.shm_size = self.shm_size.or(spec.shm_size);
+        spec.extra = self.extra;
+    }
+}
+
+/// The parser of a runtime that takes no extra arguments: none is the empty model, any is refused.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoExtraArgs;
+
+impl ExtraArgsParser for NoExtraArgs {
+    fn parse(&self, args: &[String]) -> Result<ExtraArgs, SpecError> {
+        match args.first() {
+            None => Ok(ExtraArgs::default()),
+            Some(flag) => Err(SpecError::UnsupportedExtraArg {
+                flag: flag.clone(),
+                why: "this container runtime takes no extra arguments".into(),
+            }),
+        }
+    }
+}
+
 /// A spec that holds nothing but what the settings under check put in it: `config set` builds one from the one
 /// value it is about to write, so the mount check reads it exactly as it reads a sandbox's spec at create.
 pub fn blank_spec() -> CreateSpec {
@@ -101,70 +212,36 @@ pub fn blank_spec() -> CreateSpec {
     }
 }
 
-/// Checks `docker_extra_args` on their own (for `config set`), with the same rules the spec builder applies, and
-/// returns the [`blank_spec`] they make, whose mounts the caller checks.
+/// Checks `docker_extra_args` on their own (for `config set`) with the runtime's parser, and returns the
+/// [`blank_spec`] they make, whose mounts and host access the caller checks.
 ///
 /// # Errors
-/// As [`apply_extra_args`].
-pub fn check_extra_args(args: &[String]) -> Result<CreateSpec, SpecError> {
+/// The parser's [`SpecError`] for a flag the create call cannot carry or a value that does not parse.
+pub fn check_extra_args(parser: &dyn ExtraArgsParser, args: &[String]) -> Result<CreateSpec, SpecError> {
     let mut spec = blank_spec();
-    apply_extra_args(&mut spec, args)?;
+    parser.parse(args)?.apply_to(&mut spec);
     Ok(spec)
 }
 
-/// Applies `docker run`-style extra arguments to the spec, last one winning, as upstream appends them last.
-///
-/// # Errors
-/// [`SpecError::UnsupportedExtraArg`] for a flag the create call cannot carry, [`SpecError::BadExtraArg`] for a
-/// value that does not parse.
-pub fn apply_extra_args(spec: &mut CreateSpec, args: &[String]) -> Result<(), SpecError> {
-    let mut i = 0;
-    while i < args.len() {
-        let arg = args[i].as_str();
-        i += 1;
-        let (flag, inline) = split_flag(arg);
-        if !flag.starts_with('-') {
-            return Err(SpecError::UnsupportedExtraArg {
-                flag: arg.to_owned(),
-                why: "not a flag (an image or command cannot be given here)".into(),
-            });
-        }
-        let flag = flags::canonical(flag);
-        if let Some(why) = flags::refusal(flag) {
-            return Err(SpecError::UnsupportedExtraArg { flag: flag.to_owned(), why: why.to_owned() });
-        }
-        if flags::is_bool_flag(flag) {
-            let on = match inline.as_deref() {
-                None => true,
-                Some(b) => parse_flag_bool(b).ok_or_else(|| bad(flag, b, "expected true or false"))?,
-            };
-            flags::apply_bool(spec, flag, on);
-            continue;
-        }
-        let v = match inline {
-            Some(v) => v,
-            None => {
-                let Some(v) = args.get(i) else {
-                    return Err(bad(flag, "", "needs a value"));
-                };
-                i += 1;
-                v.clone()
-            }
-        };
-        flags::apply_one(spec, flag, &v)?;
-    }
-    Ok(())
+/// One source a create spec hands the engine to mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MountSource<'a> {
+    /// The source as the engine gets it: a host path, or a volume's name.
+    pub source: &'a str,
+    /// Whether the engine reads it as a host path whatever it looks like (a `--mount type=bind`); a bind's host
+    /// part (`-v`) that is not absolute is a volume's name to the engine.
+    pub bind: bool,
 }
 
-/// An argument's flag and the value given with it, if any: `--flag=value`, or a short flag with its value
-/// attached (`-eA=1`, `-m512m`).
-fn split_flag(arg: &str) -> (&str, Option<String>) {
-    match arg.split_once('=') {
-        Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
-        _ if arg.len() > 2 && arg.starts_with('-') && !arg.starts_with("--") => {
-            let (f, v) = arg.split_at(2);
-            (f, Some(v.strip_prefix('=').unwrap_or(v).to_owned()))
-        }
-        _ => (arg, None),
-    }
+/// Every source `spec` mounts, however it was spelled: the host part of each bind (`terminal.docker_volumes`,
+/// `-v`/`--volume` in any spelling, the sandbox's own folders, the working directory) and the source of each
+/// `--mount` of any type. The mount check reads this one list, so no spelling of a mount can pass it by.
+pub fn mount_sources(spec: &CreateSpec) -> Vec<MountSource<'_>> {
+    let binds = spec.binds.iter().map(|b| MountSource { source: b.checked_source(), bind: false });
+    let mounts = spec
+        .extra
+        .mounts
+        .iter()
+        .filter_map(|m| Some(MountSource { source: m.source.as_deref()?, bind: m.kind == "bind" }));
+    binds.chain(mounts).collect()
 }

@@ -11,7 +11,7 @@ use crate::ids::{ProfileName, TaskId};
 use crate::policy::reaper::{ReapReason, ReapScope, reaper_max_age_secs};
 use crate::ports::CapturedOutput;
 use crate::ports::ProcessProbe;
-use crate::sandbox::{HostFacts, SandboxMode, SandboxSettings, build_create_spec};
+use crate::sandbox::{HostFacts, NoExtraArgs, SandboxMode, SandboxSettings, build_create_spec};
 use crate::test_util::{FakeProcessProbe, FakeRuntime, block_on};
 use crate::time::Timestamp;
 
@@ -39,7 +39,7 @@ fn request(task: &str, profile: &str, st: &SandboxSettings, nonce: u32) -> Acqui
     };
     // Each acquire stands for its own process: pid = start = nonce on host "h".
     let host = HostFacts { owner: Some(format!("h:{nonce}:{nonce}")), ..HostFacts::default() };
-    let built = build_create_spec(&identity, mode, name, st, &host);
+    let built = build_create_spec(&identity, mode, name, st, &host, &NoExtraArgs);
     AcquireRequest {
         identity,
         spec: built.expect("valid settings").spec,
@@ -663,7 +663,9 @@ mod interactions {
 fn homed(mut req: AcquireRequest, home: &str, st: &SandboxSettings) -> AcquireRequest {
     let identity = req.identity.clone().in_home(home);
     let host = HostFacts::default();
-    req.spec = build_create_spec(&identity, SandboxMode::Persist, identity.persistent_name(), st, &host).unwrap().spec;
+    req.spec = build_create_spec(&identity, SandboxMode::Persist, identity.persistent_name(), st, &host, &NoExtraArgs)
+        .unwrap()
+        .spec;
     req.identity = identity;
     req
 }

@@ -1,9 +1,10 @@
 //! The flag table of `docker_extra_args`: which `docker run` flags berth maps and which it refuses, their short
-//! aliases, and what each mapped flag sets in the create spec.
+//! aliases, and what each mapped flag sets in the typed [`ExtraArgs`].
+
+use domain::sandbox::{Bind, ExtraArgs, ExtraCreate, SpecError};
 
 use super::mounts::parse_mount;
 use super::values::{bad, bytes, int, key_value, parse_device, parse_gpus, parse_publish, parse_ulimit};
-use crate::sandbox::{Bind, CreateSpec, ExtraCreate, SpecError};
 
 /// Every flag berth maps, for `docs/settings.md` and the tests (long form; short aliases in parentheses).
 pub const MAPPED_FLAGS: &[&str] = &[
@@ -131,25 +132,25 @@ pub(super) fn is_bool_flag(flag: &str) -> bool {
 }
 
 /// Sets what a flag without a value sets; the refused ones never reach here.
-pub(super) fn apply_bool(spec: &mut CreateSpec, flag: &str, on: bool) {
+pub(super) fn apply_bool(spec: &mut ExtraArgs, flag: &str, on: bool) {
     match flag {
-        "--privileged" => spec.privileged = on,
-        "--init" => spec.init = on,
-        "--no-init" => spec.init = !on,
+        "--privileged" => spec.privileged = Some(on),
+        "--init" => spec.init = Some(on),
+        "--no-init" => spec.init = Some(!on),
         "--read-only" => spec.extra.read_only = on,
         "--oom-kill-disable" => spec.extra.oom_kill_disable = Some(on),
         _ => unreachable!("every bool flag is mapped or refused"),
     }
 }
 
-/// Sets what the flag `flag` (long form) with the value `v` sets in the spec. The flags are grouped by what they
+/// Sets what the flag `flag` (long form) with the value `v` sets in the model. The flags are grouped by what they
 /// shape: the container's own fields the settings also set, its resource limits, and the fields only extra
 /// arguments set.
 ///
 /// # Errors
 /// [`SpecError::BadExtraArg`] for a value that does not parse, [`SpecError::UnsupportedExtraArg`] for a flag no
 /// group maps.
-pub(super) fn apply_one(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<(), SpecError> {
+pub(super) fn apply_one(spec: &mut ExtraArgs, flag: &str, v: &str) -> Result<(), SpecError> {
     if apply_container_flag(spec, flag, v)?
         || apply_limit_flag(spec, flag, v)?
         || apply_extra_flag(&mut spec.extra, flag, v)?
@@ -164,7 +165,7 @@ pub(super) fn apply_one(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<()
 
 /// The flags for fields the settings also set (environment, mounts, capabilities, network, user, labels);
 /// `false` when `flag` is not one of them.
-fn apply_container_flag(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<bool, SpecError> {
+fn apply_container_flag(spec: &mut ExtraArgs, flag: &str, v: &str) -> Result<bool, SpecError> {
     let v = v.to_owned();
     match flag {
         "--env" => spec.env.push(v),
@@ -178,7 +179,7 @@ fn apply_container_flag(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<bo
         "--security-opt" => spec.security_opt.push(v),
         "--network" => spec.network_mode = Some(v),
         "--user" => spec.user = Some(v),
-        "--workdir" => spec.workdir = v,
+        "--workdir" => spec.workdir = Some(v),
         "--add-host" => spec.extra_hosts.push(v),
         "--dns" => spec.dns.push(v),
         "--label" => {
@@ -192,12 +193,12 @@ fn apply_container_flag(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<bo
 
 /// The resource-limit flags (cpu, memory, pids, disk, shm, ulimits, OOM, block IO); `false` when `flag` is not
 /// one of them.
-fn apply_limit_flag(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<bool, SpecError> {
+fn apply_limit_flag(spec: &mut ExtraArgs, flag: &str, v: &str) -> Result<bool, SpecError> {
     let x = &mut spec.extra;
     match flag {
         "--pids-limit" => spec.pids_limit = Some(int(flag, v)?),
         "--cpus" => match v.parse::<f64>() {
-            Ok(c) if c >= 0.0 => spec.nano_cpus = Some((c * 1e9).round() as i64),
+            Ok(c) if c >= 0.0 => spec.nano_cpus = Some(Some((c * 1e9).round() as i64)),
             _ => return Err(bad(flag, v, "not a number")),
         },
         "--memory" => spec.memory_bytes = Some(bytes(flag, v)?),
@@ -220,11 +221,11 @@ fn apply_limit_flag(spec: &mut CreateSpec, flag: &str, v: &str) -> Result<bool, 
         // (terminal.container_cpu), so the explicit CFS setting wins.
         "--cpu-period" => {
             x.cpu_period = Some(int(flag, v)?);
-            spec.nano_cpus = None;
+            spec.nano_cpus = Some(None);
         }
         "--cpu-quota" => {
             x.cpu_quota = Some(int(flag, v)?);
-            spec.nano_cpus = None;
+            spec.nano_cpus = Some(None);
         }
         "--cpuset-cpus" => x.cpuset_cpus = Some(v.to_owned()),
         "--cpuset-mems" => x.cpuset_mems = Some(v.to_owned()),

@@ -1,44 +1,8 @@
 //! The parsers of `docker_extra_args` values that have a structure of their own (`--gpus`, `--device`,
-//! `--ulimit`, `--publish`), the types they give, and the small parsers every flag's value goes through, each
+//! `--ulimit`, `--publish`) into the domain's types, and the small parsers every flag's value goes through, each
 //! failing with the flag and value it could not read.
 
-use serde::Serialize;
-
-use crate::sandbox::{SpecError, parse_bytes};
-
-/// A host device made visible in the container (`--device /dev/x[:/dev/y[:rwm]]`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct DeviceMapping {
-    pub host: String,
-    pub container: String,
-    pub permissions: String,
-}
-
-/// A device request (`--gpus …`): `count` -1 means all.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct DeviceRequest {
-    pub driver: String,
-    pub count: i64,
-    pub device_ids: Vec<String>,
-    pub capabilities: Vec<Vec<String>>,
-}
-
-/// A resource limit (`--ulimit name=soft[:hard]`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Ulimit {
-    pub name: String,
-    pub soft: i64,
-    pub hard: i64,
-}
-
-/// A published port (`-p [ip:][host:]container[/proto]`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PortPublish {
-    pub host_ip: String,
-    pub host_port: String,
-    /// `port/proto`, e.g. `80/tcp`.
-    pub container: String,
-}
+use domain::sandbox::{DeviceMapping, DeviceRequest, PortPublish, SpecError, Ulimit, parse_bytes};
 
 /// The error for a value `flag` cannot take, and why.
 pub(super) fn bad(flag: &str, value: &str, why: impl Into<String>) -> SpecError {
@@ -70,7 +34,7 @@ fn strip_quotes(v: &str) -> &str {
 
 /// Parses `--gpus`: `all`, a count, or `key=value` pairs (`count=`, `device=`, `driver=`, `capabilities=`) as the
 /// docker CLI does; the capability set always includes `gpu`.
-pub fn parse_gpus(v: &str) -> Result<DeviceRequest, SpecError> {
+pub(super) fn parse_gpus(v: &str) -> Result<DeviceRequest, SpecError> {
     let raw = strip_quotes(v);
     let mut req = DeviceRequest {
         driver: String::new(),
@@ -106,7 +70,7 @@ pub fn parse_gpus(v: &str) -> Result<DeviceRequest, SpecError> {
 }
 
 /// Parses `--device host[:container[:permissions]]`.
-pub fn parse_device(v: &str) -> Result<DeviceMapping, SpecError> {
+pub(super) fn parse_device(v: &str) -> Result<DeviceMapping, SpecError> {
     let parts: Vec<&str> = v.split(':').collect();
     let perms_ok = |p: &str| !p.is_empty() && p.chars().all(|c| matches!(c, 'r' | 'w' | 'm'));
     let (host, container, permissions) = match parts.as_slice() {
@@ -123,7 +87,7 @@ pub fn parse_device(v: &str) -> Result<DeviceMapping, SpecError> {
 }
 
 /// Parses `--ulimit name=soft[:hard]`.
-pub fn parse_ulimit(v: &str) -> Result<Ulimit, SpecError> {
+pub(super) fn parse_ulimit(v: &str) -> Result<Ulimit, SpecError> {
     let (name, limits) = key_value("--ulimit", v)?;
     let (soft, hard) = match limits.split_once(':') {
         Some((s, h)) => (int("--ulimit", s)?, int("--ulimit", h)?),
@@ -136,7 +100,7 @@ pub fn parse_ulimit(v: &str) -> Result<Ulimit, SpecError> {
 }
 
 /// Parses `-p [ip:][hostPort:]containerPort[/proto]`.
-pub fn parse_publish(v: &str) -> Result<PortPublish, SpecError> {
+pub(super) fn parse_publish(v: &str) -> Result<PortPublish, SpecError> {
     let (addr, proto) = v.rsplit_once('/').unwrap_or((v, "tcp"));
     let parts: Vec<&str> = addr.split(':').collect();
     let (host_ip, host_port, port) = match parts.as_slice() {
