@@ -3,25 +3,27 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
 use bollard::models::{
     ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, NetworkConnectRequest,
     NetworkCreateRequest, NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{CreateContainerOptions, InspectContainerOptions, StartContainerOptions};
 use domain::egress::EgressRoute;
-use domain::ports::{EgressSetup, RuntimeError};
+use domain::ports::{EgressNetworks, EgressSetup, RuntimeError};
 
 use crate::DockerRuntime;
 
 /// Where the binary lands inside the proxy container.
 const PROXY_EXE: &str = "/usr/local/bin/berth-egress";
 
-impl DockerRuntime {
+#[async_trait]
+impl EgressNetworks for DockerRuntime {
     /// Makes sure the internal network and its running proxy exist; returns where sandboxes attach.
     ///
     /// # Errors
     /// A mapped [`RuntimeError`], or `Api` with one line when the proxy does not stay up.
-    pub async fn ensure_egress(&self, setup: &EgressSetup) -> Result<EgressRoute, RuntimeError> {
+    async fn ensure_egress(&self, setup: &EgressSetup) -> Result<EgressRoute, RuntimeError> {
         let subnet = self.ensure_network(setup).await?;
         let proxy_ip = proxy_address(&subnet)
             .ok_or_else(|| api(format!("egress network {} has an unusable subnet {subnet:?}", setup.name)))?;
@@ -29,15 +31,27 @@ impl DockerRuntime {
         Ok(EgressRoute { network: setup.name.clone(), proxy_ip })
     }
 
-    /// Whether the engine is Podman (its compatible `/version` names the component).
+    /// Whether the proxy `name` is running; with its last words when it is not (a binary the image cannot run).
     ///
     /// # Errors
     /// A mapped [`RuntimeError`].
-    pub async fn is_podman(&self) -> Result<bool, RuntimeError> {
-        let v = self.docker.version().await.map_err(|e| self.map_err("version", "", e))?;
-        Ok(v.components.unwrap_or_default().iter().any(|c| c.name.to_ascii_lowercase().contains("podman")))
+    async fn proxy_down(&self, name: &str) -> Result<Option<String>, RuntimeError> {
+        let c = self
+            .docker
+            .inspect_container(name, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| self.map_err("inspect", name, e))?;
+        let running = c.state.as_ref().and_then(|s| s.running) == Some(true);
+        let restarting = c.state.as_ref().and_then(|s| s.restarting) == Some(true);
+        if running && !restarting {
+            return Ok(None);
+        }
+        let words = self.tail_text(name).await;
+        Ok(Some(words))
     }
+}
 
+impl DockerRuntime {
     /// The internal network's subnet, creating the network on a free /24 of 10.213.0.0/16 when missing.
     async fn ensure_network(&self, setup: &EgressSetup) -> Result<String, RuntimeError> {
         for attempt in 0..32u16 {
@@ -167,25 +181,6 @@ impl DockerRuntime {
             Err(e) => return Err(self.map_err("start", name, e)),
         }
         Ok(())
-    }
-
-    /// Whether the proxy `name` is running; with its last words when it is not (a binary the image cannot run).
-    ///
-    /// # Errors
-    /// A mapped [`RuntimeError`].
-    pub async fn proxy_down(&self, name: &str) -> Result<Option<String>, RuntimeError> {
-        let c = self
-            .docker
-            .inspect_container(name, None::<InspectContainerOptions>)
-            .await
-            .map_err(|e| self.map_err("inspect", name, e))?;
-        let running = c.state.as_ref().and_then(|s| s.running) == Some(true);
-        let restarting = c.state.as_ref().and_then(|s| s.restarting) == Some(true);
-        if running && !restarting {
-            return Ok(None);
-        }
-        let words = self.tail_text(name).await;
-        Ok(Some(words))
     }
 }
 

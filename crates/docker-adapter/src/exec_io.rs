@@ -4,9 +4,10 @@
 use std::pin::Pin;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
-use domain::ports::{ExecIo, ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
+use domain::ports::{ExecAttached, ExecIo, ExecOutcome, ExecSpec, OutputSink, OutputStream, RuntimeError};
 use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -26,12 +27,13 @@ struct Attached {
     input: Pin<Box<dyn AsyncWrite + Send>>,
 }
 
-impl DockerRuntime {
+#[async_trait]
+impl ExecAttached for DockerRuntime {
     /// Runs a command in a running container with `io` attached, streaming its output to `sink`.
     ///
     /// # Errors
     /// [`RuntimeError::NotFound`] when the container is gone; [`RuntimeError::Api`] when it is not running.
-    pub async fn exec_io(
+    async fn exec_io(
         &self,
         id: &str,
         spec: &ExecSpec,
@@ -62,7 +64,9 @@ impl DockerRuntime {
             }
         }
     }
+}
 
+impl DockerRuntime {
     /// Creates the exec (carrying `marker` in its environment, when the exec is timed) and starts it attached.
     async fn start_attached(
         &self,

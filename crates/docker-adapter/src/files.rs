@@ -8,12 +8,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
     CreateContainerOptions, DownloadFromContainerOptions, RemoveContainerOptions, StartContainerOptions,
     UploadToContainerOptions, WaitContainerOptions,
 };
-use domain::ports::RuntimeError;
+use domain::ports::{ContainerFiles, RuntimeError};
 use futures_util::StreamExt;
 
 use crate::DockerRuntime;
@@ -69,12 +70,13 @@ pub(crate) fn untar_first(tar: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-impl DockerRuntime {
+#[async_trait]
+impl ContainerFiles for DockerRuntime {
     /// Writes `data` as the file `dir/name` inside `container` (running or not), replacing it.
     ///
     /// # Errors
     /// A mapped [`RuntimeError`] (`NotFound` when the container is gone).
-    pub async fn write_file(&self, container: &str, dir: &str, name: &str, data: &[u8]) -> Result<(), RuntimeError> {
+    async fn write_file(&self, container: &str, dir: &str, name: &str, data: &[u8]) -> Result<(), RuntimeError> {
         let mtime = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let body = bollard::body_full(tar_one(name, data, mtime).into());
         let options = UploadToContainerOptions { path: dir.to_owned(), ..Default::default() };
@@ -85,43 +87,13 @@ impl DockerRuntime {
         }
     }
 
-    /// The contents of the file `path` inside `container`; `None` when the file does not exist.
-    ///
-    /// # Errors
-    /// A mapped [`RuntimeError`] (`NotFound` when the container is gone).
-    pub async fn download_file(&self, container: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
-        let options = DownloadFromContainerOptions { path: path.to_owned() };
-        let read = async {
-            let mut stream = self.docker.download_from_container(container, Some(options));
-            let mut tar = Vec::new();
-            while let Some(chunk) = stream.next().await {
-                tar.extend_from_slice(&chunk?);
-                // A lease is a few bytes; anything much bigger is not ours.
-                if tar.len() > 1 << 20 {
-                    break;
-                }
-            }
-            Ok::<_, bollard::errors::Error>(tar)
-        };
-        match tokio::time::timeout(ARCHIVE_TIMEOUT, read).await {
-            Ok(Ok(tar)) => Ok(untar_first(&tar)),
-            Ok(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, message }))
-                if !message.to_ascii_lowercase().contains("no such container") =>
-            {
-                Ok(None)
-            }
-            Ok(Err(e)) => Err(self.map_err("read file", container, e)),
-            Err(_) => Err(RuntimeError::Timeout(format!("reading a file from {container}"))),
-        }
-    }
-
     /// Removes the host folder `parent/name` as root, from a one-shot helper container of `image` that mounts `parent`
     /// and runs `rm -rf` on `name` (which never follows symlinks). The helper carries `labels` plus
     /// [`LABEL_HELPER`] and is removed whatever happens.
     ///
     /// # Errors
     /// A mapped [`RuntimeError`], or [`RuntimeError::Api`] when `rm` failed inside.
-    pub async fn remove_folder_as_root(
+    async fn remove_folder_as_root(
         &self,
         image: &str,
         parent: &str,
@@ -182,6 +154,38 @@ impl DockerRuntime {
         let rm = RemoveContainerOptions { force: true, ..Default::default() };
         let _ = self.docker.remove_container(&id, Some(rm)).await;
         outcome
+    }
+}
+
+impl DockerRuntime {
+    /// The contents of the file `path` inside `container`; `None` when the file does not exist.
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`] (`NotFound` when the container is gone).
+    pub(crate) async fn download_file(&self, container: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
+        let options = DownloadFromContainerOptions { path: path.to_owned() };
+        let read = async {
+            let mut stream = self.docker.download_from_container(container, Some(options));
+            let mut tar = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                tar.extend_from_slice(&chunk?);
+                // A lease is a few bytes; anything much bigger is not ours.
+                if tar.len() > 1 << 20 {
+                    break;
+                }
+            }
+            Ok::<_, bollard::errors::Error>(tar)
+        };
+        match tokio::time::timeout(ARCHIVE_TIMEOUT, read).await {
+            Ok(Ok(tar)) => Ok(untar_first(&tar)),
+            Ok(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, message }))
+                if !message.to_ascii_lowercase().contains("no such container") =>
+            {
+                Ok(None)
+            }
+            Ok(Err(e)) => Err(self.map_err("read file", container, e)),
+            Err(_) => Err(RuntimeError::Timeout(format!("reading a file from {container}"))),
+        }
     }
 }
 

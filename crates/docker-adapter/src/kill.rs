@@ -18,6 +18,9 @@ use futures_util::StreamExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use async_trait::async_trait;
+use domain::ports::{MarkedKill, RuntimeError};
+
 use crate::DockerRuntime;
 
 /// The variable that marks a timed exec's processes.
@@ -132,4 +135,16 @@ pub(crate) async fn kill_marked(
     let rm = RemoveContainerOptions { force: true, ..Default::default() };
     let _ = rt.docker.remove_container(&helper, Some(rm)).await;
     outcome
+}
+
+#[async_trait]
+impl MarkedKill for DockerRuntime {
+    /// Kills, from inside `container`'s own pid namespace, every process whose environment holds the entry
+    /// `marker` (`KEY=VALUE`, matched as a whole line); children inherit it, so a command's whole tree goes.
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`] when the kill exec cannot run.
+    async fn kill_marked(&self, container: &str, marker: &str) -> Result<(), RuntimeError> {
+        kill_marked(self, container, marker).await
+    }
 }

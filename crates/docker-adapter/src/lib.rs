@@ -3,10 +3,10 @@
 //! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
 //! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
 
-mod capabilities;
 mod egress;
 mod exec_io;
 mod extra;
+mod facts;
 mod files;
 mod host_kill;
 mod kill;
@@ -27,7 +27,7 @@ use bollard::query_parameters::{
     CreateContainerOptions, ListContainersOptions, RemoveContainerOptions, StartContainerOptions, StopContainerOptions,
 };
 use domain::container::{ContainerDetails, ContainerProcess, ContainerState, ContainerSummary};
-use domain::ports::{ContainerRuntime, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
+use domain::ports::{ContainerRuntime, ExecAttached, ExecOutcome, ExecSpec, ListQuery, OutputSink, RuntimeError};
 use domain::sandbox::CreateSpec;
 use domain::time::Timestamp;
 
@@ -134,50 +134,6 @@ impl DockerRuntime {
         };
         let docker = client(endpoint, &bollard::ClientVersion { major_version: major, minor_version: minor })?;
         Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}") })
-    }
-
-    /// The endpoint this runtime talks to.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    /// The negotiated Engine API version, e.g. `1.41`.
-    pub fn api_version(&self) -> &str {
-        &self.api_version
-    }
-
-    /// Whether the engine can enforce `--storage-opt size=`: overlay on an XFS backing filesystem (Docker names the
-    /// driver `overlay2`, Podman `overlay`).
-    ///
-    /// # Errors
-    /// A mapped [`RuntimeError`].
-    pub async fn supports_disk_quota(&self) -> Result<bool, RuntimeError> {
-        let info = self.docker.info().await.map_err(|e| self.map_err("info", "", e))?;
-        let xfs = info
-            .driver_status
-            .unwrap_or_default()
-            .iter()
-            .any(|kv| kv.len() == 2 && kv[0] == "Backing Filesystem" && kv[1] == "xfs");
-        Ok(matches!(info.driver.as_deref(), Some("overlay2" | "overlay")) && xfs)
-    }
-
-    /// Kills, from inside `container`'s own pid namespace, every process whose environment holds the entry
-    /// `marker` (`KEY=VALUE`, matched as a whole line); children inherit it, so a command's whole tree goes.
-    ///
-    /// # Errors
-    /// A mapped [`RuntimeError`] when the kill exec cannot run.
-    pub async fn kill_marked(&self, container: &str, marker: &str) -> Result<(), RuntimeError> {
-        kill::kill_marked(self, container, marker).await
-    }
-
-    /// Whether the engine can apply cgroup limits: `docker info` reports the memory, CPU-quota and pids
-    /// controllers (an unprivileged LXC or some rootless set-ups lack them, and every limited create would fail).
-    ///
-    /// # Errors
-    /// A mapped [`RuntimeError`].
-    pub async fn supports_cgroup_limits(&self) -> Result<bool, RuntimeError> {
-        let info = self.docker.info().await.map_err(|e| self.map_err("info", "", e))?;
-        Ok(info.memory_limit != Some(false) && info.cpu_cfs_quota != Some(false) && info.pids_limit != Some(false))
     }
 
     /// Whether an image exists locally.

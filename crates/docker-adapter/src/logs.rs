@@ -1,20 +1,22 @@
 //! A container's own output (`docker logs`): what its main process, or anything writing to that process's stdout or
-//! stderr, wrote. Beyond the port, for `berth sandbox logs`.
+//! stderr, wrote: the engine's [`ContainerLogs`], for `berth sandbox logs`.
 
+use async_trait::async_trait;
 use bollard::container::LogOutput;
 use bollard::query_parameters::LogsOptionsBuilder;
-use domain::ports::{OutputSink, OutputStream, RuntimeError};
+use domain::ports::{ContainerLogs, OutputSink, OutputStream, RuntimeError};
 use futures_util::StreamExt;
 
 use crate::DockerRuntime;
 
-impl DockerRuntime {
+#[async_trait]
+impl ContainerLogs for DockerRuntime {
     /// Streams `id`'s output to `sink`: the last `tail` lines (all with `None`), then, with `follow`, what it writes
     /// until the container stops.
     ///
     /// # Errors
     /// [`RuntimeError::NotFound`] when the container is gone, another mapped [`RuntimeError`] otherwise.
-    pub async fn logs(
+    async fn logs(
         &self,
         id: &str,
         tail: Option<usize>,

@@ -3,19 +3,21 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use bollard::query_parameters::{InspectContainerOptions, StatsOptions};
-use domain::ports::{RuntimeError, Usage};
+use domain::ports::{ContainerUsage, RuntimeError, Usage};
 use futures_util::StreamExt;
 
 use crate::{CALL_TIMEOUT_SECS, DockerRuntime};
 
-impl DockerRuntime {
+#[async_trait]
+impl ContainerUsage for DockerRuntime {
     /// Samples a running container's memory and CPU use. The engine takes two readings about a second apart for
     /// the CPU figure (as `docker stats --no-stream` does); sample several containers concurrently.
     ///
     /// # Errors
     /// [`RuntimeError::NotFound`]; [`RuntimeError::Timeout`].
-    pub async fn usage(&self, id: &str) -> Result<Usage, RuntimeError> {
+    async fn usage(&self, id: &str) -> Result<Usage, RuntimeError> {
         let options = StatsOptions { stream: false, one_shot: false };
         let mut stream = self.docker.stats(id, Some(options));
         let first = tokio::time::timeout(Duration::from_secs(CALL_TIMEOUT_SECS), stream.next()).await;
@@ -59,7 +61,7 @@ impl DockerRuntime {
     ///
     /// # Errors
     /// [`RuntimeError::NotFound`]; [`RuntimeError::Timeout`].
-    pub async fn writable_size(&self, id: &str) -> Result<Option<i64>, RuntimeError> {
+    async fn writable_size(&self, id: &str) -> Result<Option<i64>, RuntimeError> {
         let call = self.docker.inspect_container(id, Some(InspectContainerOptions { size: true }));
         match tokio::time::timeout(Duration::from_secs(CALL_TIMEOUT_SECS), call).await {
             Ok(res) => Ok(res.map_err(|e| self.map_err("inspect", id, e))?.size_rw),

@@ -127,7 +127,7 @@ impl Ctx {
 
     /// The Docker endpoint: `DOCKER_HOST`, else the default socket.
     pub fn docker_endpoint(&self) -> String {
-        self.env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(docker_adapter::DEFAULT_ENDPOINT).to_owned()
+        self.env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(crate::edge::open::DEFAULT_ENDPOINT).to_owned()
     }
 
     /// Fails unless the active profile exists.

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+pub use docker_adapter::{CONNECT_TIMEOUT, DEFAULT_ENDPOINT};
 use docker_adapter::{DockerRunFlags, DockerRuntime};
 use domain::ports::{Engine, ExtraArgsParser, RuntimeError};
 use kanban_core::{BoardStore, StoreError};

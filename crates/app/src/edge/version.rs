@@ -17,7 +17,7 @@ pub fn line() -> String {
 
 /// The engine line: `engine: API 1.41 at unix:///var/run/docker.sock`, or `engine: unreachable at …: reason`.
 pub fn engine_line(env: &config_bridge::EnvMap) -> String {
-    let endpoint = env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(docker_adapter::DEFAULT_ENDPOINT);
+    let endpoint = env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(crate::edge::open::DEFAULT_ENDPOINT);
     let asked = tokio::runtime::Builder::new_current_thread().enable_all().build().map(|rt| {
         rt.block_on(async { tokio::time::timeout(ENGINE_BOUND, crate::edge::open::open_engine(endpoint)).await })
     });

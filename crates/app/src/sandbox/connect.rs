@@ -29,7 +29,7 @@ pub async fn connect(ctx: &Ctx) -> Result<Arc<dyn Engine>, Failure> {
 /// [`connect`] without the ping when this home already negotiated with the engine behind this very socket file:
 /// the version is remembered with the socket's identity (device, inode, change time), and an engine that restarts,
 /// is upgraded or is replaced makes a new socket, which misses. For `berth run`'s fast path, whose first request
-/// the caller bounds by [`docker_adapter::CONNECT_TIMEOUT`] as the ping would have been.
+/// the caller bounds by [`crate::edge::open::CONNECT_TIMEOUT`] as the ping would have been.
 ///
 /// # Errors
 /// As [`connect`], on a miss.
