@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,7 +20,7 @@ use domain::ports::Clock;
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
-use crate::edge::open::{Board, open_board};
+use crate::edge::open::Board;
 
 /// The variable naming the worker's socket in its command's environment.
 pub const SOCKET_VAR: &str = "BERTH_WORKER_SOCKET";
@@ -146,7 +146,9 @@ fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Req
     let text = req.text.as_deref().map(crate::edge::redact::redact);
     let text = text.as_deref();
     let host = ctx.host_id();
-    let t = retrying(ctx, op, store, |b| {
+    // As the command's own write would have: through an outage of the board for `kanban.board_retry_seconds`.
+    let what = format!("record the command's {op}");
+    let t = super::outage::retrying_blocking(ctx, &what, super::outage::patience(ctx), store, |b| {
         let now = SystemClock.now();
         match op {
             "complete" => b.complete(task, Some(run), text, None, now),
@@ -160,36 +162,6 @@ fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Req
         }
     })?;
     serde_json::to_value(&t).map_err(|e| Failure::other(e.to_string()))
-}
-
-/// Runs `op` on the worker's connection (opened, or opened again, as needed), retrying through an outage of the
-/// board for `kanban.board_retry_seconds`, as the command's own write would have.
-fn retrying<T>(
-    ctx: &Ctx,
-    what: &str,
-    store: &mut Option<Board>,
-    mut op: impl FnMut(&mut Board) -> Result<T, kanban_core::StoreError>,
-) -> Result<T, Failure> {
-    let deadline = Instant::now() + super::outage::patience(ctx);
-    let mut wait = Duration::from_millis(100);
-    loop {
-        let res = match store {
-            Some(s) => op(s),
-            None => open_board(ctx).and_then(|mut s| {
-                let r = op(&mut s);
-                *store = Some(s);
-                r
-            }),
-        };
-        match res {
-            Err(e) if e.is_transient() && Instant::now() + wait < deadline => {
-                tracing::warn!("the board is unreachable ({e}); retrying the command's {what}");
-                std::thread::sleep(wait);
-                wait = (wait * 2).min(Duration::from_secs(5));
-            }
-            other => return other.map_err(Failure::from),
-        }
-    }
 }
 
 /// `kanban complete|block|heartbeat ID [TEXT]` in a worker's command with a socket: sent to the worker, whose answer

@@ -3,6 +3,7 @@
 //! an outcome instead of losing it (a task whose outcome is lost would be judged crashed and run again). A refusal
 //! (the board answered: no such task, the run was taken back) is returned at once.
 
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use kanban_core::StoreError;
@@ -21,23 +22,31 @@ pub fn own_run(ctx: &Ctx, id: &str) -> Option<i64> {
         .flatten()
 }
 
-/// Runs `op` on the board in `store` (opened, or opened again, as needed), retrying through an outage for
-/// `patience` with a backoff from 100 ms to 5 s; says once on stderr (the worker's log) that it waits.
-///
-/// # Errors
-/// The last error when `patience` ran out, or a refusal at once.
-pub async fn retrying<T>(
-    ctx: &Ctx,
-    what: &str,
+/// The one retry policy of board writes through an outage: which errors are waited out (transient ones), for how
+/// long (`patience` from the first try), with what back-off (100 ms doubling to 5 s), and what the log says (once
+/// that it waits, once that the board is back). [`retrying`] sleeps on the async runtime, [`retrying_blocking`] on
+/// its thread (the worker's socket for its command's requests); both follow this.
+struct Outage<'a> {
+    what: &'a str,
     patience: Duration,
-    store: &mut Option<Board>,
-    mut op: impl FnMut(&mut Board) -> Result<T, StoreError>,
-) -> Result<T, Failure> {
-    let waited = Instant::now();
-    let deadline = waited + patience;
-    let mut wait = Duration::from_millis(100);
-    let mut told = false;
-    loop {
+    started: Instant,
+    wait: Duration,
+    told: bool,
+}
+
+impl<'a> Outage<'a> {
+    fn new(what: &'a str, patience: Duration) -> Self {
+        Self { what, patience, started: Instant::now(), wait: Duration::from_millis(100), told: false }
+    }
+
+    /// One try of `op` on the board in `store` (opened, or opened again, as needed): the value, the pause before
+    /// the next try, or the error to give up with (a refusal at once, an outage past the patience).
+    fn attempt<T>(
+        &mut self,
+        ctx: &Ctx,
+        store: &mut Option<Board>,
+        op: &mut impl FnMut(&mut Board) -> Result<T, StoreError>,
+    ) -> Result<ControlFlow<T, Duration>, Failure> {
         let res = match store {
             Some(s) => op(s),
             None => open_board(ctx).and_then(|mut s| {
@@ -48,23 +57,64 @@ pub async fn retrying<T>(
         };
         match res {
             Ok(v) => {
-                if told {
-                    tracing::warn!("the board is back; could {what} after waiting {}s", waited.elapsed().as_secs());
+                if self.told {
+                    let waited = self.started.elapsed().as_secs();
+                    tracing::warn!("the board is back; could {} after waiting {waited}s", self.what);
                 }
-                return Ok(v);
+                Ok(ControlFlow::Break(v))
             }
-            Err(e) if e.is_transient() && Instant::now() + wait < deadline => {
-                if !told {
-                    tracing::warn!(
-                        "the board is unreachable ({e}); retrying to {what} for up to {}s",
-                        patience.as_secs()
-                    );
-                    told = true;
+            Err(e) if e.is_transient() && Instant::now() + self.wait < self.started + self.patience => {
+                if !self.told {
+                    let (what, secs) = (self.what, self.patience.as_secs());
+                    tracing::warn!("the board is unreachable ({e}); retrying to {what} for up to {secs}s");
+                    self.told = true;
                 }
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(5));
+                let wait = self.wait;
+                self.wait = (wait * 2).min(Duration::from_secs(5));
+                Ok(ControlFlow::Continue(wait))
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Runs `op` on the board in `store` (opened, or opened again, as needed), retrying through an outage for
+/// `patience` as [`Outage`] decides.
+///
+/// # Errors
+/// The last error when `patience` ran out, or a refusal at once.
+pub async fn retrying<T>(
+    ctx: &Ctx,
+    what: &str,
+    patience: Duration,
+    store: &mut Option<Board>,
+    mut op: impl FnMut(&mut Board) -> Result<T, StoreError>,
+) -> Result<T, Failure> {
+    let mut outage = Outage::new(what, patience);
+    loop {
+        match outage.attempt(ctx, store, &mut op)? {
+            ControlFlow::Break(v) => return Ok(v),
+            ControlFlow::Continue(wait) => tokio::time::sleep(wait).await,
+        }
+    }
+}
+
+/// [`retrying`] on a thread that is not the async runtime's, with the same policy.
+///
+/// # Errors
+/// As [`retrying`].
+pub fn retrying_blocking<T>(
+    ctx: &Ctx,
+    what: &str,
+    patience: Duration,
+    store: &mut Option<Board>,
+    mut op: impl FnMut(&mut Board) -> Result<T, StoreError>,
+) -> Result<T, Failure> {
+    let mut outage = Outage::new(what, patience);
+    loop {
+        match outage.attempt(ctx, store, &mut op)? {
+            ControlFlow::Break(v) => return Ok(v),
+            ControlFlow::Continue(wait) => std::thread::sleep(wait),
         }
     }
 }
