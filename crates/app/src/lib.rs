@@ -132,6 +132,10 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
             return Err(f);
         }
     };
+    // What `-c` just set of the engine's extra arguments is refused at once, read as a create would read it.
+    if let Some(args) = ctx.resolved.extra_args_from_cli() {
+        edge::open::extra_args_parser().parse(args).map_err(Failure::usage_of)?;
+    }
     let setup = match &cli.command {
         Command::Worker(cli::WorkerCmd::Run { log, workdir, .. }) => {
             worker::enter(&ctx, log.as_deref(), workdir.as_deref()).err()

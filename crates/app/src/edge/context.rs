@@ -78,10 +78,6 @@ impl Ctx {
         for w in &resolved.warnings {
             tracing::warn!("{w}");
         }
-        // What `-c` just set is refused at once, read by the engine's parser as a create would read it.
-        if let Some(args) = resolved.extra_args_from_cli() {
-            crate::edge::open::extra_args_parser().parse(args).map_err(Failure::usage_of)?;
-        }
         let settings = resolved.settings.clone();
         Ok(Self { home, profile, env, settings, resolved, json })
     }
@@ -127,7 +123,7 @@ impl Ctx {
 
     /// The Docker endpoint: `DOCKER_HOST`, else the default socket.
     pub fn docker_endpoint(&self) -> String {
-        self.env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(crate::edge::open::DEFAULT_ENDPOINT).to_owned()
+        self.env.get("DOCKER_HOST").filter(|h| !h.is_empty()).unwrap_or(docker_adapter::DEFAULT_ENDPOINT).to_owned()
     }
 
     /// Fails unless the active profile exists.
