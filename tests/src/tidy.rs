@@ -592,3 +592,39 @@ fn settings_doc_is_current() {
         panic!("docs/settings.md was out of date and has been regenerated; commit it");
     }
 }
+
+/// The Docker adapter implements each port method in the trait's impl, never also as an inherent method of
+/// `DockerRuntime` that the impl delegates to: one place per operation, reached through the port.
+#[test]
+fn the_docker_adapter_has_no_inherent_twin_of_a_port_method() {
+    let mut ports = Vec::new();
+    rust_files(&workspace().join("crates/domain/src/ports"), &mut ports);
+    ports.push(workspace().join("crates/domain/src/ports.rs"));
+    let fn_name = |l: &str| -> Option<String> {
+        let l = l.trim_start();
+        let l = l.strip_prefix("pub(crate) ").or_else(|| l.strip_prefix("pub ")).unwrap_or(l);
+        let rest = l.strip_prefix("async fn ").or_else(|| l.strip_prefix("fn "))?;
+        Some(rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect())
+    };
+    let port_methods: BTreeSet<String> = ports
+        .iter()
+        .flat_map(|f| std::fs::read_to_string(f).unwrap().lines().filter_map(fn_name).collect::<Vec<_>>())
+        .collect();
+    assert!(port_methods.contains("exec_io") && port_methods.contains("kill_marked"), "{port_methods:?}");
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates/docker-adapter/src"), &mut files);
+    let mut twins = Vec::new();
+    for f in &files {
+        let mut inherent = false;
+        for l in std::fs::read_to_string(f).unwrap().lines() {
+            if l.starts_with("impl ") {
+                inherent = l.starts_with("impl DockerRuntime {");
+            } else if l == "}" {
+                inherent = false;
+            } else if inherent && l.starts_with("    ") && !l.starts_with("     ") {
+                twins.extend(fn_name(l).filter(|n| port_methods.contains(n)).map(|n| format!("{}: {n}", f.display())));
+            }
+        }
+    }
+    assert!(twins.is_empty(), "inherent methods of DockerRuntime named like a port's: {twins:?}");
+}

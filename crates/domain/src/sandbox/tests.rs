@@ -252,3 +252,32 @@ fn sizes_are_read_as_docker_reads_them_and_nothing_else() {
         assert_eq!(parse_bytes(bad), None, "{bad}");
     }
 }
+
+#[test]
+fn extra_args_append_lists_replace_what_they_set_and_may_clear_the_cpu_count() {
+    let base = build(&settings(), &HostFacts::default()).spec;
+    let mut untouched = base.clone();
+    ExtraArgs::default().apply_to(&mut untouched);
+    assert_eq!(untouched, base);
+    let mut spec = base.clone();
+    ExtraArgs {
+        env: vec!["A=1".into()],
+        cap_add: vec!["NET_ADMIN".into()],
+        labels: BTreeMap::from([("k".into(), "v".into())]),
+        memory_bytes: Some(1 << 30),
+        nano_cpus: Some(None),
+        init: Some(false),
+        ..ExtraArgs::default()
+    }
+    .apply_to(&mut spec);
+    assert_eq!((spec.env.len(), spec.env.last().map(String::as_str)), (base.env.len() + 1, Some("A=1")));
+    assert_eq!(spec.cap_add[..base.cap_add.len()], base.cap_add[..]);
+    assert_eq!(spec.cap_add.last().map(String::as_str), Some("NET_ADMIN"));
+    assert_eq!(spec.labels["k"], "v");
+    assert_eq!((spec.memory_bytes, spec.nano_cpus, spec.init), (Some(1 << 30), None, false));
+    assert_eq!((spec.pids_limit, &spec.user, &spec.network_mode), (base.pids_limit, &base.user, &base.network_mode));
+    // A runtime without extra arguments refuses any, and builds the same spec from none.
+    let mut st = settings();
+    st.extra_args = vec!["--privileged".into()];
+    assert!(matches!(try_build(&st, &HostFacts::default()), Err(SpecError::UnsupportedExtraArg { .. })));
+}
