@@ -13,8 +13,8 @@
 //!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
 //! - `copy.rs`: `kanban migrate --to`, copying a SQLite board with its ids.
 //! - `listen.rs`: [`PgBoardListener`], which counts the board's change notifications (`LISTEN`) so a gateway wakes
-//!   at once when another process or host changes the board.
-//!
+//!   at once when another process or host changes the board; a quiet server is asked every 30 s whether it still
+//!   answers.
 //! - `client.rs`: the blocking client over tokio-postgres, every round trip bounded by
 //!   `kanban.database_timeout_seconds`, so a server that accepts and never answers, or goes silent mid-session,
 //!   costs a call its bound and one line (the board unavailable), never a hang.
