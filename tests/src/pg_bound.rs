@@ -1,14 +1,17 @@
 //! Every round trip to a PostgreSQL board is bounded (`kanban.database_timeout_seconds`, issue 23 item 5): a server
 //! that accepts the connection and never answers, and one that goes silent mid-session while its sockets stay open
 //! (the kernel still acknowledging, so no keepalive notices), cost a command the bound and one line, never a hang,
-//! and the board is left as it was.
+//! and the board is left as it was; a gateway reports the board unavailable within the bound and connects anew once
+//! the server answers again.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::Home;
+use crate::support::{Gateway, Home, wait_until};
 
 /// The bound the tests set (`KANBAN_DATABASE_TIMEOUT_SECONDS`), well under the 10 s connect timeout berth had.
 const BOUND: u64 = 2;
@@ -93,6 +96,79 @@ fn a_server_silent_mid_session_costs_a_command_the_bound_and_changes_nothing() {
     assert_eq!(ids, [id.as_str()], "the board holds exactly the task made before: {tasks}");
 }
 
+/// A gateway whose board server goes silent mid-session (a proxy that stops forwarding both ways, sockets kept
+/// open) reports the board unavailable within the bound and its interval, keeps running, and once the server answers
+/// again connects anew and dispatches the task created meanwhile. Before, its tick hung on the silent connection for
+/// good.
+#[test]
+fn a_gateway_whose_server_goes_silent_reports_it_within_the_bound_and_recovers() {
+    let Some(home) = Home::on_postgres() else { return };
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["kanban", "ls"]); // the schema made directly, not through the proxy
+    let (proxy, silent) = switchable(home.board_url.as_deref().unwrap());
+    let gw =
+        Gateway::start_with(
+            &home,
+            home.cmd()
+                .env("KANBAN_DATABASE_URL", &proxy)
+                .env("KANBAN_DATABASE_TIMEOUT_SECONDS", BOUND.to_string())
+                .args(["-v", "-c", "kanban.dispatch_interval_seconds=1", "-c", "kanban.worker_command=true"]),
+        );
+    wait_until("the gateway to listen", Duration::from_secs(30), || {
+        gw.stderr().contains("listening for board changes")
+    });
+    // A first tick behind it: its board connection is open and kept, so the silence comes mid-session.
+    wait_until("a first tick", Duration::from_secs(30), || home.gateway_status()["ticks"].as_u64().unwrap_or(0) >= 1);
+    silent.store(true, Ordering::SeqCst);
+    let went_silent = Instant::now();
+    let said = format!("did not answer within {BOUND}s");
+    wait_until("the gateway to report the silent board", Duration::from_secs(40), || gw.stderr().contains(&said));
+    let took = went_silent.elapsed();
+    eprintln!("the gateway reported the silent board after {took:?}");
+    assert!(took < Duration::from_secs(BOUND + 1) + MARGIN, "reported after {took:?}:\n{}", gw.stderr());
+    assert!(home.gateway_status()["running"].as_bool().unwrap_or(false), "the gateway still runs");
+
+    // The server answers again: the task created meanwhile (directly) is dispatched over a new connection.
+    let id = home.json(&["kanban", "create", "after", "--assignee", "alpha", "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    silent.store(false, Ordering::SeqCst);
+    wait_until("the task to be dispatched after the silence", Duration::from_secs(30), || {
+        home.json(&["kanban", "show", &id])["task"]["status"].as_str() != Some("ready")
+    });
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0), "{err}");
+    eprintln!("{}", err.lines().filter(|l| l.contains("board")).take(12).collect::<Vec<_>>().join("\n"));
+}
+
+/// Copies `from` to `to`, dropping what comes while `silent` is set.
+fn pump_unless_silent(from: &mut dyn Read, to: &mut dyn Write, silent: &AtomicBool) {
+    let mut buf = [0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buf) {
+        // scenario: while silent, the bytes go nowhere and the sockets stay open
+        if n == 0 || (!silent.load(Ordering::SeqCst) && to.write_all(&buf[..n]).is_err()) {
+            return;
+        }
+    }
+}
+
+/// A TCP proxy to the server of `url` that forwards both ways until `silent` is set, then drops whatever either end
+/// sends (each socket kept open) until it is cleared; returns a key-value connection string through it.
+fn switchable(url: &str) -> (String, Arc<AtomicBool>) {
+    let silent = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&silent);
+    let target = url.to_owned();
+    let through = proxy(url, move |client| {
+        let (mut up_read, mut up_write) = Upstream::connect(&target).split();
+        let (mut down_read, mut down_write) = (client.try_clone().unwrap(), client);
+        let (back, forth) = (Arc::clone(&flag), Arc::clone(&flag));
+        std::thread::spawn(move || pump_unless_silent(&mut up_read, &mut down_write, &back));
+        std::thread::spawn(move || pump_unless_silent(&mut down_read, &mut up_write, &forth));
+    });
+    (through, silent)
+}
+
 /// Either end of the proxy's upstream.
 enum Upstream {
     Tcp(TcpStream),
@@ -125,18 +201,25 @@ impl Upstream {
 /// berth connection makes), then forwards nothing more the client sends, holding both sockets open; returns a
 /// key-value connection string through it (same user, database and password).
 fn silent_after_first_query(url: &str) -> String {
+    let target = url.to_owned();
+    proxy(url, move |client| {
+        let (mut up_read, up_write) = Upstream::connect(&target).split();
+        let mut down = client.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut up_read, &mut down);
+        });
+        std::thread::spawn(move || pump_until_second_query(client, up_write));
+    })
+}
+
+/// A listener on a free local port whose connections `serve` takes; returns a key-value connection string to it with
+/// the user, database and password of `url`.
+fn proxy(url: &str, serve: impl Fn(TcpStream) + Send + 'static) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let target = url.to_owned();
     std::thread::spawn(move || {
-        for client in listener.incoming() {
-            let Ok(client) = client else { continue };
-            let (mut up_read, up_write) = Upstream::connect(&target).split();
-            let mut down = client.try_clone().unwrap();
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut up_read, &mut down);
-            });
-            std::thread::spawn(move || pump_until_second_query(client, up_write));
+        for client in listener.incoming().flatten() {
+            serve(client);
         }
     });
     let config: postgres::Config = url.parse().unwrap();
