@@ -97,9 +97,9 @@ fn a_server_silent_mid_session_costs_a_command_the_bound_and_changes_nothing() {
 }
 
 /// A gateway whose board server goes silent mid-session (a proxy that stops forwarding both ways, sockets kept
-/// open) reports the board unavailable within the bound and its interval, keeps running, and once the server answers
-/// again connects anew and dispatches the task created meanwhile. Before, its tick hung on the silent connection for
-/// good.
+/// open) reports the board unavailable within the bound and its interval, keeps running, its listener notices too,
+/// and once the server answers again it connects anew, listens again and dispatches the task created meanwhile.
+/// Before, its tick hung on the silent connection for good.
 #[test]
 fn a_gateway_whose_server_goes_silent_reports_it_within_the_bound_and_recovers() {
     let Some(home) = Home::on_postgres() else { return };
@@ -127,6 +127,11 @@ fn a_gateway_whose_server_goes_silent_reports_it_within_the_bound_and_recovers()
     eprintln!("the gateway reported the silent board after {took:?}");
     assert!(took < Duration::from_secs(BOUND + 1) + MARGIN, "reported after {took:?}:\n{}", gw.stderr());
     assert!(home.gateway_status()["running"].as_bool().unwrap_or(false), "the gateway still runs");
+    // Its listener, quiet meanwhile, asks the server whether it still answers (after 30 s of quiet) and, past the
+    // bound, says it no longer listens instead of staying deaf.
+    wait_until("the listener to notice the silence", Duration::from_secs(30 + BOUND + 10), || {
+        gw.stderr().contains("cannot listen for board changes")
+    });
 
     // The server answers again: the task created meanwhile (directly) is dispatched over a new connection.
     let id = home.json(&["kanban", "create", "after", "--assignee", "alpha", "--command", "true"])["id"]
@@ -137,9 +142,12 @@ fn a_gateway_whose_server_goes_silent_reports_it_within_the_bound_and_recovers()
     wait_until("the task to be dispatched after the silence", Duration::from_secs(30), || {
         home.json(&["kanban", "show", &id])["task"]["status"].as_str() != Some("ready")
     });
+    wait_until("the listener to listen again", Duration::from_secs(40), || {
+        gw.stderr().contains("listening for board changes on host=127.0.0.1") && gw.stderr().contains(" again")
+    });
     let (code, _, err) = gw.stop();
     assert_eq!(code, Some(0), "{err}");
-    eprintln!("{}", err.lines().filter(|l| l.contains("board")).take(12).collect::<Vec<_>>().join("\n"));
+    eprintln!("{}", err.lines().filter(|l| l.contains("board") && !l.contains("DEBUG")).collect::<Vec<_>>().join("\n"));
 }
 
 /// Copies `from` to `to`, dropping what comes while `silent` is set.
