@@ -49,6 +49,8 @@ mod parity;
 #[cfg(test)]
 mod pg_board;
 #[cfg(test)]
+mod pg_bound;
+#[cfg(test)]
 mod pg_wake;
 #[cfg(test)]
 mod signals;

@@ -157,6 +157,7 @@ settings! {
         dashboard_allow_remote: bool = "false", "Let the dashboard listen on an address other than loopback (`kanban.dashboard_bind`); without it such a bind is refused. Every route still needs the start's token.";
         dashboard_bind: String = "127.0.0.1", "The address the dashboard listens on; an address that is not loopback needs `kanban.dashboard_allow_remote`.";
         dashboard_port: u16 = "0", "The port of the dashboard `berth gateway run` serves (board, task logs, actions, `/api`, `/metrics`); 0 serves none. `berth dashboard` uses it too, 0 there meaning any free port.";
+        database_timeout_seconds: PositiveSeconds = "30", "On a PostgreSQL board, how long berth waits for the server to answer any one request (a query, a commit, a wait for change notifications) before it reports the board unavailable and drops that connection; connecting waits at most this and the URL's `connect_timeout` (10 s unless set). A server that accepts connections and never answers, or goes silent mid-session, costs a command this, never a hang.";
         database_url: String = "", "Where the board lives: empty keeps it in `<home>/berth-kanban.db` (SQLite); a `postgres://user:password@host:port/db` URL puts it on PostgreSQL, shared by gateways on several hosts.";
         default_assignee: String = "", "Profile that unassigned ready tasks are routed to at dispatch time; empty or whitespace means unset.";
         dispatch_in_gateway: bool = "true", "Whether `berth gateway run` dispatches the boards; false leaves the gateway idle.";

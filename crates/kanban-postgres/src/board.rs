@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
+use crate::client::GenericClient;
 use domain::ids::BoardSlug;
 use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use kanban_core::rules::failure_change;
 use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
-use postgres::GenericClient;
 use serde_json::{Value as Json, json};
 
 use crate::{PgKanbanStore, PgResult};
@@ -26,7 +26,7 @@ pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
     Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
 }
 
-pub(crate) fn task_from_row(r: &postgres::Row) -> PgResult<Task> {
+pub(crate) fn task_from_row(r: &tokio_postgres::Row) -> PgResult<Task> {
     Ok(Task {
         id: r.try_get(0)?,
         board: r.try_get(1)?,
@@ -57,7 +57,7 @@ pub(crate) fn task_from_row(r: &postgres::Row) -> PgResult<Task> {
     })
 }
 
-fn board_from_row(r: &postgres::Row) -> PgResult<Board> {
+fn board_from_row(r: &tokio_postgres::Row) -> PgResult<Board> {
     Ok(Board { slug: r.try_get(0)?, name: r.try_get(1)?, created_at: r.try_get(2)? })
 }
 
@@ -85,7 +85,7 @@ pub(crate) fn event(
     payload: &Json,
     now: Timestamp,
 ) -> PgResult<()> {
-    use postgres::types::Type;
+    use tokio_postgres::types::Type;
     // Typed parameters: one round trip, not a prepare and then an execute (every transition appends an event).
     tx.query_typed(
         "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
@@ -223,7 +223,7 @@ pub(crate) fn millis(d: Duration) -> i64 {
 /// A task with its parents, in two round trips (typed parameters: no separate prepare), as every worker and
 /// `kanban complete` reads one.
 pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
-    use postgres::types::Type;
+    use tokio_postgres::types::Type;
     let sql = format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1");
     let row = c.query_typed_opt(&sql, &[(&id, Type::TEXT)])?;
     let mut t = task_from_row(&row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)?;

@@ -9,6 +9,7 @@ use serde_json::json;
 
 use crate::PgKanbanStore;
 use crate::board::{event, millis, read_task, status_in};
+use crate::client::GenericClient as _;
 
 impl PgKanbanStore {
     pub(crate) fn confirm(

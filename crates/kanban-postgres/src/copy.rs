@@ -1,8 +1,8 @@
 //! `berth kanban migrate --to <url>`: loads a board another store dumped (boards, tasks, links, events, runs, with
 //! their ids) into an empty PostgreSQL board in one transaction, then verifies the counts.
 
+use crate::client::GenericClient;
 use kanban_core::{Cell, CopyReport, StoreError, TableRows};
-use postgres::GenericClient;
 
 use crate::{PgKanbanStore, PgResult};
 
@@ -74,7 +74,7 @@ fn insert_rows(tx: &mut impl GenericClient, table: &str, cols: &str, rows: &[Vec
     let batch = (60_000 / width).max(1);
     for chunk in rows.chunks(batch) {
         let mut sql = format!("INSERT INTO berth.{table} ({cols}) VALUES ");
-        let mut params: Vec<Box<dyn postgres::types::ToSql + Sync>> = Vec::with_capacity(chunk.len() * width);
+        let mut params: Vec<Box<dyn tokio_postgres::types::ToSql + Sync>> = Vec::with_capacity(chunk.len() * width);
         for (i, row) in chunk.iter().enumerate() {
             sql.push_str(if i == 0 { "(" } else { ", (" });
             for (j, cell) in row.iter().enumerate() {
@@ -94,7 +94,7 @@ fn insert_rows(tx: &mut impl GenericClient, table: &str, cols: &str, rows: &[Vec
             }
             sql.push(')');
         }
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
+        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
         tx.execute(&sql, &refs)?;
     }
     Ok(())

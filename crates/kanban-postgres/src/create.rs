@@ -12,13 +12,14 @@ use kanban_core::{NewTask, Task};
 
 use crate::PgResult;
 use crate::board::{event, read_board, read_task, status_of};
+use crate::client::GenericClient as _;
 
 const INSERT_TASK: &str = "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, \
     created_by, created_at, max_runtime_seconds, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
 /// Creates one task (see `BoardStore::create_task`).
 pub(crate) fn create_task(
-    c: &mut postgres::Client,
+    c: &mut crate::client::Client,
     board: &BoardSlug,
     id: &str,
     new: &NewTask,
@@ -79,7 +80,7 @@ const INSERT_CREATED: &str = "INSERT INTO berth.task_events (task_id, run_id, ki
 
 /// Creates a batch of tasks in one transaction, all or none (see `BoardStore::create_tasks`).
 pub(crate) fn create_tasks(
-    c: &mut postgres::Client,
+    c: &mut crate::client::Client,
     board: &BoardSlug,
     tasks: &[(String, NewTask)],
     now: Timestamp,

@@ -8,6 +8,7 @@ use serde_json::{Value as Json, json};
 
 use crate::PgKanbanStore;
 use crate::board::{close_run, event, read_task, status_in, worker_of};
+use crate::client::GenericClient as _;
 
 impl PgKanbanStore {
     pub(crate) fn edit_task(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task, StoreError> {

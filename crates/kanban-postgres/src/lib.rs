@@ -13,14 +13,19 @@
 //!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
 //! - `copy.rs`: `kanban migrate --to`, copying a SQLite board with its ids.
 //! - `listen.rs`: [`PgBoardListener`], which counts the board's change notifications (`LISTEN`) so a gateway wakes
-//!   at once when another process or host changes the board.
+//!   at once when another process or host changes the board; a quiet server is asked every 30 s whether it still
+//!   answers.
+//! - `client.rs`: the blocking client over tokio-postgres, every round trip bounded by
+//!   `kanban.database_timeout_seconds`, so a server that accepts and never answers, or goes silent mid-session,
+//!   costs a call its bound and one line (the board unavailable), never a hang.
 //!
-//! The blocking `postgres` client runs its own small runtime and panics inside another one; berth's commands run on
+//! The client runs each connection's own small runtime and cannot run inside another one; berth's commands run on
 //! a current-thread tokio runtime. Every call therefore goes through [`off_runtime`]: on a runtime thread the call
 //! runs on a scoped helper thread (the caller blocks, as it does on SQLite's file), elsewhere directly.
 
 mod board;
 mod claims;
+mod client;
 mod copy;
 mod create;
 mod edit;
@@ -31,9 +36,12 @@ mod tick;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use kanban_core::StoreError;
-use postgres::{Client, Statement};
+use tokio_postgres::Statement;
+
+use crate::client::{Client, GenericClient as _};
 
 pub use copy::load_board;
 pub use listen::PgBoardListener;
@@ -49,18 +57,24 @@ pub fn check_url(url: &str) -> Result<(), StoreError> {
 
 /// The password in a board URL, if it holds one (for masking it in logs).
 pub fn url_password(url: &str) -> Option<String> {
-    let config = <postgres::Config as std::str::FromStr>::from_str(url).ok()?;
+    let config = <tokio_postgres::Config as std::str::FromStr>::from_str(url).ok()?;
     config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).filter(|p| !p.is_empty())
 }
 pub use schema::{BOARD_CHANNEL, MIGRATIONS, SCHEMA};
+
+/// How long a call waits for the server when the caller names no bound (`kanban.database_timeout_seconds`'s
+/// default).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The board on a PostgreSQL server.
 pub struct PgKanbanStore {
     conn: Mutex<Option<Conn>>,
     /// How to connect again when the connection was lost (a server restart, a cut connection).
-    config: postgres::Config,
+    config: tokio_postgres::Config,
     /// The URL without its password, for messages.
     shown: String,
+    /// How long any one round trip may wait for the server.
+    bound: Duration,
     /// This host's identity (`kanban.host_id`): written into claims and runs; only its own workers are probed by
     /// pid or stopped.
     host: String,
@@ -76,11 +90,11 @@ pub(crate) struct Conn {
 #[derive(Debug)]
 pub(crate) struct PgErr(pub(crate) StoreError);
 
-impl From<postgres::Error> for PgErr {
+impl From<tokio_postgres::Error> for PgErr {
     /// A lost connection or a server going down (an outage, worth retrying) apart from the server refusing the
     /// statement.
-    fn from(e: postgres::Error) -> Self {
-        use postgres::error::SqlState;
+    fn from(e: tokio_postgres::Error) -> Self {
+        use tokio_postgres::error::SqlState;
         let lost = e.is_closed()
             || e.as_db_error().is_none()
             || e.code().is_some_and(|c| {
@@ -107,7 +121,7 @@ impl From<PgErr> for StoreError {
 pub(crate) type PgResult<T> = Result<T, PgErr>;
 
 /// A server error as one line: the server's own message when it sent one, else the client's.
-pub(crate) fn server_message(e: &postgres::Error) -> String {
+pub(crate) fn server_message(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
         None => {
@@ -153,6 +167,7 @@ impl PgKanbanStore {
         let slot: &mut Option<Conn> = &mut guard;
         let config = &self.config;
         let shown = &self.shown;
+        let bound = self.bound;
         off_runtime(move || {
             let guard = slot;
             // A connection the server or the network closed is replaced before the call, not reported: the board
@@ -160,7 +175,7 @@ impl PgKanbanStore {
             if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
                 let old = guard.take();
                 drop(old);
-                let (client, _) = open::connect(config, shown)?;
+                let (client, _) = open::connect(config, shown, bound)?;
                 // `jit = off` and the statement bound come with the connection's startup options (`open::config`).
                 *guard = Some(Conn { client, stmts: HashMap::new() });
             }
@@ -181,7 +196,8 @@ impl PgKanbanStore {
 }
 
 impl Drop for PgKanbanStore {
-    /// The client closes its connection on its own runtime, which may not be dropped on an async runtime's thread.
+    /// The client closes its connection on its own runtime, which may not run or be dropped on an async runtime's
+    /// thread.
     fn drop(&mut self) {
         let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(conn) = conn {

@@ -7,15 +7,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use kanban_core::StoreError;
-use postgres::Config;
-use postgres::fallible_iterator::FallibleIterator;
+use tokio_postgres::Config;
 
+use crate::client::GenericClient as _;
 use crate::open::config;
 use crate::schema::BOARD_CHANNEL;
-use crate::server_message;
 
 /// How long the thread blocks on the connection before it looks whether the listener was dropped.
 const STOP_CHECK: Duration = Duration::from_secs(1);
+/// How long the connection may stay quiet before the thread asks the server whether it still answers (an empty
+/// query, bounded like every call): a server gone silent, or a network that lost it, ends the session within this and
+/// the bound instead of leaving the gateway deaf for good.
+const PROBE_AFTER: Duration = Duration::from_secs(30);
 /// The wait before the first reconnection; it doubles with each failure, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -41,12 +44,21 @@ impl PgBoardListener {
     /// # Errors
     /// [`StoreError::Server`] when `url` is not a PostgreSQL URL or the thread cannot be started.
     pub fn start(url: &str) -> Result<Self, StoreError> {
+        Self::start_within(url, crate::DEFAULT_TIMEOUT)
+    }
+
+    /// [`start`](Self::start) with every round trip to the server bounded by `bound`
+    /// (`kanban.database_timeout_seconds`).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_within(url: &str, bound: Duration) -> Result<Self, StoreError> {
         let (config, shown) = config(url, "berth-listen")?;
         let shared = Arc::new(Shared::default());
         let theirs = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("berth-board-listen".to_owned())
-            .spawn(move || run(&config, &shown, &theirs))
+            .spawn(move || run(&config, &shown, bound, &theirs))
             .map_err(|e| StoreError::Server(format!("cannot start the board listener: {e}")))?;
         Ok(Self { shared })
     }
@@ -71,7 +83,7 @@ impl Drop for PgBoardListener {
 }
 
 /// The thread: one session after another until the listener is dropped.
-fn run(config: &Config, shown: &str, shared: &Shared) {
+fn run(config: &Config, shown: &str, bound: Duration, shared: &Shared) {
     let mut backoff = FIRST_BACKOFF;
     let mut outage = false;
     let mut ever = false;
@@ -83,7 +95,7 @@ fn run(config: &Config, shown: &str, shared: &Shared) {
                 tracing::info!("listening for board changes on {shown} (LISTEN {BOARD_CHANNEL})");
             }
         };
-        match session(config, shared, on_listening) {
+        match session(config, shown, bound, shared, on_listening) {
             Ok(()) => return,
             Err((listened, why)) => {
                 shared.listening.store(false, Ordering::SeqCst);
@@ -110,25 +122,35 @@ fn run(config: &Config, shown: &str, shared: &Shared) {
 }
 
 /// One connection: `LISTEN`, then count notifications until the listener is dropped (`Ok`) or the connection fails
-/// (`Err` with whether it got as far as listening, and why).
-fn session(config: &Config, shared: &Shared, on_listening: impl FnOnce()) -> Result<(), (bool, String)> {
-    let mut client = match crate::open::connect(config, "the server") {
+/// or stops answering (`Err` with whether it got as far as listening, and why).
+fn session(
+    config: &Config,
+    shown: &str,
+    bound: Duration,
+    shared: &Shared,
+    on_listening: impl FnOnce(),
+) -> Result<(), (bool, String)> {
+    let mut client = match crate::open::connect(config, shown, bound) {
         Ok((c, _)) => c,
         Err(e) => return Err((false, e.to_string())),
     };
-    client.batch_execute(&format!("LISTEN {BOARD_CHANNEL}")).map_err(|e| (false, server_message(&e)))?;
+    client.batch_execute(&format!("LISTEN {BOARD_CHANNEL}")).map_err(|e| (false, e.0.to_string()))?;
     shared.listening.store(true, Ordering::SeqCst);
     shared.version.fetch_add(1, Ordering::SeqCst);
     on_listening();
+    let mut heard = Instant::now();
     while !shared.stop.load(Ordering::SeqCst) {
-        let got = client.notifications().timeout_iter(STOP_CHECK).next();
-        match got {
+        match client.notification(STOP_CHECK) {
             Ok(Some(_)) => {
                 shared.version.fetch_add(1, Ordering::SeqCst);
+                heard = Instant::now();
             }
-            Ok(None) if client.is_closed() => return Err((true, "the server closed the connection".to_owned())),
+            Ok(None) if heard.elapsed() >= PROBE_AFTER => {
+                client.simple_query("").map_err(|e| (true, e.0.to_string()))?;
+                heard = Instant::now();
+            }
             Ok(None) => {}
-            Err(e) => return Err((true, server_message(&e))),
+            Err(()) => return Err((true, "the server closed the connection".to_owned())),
         }
     }
     Ok(())

@@ -7,9 +7,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use kanban_core::StoreError;
-use postgres::error::SqlState;
-use postgres::{Client, Config, NoTls};
+use tokio_postgres::Config;
+use tokio_postgres::error::SqlState;
 
+use crate::client::{Client, ConnectError, GenericClient, Transaction};
 use crate::schema::{APPLICATION, MIGRATIONS, MIN_SERVER_VERSION};
 use crate::{Conn, PgKanbanStore, PgResult, off_runtime, server_message};
 
@@ -197,34 +198,34 @@ pub(crate) const STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Connects with the whole start-up bounded, not only the TCP connect, and the first query too: a server that accepts
 /// the connection (or even completes the handshake) and then never answers (a wrong service on the port, a stuck
-/// pooler) is reported after the connect timeout (10 s unless the URL sets `connect_timeout`) instead of holding the
-/// command forever. The attempt runs on a thread of its own, left behind when it does not finish in time (it ends
-/// with the connection; its client is then dropped). Also says whether the server holds berth's schema at this
-/// berth's version ([`current_at_once`], the one query every connection makes).
-pub(crate) fn connect(config: &Config, shown: &str) -> Result<(Client, bool), StoreError> {
-    let bound = config.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10));
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let attempt = config.clone();
-    std::thread::Builder::new()
-        .name("berth-pg-connect".into())
-        .spawn(move || {
-            let _ = tx.send(attempt.connect(NoTls).map(|mut client| {
-                let current = current_at_once(&mut client);
-                (client, current)
-            }));
-        })
-        .map_err(|e| StoreError::Server(format!("cannot connect to the board database at {shown}: {e}")))?;
-    match rx.recv_timeout(bound) {
-        Ok(result) => result.map_err(|e| connect_error(shown, &e)),
-        Err(_) => Err(StoreError::Server(format!(
+/// pooler) is reported after the connect timeout (10 s unless the URL sets `connect_timeout`, and never more than
+/// `bound`, the bound of every later call) instead of holding the command forever. Also says whether the server holds
+/// berth's schema at this berth's version ([`current_at_once`], the one query every connection makes).
+pub(crate) fn connect(config: &Config, shown: &str, bound: Duration) -> Result<(Client, bool), StoreError> {
+    let connect_bound = config.get_connect_timeout().copied().unwrap_or(Duration::from_secs(10)).min(bound);
+    let silent = || {
+        StoreError::Server(format!(
             "the board database at {shown} did not answer within {}s; nothing was changed",
-            bound.as_secs()
-        ))),
+            connect_bound.as_secs()
+        ))
+    };
+    let client = match Client::connect(config, shown, bound, connect_bound) {
+        Ok(client) => client,
+        Err(ConnectError::Pg(e)) => return Err(connect_error(shown, &e)),
+        Err(ConnectError::Silent) => return Err(silent()),
+        Err(ConnectError::Runtime(e)) => {
+            return Err(StoreError::Server(format!("cannot connect to the board database at {shown}: {e}")));
+        }
+    };
+    let current = current_at_once(&client, connect_bound);
+    if client.timed_out() {
+        return Err(silent());
     }
+    Ok((client, current))
 }
 
 /// A connection failure as the one-line reason it is.
-pub(crate) fn connect_error(shown: &str, e: &postgres::Error) -> StoreError {
+pub(crate) fn connect_error(shown: &str, e: &tokio_postgres::Error) -> StoreError {
     let code = e.code();
     let text = server_message(e);
     StoreError::Server(
@@ -254,12 +255,22 @@ impl PgKanbanStore {
     /// [`StoreError::Server`] for a malformed URL, an unreachable server, refused credentials, a server older
     /// than 12, a `berth` schema berth did not make, or one from a newer berth; nothing is written then.
     pub fn open(url: &str, host: &str) -> Result<Self, StoreError> {
+        Self::open_within(url, host, crate::DEFAULT_TIMEOUT)
+    }
+
+    /// [`open`](Self::open) with every round trip to the server bounded by `bound` (`kanban.database_timeout_seconds`):
+    /// past it a call fails with [`StoreError::Unreachable`] (the board unavailable) and the connection is replaced.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_within(url: &str, host: &str, bound: Duration) -> Result<Self, StoreError> {
         let (config, shown) = config(url, "berth")?;
-        let (client, current) = off_runtime(|| connect(&config, &shown))?;
+        let (client, current) = off_runtime(|| connect(&config, &shown, bound))?;
         let store = Self {
             conn: Mutex::new(Some(Conn { client, stmts: HashMap::new() })),
             config,
             shown: shown.clone(),
+            bound,
             host: host.to_owned(),
         };
         if !current {
@@ -316,14 +327,15 @@ fn prepare(c: &mut Conn, shown: &str) -> PgResult<()> {
 /// trip (one simple query of two statements): the common case of every connection a worker or a command opens.
 /// Anything else (no schema yet, a foreign or newer one, an old server, an error) is left to the full check, which
 /// says what is wrong or migrates.
-fn current_at_once(client: &mut Client) -> bool {
-    use postgres::SimpleQueryMessage::Row;
-    let Ok(messages) = client
-        .simple_query("SELECT current_setting('server_version_num')::int; SELECT application, version FROM berth.meta")
-    else {
+fn current_at_once(client: &Client, bound: Duration) -> bool {
+    use tokio_postgres::SimpleQueryMessage::Row;
+    let Ok(messages) = client.simple_query_within(
+        bound,
+        "SELECT current_setting('server_version_num')::int; SELECT application, version FROM berth.meta",
+    ) else {
         return false;
     };
-    let rows: Vec<&postgres::SimpleQueryRow> =
+    let rows: Vec<&tokio_postgres::SimpleQueryRow> =
         messages.iter().filter_map(|m| if let Row(r) = m { Some(r) } else { None }).collect();
     let [server, meta] = rows.as_slice() else { return false };
     let server_ok = server.get(0).and_then(|v| v.parse::<i32>().ok()).is_some_and(|v| v >= MIN_SERVER_VERSION);
@@ -340,7 +352,7 @@ fn schema_version(client: &mut Client, shown: &str) -> PgResult<Option<i64>> {
 
 /// The applied migrations of berth's schema; `None` when there is no schema yet (or an empty one). A schema named
 /// `berth` that berth did not make, or one from a newer berth, is an error.
-fn schema_version_in(tx: &mut postgres::Transaction<'_>, shown: &str) -> PgResult<Option<i64>> {
+fn schema_version_in(tx: &mut Transaction<'_>, shown: &str) -> PgResult<Option<i64>> {
     let row = tx.query_one(
         "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'berth'), to_regclass('berth.meta') IS NOT NULL, \
          (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'berth')",

@@ -25,10 +25,11 @@ use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
 use kanban_core::{BoardStore, StoreError};
-use postgres::{GenericClient, IsolationLevel, Statement};
 use serde_json::json;
+use tokio_postgres::Statement;
 
 use crate::board::{CLEAR_CLAIM, close_run, guarded, record_task_failure, status_of, worker_of};
+use crate::client::GenericClient;
 use crate::{Conn, PgErr, PgKanbanStore, PgResult};
 
 /// The advisory lock every tick takes for its transaction ("BRTHTICK").
@@ -320,8 +321,7 @@ fn apply_housekeeping(
 /// Reads a tick's snapshot in one read-only transaction, writing nothing (dry run).
 fn read_snapshot(c: &mut Conn, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
     let s = Stmts::prepare(c)?;
-    let mut tx =
-        c.client.build_transaction().read_only(true).isolation_level(IsolationLevel::RepeatableRead).start()?;
+    let mut tx = c.client.snapshot_transaction()?;
     if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }

@@ -364,7 +364,7 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
         return Err(Failure::usage(format!("there is no SQLite board to copy at {}", source.display())));
     }
     // One store dumps, the other loads: the file is opened read-only (and verified) and never changed.
-    let (target, report) = copy_sqlite_board(&source, to, &ctx.host_id())?;
+    let (target, report) = copy_sqlite_board(&source, to, &ctx.host_id(), ctx.database_timeout())?;
     if ctx.json {
         output::json(&views::Migrated { from: source.display().to_string(), to: target, copied: report.to_json() });
     } else {

@@ -108,6 +108,11 @@ impl Ctx {
         Some(self.settings.kanban.database_url.trim()).filter(|u| !u.is_empty())
     }
 
+    /// `kanban.database_timeout_seconds`: how long one round trip to a PostgreSQL board may wait for the server.
+    pub fn database_timeout(&self) -> std::time::Duration {
+        self.settings.kanban.database_timeout_seconds.duration()
+    }
+
     /// The board database file (when the board is on SQLite).
     pub fn db_path(&self) -> PathBuf {
         kanban_store::board_path(&self.home)

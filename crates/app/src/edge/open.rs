@@ -40,7 +40,7 @@ pub type Board = Box<dyn BoardStore + Send>;
 /// credentials, is too old or holds a foreign schema (left untouched).
 pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
     if let Some(url) = ctx.database_url() {
-        return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &ctx.host_id())?));
+        return Ok(Box::new(kanban_postgres::PgKanbanStore::open_within(url, &ctx.host_id(), ctx.database_timeout())?));
     }
     match kanban_store::adopt_legacy_board(&ctx.home) {
         Ok(Some(old)) => tracing::info!(
@@ -66,17 +66,24 @@ pub(crate) struct BoardAt {
     url: Option<String>,
     path: std::path::PathBuf,
     pub(crate) host: String,
+    /// `kanban.database_timeout_seconds`: the bound of each round trip to a PostgreSQL board.
+    bound: std::time::Duration,
 }
 
 impl BoardAt {
     pub(crate) fn of(ctx: &Ctx) -> Self {
-        Self { url: ctx.database_url().map(str::to_owned), path: ctx.db_path(), host: ctx.host_id() }
+        Self {
+            url: ctx.database_url().map(str::to_owned),
+            path: ctx.db_path(),
+            host: ctx.host_id(),
+            bound: ctx.database_timeout(),
+        }
     }
 
     /// Opens the board (read-write) as this host.
     pub(crate) fn open(&self) -> Result<Board, kanban_core::StoreError> {
         if let Some(url) = &self.url {
-            return Ok(Box::new(kanban_postgres::PgKanbanStore::open(url, &self.host)?));
+            return Ok(Box::new(kanban_postgres::PgKanbanStore::open_within(url, &self.host, self.bound)?));
         }
         Ok(Box::new(SqliteKanbanStore::open(&self.path)?.on_host(&self.host)))
     }
@@ -87,17 +94,17 @@ impl BoardAt {
 /// migrates berth's schema, as any berth command on that board does).
 pub(crate) fn open_read_only(ctx: &Ctx) -> Result<Option<Board>, Failure> {
     let host = ctx.host_id();
-    open_read_only_at(&ctx.home, ctx.database_url().map(|url| (url, host.as_str())))
+    open_read_only_at(&ctx.home, ctx.database_url().map(|url| (url, host.as_str(), ctx.database_timeout())))
 }
 
-/// [`open_read_only`] for a home and, when the board is on PostgreSQL, its URL and this host's id (for code that
-/// holds no `Ctx`, such as the gateway's cleanup loop).
+/// [`open_read_only`] for a home and, when the board is on PostgreSQL, its URL, this host's id and the bound of each
+/// round trip (for code that holds no `Ctx`, such as the gateway's cleanup loop).
 pub(crate) fn open_read_only_at(
     home: &std::path::Path,
-    server: Option<(&str, &str)>,
+    server: Option<(&str, &str, std::time::Duration)>,
 ) -> Result<Option<Board>, Failure> {
-    if let Some((url, host)) = server {
-        return Ok(Some(Box::new(kanban_postgres::PgKanbanStore::open(url, host)?)));
+    if let Some((url, host, bound)) = server {
+        return Ok(Some(Box::new(kanban_postgres::PgKanbanStore::open_within(url, host, bound)?)));
     }
     let path = kanban_store::board_path(home);
     if !path.exists() || std::fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(true) {
@@ -115,7 +122,8 @@ pub fn check_sqlite_board(path: &std::path::Path) -> Result<Vec<String>, Failure
 }
 
 /// `kanban migrate`: copies the SQLite board at `source` (opened read-only and verified, never changed) into the
-/// PostgreSQL board at `to`; returns the target's URL as it may be shown and what was copied.
+/// PostgreSQL board at `to` (each round trip bounded by `bound`); returns the target's URL as it may be shown and what
+/// was copied.
 ///
 /// # Errors
 /// A store failure on either side.
@@ -123,9 +131,10 @@ pub fn copy_sqlite_board(
     source: &std::path::Path,
     to: &str,
     host: &str,
+    bound: std::time::Duration,
 ) -> Result<(String, kanban_core::CopyReport), Failure> {
     let dump = SqliteKanbanStore::open_read_only(source)?.dump()?;
-    let target = kanban_postgres::PgKanbanStore::open(to, host)?;
+    let target = kanban_postgres::PgKanbanStore::open_within(to, host, bound)?;
     let report = kanban_postgres::load_board(&dump, &target)?;
     Ok((target.url().to_string(), report))
 }

@@ -36,7 +36,7 @@ impl BoardWatch {
         // A PostgreSQL board has no file to watch: never open, let alone create, a SQLite file beside it.
         let source = match ctx.database_url() {
             Some(url) => WatchSource::Postgres(
-                kanban_postgres::PgBoardListener::start(url)
+                kanban_postgres::PgBoardListener::start_within(url, ctx.database_timeout())
                     .inspect_err(|e| tracing::warn!("gateway: not listening for board changes: {e}"))
                     .ok(),
             ),

@@ -25,8 +25,9 @@ pub struct Folders {
     pub image: String,
     /// `terminal.docker_shared_container_key` (empty when unset): a task's sandbox, and so its folder, is keyed by it.
     pub shared_key: String,
-    /// The PostgreSQL board (`kanban.database_url`) and this host's id, when the board is not the home's file.
-    pub board: Option<(String, String)>,
+    /// The PostgreSQL board (`kanban.database_url`), this host's id and the bound of a round trip to it, when the
+    /// board is not the home's file.
+    pub board: Option<(String, String, std::time::Duration)>,
 }
 
 /// A folder a sweep removed (or would remove), or failed to.
@@ -46,7 +47,7 @@ impl Folders {
             sandbox_dir: ctx.settings.terminal.sandbox_dir.clone(),
             image: ctx.settings.terminal.docker_image.clone(),
             shared_key: shared_key(ctx),
-            board: ctx.database_url().map(|u| (u.to_owned(), ctx.host_id())),
+            board: ctx.database_url().map(|u| (u.to_owned(), ctx.host_id(), ctx.database_timeout())),
         }
     }
 
@@ -55,7 +56,10 @@ impl Folders {
     /// # Errors
     /// The board cannot be opened.
     pub fn open_board(&self) -> Result<Option<crate::edge::open::Board>, crate::edge::error::Failure> {
-        crate::edge::open::open_read_only_at(&self.home, self.board.as_ref().map(|(u, h)| (u.as_str(), h.as_str())))
+        crate::edge::open::open_read_only_at(
+            &self.home,
+            self.board.as_ref().map(|(u, h, b)| (u.as_str(), h.as_str(), *b)),
+        )
     }
 
     /// The sandbox identity of `task` run by `assignee` (keyed by the shared key when one is set): the one the

@@ -1,0 +1,291 @@
+//! The blocking client the board calls: tokio-postgres on a current-thread runtime of the connection's own, with
+//! every round trip bounded (`kanban.database_timeout_seconds`): connecting (start-up and authentication included),
+//! each statement, a transaction's begin, commit and rollback, a wait for notifications. A server that accepts the
+//! connection and never answers, or goes silent mid-session while the kernel still acknowledges, costs a call its
+//! bound and one line, never a hang.
+//!
+//! A call that runs past its bound leaves the connection in an unknown state (a request may be half-answered), so the
+//! connection is not used again: [`Client::is_closed`] says so and the store connects anew at its next call.
+//!
+//! The runtime runs only inside a call (`block_on`), like the blocking `postgres` crate's; the connection's task,
+//! driven there, hands the notifications it receives to [`Client::notification`].
+
+use std::cell::Cell;
+use std::future::Future;
+use std::time::Duration;
+
+use kanban_core::StoreError;
+use tokio::runtime::Runtime;
+use tokio::sync::mpsc;
+use tokio_postgres::GenericClient as _;
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{
+    AsyncMessage, Config, Connection, IsolationLevel, NoTls, Notification, Row, SimpleQueryMessage, Socket, Statement,
+    ToStatement,
+};
+
+use crate::{PgErr, PgResult};
+
+/// How long closing a connection waits for its goodbye (`Terminate`) to be written.
+const CLOSE_BOUND: Duration = Duration::from_secs(1);
+
+/// A connection's runtime and its bound.
+pub(crate) struct Link {
+    rt: Runtime,
+    bound: Duration,
+    /// The server's URL without its password, for messages.
+    shown: String,
+    /// Set when a call ran past its bound: the connection is not used again.
+    broken: Cell<bool>,
+}
+
+impl Link {
+    /// Runs one round trip within the bound.
+    fn run<T>(&self, call: impl Future<Output = Result<T, tokio_postgres::Error>>) -> PgResult<T> {
+        self.run_within(self.bound, call)
+    }
+
+    fn run_within<T>(
+        &self,
+        bound: Duration,
+        call: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> PgResult<T> {
+        if self.broken.get() {
+            return Err(self.silent(bound));
+        }
+        match within(&self.rt, bound, call) {
+            Ok(result) => Ok(result?),
+            Err(_) => {
+                self.broken.set(true);
+                Err(self.silent(bound))
+            }
+        }
+    }
+
+    /// The board is unavailable (an outage, not the caller's fault): the server did not answer in time.
+    fn silent(&self, bound: Duration) -> PgErr {
+        PgErr(StoreError::Unreachable(format!(
+            "the server at {} did not answer within {}s (kanban.database_timeout_seconds)",
+            self.shown,
+            bound.as_secs()
+        )))
+    }
+}
+
+/// Runs `call` on `rt` for at most `bound` (the timer is made inside the runtime, which it needs).
+fn within<F: Future>(rt: &Runtime, bound: Duration, call: F) -> Result<F::Output, tokio::time::error::Elapsed> {
+    rt.block_on(async { tokio::time::timeout(bound, call).await })
+}
+
+/// One connection to the server.
+pub(crate) struct Client {
+    link: Link,
+    /// `None` only while closing.
+    pg: Option<tokio_postgres::Client>,
+    notes: mpsc::UnboundedReceiver<Notification>,
+    driver: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Why a connection was not made.
+pub(crate) enum ConnectError {
+    /// The server (or the network) refused or failed.
+    Pg(tokio_postgres::Error),
+    /// Nothing answered within the bound.
+    Silent,
+    /// No runtime could be built.
+    Runtime(std::io::Error),
+}
+
+impl Client {
+    /// Connects within `connect_bound` (start-up and authentication included); calls are bounded by `bound`.
+    pub(crate) fn connect(
+        config: &Config,
+        shown: &str,
+        bound: Duration,
+        connect_bound: Duration,
+    ) -> Result<Self, ConnectError> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ConnectError::Runtime)?;
+        let (pg, connection) = match within(&rt, connect_bound, config.connect(NoTls)) {
+            Ok(Ok(made)) => made,
+            Ok(Err(e)) => return Err(ConnectError::Pg(e)),
+            Err(_) => return Err(ConnectError::Silent),
+        };
+        let (tx, notes) = mpsc::unbounded_channel();
+        let driver = rt.spawn(drive(connection, tx));
+        let link = Link { rt, bound, shown: shown.to_owned(), broken: Cell::new(false) };
+        Ok(Self { link, pg: Some(pg), notes, driver: Some(driver) })
+    }
+
+    fn pg(&self) -> &tokio_postgres::Client {
+        self.pg.as_ref().unwrap_or_else(|| unreachable!("taken only when closing"))
+    }
+
+    /// Whether the connection can no longer be used: the server or the network closed it, or a call ran past its
+    /// bound.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.link.broken.get() || self.pg().is_closed()
+    }
+
+    /// Whether a call ran past its bound.
+    pub(crate) fn timed_out(&self) -> bool {
+        self.link.broken.get()
+    }
+
+    /// A simple query bounded by `bound` instead of the connection's (the first query, within the connect bound).
+    pub(crate) fn simple_query_within(&self, bound: Duration, sql: &str) -> PgResult<Vec<SimpleQueryMessage>> {
+        self.link.run_within(bound, self.pg().simple_query(sql))
+    }
+
+    /// Begins a transaction (`BEGIN`).
+    pub(crate) fn transaction(&mut self) -> PgResult<Transaction<'_>> {
+        let pg = self.pg.as_mut().unwrap_or_else(|| unreachable!("taken only when closing"));
+        let tx = self.link.run(pg.transaction())?;
+        Ok(Transaction { link: &self.link, tx })
+    }
+
+    /// Begins a read-only repeatable-read transaction (one snapshot for all its reads).
+    pub(crate) fn snapshot_transaction(&mut self) -> PgResult<Transaction<'_>> {
+        let pg = self.pg.as_mut().unwrap_or_else(|| unreachable!("taken only when closing"));
+        let start = pg.build_transaction().read_only(true).isolation_level(IsolationLevel::RepeatableRead).start();
+        let tx = self.link.run(start)?;
+        Ok(Transaction { link: &self.link, tx })
+    }
+
+    /// The next notification, waiting at most `wait`: `Ok(None)` when none came, `Err(())` when the connection has
+    /// ended.
+    pub(crate) fn notification(&mut self, wait: Duration) -> Result<Option<Notification>, ()> {
+        if self.link.broken.get() {
+            return Err(());
+        }
+        match within(&self.link.rt, wait, self.notes.recv()) {
+            Ok(Some(note)) => Ok(Some(note)),
+            Ok(None) => Err(()),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+impl Drop for Client {
+    /// Says goodbye to the server (briefly: a silent one is not waited for); dropping the runtime then closes the
+    /// socket.
+    fn drop(&mut self) {
+        drop(self.pg.take());
+        if let Some(driver) = self.driver.take()
+            && !self.link.broken.get()
+        {
+            let _ = within(&self.link.rt, CLOSE_BOUND.min(self.link.bound), driver);
+        }
+    }
+}
+
+/// The connection's task: reads and writes for the client's calls, keeps the notifications for
+/// [`Client::notification`], ends with the connection.
+async fn drive(mut connection: Connection<Socket, NoTlsStream>, notes: mpsc::UnboundedSender<Notification>) {
+    while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+        match message {
+            Ok(AsyncMessage::Notification(note)) => {
+                let _ = notes.send(note);
+            }
+            Ok(AsyncMessage::Notice(notice)) => tracing::debug!("board server: {}", notice.message()),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!("board connection ended: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// A transaction on a [`Client`]; dropped without [`commit`](Self::commit), it is rolled back (the `ROLLBACK` goes
+/// out with the connection's next call).
+pub(crate) struct Transaction<'a> {
+    link: &'a Link,
+    tx: tokio_postgres::Transaction<'a>,
+}
+
+impl Transaction<'_> {
+    pub(crate) fn commit(self) -> PgResult<()> {
+        self.link.run(self.tx.commit())
+    }
+}
+
+/// The calls a connection and a transaction share, each one bounded round trip.
+pub(crate) trait GenericClient {
+    type Pg: tokio_postgres::GenericClient + Sync;
+
+    fn parts(&self) -> (&Link, &Self::Pg);
+
+    fn execute<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<u64>
+    where
+        T: ?Sized + ToStatement + Sync + Send,
+    {
+        let (link, pg) = self.parts();
+        link.run(pg.execute(query, params))
+    }
+
+    fn query<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<Vec<Row>>
+    where
+        T: ?Sized + ToStatement + Sync + Send,
+    {
+        let (link, pg) = self.parts();
+        link.run(pg.query(query, params))
+    }
+
+    fn query_one<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<Row>
+    where
+        T: ?Sized + ToStatement + Sync + Send,
+    {
+        let (link, pg) = self.parts();
+        link.run(pg.query_one(query, params))
+    }
+
+    fn query_opt<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<Option<Row>>
+    where
+        T: ?Sized + ToStatement + Sync + Send,
+    {
+        let (link, pg) = self.parts();
+        link.run(pg.query_opt(query, params))
+    }
+
+    fn query_typed(&mut self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> PgResult<Vec<Row>> {
+        let (link, pg) = self.parts();
+        link.run(pg.query_typed(sql, params))
+    }
+
+    fn query_typed_opt(&mut self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> PgResult<Option<Row>> {
+        let (link, pg) = self.parts();
+        link.run(pg.query_typed_opt(sql, params))
+    }
+
+    fn prepare(&mut self, sql: &str) -> PgResult<Statement> {
+        let (link, pg) = self.parts();
+        link.run(pg.prepare(sql))
+    }
+
+    fn batch_execute(&mut self, sql: &str) -> PgResult<()> {
+        let (link, pg) = self.parts();
+        link.run(pg.batch_execute(sql))
+    }
+
+    fn simple_query(&mut self, sql: &str) -> PgResult<Vec<SimpleQueryMessage>> {
+        let (link, pg) = self.parts();
+        link.run(pg.simple_query(sql))
+    }
+}
+
+impl GenericClient for Client {
+    type Pg = tokio_postgres::Client;
+
+    fn parts(&self) -> (&Link, &Self::Pg) {
+        (&self.link, self.pg())
+    }
+}
+
+impl<'a> GenericClient for Transaction<'a> {
+    type Pg = tokio_postgres::Transaction<'a>;
+
+    fn parts(&self) -> (&Link, &Self::Pg) {
+        (self.link, &self.tx)
+    }
+}
