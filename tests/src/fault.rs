@@ -214,7 +214,8 @@ fn hostile_profile_names_are_refused_with_one_line_or_work() {
     for e in std::fs::read_dir(home.path()).unwrap().flatten() {
         let n = e.file_name().into_string().unwrap();
         assert!(
-            ["profiles", "berth-kanban.db", "berth-kanban.db-wal", "berth-kanban.db-shm"].contains(&n.as_str()),
+            [".berth-home", "profiles", "berth-kanban.db", "berth-kanban.db-wal", "berth-kanban.db-shm"]
+                .contains(&n.as_str()),
             "unexpected {n}"
         );
     }

@@ -67,6 +67,8 @@ mod trust_gaps;
 #[cfg(test)]
 mod trust_infra;
 #[cfg(test)]
+mod trust_mounts;
+#[cfg(test)]
 mod trust_timeout;
 #[cfg(test)]
 mod trust_views;

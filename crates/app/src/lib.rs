@@ -160,6 +160,8 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     std::fs::create_dir_all(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
+    // Any berth on this machine, this home's or another's, refuses to mount a folder holding the marker.
+    sandbox::mounts::mark_home(&ctx.home);
     // A worker command's own `kanban complete|block|heartbeat` goes through its worker, which holds the board's
     // credential (`board/handoff.rs`); without a worker socket to reach, the command goes to the board itself.
     if let Some((op, id, text)) = board::handoff::handed_off(&cli.command)

@@ -1,11 +1,18 @@
-//! What a sandbox may mount from the host: never berth's home or other sandboxes' folders, and never the engine's
-//! socket or a folder holding it unless the operator opts in (`terminal.docker_allow_host_mounts`).
+//! What a sandbox may mount from the host: never berth's home or other sandboxes' folders, and never another berth
+//! home, the engine's socket, or a folder holding either unless the operator opts in
+//! (`terminal.docker_allow_host_mounts`).
 //!
 //! A sandbox that could write `<home>/config.yaml` or `kanban.db` could give the next task the Docker socket (root on
 //! the host), so every host path that reaches a create call is checked here, canonicalized (symlinks, `..`, trailing
-//! slashes): a mount of a parent of a protected path exposes it too.
+//! slashes): a mount of a parent of a protected path exposes it too. Another home on the machine (any folder
+//! [`scan::is_home`] recognises) is as much a way to the host as this one, and a hard link of the engine's socket can
+//! sit anywhere: a folder to be mounted is walked for both ([`scan`]).
+
+mod scan;
 
 use std::path::{Component, Path, PathBuf};
+
+pub use scan::mark_home;
 
 use domain::sandbox::{
     Bind, CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, host_access, mount_sources,
@@ -23,8 +30,9 @@ pub const ALLOW_KEY: &str = "terminal.docker_allow_host_mounts";
 pub struct Protected {
     /// Berth's home and the sandboxes folder: refused always (their parents too).
     roots: Vec<PathBuf>,
-    /// The engine sockets: refused unless `allow_sockets`.
+    /// The engine sockets: refused unless `allow_sockets`, and their file ids (a hard link anywhere is one).
     sockets: Vec<PathBuf>,
+    socket_ids: Vec<scan::FileId>,
     allow_sockets: bool,
     /// The sandbox's own folder (under `terminal.sandbox_dir`), which berth itself mounts.
     own: Option<PathBuf>,
@@ -95,9 +103,11 @@ impl Protected {
         if dir.starts_with('/') {
             roots.push(canonical(Path::new(&dir)));
         }
+        let sockets = socket_paths(ctx);
         Self {
             roots,
-            sockets: socket_paths(ctx),
+            socket_ids: scan::file_ids(&sockets),
+            sockets,
             allow_sockets: ctx.settings.terminal.docker_allow_host_mounts,
             own: own.filter(|_| dir.starts_with('/')).map(|i| canonical(Path::new(&i.host_dir(&dir)))),
         }
@@ -122,16 +132,35 @@ impl Protected {
                 ));
             }
         }
-        if !self.allow_sockets
-            && let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src) || same_file(s, &src))
-        {
-            return Some(format!(
-                "refusing to mount {source} into a sandbox: it exposes the container engine's socket ({}), which is \
-                 root on the host; set {ALLOW_KEY}=true to allow it",
-                sock.display()
+        if self.allow_sockets {
+            return None;
+        }
+        let refuse = |why: String| {
+            Some(format!("refusing to mount {source} into a sandbox: {why}; set {ALLOW_KEY}=true to allow it"))
+        };
+        if let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src) || same_file(s, &src)) {
+            let sock = sock.display();
+            return refuse(format!("it exposes the container engine's socket ({sock}), which is root on the host"));
+        }
+        if let Some(other) = scan::home_around(&src) {
+            return refuse(format!(
+                "it is inside a berth home ({}), whose config and board it exposes",
+                other.display()
             ));
         }
-        None
+        refuse(match scan::scan(&src, &self.socket_ids)? {
+            scan::Found::Socket(at) => format!(
+                "{} inside it is the container engine's socket (a hard link of it), which is root on the host",
+                at.display()
+            ),
+            scan::Found::Home(at) => {
+                format!("it holds a berth home ({}), whose config and board it exposes", at.display())
+            }
+            scan::Found::Unchecked(why) => format!(
+                "{why}, so it could not be checked for the container engine's socket or a berth home (mount a smaller \
+                 folder)"
+            ),
+        })
     }
 }
 
@@ -188,9 +217,17 @@ pub fn check_sandbox_dir(home: &Path, dir: &str) -> Result<(), String> {
              /docker on the host)"
         ));
     }
-    let c = canonical(Path::new(dir));
-    if c == Path::new("/") || canonical(home).starts_with(&c) {
+    let (c, home) = (canonical(Path::new(dir)), canonical(home));
+    if c == Path::new("/") || home.starts_with(&c) {
         return Err(format!("terminal.sandbox_dir {dir:?} holds berth's home; every sandbox would be given it"));
+    }
+    // Below this home (its `sandboxes/`) is this home's; inside another, its sandboxes would share that home's files.
+    if let Some(other) = scan::home_around(&c).filter(|h| !h.starts_with(&home)) {
+        return Err(format!(
+            "terminal.sandbox_dir {dir:?} is inside another berth home ({}); its sandboxes would be given that home's \
+             files",
+            other.display()
+        ));
     }
     Ok(())
 }
@@ -234,10 +271,12 @@ mod tests {
         let home = dir.join("home");
         std::fs::create_dir_all(home.join("sandboxes/docker/p/t-0123/workspace")).unwrap();
         std::fs::create_dir_all(dir.join("run")).unwrap();
-        std::fs::write(dir.join("run/docker.sock"), "").unwrap();
+        // A real socket: the walk of a folder looks at sockets only.
+        drop(std::os::unix::net::UnixListener::bind(dir.join("run/docker.sock")).unwrap());
         Protected {
             roots: vec![canonical(&home), canonical(&home.join("sandboxes"))],
             sockets: vec![canonical(&dir.join("run/docker.sock"))],
+            socket_ids: scan::file_ids(&[dir.join("run/docker.sock")]),
             allow_sockets: false,
             own: Some(canonical(&home.join("sandboxes/docker/p/t-0123"))),
         }
@@ -290,12 +329,17 @@ mod tests {
         let tmp = tempfile_dir();
         let mut p = protected(&tmp);
         // A hard link of the socket elsewhere is the same file.
-        std::fs::create_dir_all(tmp.join("elsewhere")).unwrap();
-        std::fs::hard_link(tmp.join("run/docker.sock"), tmp.join("elsewhere/s")).unwrap();
-        for s in [tmp.join("run/docker.sock"), tmp.join("run"), tmp.join("run/../run/"), tmp.join("elsewhere/s")] {
+        std::fs::create_dir_all(tmp.join("elsewhere/deeper")).unwrap();
+        std::fs::create_dir_all(tmp.join("plain")).unwrap();
+        std::fs::hard_link(tmp.join("run/docker.sock"), tmp.join("elsewhere/deeper/s")).unwrap();
+        let elsewhere = tmp.join("elsewhere");
+        for s in [tmp.join("run/docker.sock"), tmp.join("run"), tmp.join("run/../run/"), elsewhere.join("deeper/s")] {
             assert!(p.violation(&s.display().to_string()).is_some(), "{}", s.display());
         }
-        assert_eq!(p.violation(&tmp.join("elsewhere").display().to_string()), None);
+        // A folder holding a hard link of it, however deep, is refused too, naming the link.
+        let why = p.violation(&elsewhere.display().to_string()).unwrap();
+        assert!(why.contains("deeper/s") && why.contains(ALLOW_KEY), "{why}");
+        assert_eq!(p.violation(&tmp.join("plain").display().to_string()), None);
         p.allow_sockets = true;
         assert_eq!(p.violation(&tmp.join("run/docker.sock").display().to_string()), None);
     }

@@ -1,0 +1,179 @@
+//! What a host folder holds that a sandbox must not reach: any berth home (this one's or another's, on the same
+//! machine) and the container engine's socket (or a hard link of it) anywhere below it.
+//!
+//! A home is recognised by the marker every command leaves in it ([`MARKER`]), or, for a home no berth with the
+//! marker has used since, by its layout: the board file `berth-kanban.db`, or `config.yaml` beside a `kanban/` folder.
+//! A folder is walked without following symlinks (a symlink inside a mount resolves inside the sandbox) and within
+//! bounds ([`MAX_ENTRIES`], [`MAX_DEPTH`]); a walk cut at a bound, or a folder it cannot read, refuses rather than
+//! lets through what it did not see.
+
+use std::path::{Path, PathBuf};
+
+/// The file every berth home holds (written by each command when missing).
+pub const MARKER: &str = ".berth-home";
+
+/// The marker's text: what the file is for, to whoever finds it.
+const MARKER_TEXT: &str =
+    "This folder is a berth home. berth never mounts it, anything inside it or a folder holding it into a sandbox.\n";
+
+/// The most entries (files, folders, anything) one mounted folder's walk reads before it gives up.
+pub const MAX_ENTRIES: usize = 100_000;
+
+/// The deepest folder level below a mounted folder the walk reads before it gives up.
+pub const MAX_DEPTH: usize = 64;
+
+/// Leaves the marker in `home` when it is missing; a failure is logged, never fatal (the layout still tells).
+pub fn mark_home(home: &Path) {
+    let marker = home.join(MARKER);
+    if std::fs::symlink_metadata(&marker).is_ok() {
+        return;
+    }
+    if let Err(e) = std::fs::write(&marker, MARKER_TEXT) {
+        tracing::debug!("cannot write {}: {e}", marker.display());
+    }
+}
+
+/// Whether `dir` is a berth home: its marker, or the layout of a home made before the marker.
+pub fn is_home(dir: &Path) -> bool {
+    let has = |name: &str| std::fs::symlink_metadata(dir.join(name));
+    has(MARKER).is_ok()
+        || has(kanban_store::BOARD_FILE).is_ok()
+        || (has("config.yaml").is_ok_and(|m| m.is_file()) && has("kanban").is_ok_and(|m| m.is_dir()))
+}
+
+/// The nearest folder at or above `path` (canonical) that is a berth home.
+pub fn home_around(path: &Path) -> Option<PathBuf> {
+    path.ancestors().find(|a| is_home(a)).map(Path::to_path_buf)
+}
+
+/// A device and inode: one file, under any of its names.
+pub type FileId = (u64, u64);
+
+/// The file ids of those of `paths` that exist.
+pub fn file_ids(paths: &[PathBuf]) -> Vec<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    paths.iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| (m.dev(), m.ino())).collect()
+}
+
+/// What a walk found that refuses the mount.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Found {
+    /// The engine's socket, or a hard link of it, at this path.
+    Socket(PathBuf),
+    /// A berth home at this path.
+    Home(PathBuf),
+    /// The walk stopped before it saw everything: why, in words.
+    Unchecked(String),
+}
+
+/// Walks the folder `root` (canonical) for a berth home or one of the `sockets`; `None` when it holds neither.
+pub fn scan(root: &Path, sockets: &[FileId]) -> Option<Found> {
+    scan_within(root, sockets, MAX_ENTRIES, MAX_DEPTH)
+}
+
+fn scan_within(root: &Path, sockets: &[FileId], max_entries: usize, max_depth: usize) -> Option<Found> {
+    if !std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    let mut seen = 0usize;
+    let mut stack = vec![(root.to_path_buf(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) => return Some(Found::Unchecked(format!("cannot read {} ({e})", dir.display()))),
+        };
+        let (mut config, mut kanban) = (false, false);
+        for entry in entries {
+            let entry = match entry {
+                Ok(entry) => entry,
+                Err(e) => return Some(Found::Unchecked(format!("cannot read {} ({e})", dir.display()))),
+            };
+            seen += 1;
+            if seen > max_entries {
+                return Some(Found::Unchecked(format!("it holds more than {max_entries} entries")));
+            }
+            let name = entry.file_name();
+            if name == MARKER || name == kanban_store::BOARD_FILE {
+                return Some(Found::Home(dir));
+            }
+            let Ok(kind) = entry.file_type() else { continue };
+            config |= name == "config.yaml" && kind.is_file();
+            kanban |= name == "kanban" && kind.is_dir();
+            if kind.is_dir() {
+                if depth + 1 > max_depth {
+                    return Some(Found::Unchecked(format!("it has folders more than {max_depth} levels deep")));
+                }
+                stack.push((entry.path(), depth + 1));
+            } else if is_socket(&kind) && is_one_of(&entry.path(), sockets) {
+                return Some(Found::Socket(entry.path()));
+            }
+        }
+        if config && kanban {
+            return Some(Found::Home(dir));
+        }
+    }
+    None
+}
+
+fn is_socket(kind: &std::fs::FileType) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    kind.is_socket()
+}
+
+fn is_one_of(path: &Path, ids: &[FileId]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).is_ok_and(|m| ids.contains(&(m.dev(), m.ino())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn a_home_is_its_marker_or_its_layout() {
+        let t = tmp();
+        let d = t.path();
+        assert!(!is_home(d));
+        std::fs::write(d.join("config.yaml"), "").unwrap();
+        assert!(!is_home(d), "config.yaml alone is any project's");
+        std::fs::create_dir(d.join("kanban")).unwrap();
+        assert!(is_home(d));
+        let other = tmp();
+        mark_home(other.path());
+        assert!(is_home(other.path()));
+        assert!(std::fs::read_to_string(other.path().join(MARKER)).unwrap().contains("berth home"));
+        let deep = other.path().join("a/b");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(home_around(&deep).as_deref(), Some(other.path()));
+    }
+
+    #[test]
+    fn a_walk_finds_a_home_or_a_socket_deep_inside_and_refuses_what_it_cannot_see() {
+        let t = tmp();
+        let root = t.path();
+        std::fs::create_dir_all(root.join("a/b/c")).unwrap();
+        assert_eq!(scan(root, &[]), None);
+        std::fs::write(root.join("a/b/c").join(kanban_store::BOARD_FILE), "").unwrap();
+        assert_eq!(scan(root, &[]), Some(Found::Home(root.join("a/b/c"))));
+        std::fs::remove_file(root.join("a/b/c").join(kanban_store::BOARD_FILE)).unwrap();
+        // A socket is the engine's only by its file id; a hard link of it anywhere is found.
+        let sock = root.join("a/b/s.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(scan(root, &[]), None, "a socket that is not the engine's");
+        let ids = file_ids(std::slice::from_ref(&sock));
+        std::fs::hard_link(&sock, root.join("a/b/c/link")).unwrap();
+        assert!(matches!(scan(root, &ids), Some(Found::Socket(p)) if p.ends_with("link") || p.ends_with("s.sock")));
+        // Bounds: too many entries or too deep is not checked, so refused.
+        let wide = tmp();
+        for i in 0..5 {
+            std::fs::write(wide.path().join(i.to_string()), "").unwrap();
+        }
+        assert!(matches!(scan_within(wide.path(), &[], 4, 8), Some(Found::Unchecked(w)) if w.contains("4 entries")));
+        assert_eq!(scan_within(wide.path(), &[], 5, 8), None);
+        assert!(matches!(scan_within(root, &ids, 100, 1), Some(Found::Unchecked(w)) if w.contains("1 levels")));
+    }
+}

@@ -1,0 +1,109 @@
+//! The second trust round (issue 23), what a mount can reach beyond this home: another berth home on the same
+//! machine (by its marker, or by its layout when no berth has marked it yet) and the engine's socket hard-linked
+//! somewhere inside a mounted folder. Each is refused in one line naming `terminal.docker_allow_host_mounts`, at
+//! create and at `config set`, and no sandbox is made; a folder too big or too deep to check is refused, not let
+//! through.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::support::{Home, require_docker};
+
+/// Asserts the bad-input contract for a mount: exit 2, one line naming the opt-in and `want`.
+fn assert_refused(out: &Output, want: &str, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert_eq!(err.trim().lines().count(), 1, "{what}: one line expected: {err}");
+    assert!(err.contains("refusing to mount") && err.contains(want), "{what}: {err}");
+    assert!(err.contains("terminal.docker_allow_host_mounts"), "{what}: {err}");
+}
+
+/// Tries `source` as a bind through the settings (`-c`), the extra arguments (environment) and `config set`.
+fn refused_everywhere(home: &Home, source: &Path, want: &str) {
+    let s = source.display().to_string();
+    let volumes = serde_json::to_string(&[format!("{s}:/m")]).unwrap();
+    let pair = format!("terminal.docker_volumes={volumes}");
+    assert_refused(&home.run(&["-c", &pair, "run", "--task", "m", "--", "true"]), want, &pair);
+    let extra = serde_json::to_string(&["--mount", &format!("type=bind,src={s},dst=/m")]).unwrap();
+    let out = home.cmd().env("TERMINAL_DOCKER_EXTRA_ARGS", &extra).args(["run", "--task", "m", "--", "true"]).output();
+    assert_refused(&out.unwrap(), want, &extra);
+    let config = home.path().join("config.yaml");
+    let before = std::fs::read(&config).ok();
+    assert_refused(&home.run(&["config", "set", "terminal.docker_volumes", &volumes]), want, "config set");
+    assert_eq!(std::fs::read(&config).ok(), before, "config set {volumes} touched the file");
+    assert!(home.containers().is_empty(), "{s}: a sandbox was made");
+}
+
+/// A second home cannot mount the first home, a file or folder inside it, or a folder holding it; nor a home an
+/// older berth made (`config.yaml` beside `kanban/`, no marker). Before, only the running home's own folder was
+/// refused: a second home gave its sandboxes the first one's `config.yaml` and board.
+#[test]
+fn another_berth_home_is_refused_however_it_is_reached() {
+    require_docker();
+    let outer = tempfile::tempdir().unwrap();
+    let mut first = Home::new();
+    first.dir = tempfile::tempdir_in(outer.path()).unwrap();
+    std::fs::create_dir_all(first.path().join("profiles").join(&first.profile)).unwrap();
+    first.ok(&["config", "set", "terminal.timeout", "120"]);
+    first.ok(&["kanban", "ls"]);
+    let a = first.path().canonicalize().unwrap();
+    assert!(a.join(".berth-home").is_file(), "a home gets its marker");
+    let second = Home::new();
+    let holder = tempfile::tempdir().unwrap();
+    let legacy = holder.path().join("nested").join("old-home");
+    std::fs::create_dir_all(legacy.join("kanban").join("logs")).unwrap();
+    std::fs::write(legacy.join("config.yaml"), "terminal:\n  timeout: 60\n").unwrap();
+    for (source, want) in [
+        (a.clone(), "inside a berth home"),
+        (a.join("config.yaml"), "inside a berth home"),
+        (a.join("kanban"), "inside a berth home"),
+        (a.join("no-such-folder-yet"), "inside a berth home"),
+        (outer.path().to_path_buf(), "holds a berth home"),
+        (legacy.clone(), "inside a berth home"),
+        (legacy.join("config.yaml"), "inside a berth home"),
+        (holder.path().to_path_buf(), "holds a berth home"),
+    ] {
+        refused_everywhere(&second, &source, want);
+    }
+    // Nor can its sandboxes folder be put inside the first home.
+    let inside = format!("terminal.sandbox_dir={}", a.join("kanban").join("sb").display());
+    let out = second.run(&["-c", &inside, "run", "--task", "m", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("another berth home"), "{inside}: {err}");
+    assert!(!legacy.join(".berth-home").exists(), "a refusal wrote into the other home");
+    // An ordinary folder still mounts.
+    let plain = tempfile::tempdir().unwrap();
+    std::fs::write(plain.path().join("data.txt"), "plain").unwrap();
+    let pair = format!("terminal.docker_volumes=[\"{}:/m:ro\"]", plain.path().display());
+    let out = second.run(&["-c", &pair, "run", "--task", "ok", "--", "cat", "/m/data.txt"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "plain");
+}
+
+/// A folder holding a hard link of the engine's socket a few levels down is refused, naming the link; so is a
+/// folder too deep to walk to the end. Before, only the socket's own path (or its folder) was refused.
+#[test]
+fn a_folder_hiding_the_engine_socket_or_too_deep_to_check_is_refused() {
+    require_docker();
+    let home = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = dir.path().join("a").join("b");
+    std::fs::create_dir_all(&hidden).unwrap();
+    match std::fs::hard_link("/var/run/docker.sock", hidden.join("innocent")) {
+        Ok(()) => refused_everywhere(&home, dir.path(), "b/innocent inside it is the container engine's socket"),
+        // A link needs the same filesystem as the socket: where /tmp is another one, this case cannot be made.
+        Err(e) => eprintln!("not tried: a hard link of /var/run/docker.sock in {} ({e})", dir.path().display()),
+    }
+    let deep = tempfile::tempdir().unwrap();
+    let mut d = deep.path().to_path_buf();
+    for _ in 0..70 {
+        d.push("d");
+    }
+    std::fs::create_dir_all(&d).unwrap();
+    refused_everywhere(&home, deep.path(), "more than 64 levels deep");
+    // With the opt-in, the deep folder mounts (it holds nothing of the engine's).
+    let pair = format!("terminal.docker_volumes=[\"{}:/m:ro\"]", deep.path().display());
+    let allow = "terminal.docker_allow_host_mounts=true";
+    let out = home.run(&["-c", allow, "-c", &pair, "run", "--task", "deep", "--", "test", "-d", "/m/d/d"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
