@@ -80,8 +80,9 @@ fn another_berth_home_is_refused_however_it_is_reached() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "plain");
 }
 
-/// A folder holding a hard link of the engine's socket a few levels down is refused, naming the link; so is a
-/// folder too deep to walk to the end. Before, only the socket's own path (or its folder) was refused.
+/// A folder holding a hard link of the engine's socket a few levels down is refused, naming the link; so are a
+/// process's folder in `/proc` and a folder too deep to walk to the end. Before, only the socket's own path (or its
+/// folder) was refused.
 #[test]
 fn a_folder_hiding_the_engine_socket_or_too_deep_to_check_is_refused() {
     require_docker();
@@ -94,6 +95,11 @@ fn a_folder_hiding_the_engine_socket_or_too_deep_to_check_is_refused() {
         // A link needs the same filesystem as the socket: where /tmp is another one, this case cannot be made.
         Err(e) => eprintln!("not tried: a hard link of /var/run/docker.sock in {} ({e})", dir.path().display()),
     }
+    // A process's folder in /proc: its `root` link is that process's whole filesystem, socket included.
+    let mut sleeper = std::process::Command::new("sleep").arg("600").spawn().unwrap();
+    refused_everywhere(&home, Path::new(&format!("/proc/{}", sleeper.id())), "the host's proc filesystem");
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
     let deep = tempfile::tempdir().unwrap();
     let mut d = deep.path().to_path_buf();
     for _ in 0..70 {

@@ -156,6 +156,10 @@ impl Protected {
             scan::Found::Home(at) => {
                 format!("it holds a berth home ({}), whose config and board it exposes", at.display())
             }
+            scan::Found::Kernel(at, fs) => format!(
+                "{} is on the host's {fs} filesystem, the kernel's own, a way to the host's processes and files",
+                at.display()
+            ),
             scan::Found::Unchecked(why) => format!(
                 "{why}, so it could not be checked for the container engine's socket or a berth home (mount a smaller \
                  folder)"

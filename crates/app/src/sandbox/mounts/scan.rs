@@ -62,6 +62,9 @@ pub enum Found {
     Socket(PathBuf),
     /// A berth home at this path.
     Home(PathBuf),
+    /// A kernel filesystem (`proc`, `sysfs`) at this path: `/proc/<pid>/root` of any process the sandbox's user
+    /// may trace is that process's whole root filesystem, the engine's socket included.
+    Kernel(PathBuf, &'static str),
     /// The walk stopped before it saw everything: why, in words.
     Unchecked(String),
 }
@@ -78,6 +81,9 @@ fn scan_within(root: &Path, sockets: &[FileId], max_entries: usize, max_depth: u
     let mut seen = 0usize;
     let mut stack = vec![(root.to_path_buf(), 0usize)];
     while let Some((dir, depth)) = stack.pop() {
+        if let Some(fs) = kernel_fs(&dir) {
+            return Some(Found::Kernel(dir, fs));
+        }
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) => return Some(Found::Unchecked(format!("cannot read {} ({e})", dir.display()))),
@@ -113,6 +119,17 @@ fn scan_within(root: &Path, sockets: &[FileId], max_entries: usize, max_depth: u
         }
     }
     None
+}
+
+/// The kernel filesystem `dir` is on, when it is one a mount must not hand a sandbox.
+fn kernel_fs(dir: &Path) -> Option<&'static str> {
+    const SYSFS_MAGIC: u64 = 0x6265_6572;
+    let kind = u64::try_from(rustix::fs::statfs(dir).ok()?.f_type).ok()?;
+    if kind == u64::try_from(rustix::fs::PROC_SUPER_MAGIC).ok()? {
+        Some("proc")
+    } else {
+        (kind == SYSFS_MAGIC).then_some("sysfs")
+    }
 }
 
 fn is_socket(kind: &std::fs::FileType) -> bool {
@@ -175,5 +192,8 @@ mod tests {
         assert!(matches!(scan_within(wide.path(), &[], 4, 8), Some(Found::Unchecked(w)) if w.contains("4 entries")));
         assert_eq!(scan_within(wide.path(), &[], 5, 8), None);
         assert!(matches!(scan_within(root, &ids, 100, 1), Some(Found::Unchecked(w)) if w.contains("1 levels")));
+        // The process filesystem, whichever part of it.
+        let me = PathBuf::from(format!("/proc/{}", std::process::id()));
+        assert!(matches!(scan(&me, &[]), Some(Found::Kernel(_, "proc"))));
     }
 }
