@@ -122,6 +122,13 @@ fn config_ls_hides_the_board_password_and_get_reveal_gives_it() {
     let reveal = with(&["config", "get", "kanban.database_url", "--reveal"]).stdout;
     assert_eq!(String::from_utf8(reveal).unwrap().trim(), url);
     assert!(String::from_utf8(with(&["config", "env"]).stdout).unwrap().contains(url));
+    // A password in the query, after another parameter and percent-encoded: masked in every listing too.
+    let url = "postgres://berth@db.example/board?application_name=b&password=q%2Fs3cret-pw";
+    let with = |args: &[&str]| home.cmd().env("KANBAN_DATABASE_URL", url).args(args).output().unwrap();
+    for args in [&["config", "ls"][..], &["config", "ls", "--json"], &["config", "get", "kanban.database_url"]] {
+        let out = String::from_utf8(with(args).stdout).unwrap();
+        assert!(out.contains("password=***") && !out.contains("s3cret-pw"), "{args:?}: {out}");
+    }
 }
 
 /// YAML merge keys are read as hermes-agent reads them (issue 23): a `terminal:` section that merges a shared anchor

@@ -87,6 +87,16 @@ struct ProfileRemovedView<'a> {
     removed: bool,
 }
 
+/// `text`, the value of `key`, as a listing shows it: every registered secret masked, and the board server's
+/// password wherever the URL or key-value string holds it (in the query, percent-encoded, too), registered or not.
+fn masked(key: &str, text: &str) -> String {
+    let text = crate::edge::redact::redact(text);
+    match key {
+        "kanban.database_url" => kanban_postgres::redact_url(&text),
+        _ => text,
+    }
+}
+
 /// `berth config …`.
 ///
 /// # Errors
@@ -98,17 +108,13 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
             let entries = ctx.resolved.entries();
             if ctx.json {
                 let rows: Vec<EntryView> =
-                    entries.iter().map(|e| EntryView::of(e, crate::edge::redact::redact)).collect();
+                    entries.iter().map(|e| EntryView::of(e, |t| masked(e.setting.key, t))).collect();
                 output::json(&rows);
             } else {
                 let rows: Vec<Vec<String>> = entries
                     .iter()
                     .map(|e| {
-                        vec![
-                            e.setting.key.to_owned(),
-                            crate::edge::redact::redact(&e.value.to_text()),
-                            e.source.describe(),
-                        ]
+                        vec![e.setting.key.to_owned(), masked(e.setting.key, &e.value.to_text()), e.source.describe()]
                     })
                     .collect();
                 output::table(&["KEY", "VALUE", "SOURCE"], &rows);
@@ -120,7 +126,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
                 .ok_or_else(|| Failure::usage_of(config_bridge::ConfigError::UnknownKey(key.clone())))?;
             let e = ctx.resolved.entry(key);
             // Masked unless asked: a value printed to a terminal ends up in scrollback and screen shares.
-            let shown = |text: &str| if *reveal { text.to_owned() } else { crate::edge::redact::redact(text) };
+            let shown = |text: &str| if *reveal { text.to_owned() } else { masked(e.setting.key, text) };
             if ctx.json {
                 output::json(&EntryView::of(e, shown));
             } else {
@@ -176,10 +182,7 @@ fn set(ctx: &Ctx, key: &str, value: &str) -> Result<(), Failure> {
         other => Failure::usage_of(other),
     })?;
     // Echoed masked: the password was just typed, it need not be printed back (nor is it registered yet).
-    let text = match key {
-        "kanban.database_url" => kanban_postgres::redact_url(&v.to_text()),
-        _ => crate::edge::redact::redact(&v.to_text()),
-    };
+    let text = masked(key, &v.to_text());
     if ctx.json {
         let value = match v.to_json() {
             serde_json::Value::String(_) => serde_json::Value::String(text),
