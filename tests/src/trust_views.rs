@@ -122,3 +122,27 @@ fn following_a_log_across_its_caps_prints_each_line_once() {
     assert!(seen.len() > 1000, "{} lines followed", seen.len());
     assert!(twice.is_empty(), "{} lines printed more than once, e.g. {:?}", twice.len(), &twice[..twice.len().min(3)]);
 }
+
+/// A refusal stays one readable line whatever the input: a 300-digit number (in a flag, an id, a setting) is cut,
+/// saying how much was left out, and control characters in an id never reach the terminal. Before, the number was
+/// printed whole and `kanban show` echoed the escape sequence raw.
+#[test]
+fn a_refusal_cuts_a_300_digit_number_and_shows_controls_as_text() {
+    let home = Home::new();
+    let n = "9".repeat(300);
+    let extra = format!("terminal.docker_extra_args=[\"--pids-limit={n}\"]");
+    for args in [
+        vec!["kanban", "create", "x", "--command", "true", "--priority", &n],
+        vec!["kanban", "show", &n],
+        vec!["-c", &extra, "config", "set", "terminal.timeout", "5"],
+        vec!["kanban", "show", "x\u{1b}]0;pwned\u{7}y"],
+    ] {
+        let out = home.run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains(&"9".repeat(121)), "{args:?}: the number is printed whole: {err}");
+        assert!(err.len() < 600, "{args:?}: {} bytes", err.len());
+        assert_inert(&format!("{args:?}"), &err);
+    }
+}

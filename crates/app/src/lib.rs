@@ -38,7 +38,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             match cli_values::one_line(&e) {
-                Some(line) => eprintln!("berth: {line}"),
+                Some(line) => eprintln!("berth: {}", edge::terminal_text::error_line(&line)),
                 None => drop(e.print()),
             }
             return ExitCode::from(code);
@@ -52,7 +52,7 @@ pub fn main() -> ExitCode {
     match run(cli, env) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("berth: {}", f.message);
+            eprintln!("berth: {}", edge::terminal_text::error_line(&f.message));
             ExitCode::from(f.code)
         }
     }

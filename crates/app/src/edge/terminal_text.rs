@@ -40,6 +40,30 @@ pub fn shown_line(line: &str, max: usize) -> String {
     format!("{cut}… ({} more characters)", count - max)
 }
 
+/// The longest run of characters without a space an error line shows whole.
+const ERROR_WORD_MAX: usize = 120;
+
+/// An error line as printed: sanitized, and each run of characters without a space longer than [`ERROR_WORD_MAX`]
+/// (a 300-digit number, a value pasted by mistake) cut, saying how much was left out, so a refusal stays readable.
+pub fn error_line(text: &str) -> String {
+    let safe = sanitize(text);
+    if !safe.split(' ').any(|w| w.chars().count() > ERROR_WORD_MAX) {
+        return safe.into_owned();
+    }
+    let words: Vec<String> = safe
+        .split(' ')
+        .map(|w| {
+            let count = w.chars().count();
+            if count <= ERROR_WORD_MAX {
+                return w.to_owned();
+            }
+            let cut: String = w.chars().take(ERROR_WORD_MAX).collect();
+            format!("{cut}… ({} more characters)", count - ERROR_WORD_MAX)
+        })
+        .collect();
+    words.join(" ")
+}
+
 /// The bytes of the last read back from a log's end at most: a longer line is shown from this far before its end.
 const TAIL_READ_MAX: u64 = 4 * 1024 * 1024;
 
@@ -89,6 +113,15 @@ mod tests {
         assert_eq!(sanitize("a\x1b[2Jb\u{9b}c"), "a\\x1b[2Jb\\x9bc");
         assert_eq!(sanitize("\u{202e}gnp.exe"), "\\u{202e}gnp.exe");
         assert_eq!(shown_line("abcdef", 3), "abc… (3 more characters)");
+    }
+
+    #[test]
+    fn an_error_line_is_sanitized_and_long_words_cut() {
+        assert_eq!(error_line("no task x\x1b]0;T\x07"), "no task x\\x1b]0;T\\x07");
+        let long = format!("invalid value \"{}\" for --priority", "9".repeat(300));
+        let line = error_line(&long);
+        assert!(line.starts_with("invalid value \"999") && line.ends_with("… (182 more characters) for --priority"));
+        assert_eq!(error_line("short words stay"), "short words stay");
     }
 
     #[test]
