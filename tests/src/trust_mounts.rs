@@ -113,3 +113,54 @@ fn a_folder_hiding_the_engine_socket_or_too_deep_to_check_is_refused() {
     let out = home.run(&["-c", allow, "-c", &pair, "run", "--task", "deep", "--", "test", "-d", "/m/d/d"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A named volume removed when dropped.
+struct Volume<'a>(&'a Home, String);
+
+impl Drop for Volume<'_> {
+    fn drop(&mut self) {
+        for id in self.0.containers() {
+            self.0.docker(&["rm", "-f", &id]);
+        }
+        self.0.docker(&["volume", "rm", "-f", &self.1]);
+    }
+}
+
+/// A named volume that binds a host folder (`local`, `o=bind,device=…`) is that folder under another name: one that
+/// binds another berth home or the engine's socket folder is refused like a bind of it, in `docker_volumes` and in a
+/// `--mount type=volume`. Before, any volume name passed, and a task rewrote the other home's `config.yaml`.
+#[test]
+fn a_volume_that_binds_a_protected_host_folder_is_refused() {
+    require_docker();
+    let first = Home::new();
+    first.ok(&["kanban", "ls"]);
+    let a = first.path().canonicalize().unwrap();
+    let second = Home::new();
+    let make = |suffix: &str, device: &str| {
+        let name = format!("{}-{suffix}", second.profile);
+        let opts = ["--opt", "type=none", "--opt", "o=bind", "--opt"];
+        let out = second.docker(&[&["volume", "create"][..], &opts, &[&format!("device={device}"), &name]].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        Volume(&second, name)
+    };
+    let home_vol = make("home", &a.display().to_string());
+    let run_vol = make("run", "/var/run");
+    for (volume, want) in [(&home_vol, "inside a berth home"), (&run_vol, "the container engine's socket")] {
+        let name = &volume.1;
+        let pair = format!("terminal.docker_volumes=[\"{name}:/m\"]");
+        let out = second.run(&["-c", &pair, "run", "--task", "v", "--", "sh", "-c", "echo x > /m/config.yaml"]);
+        assert_refused(&out, want, &pair);
+        let extra = format!("terminal.docker_extra_args=[\"--mount\",\"type=volume,src={name},dst=/m\"]");
+        assert_refused(&second.run(&["-c", &extra, "run", "--task", "v", "--", "true"]), want, &extra);
+        assert!(second.containers().is_empty(), "{name}: a sandbox was made");
+    }
+    assert!(!a.join("config.yaml").exists(), "the other home's config.yaml was written");
+    // A plain bind volume of an ordinary folder mounts.
+    let plain = tempfile::tempdir().unwrap();
+    std::fs::write(plain.path().join("data.txt"), "plain").unwrap();
+    let plain_vol = make("plain", &plain.path().display().to_string());
+    let pair = format!("terminal.docker_volumes=[\"{}:/m:ro\"]", plain_vol.1);
+    let out = second.run(&["-c", &pair, "run", "--task", "ok", "--", "cat", "/m/data.txt"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "plain");
+}

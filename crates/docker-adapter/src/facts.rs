@@ -1,5 +1,5 @@
 //! What berth asks about the engine itself ([`EngineFacts`]): where it answers, the API version in use, whether it
-//! can enforce a disk quota and cgroup limits, and whether it is Podman.
+//! can enforce a disk quota and cgroup limits, whether it is Podman, and the host folder a named volume binds.
 
 use async_trait::async_trait;
 use domain::ports::{EngineFacts, RuntimeError};
@@ -50,5 +50,19 @@ impl EngineFacts for DockerRuntime {
     async fn is_podman(&self) -> Result<bool, RuntimeError> {
         let v = self.docker.version().await.map_err(|e| self.map_err("version", "", e))?;
         Ok(v.components.unwrap_or_default().iter().any(|c| c.name.to_ascii_lowercase().contains("podman")))
+    }
+
+    /// The host folder the named volume `name` binds ([`crate::volumes::bound_host_path`]); `None` when it binds
+    /// none or does not exist (the engine then makes an empty one).
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`] other than "not found", or a timeout.
+    async fn volume_host_path(&self, name: &str) -> Result<Option<String>, RuntimeError> {
+        match tokio::time::timeout(crate::volumes::INSPECT_TIMEOUT, self.docker.inspect_volume(name)).await {
+            Ok(Ok(v)) => Ok(crate::volumes::bound_host_path(&v.driver, &v.options)),
+            Ok(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) => Ok(None),
+            Ok(Err(e)) => Err(self.map_err("inspect volume", name, e)),
+            Err(_) => Err(RuntimeError::Timeout(format!("inspecting volume {name}"))),
+        }
     }
 }

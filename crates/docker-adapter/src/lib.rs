@@ -13,6 +13,7 @@ mod kill;
 mod logs;
 mod run_flags;
 mod usage;
+mod volumes;
 
 pub use files::LABEL_HELPER;
 pub use run_flags::{DockerRunFlags, MAPPED_FLAGS};

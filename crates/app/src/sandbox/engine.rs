@@ -82,6 +82,7 @@ pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> R
     }
     // Nothing of berth's own (home, other sandboxes) and no engine socket reaches a sandbox, whatever the settings.
     crate::sandbox::mounts::check_spec(ctx, &identity, &built.spec)?;
+    crate::sandbox::mounts::check_volumes(ctx, rt, &identity, &built.spec).await?;
     for dir in &built.host_dirs {
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::other(format!("cannot create sandbox directory {dir}: {e}")))?;

@@ -115,6 +115,11 @@ impl Protected {
 
     /// Why mounting host path `source` is refused, if it is.
     pub fn violation(&self, source: &str) -> Option<String> {
+        self.violation_as(source, source)
+    }
+
+    /// Why mounting host path `source`, named `shown` in the refusal, is refused, if it is.
+    fn violation_as(&self, shown: &str, source: &str) -> Option<String> {
         // Not an absolute path: a named volume, which holds nothing of the host's.
         if !source.starts_with('/') {
             return None;
@@ -126,7 +131,7 @@ impl Protected {
         for root in &self.roots {
             if root.starts_with(&src) || src.starts_with(root) {
                 return Some(format!(
-                    "refusing to mount {source} into a sandbox: it exposes berth's own files ({}); nothing under \
+                    "refusing to mount {shown} into a sandbox: it exposes berth's own files ({}); nothing under \
                      berth's home or the sandboxes folder is ever mounted",
                     root.display()
                 ));
@@ -136,7 +141,7 @@ impl Protected {
             return None;
         }
         let refuse = |why: String| {
-            Some(format!("refusing to mount {source} into a sandbox: {why}; set {ALLOW_KEY}=true to allow it"))
+            Some(format!("refusing to mount {shown} into a sandbox: {why}; set {ALLOW_KEY}=true to allow it"))
         };
         if let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src) || same_file(s, &src)) {
             let sock = sock.display();
@@ -256,6 +261,34 @@ pub fn check_setting(ctx: &Ctx, key: &str, value: &config_bridge::Value) -> Resu
         _ => return Ok(()),
     };
     spec_violation(&Protected::new(ctx, None), &spec).map_or(Ok(()), |why| Err(Failure::usage(why)))
+}
+
+/// Sandbox create, the named volumes: one that binds a host folder (a `local` volume made with `o=bind,device=…`)
+/// is checked like a bind of that folder, since that folder is what the sandbox gets.
+///
+/// # Errors
+/// A usage failure naming the volume and its folder; a failure when the engine cannot say what a volume holds.
+pub async fn check_volumes(
+    ctx: &Ctx,
+    rt: &dyn domain::ports::Engine,
+    identity: &SandboxIdentity,
+    spec: &CreateSpec,
+) -> Result<(), Failure> {
+    let mut names: Vec<&str> =
+        mount_sources(spec).into_iter().filter(|m| !m.bind && !m.source.starts_with('/')).map(|m| m.source).collect();
+    names.sort_unstable();
+    names.dedup();
+    let protected = Protected::new(ctx, Some(identity));
+    for name in names.into_iter().filter(|n| !n.is_empty()) {
+        let path = rt
+            .volume_host_path(name)
+            .await
+            .map_err(|e| Failure::other(format!("cannot check what volume {name} mounts into the sandbox: {e}")))?;
+        if let Some(why) = path.and_then(|p| protected.violation_as(&format!("volume {name} (host folder {p})"), &p)) {
+            return Err(Failure::usage(why));
+        }
+    }
+    Ok(())
 }
 
 /// Sandbox create: refuses a spec that mounts anything protected, however the mount was asked for.

@@ -180,6 +180,17 @@ pub trait EngineFacts: Send + Sync {
     /// # Errors
     /// A [`RuntimeError`].
     async fn is_podman(&self) -> Result<bool, RuntimeError>;
+
+    /// The host folder the named volume `name` binds (a `local` volume made with `o=bind,device=PATH`), so the
+    /// mount check reads it like a bind of that folder; `None` when it binds none or does not exist. The default
+    /// knows of no volume.
+    ///
+    /// # Errors
+    /// A [`RuntimeError`].
+    async fn volume_host_path(&self, name: &str) -> Result<Option<String>, RuntimeError> {
+        let _ = name;
+        Ok(None)
+    }
 }
 
 /// The networks and proxy of `terminal.docker_egress`.

@@ -1,0 +1,35 @@
+//! What a named volume holds of the host: a `local` volume made with `type=none,o=bind,device=PATH` is the host
+//! folder PATH under another name, so the mount check reads it like a bind of PATH.
+
+use std::time::Duration;
+
+/// Bound of the volume look-up (`EngineFacts::volume_host_path`).
+pub(crate) const INSPECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The host folder a volume's driver options bind, if they bind one: the `local` driver's `device` when its `o`
+/// options include `bind` (or `rbind`).
+pub(crate) fn bound_host_path(driver: &str, options: &std::collections::HashMap<String, String>) -> Option<String> {
+    let binds = options.get("o").is_some_and(|o| o.split(',').any(|opt| matches!(opt.trim(), "bind" | "rbind")));
+    (driver == "local" && binds).then(|| options.get("device").cloned()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn only_a_local_bind_volume_binds_a_host_folder() {
+        let opts = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        };
+        let bind = opts(&[("type", "none"), ("o", "bind"), ("device", "/srv/x")]);
+        assert_eq!(bound_host_path("local", &bind).as_deref(), Some("/srv/x"));
+        let rbind = opts(&[("o", "ro, rbind"), ("device", "/srv/y")]);
+        assert_eq!(bound_host_path("local", &rbind).as_deref(), Some("/srv/y"));
+        assert_eq!(bound_host_path("local", &opts(&[("type", "nfs"), ("device", ":/export")])), None);
+        assert_eq!(bound_host_path("local", &HashMap::new()), None);
+        assert_eq!(bound_host_path("other", &bind), None);
+    }
+}
