@@ -164,3 +164,29 @@ fn a_volume_that_binds_a_protected_host_folder_is_refused() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "plain");
 }
+
+/// A home's sandboxes folder kept outside it (`terminal.sandbox_dir`) is marked as that home's: another home can
+/// neither mount it (its sandboxes' `/root` and `/workspace`) nor use it as its own sandboxes folder, where the two
+/// homes' sandboxes of one task would share a folder. Before, both passed.
+#[test]
+fn another_homes_sandboxes_folder_is_neither_mounted_nor_shared() {
+    require_docker();
+    let first = Home::new();
+    let folder = tempfile::tempdir().unwrap();
+    let sb = folder.path().canonicalize().unwrap().join("sb");
+    let setting = format!("terminal.sandbox_dir={}", sb.display());
+    let out = first.run(&["-c", &setting, "run", "--task", "s", "--", "sh", "-c", "echo secret > /root/note"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(sb.join(".berth-sandboxes").is_file(), "the sandboxes folder gets its marker");
+    // The first home keeps using it.
+    let out = first.run(&["-c", &setting, "run", "--task", "s", "--", "cat", "/root/note"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "secret", "{}", String::from_utf8_lossy(&out.stderr));
+    let second = Home::new();
+    refused_everywhere(&second, &sb, "inside a berth sandboxes folder");
+    refused_everywhere(&second, &sb.join("docker"), "inside a berth sandboxes folder");
+    refused_everywhere(&second, folder.path(), "holds a berth sandboxes folder");
+    let out = second.run(&["-c", &setting, "run", "--task", "s", "--", "cat", "/root/note"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(2) && err.contains("another home's sandboxes folder"), "{err}");
+    assert!(out.stdout.is_empty() && second.containers().is_empty(), "the second home used the first one's folder");
+}

@@ -87,6 +87,10 @@ pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> R
         std::fs::create_dir_all(dir)
             .map_err(|e| Failure::other(format!("cannot create sandbox directory {dir}: {e}")))?;
     }
+    // So that any other home on this machine knows this folder as this home's and never mounts it.
+    if !built.host_dirs.is_empty() {
+        crate::sandbox::mounts::mark_sandboxes(std::path::Path::new(&ctx.settings.terminal.sandbox_dir), &ctx.home);
+    }
     Ok(AcquireRequest {
         identity,
         spec: built.spec,

@@ -5,14 +5,14 @@
 //! A sandbox that could write `<home>/config.yaml` or `kanban.db` could give the next task the Docker socket (root on
 //! the host), so every host path that reaches a create call is checked here, canonicalized (symlinks, `..`, trailing
 //! slashes): a mount of a parent of a protected path exposes it too. Another home on the machine (any folder
-//! [`scan::is_home`] recognises) is as much a way to the host as this one, and a hard link of the engine's socket can
+//! [`scan::kind_of`] recognises, and another home's sandboxes folder) is as much a way to the host as this one, and a hard link of the engine's socket can
 //! sit anywhere: a folder to be mounted is walked for both ([`scan`]).
 
 mod scan;
 
 use std::path::{Component, Path, PathBuf};
 
-pub use scan::mark_home;
+pub use scan::{mark_home, mark_sandboxes};
 
 use domain::sandbox::{
     Bind, CreateSpec, MountSource, SandboxIdentity, blank_spec, check_extra_args, host_access, mount_sources,
@@ -147,19 +147,18 @@ impl Protected {
             let sock = sock.display();
             return refuse(format!("it exposes the container engine's socket ({sock}), which is root on the host"));
         }
-        if let Some(other) = scan::home_around(&src) {
-            return refuse(format!(
-                "it is inside a berth home ({}), whose config and board it exposes",
-                other.display()
-            ));
+        if let Some((other, kind)) = scan::berth_dir_around(&src) {
+            let (what, exposes) = kind.words();
+            return refuse(format!("it is inside {what} ({}), {exposes}", other.display()));
         }
         refuse(match scan::scan(&src, &self.socket_ids)? {
             scan::Found::Socket(at) => format!(
                 "{} inside it is the container engine's socket (a hard link of it), which is root on the host",
                 at.display()
             ),
-            scan::Found::Home(at) => {
-                format!("it holds a berth home ({}), whose config and board it exposes", at.display())
+            scan::Found::Berth(at, kind) => {
+                let (what, exposes) = kind.words();
+                format!("it holds {what} ({}), {exposes}", at.display())
             }
             scan::Found::Kernel(at, fs) => format!(
                 "{} is on the host's {fs} filesystem, the kernel's own, a way to the host's processes and files",
@@ -230,11 +229,18 @@ pub fn check_sandbox_dir(home: &Path, dir: &str) -> Result<(), String> {
     if c == Path::new("/") || home.starts_with(&c) {
         return Err(format!("terminal.sandbox_dir {dir:?} holds berth's home; every sandbox would be given it"));
     }
-    // Below this home (its `sandboxes/`) is this home's; inside another, its sandboxes would share that home's files.
-    if let Some(other) = scan::home_around(&c).filter(|h| !h.starts_with(&home)) {
+    // Below this home (its `sandboxes/`) is this home's, and so is a sandboxes folder whose marker names it; inside
+    // another home or another home's sandboxes folder, its sandboxes would share that home's files.
+    if let Some((other, kind)) = scan::berth_dir_around(&c).filter(|(at, kind)| match kind {
+        scan::Kind::Home => !at.starts_with(&home),
+        scan::Kind::Sandboxes => scan::sandboxes_owner(at).is_some_and(|owner| owner != home),
+    }) {
+        let what = match kind {
+            scan::Kind::Home => "another berth home",
+            scan::Kind::Sandboxes => "another home's sandboxes folder",
+        };
         return Err(format!(
-            "terminal.sandbox_dir {dir:?} is inside another berth home ({}); its sandboxes would be given that home's \
-             files",
+            "terminal.sandbox_dir {dir:?} is inside {what} ({}); its sandboxes would share that home's files",
             other.display()
         ));
     }

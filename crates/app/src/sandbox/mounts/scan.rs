@@ -12,6 +12,27 @@ use std::path::{Path, PathBuf};
 /// The file every berth home holds (written by each command when missing).
 pub const MARKER: &str = ".berth-home";
 
+/// The file a sandboxes folder (`terminal.sandbox_dir`) holds once berth made a sandbox's folder in it: the
+/// canonical path of the home it belongs to, so another home recognises it wherever it is.
+pub const SANDBOXES_MARKER: &str = ".berth-sandboxes";
+
+/// What kind of berth folder a folder is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Home,
+    Sandboxes,
+}
+
+impl Kind {
+    /// The folder in words, and what a sandbox that mounted it would reach.
+    pub fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Kind::Home => ("a berth home", "whose config and board it exposes"),
+            Kind::Sandboxes => ("a berth sandboxes folder", "whose sandboxes' files it exposes"),
+        }
+    }
+}
+
 /// The marker's text: what the file is for, to whoever finds it.
 const MARKER_TEXT: &str =
     "This folder is a berth home. berth never mounts it, anything inside it or a folder holding it into a sandbox.\n";
@@ -33,17 +54,39 @@ pub fn mark_home(home: &Path) {
     }
 }
 
-/// Whether `dir` is a berth home: its marker, or the layout of a home made before the marker.
-pub fn is_home(dir: &Path) -> bool {
-    let has = |name: &str| std::fs::symlink_metadata(dir.join(name));
-    has(MARKER).is_ok()
-        || has(kanban_store::BOARD_FILE).is_ok()
-        || (has("config.yaml").is_ok_and(|m| m.is_file()) && has("kanban").is_ok_and(|m| m.is_dir()))
+/// Leaves the marker of a sandboxes folder, naming `home`, in `dir` when it is missing; a failure is logged.
+pub fn mark_sandboxes(dir: &Path, home: &Path) {
+    let marker = dir.join(SANDBOXES_MARKER);
+    if std::fs::symlink_metadata(&marker).is_ok() {
+        return;
+    }
+    let text = format!("{}\n", super::canonical(home).display());
+    if let Err(e) = std::fs::write(&marker, text) {
+        tracing::debug!("cannot write {}: {e}", marker.display());
+    }
 }
 
-/// The nearest folder at or above `path` (canonical) that is a berth home.
-pub fn home_around(path: &Path) -> Option<PathBuf> {
-    path.ancestors().find(|a| is_home(a)).map(Path::to_path_buf)
+/// The home the sandboxes folder `dir` belongs to, as its marker says.
+pub fn sandboxes_owner(dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(dir.join(SANDBOXES_MARKER)).ok()?;
+    Some(PathBuf::from(text.lines().next()?.trim()))
+}
+
+/// Whether `dir` is a berth home (its marker, or the layout of a home made before the marker) or a sandboxes folder.
+pub fn kind_of(dir: &Path) -> Option<Kind> {
+    let has = |name: &str| std::fs::symlink_metadata(dir.join(name));
+    if has(MARKER).is_ok()
+        || has(kanban_store::BOARD_FILE).is_ok()
+        || (has("config.yaml").is_ok_and(|m| m.is_file()) && has("kanban").is_ok_and(|m| m.is_dir()))
+    {
+        return Some(Kind::Home);
+    }
+    has(SANDBOXES_MARKER).is_ok().then_some(Kind::Sandboxes)
+}
+
+/// The nearest berth folder at or above `path` (canonical), with its kind.
+pub fn berth_dir_around(path: &Path) -> Option<(PathBuf, Kind)> {
+    path.ancestors().find_map(|a| Some((a.to_path_buf(), kind_of(a)?)))
 }
 
 /// A device and inode: one file, under any of its names.
@@ -60,8 +103,8 @@ pub fn file_ids(paths: &[PathBuf]) -> Vec<FileId> {
 pub enum Found {
     /// The engine's socket, or a hard link of it, at this path.
     Socket(PathBuf),
-    /// A berth home at this path.
-    Home(PathBuf),
+    /// A berth home or sandboxes folder at this path.
+    Berth(PathBuf, Kind),
     /// A kernel filesystem (`proc`, `sysfs`) at this path: `/proc/<pid>/root` of any process the sandbox's user
     /// may trace is that process's whole root filesystem, the engine's socket included.
     Kernel(PathBuf, &'static str),
@@ -100,7 +143,10 @@ fn scan_within(root: &Path, sockets: &[FileId], max_entries: usize, max_depth: u
             }
             let name = entry.file_name();
             if name == MARKER || name == kanban_store::BOARD_FILE {
-                return Some(Found::Home(dir));
+                return Some(Found::Berth(dir, Kind::Home));
+            }
+            if name == SANDBOXES_MARKER {
+                return Some(Found::Berth(dir, Kind::Sandboxes));
             }
             let Ok(kind) = entry.file_type() else { continue };
             config |= name == "config.yaml" && kind.is_file();
@@ -115,7 +161,7 @@ fn scan_within(root: &Path, sockets: &[FileId], max_entries: usize, max_depth: u
             }
         }
         if config && kanban {
-            return Some(Found::Home(dir));
+            return Some(Found::Berth(dir, Kind::Home));
         }
     }
     None
@@ -154,18 +200,23 @@ mod tests {
     fn a_home_is_its_marker_or_its_layout() {
         let t = tmp();
         let d = t.path();
-        assert!(!is_home(d));
+        assert_eq!(kind_of(d), None);
         std::fs::write(d.join("config.yaml"), "").unwrap();
-        assert!(!is_home(d), "config.yaml alone is any project's");
+        assert_eq!(kind_of(d), None, "config.yaml alone is any project's");
         std::fs::create_dir(d.join("kanban")).unwrap();
-        assert!(is_home(d));
+        assert_eq!(kind_of(d), Some(Kind::Home));
         let other = tmp();
         mark_home(other.path());
-        assert!(is_home(other.path()));
+        assert_eq!(kind_of(other.path()), Some(Kind::Home));
         assert!(std::fs::read_to_string(other.path().join(MARKER)).unwrap().contains("berth home"));
         let deep = other.path().join("a/b");
         std::fs::create_dir_all(&deep).unwrap();
-        assert_eq!(home_around(&deep).as_deref(), Some(other.path()));
+        assert_eq!(berth_dir_around(&deep), Some((other.path().to_path_buf(), Kind::Home)));
+        // A sandboxes folder names its home.
+        let sb = tmp();
+        mark_sandboxes(sb.path(), other.path());
+        assert_eq!(kind_of(sb.path()), Some(Kind::Sandboxes));
+        assert_eq!(sandboxes_owner(sb.path()), Some(super::super::canonical(other.path())));
     }
 
     #[test]
@@ -175,7 +226,7 @@ mod tests {
         std::fs::create_dir_all(root.join("a/b/c")).unwrap();
         assert_eq!(scan(root, &[]), None);
         std::fs::write(root.join("a/b/c").join(kanban_store::BOARD_FILE), "").unwrap();
-        assert_eq!(scan(root, &[]), Some(Found::Home(root.join("a/b/c"))));
+        assert_eq!(scan(root, &[]), Some(Found::Berth(root.join("a/b/c"), Kind::Home)));
         std::fs::remove_file(root.join("a/b/c").join(kanban_store::BOARD_FILE)).unwrap();
         // A socket is the engine's only by its file id; a hard link of it anywhere is found.
         let sock = root.join("a/b/s.sock");
