@@ -80,8 +80,8 @@ fn another_berth_home_is_refused_however_it_is_reached() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "plain");
 }
 
-/// A folder holding a hard link of the engine's socket a few levels down is refused, naming the link; so are a
-/// process's folder in `/proc` and a folder too deep to walk to the end. Before, only the socket's own path (or its
+/// A folder holding a hard link of the engine's socket a few levels down is refused, naming the link; so are the
+/// engine's own folders, containerd's socket, a process's folder in `/proc` and a folder too deep to walk to the end. Before, only the socket's own path (or its
 /// folder) was refused.
 #[test]
 fn a_folder_hiding_the_engine_socket_or_too_deep_to_check_is_refused() {
@@ -94,6 +94,11 @@ fn a_folder_hiding_the_engine_socket_or_too_deep_to_check_is_refused() {
         Ok(()) => refused_everywhere(&home, dir.path(), "b/innocent inside it is the container engine's socket"),
         // A link needs the same filesystem as the socket: where /tmp is another one, this case cannot be made.
         Err(e) => eprintln!("not tried: a hard link of /var/run/docker.sock in {} ({e})", dir.path().display()),
+    }
+    // The engine's own folders and the runtimes below it (containerd starts containers as root too), whether or not
+    // this host has them.
+    for engine in ["/var/lib/docker/containers", "/run/containerd", "/run/docker/containerd/containerd.sock"] {
+        refused_everywhere(&home, Path::new(engine), "the container engine's");
     }
     // A process's folder in /proc: its `root` link is that process's whole filesystem, socket included.
     let mut sleeper = std::process::Command::new("sleep").arg("600").spawn().unwrap();

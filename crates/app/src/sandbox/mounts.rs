@@ -33,6 +33,8 @@ pub struct Protected {
     /// The engine sockets: refused unless `allow_sockets`, and their file ids (a hard link anywhere is one).
     sockets: Vec<PathBuf>,
     socket_ids: Vec<scan::FileId>,
+    /// The engines' own folders: refused unless `allow_sockets`, with what is inside them.
+    engine_dirs: Vec<PathBuf>,
     allow_sockets: bool,
     /// The sandbox's own folder (under `terminal.sandbox_dir`), which berth itself mounts.
     own: Option<PathBuf>,
@@ -81,10 +83,21 @@ fn lexical(p: &Path) -> PathBuf {
     out
 }
 
-/// The engine sockets this host may have: the usual Docker and Podman paths and `DOCKER_HOST`'s unix path.
+/// The engine sockets this host may have: the usual Docker and Podman paths, `DOCKER_HOST`'s unix path, and the
+/// runtimes below an engine (containerd, CRI-O, BuildKit), each of which starts containers as root too.
 fn socket_paths(ctx: &Ctx) -> Vec<PathBuf> {
-    let mut paths: Vec<PathBuf> =
-        ["/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock"].iter().map(PathBuf::from).collect();
+    let mut paths: Vec<PathBuf> = [
+        "/var/run/docker.sock",
+        "/run/docker.sock",
+        "/run/podman/podman.sock",
+        "/run/containerd/containerd.sock",
+        "/run/docker/containerd/containerd.sock",
+        "/run/crio/crio.sock",
+        "/run/buildkit/buildkitd.sock",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
     if let Some(rest) = ctx.env.get("DOCKER_HOST").and_then(|h| h.strip_prefix("unix://")) {
         paths.push(PathBuf::from(rest));
     }
@@ -93,6 +106,30 @@ fn socket_paths(ctx: &Ctx) -> Vec<PathBuf> {
         paths.push(Path::new(xdg).join("podman").join("podman.sock"));
     }
     paths.iter().map(|p| canonical(p)).collect()
+}
+
+/// The engines' own folders: their containers' files and configuration (another sandbox's, a stopped container's
+/// settings to rewrite) and their runtime sockets (containerd's shims). Rootless engines keep theirs in the user's
+/// home.
+fn engine_dirs(ctx: &Ctx) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = [
+        "/var/lib/docker",
+        "/var/lib/containerd",
+        "/var/lib/containers",
+        "/run/docker",
+        "/run/containerd",
+        "/run/crio",
+        "/run/buildkit",
+        "/run/containers",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    if let Some(home) = ctx.env.get("HOME").filter(|h| h.starts_with('/')) {
+        dirs.push(Path::new(home).join(".local/share/docker"));
+        dirs.push(Path::new(home).join(".local/share/containers"));
+    }
+    dirs.iter().map(|p| canonical(p)).collect()
 }
 
 impl Protected {
@@ -108,6 +145,7 @@ impl Protected {
             roots,
             socket_ids: scan::file_ids(&sockets),
             sockets,
+            engine_dirs: engine_dirs(ctx),
             allow_sockets: ctx.settings.terminal.docker_allow_host_mounts,
             own: own.filter(|_| dir.starts_with('/')).map(|i| canonical(Path::new(&i.host_dir(&dir)))),
         }
@@ -146,6 +184,13 @@ impl Protected {
         if let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src) || same_file(s, &src)) {
             let sock = sock.display();
             return refuse(format!("it exposes the container engine's socket ({sock}), which is root on the host"));
+        }
+        if let Some(dir) = self.engine_dirs.iter().find(|d| d.starts_with(&src) || src.starts_with(d)) {
+            let dir = dir.display();
+            return refuse(format!(
+                "it exposes the container engine's own files ({dir}: containers, their settings, runtime sockets), \
+                 which is root on the host"
+            ));
         }
         if let Some((other, kind)) = scan::berth_dir_around(&src) {
             let (what, exposes) = kind.words();
@@ -320,6 +365,7 @@ mod tests {
             roots: vec![canonical(&home), canonical(&home.join("sandboxes"))],
             sockets: vec![canonical(&dir.join("run/docker.sock"))],
             socket_ids: scan::file_ids(&[dir.join("run/docker.sock")]),
+            engine_dirs: vec![canonical(&dir.join("engine-state"))],
             allow_sockets: false,
             own: Some(canonical(&home.join("sandboxes/docker/p/t-0123"))),
         }
@@ -383,6 +429,11 @@ mod tests {
         let why = p.violation(&elsewhere.display().to_string()).unwrap();
         assert!(why.contains("deeper/s") && why.contains(ALLOW_KEY), "{why}");
         assert_eq!(p.violation(&tmp.join("plain").display().to_string()), None);
+        // The engine's own folders, inside and out.
+        std::fs::create_dir_all(tmp.join("engine-state/containers")).unwrap();
+        for s in [tmp.join("engine-state"), tmp.join("engine-state/containers/x")] {
+            assert!(p.violation(&s.display().to_string()).is_some_and(|w| w.contains("own files")), "{}", s.display());
+        }
         p.allow_sockets = true;
         assert_eq!(p.violation(&tmp.join("run/docker.sock").display().to_string()), None);
     }
