@@ -82,6 +82,26 @@ fn the_board_password_never_reaches_a_message_or_a_listing() {
     }
 }
 
+/// A board password in `kanban migrate --to URL` would sit in the process's arguments, which any local user reads:
+/// refused in one line that names the ways that keep it out, without echoing it; the SQLite board is left as it was.
+#[test]
+fn kanban_migrate_refuses_a_password_in_its_arguments() {
+    let home = Home::new();
+    home.ok(&["kanban", "create", "x", "--assignee", &home.profile, "--command", "true"]);
+    let before = home.json(&["kanban", "ls"]);
+    for url in [
+        format!("postgres://berth:{PASSWORD}@127.0.0.1:{}/board", closed_port()),
+        format!("host=127.0.0.1 port={} user=berth password={PASSWORD} dbname=board", closed_port()),
+    ] {
+        let out = home.run(&["kanban", "migrate", "--to", &url]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("--to -") && err.contains("kanban.database_url"), "{err}");
+        assert!(!err.contains(PASSWORD) && err.trim().lines().count() == 1, "{err}");
+    }
+    assert_eq!(home.json(&["kanban", "ls"]), before);
+}
+
 /// `kanban migrate` takes the board URL from stdin (`--to -`) or from `kanban.database_url` (its environment
 /// variable), so the password need not be in the command line; a failure names the URL without it.
 #[test]

@@ -512,9 +512,9 @@ pub enum KanbanCmd {
     /// Copy this home's SQLite board (tasks, events, runs, links, ids) into an empty PostgreSQL board and verify
     /// the counts; the SQLite file is left as it was. Then set `kanban.database_url` to use it.
     Migrate {
-        /// The PostgreSQL board to copy into, e.g. postgres://berth:secret@db-host:5432/berth; `-` reads it from
-        /// the first line of stdin, and without `--to` it is `kanban.database_url` (e.g. KANBAN_DATABASE_URL), so
-        /// the password need not be in the command line.
+        /// The PostgreSQL board to copy into, e.g. postgres://berth@db-host:5432/berth (a password here is
+        /// refused: any local user reads a command line); `-` reads it from the first line of stdin, and without
+        /// `--to` it is `kanban.database_url` (e.g. KANBAN_DATABASE_URL).
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "URL")]
         to: Option<String>,
     },

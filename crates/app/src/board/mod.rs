@@ -337,7 +337,8 @@ async fn prune(ctx: &Ctx, dry_run: bool, now: domain::time::Timestamp) -> Result
 
 /// `kanban migrate --to URL`: copies the SQLite board of this home into an empty PostgreSQL board.
 /// The URL `kanban migrate` copies into: `--to URL`, the first line of stdin for `--to -`, else
-/// `kanban.database_url` (the two last keep the password out of the process's arguments).
+/// `kanban.database_url` (the two last keep the password out of the process's arguments; a `--to URL` holding a
+/// password is refused).
 fn migrate_target(ctx: &Ctx, to: Option<&str>) -> Result<String, Failure> {
     match to {
         Some("-") => {
@@ -351,6 +352,11 @@ fn migrate_target(ctx: &Ctx, to: Option<&str>) -> Result<String, Failure> {
             }
             Ok(url.to_owned())
         }
+        // Any local user reads a process's arguments (`ps`, /proc/<pid>/cmdline): a password there is given away.
+        Some(url) if kanban_postgres::redact_url(url) != url => Err(Failure::usage(
+            "refusing a board password in the command line, where any local user can read it: give the URL on stdin \
+             with --to - or in kanban.database_url (KANBAN_DATABASE_URL); nothing was changed",
+        )),
         Some(url) => Ok(url.to_owned()),
         None => ctx.database_url().map(str::to_owned).ok_or_else(|| {
             Failure::usage("give the board to copy into: --to URL, --to - (the URL on stdin) or kanban.database_url")
