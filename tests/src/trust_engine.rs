@@ -131,9 +131,11 @@ fn an_engine_that_hangs_after_its_ping_fails_a_command_within_seconds_in_one_lin
     let engine = FakeEngine::start(Fault::Hang);
     // Not the home's engine: its clean-up asks the engine with the docker CLI, which would hang too.
     let home = Home::new();
-    for args in [&["run", "--task", "t", "--", "true"][..], &["run", "-i", "--task", "t", "--", "true"], &[
-        "sandbox", "ensure", "--task", "t",
-    ]] {
+    for args in [
+        &["run", "--task", "t", "--", "true"][..],
+        &["run", "-i", "--task", "t", "--", "true"],
+        &["sandbox", "ensure", "--task", "t"],
+    ] {
         let start = Instant::now();
         let out = home.cmd().env("DOCKER_HOST", engine.endpoint()).args(args).output().unwrap();
         let took = start.elapsed();
@@ -146,4 +148,34 @@ fn an_engine_that_hangs_after_its_ping_fails_a_command_within_seconds_in_one_lin
         assert!(err.contains("no answer within"), "{args:?}: {err}");
         assert!(!err.contains("  "), "{args:?}: no double space: {err}");
     }
+}
+
+/// `berth run -- yes | head -c 10` ends as a shell's pipeline does: once stdout's reader is gone, berth stops the
+/// command in the sandbox and exits 141 (128 + SIGPIPE) at once, not at the timeout; no `yes` is left running.
+#[test]
+fn a_run_whose_stdout_reader_goes_away_stops_its_command_and_exits_141() {
+    crate::support::require_docker();
+    let home = Home::new();
+    home.ok(&["run", "--task", "pipe", "--", "true"]);
+    let berth = home.cmd();
+    let mut bash = std::process::Command::new("bash");
+    for (k, v) in berth.get_envs() {
+        match v {
+            Some(v) => bash.env(k, v),
+            None => bash.env_remove(k),
+        };
+    }
+    let script = r#""$0" run --timeout 60 --task pipe -- yes | head -c 10 >/dev/null; echo "${PIPESTATUS[0]}""#;
+    let start = Instant::now();
+    let out = bash.args(["-c", script]).arg(berth.get_program()).output().unwrap();
+    let took = start.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "141", "berth's exit code in the pipeline: {err}");
+    assert!(took < Duration::from_secs(3), "the pipeline took {took:?}: {err}");
+    let ids = home.containers();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let top = home.docker(&["top", &ids[0]]);
+    let top = String::from_utf8_lossy(&top.stdout);
+    assert!(top.lines().count() >= 2, "docker top listed the sandbox's processes: {top}");
+    assert!(!top.lines().any(|l| l.trim_end().ends_with(" yes")), "yes is left in the sandbox:\n{top}");
 }

@@ -34,7 +34,11 @@ pub(crate) fn what(op: &str, id: &str) -> String {
 impl DockerRuntime {
     /// The bound of the next ordinary call: the connect bound until the engine has answered one.
     pub(crate) fn call_bound(&self) -> Duration {
-        if self.health.answered.load(Ordering::Relaxed) { Duration::from_secs(CALL_TIMEOUT_SECS) } else { CONNECT_TIMEOUT }
+        if self.health.answered.load(Ordering::Relaxed) {
+            Duration::from_secs(CALL_TIMEOUT_SECS)
+        } else {
+            CONNECT_TIMEOUT
+        }
     }
 
     /// Fails at once while the engine counts as stalled.

@@ -117,7 +117,12 @@ impl DockerRuntime {
                 format!("engine API {major}.{minor} is older than {}.{}; upgrade Docker", MIN_API.0, MIN_API.1),
             ));
         }
-        Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}"), health: Default::default() })
+        Ok(Self {
+            docker,
+            endpoint: endpoint.to_owned(),
+            api_version: format!("{major}.{minor}"),
+            health: Default::default(),
+        })
     }
 
     /// A runtime on `endpoint` at an API version already negotiated with this same engine (`version` as
@@ -134,7 +139,12 @@ impl DockerRuntime {
             return Err(unavailable(endpoint, format!("{version:?} is not an engine API version berth uses")));
         };
         let docker = client(endpoint, &bollard::ClientVersion { major_version: major, minor_version: minor })?;
-        Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}"), health: Default::default() })
+        Ok(Self {
+            docker,
+            endpoint: endpoint.to_owned(),
+            api_version: format!("{major}.{minor}"),
+            health: Default::default(),
+        })
     }
 
     /// The endpoint this runtime talks to.
@@ -241,7 +251,9 @@ impl DockerRuntime {
                 unavailable(&self.endpoint, format!("cannot connect ({err}); is the Docker daemon running?"))
             }
             // The connection failed under the call (the engine closed it, or died): no answer either.
-            E::HyperLegacyError { err } => unavailable(&self.endpoint, format!("{} failed: {err}", bound::what(op, id))),
+            E::HyperLegacyError { err } => {
+                unavailable(&self.endpoint, format!("{} failed: {err}", bound::what(op, id)))
+            }
             other => RuntimeError::Api { status: 0, message: format!("{op}: {other}") },
         }
     }

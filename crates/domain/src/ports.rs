@@ -392,7 +392,8 @@ mod infra_tests {
             assert!(infra.is_infrastructure(), "{infra}");
         }
         assert!(R::Unavailable { endpoint: "e".into(), message: "m".into() }.is_infrastructure());
-        for not in [api(400), api(404), api(409), api(501), api(0), R::NotFound("c".into()), R::NameConflict("c".into())]
+        for not in
+            [api(400), api(404), api(409), api(501), api(0), R::NotFound("c".into()), R::NameConflict("c".into())]
         {
             assert!(!not.is_infrastructure(), "{not}");
         }
