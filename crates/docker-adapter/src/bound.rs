@@ -14,8 +14,9 @@ use domain::ports::RuntimeError;
 
 use crate::{CALL_TIMEOUT_SECS, CONNECT_TIMEOUT, DockerRuntime, unavailable};
 
-/// How long a stalled engine is not asked again (then the next call tries, with the connect bound).
-const STALL_HOLD: Duration = Duration::from_secs(CALL_TIMEOUT_SECS);
+/// How long a stalled engine is not asked again (then the next call tries, with the connect bound): as long as the
+/// ping may take, so a command fails at once while a long-lived process (the gateway) soon asks again.
+const STALL_HOLD: Duration = CONNECT_TIMEOUT;
 
 /// What a runtime (and its clones) saw of the engine since connecting.
 #[derive(Debug, Default)]
