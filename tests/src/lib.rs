@@ -61,6 +61,8 @@ mod trust;
 #[cfg(test)]
 mod trust_board;
 #[cfg(test)]
+mod trust_engine;
+#[cfg(test)]
 mod trust_files;
 #[cfg(test)]
 mod trust_gaps;

@@ -163,7 +163,7 @@ settings! {
         dispatch_in_gateway: bool = "true", "Whether `berth gateway run` dispatches the boards; false leaves the gateway idle.";
         dispatch_interval_seconds: FloatSeconds = "60", "Seconds between the gateway's dispatch ticks (floor 1).";
         dispatch_stale_timeout_seconds: Seconds = "14400", "Running tasks older than this without a fresh heartbeat are requeued; 0 disables.";
-        failure_limit: NonZeroU32 = "2", "Consecutive failures (spawn failures, crashes, timeouts) after which a task is blocked with `gave_up`.";
+        failure_limit: NonZeroU32 = "2", "Consecutive failures (a command's non-zero exit, spawn failures, crashes, timeouts) after which a task is blocked with `gave_up`. A fault of the container engine is not the task's and never counts: the engine unreachable, a call past its bound (it answers its ping and hangs), or a server error (HTTP 5xx other than 501) ends the run as `infra_unavailable`, requeues the task and backs the gateway off; a 4xx or 501 (a missing image, a setting the engine refuses or lacks) counts, as no retry changes it.";
         host_id: String = "", "This host's identity on a shared board (claims, runs, liveness): empty means the hostname. Each host sharing a PostgreSQL board needs its own.";
         host_timeout_seconds: Seconds = "30", "On a shared board, how long a host may go without a heartbeat (its gateway and its workers renew one every few seconds) before its running tasks are taken for dead and run again elsewhere; 0 never.";
         max_in_progress: Option<u32> = "", "Most running workers, all boards together: on this host (SQLite), or on the whole board, every host together (PostgreSQL); unset means no cap.";

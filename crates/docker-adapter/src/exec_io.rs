@@ -89,12 +89,9 @@ impl DockerRuntime {
             user: spec.user.clone(),
             ..Default::default()
         };
-        let exec = self.docker.create_exec(id, options).await.map_err(|e| self.map_err("exec", id, e))?;
-        let started = self
-            .docker
-            .start_exec(&exec.id, Some(StartExecOptions { detach: false, tty, output_capacity: None }))
-            .await
-            .map_err(|e| self.map_err("exec", id, e))?;
+        let exec = self.call("exec", id, self.docker.create_exec(id, options)).await?;
+        let start = StartExecOptions { detach: false, tty, output_capacity: None };
+        let started = self.call("exec", id, self.docker.start_exec(&exec.id, Some(start))).await?;
         let StartExecResults::Attached { output, input } = started else {
             return Err(RuntimeError::Api { status: 0, message: "exec started detached".into() });
         };
@@ -178,7 +175,7 @@ impl DockerRuntime {
     /// code may lag a moment behind.
     async fn exit_code(&self, id: &str, exec_id: &str) -> Result<ExecOutcome, RuntimeError> {
         for _ in 0..50 {
-            let info = self.docker.inspect_exec(exec_id).await.map_err(|e| self.map_err("exec", id, e))?;
+            let info = self.call("exec", id, self.docker.inspect_exec(exec_id)).await?;
             if info.running != Some(true) {
                 return Ok(ExecOutcome::Exited(info.exit_code.unwrap_or(-1)));
             }

@@ -24,7 +24,7 @@ impl EngineFacts for DockerRuntime {
     /// # Errors
     /// A mapped [`RuntimeError`].
     async fn supports_disk_quota(&self) -> Result<bool, RuntimeError> {
-        let info = self.docker.info().await.map_err(|e| self.map_err("info", "", e))?;
+        let info = self.info().await?;
         let xfs = info
             .driver_status
             .unwrap_or_default()
@@ -39,7 +39,7 @@ impl EngineFacts for DockerRuntime {
     /// # Errors
     /// A mapped [`RuntimeError`].
     async fn supports_cgroup_limits(&self) -> Result<bool, RuntimeError> {
-        let info = self.docker.info().await.map_err(|e| self.map_err("info", "", e))?;
+        let info = self.info().await?;
         Ok(info.memory_limit != Some(false) && info.cpu_cfs_quota != Some(false) && info.pids_limit != Some(false))
     }
 

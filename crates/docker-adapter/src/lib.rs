@@ -3,6 +3,7 @@
 //! The API version is negotiated (Debian's Engine 20.10 speaks 1.41; bollard defaults to a newer one), every call is
 //! bounded, and bollard's errors are mapped to the domain's [`RuntimeError`] here at the seam.
 
+mod bound;
 mod egress;
 mod exec_io;
 mod extra;
@@ -39,7 +40,7 @@ pub const DEFAULT_ENDPOINT: &str = "unix:///var/run/docker.sock";
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// Bound of ordinary API calls (list, inspect, create, remove); stop adds its grace period.
-const CALL_TIMEOUT_SECS: u64 = 30;
+pub(crate) const CALL_TIMEOUT_SECS: u64 = 30;
 
 /// The oldest Engine API berth uses (Docker 1.13); anything older is reported as too old.
 const MIN_API: (u32, u32) = (1, 25);
@@ -50,9 +51,11 @@ pub struct DockerRuntime {
     docker: Docker,
     endpoint: String,
     api_version: String,
+    /// Whether the engine answered since connecting, or stalled (see `bound`); shared by clones.
+    health: std::sync::Arc<bound::Health>,
 }
 
-fn unavailable(endpoint: &str, message: impl Into<String>) -> RuntimeError {
+pub(crate) fn unavailable(endpoint: &str, message: impl Into<String>) -> RuntimeError {
     RuntimeError::Unavailable { endpoint: endpoint.to_owned(), message: message.into() }
 }
 
@@ -117,7 +120,12 @@ impl DockerRuntime {
                 format!("engine API {major}.{minor} is older than {}.{}; upgrade Docker", MIN_API.0, MIN_API.1),
             ));
         }
-        Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}") })
+        Ok(Self {
+            docker,
+            endpoint: endpoint.to_owned(),
+            api_version: format!("{major}.{minor}"),
+            health: Default::default(),
+        })
     }
 
     /// A runtime on `endpoint` at an API version already negotiated with this same engine (`version` as
@@ -134,7 +142,12 @@ impl DockerRuntime {
             return Err(unavailable(endpoint, format!("{version:?} is not an engine API version berth uses")));
         };
         let docker = client(endpoint, &bollard::ClientVersion { major_version: major, minor_version: minor })?;
-        Ok(Self { docker, endpoint: endpoint.to_owned(), api_version: format!("{major}.{minor}") })
+        Ok(Self {
+            docker,
+            endpoint: endpoint.to_owned(),
+            api_version: format!("{major}.{minor}"),
+            health: Default::default(),
+        })
     }
 
     /// Whether an image exists locally.
@@ -142,11 +155,27 @@ impl DockerRuntime {
     /// # Errors
     /// A mapped [`RuntimeError`] other than "not found".
     pub async fn image_exists(&self, image: &str) -> Result<bool, RuntimeError> {
-        match self.docker.inspect_image(image).await {
+        match self.call("inspect image", image, self.docker.inspect_image(image)).await {
             Ok(_) => Ok(true),
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
-            Err(e) => Err(self.map_err("inspect image", image, e)),
+            Err(RuntimeError::NotFound(_)) => Ok(false),
+            Err(RuntimeError::Api { status: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
         }
+    }
+
+    /// `docker info`, which Podman computes slowly (over a second, one caller at a time): bounded by the ordinary
+    /// bound, not the first call's, so a busy engine is not taken for a stalled one; callers that can do without
+    /// the answer bound it themselves.
+    async fn info(&self) -> Result<bollard::models::SystemInfo, RuntimeError> {
+        self.check_stalled()?;
+        let info = self.docker.info().await;
+        if let Err(e) = &info
+            && let Some(stalled) = self.note("info", "", Some(e))
+        {
+            return Err(stalled);
+        }
+        self.note("info", "", None);
+        info.map_err(|e| self.map_err("info", "", e))
     }
 
     fn map_err(&self, op: &str, id: &str, e: bollard::errors::Error) -> RuntimeError {
@@ -172,13 +201,17 @@ impl DockerRuntime {
             E::DockerResponseServerError { status_code, message } => {
                 RuntimeError::Api { status: status_code, message: explain(&message).unwrap_or(message) }
             }
-            E::RequestTimeoutError => RuntimeError::Timeout(format!("{op} {id}")),
+            E::RequestTimeoutError => RuntimeError::Timeout(bound::what(op, id)),
             E::SocketNotFoundError(_) | E::HyperResponseError { .. } | E::IOError { .. } => {
                 unavailable(&self.endpoint, e.to_string())
             }
             // No connection at all (nothing listens on the socket any more).
             E::HyperLegacyError { err } if err.is_connect() => {
                 unavailable(&self.endpoint, format!("cannot connect ({err}); is the Docker daemon running?"))
+            }
+            // The connection failed under the call (the engine closed it, or died): no answer either.
+            E::HyperLegacyError { err } => {
+                unavailable(&self.endpoint, format!("{} failed: {err}", bound::what(op, id)))
             }
             other => RuntimeError::Api { status: 0, message: format!("{op}: {other}") },
         }
@@ -313,7 +346,7 @@ impl ContainerRuntime for DockerRuntime {
         }
         // States are filtered here, not by the engine: Podman 4.3 rejects the `dead` and `restarting` filters.
         let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
-        let listed = self.docker.list_containers(Some(options)).await.map_err(|e| self.map_err("list", "", e))?;
+        let listed = self.call("list", "", self.docker.list_containers(Some(options))).await?;
         Ok(listed
             .into_iter()
             .map(|c| ContainerSummary {
@@ -329,7 +362,7 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn inspect(&self, id: &str) -> Result<ContainerDetails, RuntimeError> {
-        let c = self.docker.inspect_container(id, None).await.map_err(|e| self.map_err("inspect", id, e))?;
+        let c = self.call("inspect", id, self.docker.inspect_container(id, None)).await?;
         let state = c.state.unwrap_or_default();
         let config = c.config.unwrap_or_default();
         let network_mode = c.host_config.and_then(|h| h.network_mode);
@@ -382,7 +415,7 @@ impl ContainerRuntime for DockerRuntime {
         };
         extra::apply_config(&spec.extra, &mut body);
         let options = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };
-        match self.docker.create_container(Some(options), body).await {
+        match self.call("create", &spec.name, self.docker.create_container(Some(options), body)).await {
             Ok(created) => {
                 // The engine accepts some settings it cannot apply on this kernel and says so only here (e.g.
                 // "Weight discarded" for --blkio-weight); pass that on rather than dropping it silently.
@@ -391,7 +424,7 @@ impl ContainerRuntime for DockerRuntime {
                 }
                 Ok(created.id)
             }
-            Err(e) => Err(match self.map_err("create", &spec.name, e) {
+            Err(e) => Err(match e {
                 RuntimeError::Api { status: 404, message } => RuntimeError::Api {
                     status: 404,
                     message: format!("{message} (build or load the image first; berth never pulls)"),
@@ -436,24 +469,26 @@ impl ContainerRuntime for DockerRuntime {
         if let Ok(d) = self.inspect(id).await
             && d.summary.state == ContainerState::Paused
         {
-            return self.docker.unpause_container(id).await.map_err(|e| self.map_err("unpause", id, e));
+            return self.call("unpause", id, self.docker.unpause_container(id)).await;
         }
-        self.docker.start_container(id, None::<StartContainerOptions>).await.map_err(|e| self.map_err("start", id, e))
+        self.call("start", id, self.docker.start_container(id, None::<StartContainerOptions>)).await
     }
 
     async fn stop(&self, id: &str, grace: Duration) -> Result<(), RuntimeError> {
         let t = i32::try_from(grace.as_secs()).unwrap_or(10);
         let options = StopContainerOptions { t: Some(t), ..Default::default() };
+        self.check_stalled()?;
         let call = self.docker.stop_container(id, Some(options));
-        match tokio::time::timeout(grace + Duration::from_secs(CALL_TIMEOUT_SECS), call).await {
-            Ok(res) => res.map_err(|e| self.map_err("stop", id, e)),
-            Err(_) => Err(RuntimeError::Timeout(format!("stop {id}"))),
+        let bound = grace + self.call_bound();
+        match tokio::time::timeout(bound, call).await {
+            Ok(res) => res.map_err(|e| self.note("stop", id, Some(&e)).unwrap_or_else(|| self.map_err("stop", id, e))),
+            Err(_) => Err(self.stalled("stop", id, bound)),
         }
     }
 
     async fn remove(&self, id: &str, force: bool) -> Result<(), RuntimeError> {
         let options = RemoveContainerOptions { force, v: true, ..Default::default() };
-        self.docker.remove_container(id, Some(options)).await.map_err(|e| self.map_err("remove", id, e))
+        self.call("remove", id, self.docker.remove_container(id, Some(options))).await
     }
 
     async fn read_file(&self, id: &str, path: &str) -> Result<Option<Vec<u8>>, RuntimeError> {
@@ -463,10 +498,7 @@ impl ContainerRuntime for DockerRuntime {
     async fn processes(&self, id: &str) -> Result<Vec<ContainerProcess>, RuntimeError> {
         // The engine's default `ps` columns: Docker prints `PID … CMD`, Podman `PID … COMMAND`; both full args.
         let call = self.docker.top_processes(id, None::<bollard::query_parameters::TopOptions>);
-        let top = match tokio::time::timeout(Duration::from_secs(CALL_TIMEOUT_SECS), call).await {
-            Ok(res) => res.map_err(|e| self.map_err("top", id, e))?,
-            Err(_) => return Err(RuntimeError::Timeout(format!("top {id}"))),
-        };
+        let top = self.call("top", id, call).await?;
         Ok(top_rows(top.titles.unwrap_or_default(), top.processes.unwrap_or_default()))
     }
 

@@ -39,6 +39,22 @@ pub enum RuntimeError {
     Api { status: u16, message: String },
 }
 
+impl RuntimeError {
+    /// Whether this is a fault of the container engine rather than of what was asked of it: it cannot be reached,
+    /// a call ran past its bound, or it answered with a server error (5xx: its own storage, runtime or containerd
+    /// failed, or a proxy in front of it did). Not 501 ("not implemented": this engine lacks what the settings ask
+    /// for, which no retry changes) and no 4xx (the request itself is refused: a missing image, a bad setting, a
+    /// conflict). A task whose sandbox fails this way is requeued without counting a failure (see docs/settings.md,
+    /// `kanban.failure_limit`).
+    pub fn is_infrastructure(&self) -> bool {
+        match self {
+            Self::Unavailable { .. } | Self::Timeout(_) => true,
+            Self::Api { status, .. } => (500..600).contains(status) && *status != 501,
+            Self::NotFound(_) | Self::NameConflict(_) => false,
+        }
+    }
+}
+
 /// Which containers to list: every label must match; an empty `states` means any state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListQuery {
@@ -363,4 +379,23 @@ pub trait WorkerLauncher: Send + Sync {
 
     /// Removes the sandbox of a task that is finished with it (blocked by the breaker).
     async fn release_sandbox(&self, task_id: &str, assignee: &str);
+}
+
+#[cfg(test)]
+mod infra_tests {
+    use super::RuntimeError as R;
+
+    #[test]
+    fn engine_faults_are_infrastructure_and_refusals_of_the_request_are_not() {
+        let api = |status| R::Api { status, message: "m".into() };
+        for infra in [api(500), api(502), api(503), api(504), R::Timeout("list".into())] {
+            assert!(infra.is_infrastructure(), "{infra}");
+        }
+        assert!(R::Unavailable { endpoint: "e".into(), message: "m".into() }.is_infrastructure());
+        for not in
+            [api(400), api(404), api(409), api(501), api(0), R::NotFound("c".into()), R::NameConflict("c".into())]
+        {
+            assert!(!not.is_infrastructure(), "{not}");
+        }
+    }
 }

@@ -25,6 +25,9 @@ impl Exit {
     pub const NOT_EXECUTABLE: u8 = 126;
     /// The command was not found (passed through from the sandbox).
     pub const NOT_FOUND: u8 = 127;
+    /// `berth run`'s stdout reader went away (128 + SIGPIPE's 13): the command was stopped, as a shell's
+    /// pipeline ends a writer whose reader is gone.
+    pub const BROKEN_PIPE: u8 = 141;
     /// Interrupted by SIGINT (128 + 2).
     pub const INTERRUPTED: u8 = 130;
     /// Stopped by SIGTERM (128 + 15).
@@ -41,6 +44,7 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
     (Exit::ENGINE, "berth or the engine failed before the command ran"),
     (Exit::NOT_EXECUTABLE, "the command cannot be executed"),
     (Exit::NOT_FOUND, "the command was not found"),
+    (Exit::BROKEN_PIPE, "`berth run`: stdout's reader went away; the command was stopped"),
     (Exit::INTERRUPTED, "interrupted (SIGINT)"),
     (Exit::TERMINATED, "terminated (SIGTERM)"),
 ];

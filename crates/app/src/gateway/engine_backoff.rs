@@ -1,4 +1,5 @@
-//! The gateway's backoff while the container engine is unreachable: its workers say so by their exit code (125,
+//! The gateway's backoff while the container engine is unavailable (unreachable, hung, or answering with server
+//! errors; `RuntimeError::is_infrastructure`): its workers say so by their exit code (125,
 //! after recording their run as `infra_unavailable`, which counts no failure), and the gateway then claims nothing
 //! for a while that doubles with every wave that fails again, instead of handing the tasks to workers that fail at
 //! once and wake it for another try.
@@ -39,7 +40,7 @@ impl EngineBackoff {
         let pause = FIRST.saturating_mul(1 << self.streak.saturating_sub(1).min(5)).min(LONGEST);
         self.until = Some(now.plus(pause));
         tracing::warn!(
-            "kanban dispatcher: workers found the container engine unreachable; claiming nothing for {}s",
+            "kanban dispatcher: workers found the container engine unreachable, hung or failing; claiming nothing for {}s",
             pause.as_secs()
         );
     }

@@ -117,6 +117,13 @@ async fn cached_probe(
     probe: impl std::future::Future<Output = Result<bool, domain::ports::RuntimeError>>,
     on_error: bool,
 ) -> bool {
+    // A fact berth can do without waits no longer than the ping did: an engine that answers its ping and hangs on
+    // `info` fails the command's next call instead, and a busy one is asked again next time.
+    let probe = async {
+        tokio::time::timeout(docker_adapter::CONNECT_TIMEOUT, probe)
+            .await
+            .unwrap_or_else(|_| Err(domain::ports::RuntimeError::Timeout(format!("{what} probe"))))
+    };
     let Some(engine) = socket_identity(rt.endpoint()) else { return probe.await.unwrap_or(on_error) };
     let hash = domain::sha256::hex_digest(rt.endpoint().as_bytes());
     let cache = ctx.home.join("cache").join(format!("{what}-{}", hash.get(..12).unwrap_or("x")));

@@ -60,12 +60,17 @@ pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> R
     };
     // Commands in the sandbox run as the invoking user, so files in mounted folders stay theirs.
     let user = Some(crate::edge::process::user_spec());
+    // Both facts at once: each waits at most the connect bound (see `cached_probe`), so together no longer.
+    let (storage_opt, cgroup_limits) = tokio::join!(
+        async { settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await },
+        cgroup_limits_available(ctx, rt)
+    );
     let host = HostFacts {
         user,
         cwd: std::env::current_dir().ok().map(|p| p.display().to_string()),
-        storage_opt_supported: settings.disk_mb > 0 && storage_opt_supported(ctx, rt).await,
+        storage_opt_supported: storage_opt,
         owner: Some(crate::edge::context::owner_label()),
-        cgroup_limits_unavailable: !cgroup_limits_available(ctx, rt).await,
+        cgroup_limits_unavailable: !cgroup_limits,
         egress_route,
     };
     let (mode, name) = if settings.persist_across_processes {
@@ -121,6 +126,8 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &dyn Engine) -> usize {
             )
         }
         // A failing sweep never blocks the sandbox, but stale sandboxes leak while it fails: say so by default.
+        // An engine that does not answer fails the command's own next call, which says so: one line, not two.
+        Some(Err(e @ domain::ports::RuntimeError::Unavailable { .. })) => tracing::debug!("orphan reaper failed: {e}"),
         Some(Err(e)) => tracing::warn!("orphan reaper failed: {e}"),
         _ => {}
     }

@@ -1,5 +1,6 @@
-//! Why a worker's run in its sandbox gave no exit code: the container engine did not answer (infrastructure, not
-//! the task: its run is requeued without counting a failure) or anything else (the task's failure).
+//! Why a worker's run in its sandbox gave no exit code: the container engine failed (infrastructure, not the task:
+//! its run is requeued without counting a failure; which engine errors count, `RuntimeError::is_infrastructure`) or
+//! anything else (the task's failure).
 
 use domain::service;
 
@@ -7,7 +8,7 @@ use crate::edge::error::Failure;
 
 /// Why a run in the sandbox gave no exit code.
 pub enum SandboxFault {
-    /// The container engine did not answer (unreachable, or a call ran past its bound): infrastructure, not the task.
+    /// The container engine failed (unreachable, a call ran past its bound, a server error): infrastructure.
     Infra(Failure),
     Other(Failure),
 }
@@ -29,9 +30,10 @@ impl From<Failure> for SandboxFault {
 
 impl From<service::SandboxError> for SandboxFault {
     fn from(e: service::SandboxError) -> Self {
-        use domain::ports::RuntimeError as R;
+        use service::SandboxError as S;
         match e {
-            service::SandboxError::Runtime(r @ (R::Unavailable { .. } | R::Timeout(_))) => Self::Infra(r.into()),
+            S::Runtime(r) if r.is_infrastructure() => Self::Infra(r.into()),
+            S::StartFailed { ref source, .. } if source.is_infrastructure() => Self::Infra(e.into()),
             other => Self::Other(other.into()),
         }
     }

@@ -1,6 +1,8 @@
 //! `berth run`: acquire the task's sandbox, exec the command with its streams, timeout and signals, release.
 
 use std::io::Write;
+
+use futures_util::FutureExt;
 use std::time::Duration;
 
 use domain::policy::cleanup::ReleaseMode;
@@ -14,15 +16,27 @@ use crate::edge::error::{Exit, Failure};
 
 use super::engine::*;
 
-/// Writes exec output straight to our stdout and stderr as it arrives.
-struct StdSink;
+/// Writes exec output straight to our stdout and stderr as it arrives; tells `gone` once stdout's reader has gone
+/// (`berth run -- yes | head`: the write fails with EPIPE, since Rust ignores SIGPIPE).
+struct StdSink {
+    gone: std::sync::Arc<tokio::sync::Notify>,
+    told: bool,
+}
 
 impl OutputSink for StdSink {
     fn write(&mut self, stream: OutputStream, bytes: &[u8]) {
-        let _ = match stream {
+        let written = match stream {
             OutputStream::Stdout => std::io::stdout().lock().write_all(bytes).and_then(|()| std::io::stdout().flush()),
             OutputStream::Stderr => std::io::stderr().lock().write_all(bytes),
         };
+        if let Err(e) = written
+            && stream == OutputStream::Stdout
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+            && !self.told
+        {
+            self.told = true;
+            self.gone.notify_one();
+        }
     }
 }
 
@@ -64,7 +78,8 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let marker = format!("BERTH_RUN={}", crate::edge::context::owner_label());
     let mut exec = exec;
     exec.env.push(marker.clone());
-    let mut std_sink = StdSink;
+    let stdout_gone = std::sync::Arc::new(tokio::sync::Notify::new());
+    let mut std_sink = StdSink { gone: stdout_gone.clone(), told: false };
     let mut sink = crate::edge::exec_errors::StartFailureSink::new(&mut std_sink).with_hint(task_hint(args));
     // A throw-away sandbox carries a lease this process renews while it runs, for reapers on other hosts.
     let _lease = (!req.persist_across_processes).then(|| crate::sandbox::lease::hold(ctx, &rt, &req.spec.name));
@@ -87,7 +102,8 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     };
     let result = tokio::select! {
         r = exec_run => r,
-        code = interrupted() => {
+        // A signal, or stdout's reader gone (what SIGPIPE is to a shell's pipeline): the command is stopped alike.
+        code = stopped(&stdout_gone) => {
             // Stop the command inside, and in opt-out mode remove the container this process made.
             let owner = (!req.persist_across_processes).then(crate::edge::context::owner_label);
             stop_marked(ctx, &req.identity, &marker, owner.as_deref()).await;
@@ -107,6 +123,8 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
         }
     }
     match result?.1 {
+        // The command ended on its own while its output could not be written: the pipeline's end, all the same.
+        _ if stdout_gone.notified().now_or_never().is_some() => Ok(Exit::BROKEN_PIPE),
         ExecOutcome::Exited(code) => {
             let code = sink.finish(code, args.argv.first().map_or("", String::as_str));
             Ok(u8::try_from(code).unwrap_or(Exit::FAILURE))
@@ -118,15 +136,17 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     }
 }
 
-/// Resolves on SIGINT (130) or SIGTERM (143).
-async fn interrupted() -> u8 {
+/// Resolves on SIGINT (130), SIGTERM (143), or once stdout's reader has gone (141, as a writer killed by SIGPIPE).
+async fn stopped(stdout_gone: &tokio::sync::Notify) -> u8 {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
-        return std::future::pending().await;
+        stdout_gone.notified().await;
+        return Exit::BROKEN_PIPE;
     };
     tokio::select! {
         _ = int.recv() => Exit::INTERRUPTED,
         _ = term.recv() => Exit::TERMINATED,
+        () = stdout_gone.notified() => Exit::BROKEN_PIPE,
     }
 }
 
