@@ -48,7 +48,7 @@ impl EngineFacts for DockerRuntime {
     /// # Errors
     /// A mapped [`RuntimeError`].
     async fn is_podman(&self) -> Result<bool, RuntimeError> {
-        let v = self.docker.version().await.map_err(|e| self.map_err("version", "", e))?;
+        let v = self.call("version", "", self.docker.version()).await?;
         Ok(v.components.unwrap_or_default().iter().any(|c| c.name.to_ascii_lowercase().contains("podman")))
     }
 

@@ -54,7 +54,8 @@ pub const EXIT_CODES: &[(u8, &str)] = &[
 pub struct Failure {
     pub code: u8,
     pub message: String,
-    /// The board (or engine) could not be reached: an outage to wait out, not a fault of what was asked.
+    /// The board or the engine could not be reached or failed on its side (`StoreError::is_transient`,
+    /// `RuntimeError::is_infrastructure`): an outage to wait out, not a fault of what was asked.
     pub transient: bool,
 }
 
@@ -88,10 +89,14 @@ impl fmt::Display for Failure {
 impl From<domain::ports::RuntimeError> for Failure {
     fn from(e: domain::ports::RuntimeError) -> Self {
         use domain::ports::RuntimeError as R;
-        match &e {
+        let mut f = match &e {
             R::Unavailable { .. } => Self::engine(format!("{e} (start it, or point DOCKER_HOST at a running engine)")),
             _ => Self::engine(e.to_string()),
-        }
+        };
+        // Whatever the engine's fault carries it through (an egress route's setup, a sandbox's request): not the
+        // task's.
+        f.transient = e.is_infrastructure();
+        f
     }
 }
 
@@ -101,7 +106,9 @@ impl From<domain::service::SandboxError> for Failure {
         match e {
             S::Runtime(r) => r.into(),
             S::StartFailed { name, source } => {
-                Self::engine(format!("container {name} was created but would not start: {source}"))
+                let mut f = Self::engine(format!("container {name} was created but would not start: {source}"));
+                f.transient = source.is_infrastructure();
+                f
             }
             other => Self::engine(other.to_string()),
         }

@@ -23,8 +23,9 @@ impl SandboxFault {
 }
 
 impl From<Failure> for SandboxFault {
+    /// An engine fault met on the way (setting up the egress route, building the request) stays infrastructure.
     fn from(f: Failure) -> Self {
-        Self::Other(f)
+        if f.transient { Self::Infra(f) } else { Self::Other(f) }
     }
 }
 
