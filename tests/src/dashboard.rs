@@ -281,7 +281,7 @@ fn dashboard_metrics_parse_and_their_counters_move_as_a_gateway_runs_tasks() {
     let port_setting = format!("kanban.dashboard_port={port}");
     let gw = Gateway::start(&home, &["-c", &port_setting, "-c", &worker, "-c", "kanban.max_in_progress_per_profile=2"]);
     let base = format!("http://127.0.0.1:{port}");
-    let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+    let token = gateway_token(&home);
     assert_eq!(http(&base, "GET", "/healthz", &[("authorization", &format!("Bearer {token}"))], "").1, "ok\n");
     let before = scrape(&base, &token);
     assert_eq!(value(&before, "berth_spawns_total", &[]), 0.0);
@@ -404,8 +404,7 @@ fn dashboard_metrics_count_sandboxes_by_state_and_the_gateways_cleanup() {
     ];
     let args: Vec<&str> = settings.iter().flat_map(|s| ["-c", s.as_str()]).collect();
     let gw = Gateway::start(&home, &args);
-    let (base, token) =
-        (format!("http://127.0.0.1:{port}"), std::fs::read_to_string(home.path().join("dashboard.token")).unwrap());
+    let (base, token) = (format!("http://127.0.0.1:{port}"), gateway_token(&home));
     let id = home.containers().pop().expect("the sandbox");
     wait_until("idle stop", Duration::from_secs(30), || state_of(&home, &id) == "exited");
     let m = scrape(&base, &token);
@@ -605,7 +604,7 @@ fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
         let port_setting = format!("kanban.dashboard_port={port}");
         let dispatch = format!("kanban.dispatch_in_gateway={dispatching}");
         let gw = Gateway::start(&home, &["-c", &port_setting, "-c", &dispatch, "-c", "kanban.worker_command=sleep 30"]);
-        let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+        let token = gateway_token(&home);
         if dispatching {
             // Past the reaper and into the loop: the change announced when the watch began has gone out.
             wait_until("two ticks", Duration::from_secs(15), || {
@@ -622,4 +621,12 @@ fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
         let (code, _, err) = gw.stop();
         assert_eq!(code, Some(0), "{err}");
     }
+}
+
+/// The token of a gateway's dashboard: a gateway counts as running once it holds its lock, and its dashboard (with
+/// the token file) starts right after.
+fn gateway_token(home: &Home) -> String {
+    wait_until("the dashboard's token", Duration::from_secs(10), || {
+        std::fs::read_to_string(home.path().join("dashboard.token")).ok()
+    })
 }

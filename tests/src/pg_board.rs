@@ -391,3 +391,69 @@ fn a_worker_command_holds_no_board_password_and_completes_through_its_worker() {
     let other = home.json(&["kanban", "show", &other]);
     assert!(other["task"]["status"] != "done" && other["runs"].as_array().unwrap().is_empty(), "untouched: {other}");
 }
+
+/// While a gateway runs on a PostgreSQL board, its workers' writes (a worker command's `kanban complete`) go through
+/// the gateway's relay on its kept connection, not on a new connection each; the relay performs a write only for the
+/// process the task's current run records as its worker (the kernel's word for the peer, not the request's): asked
+/// by anyone else, it does nothing and the task stays as it was. Without a gateway, the worker writes itself.
+#[test]
+fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
+    use std::io::{BufRead, Write};
+    let Some(home) = Home::on_postgres() else { return };
+    let bin = crate::support::berth_bin();
+    let go = home.path().join("go");
+    let worker = format!(
+        "while [ ! -e {go} ]; do sleep 0.05; done; {bin} kanban complete {{task_id}} --result relayed",
+        go = go.display(),
+        bin = bin.display()
+    );
+    home.ok(&["config", "set", "kanban.worker_command", &worker]);
+    let ids: Vec<String> = (0..3)
+        .map(|i| {
+            let v = home.json(&["kanban", "create", &format!("r{i}"), "--assignee", &home.profile]);
+            v["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let gw = crate::support::Gateway::start(&home, &[]);
+    let socket = home.path().join("kanban/sockets/gateway.sock");
+    let running = crate::support::wait_until("a running task", Duration::from_secs(30), || {
+        home.json(&["kanban", "ls"]).as_array().unwrap().iter().find(|t| t["status"] == "running").cloned()
+    });
+    let id = running["id"].as_str().unwrap().to_owned();
+    let run = crate::support::wait_until("its run", Duration::from_secs(10), || {
+        home.json(&["kanban", "show", &id])["runs"].as_array().and_then(|r| r.last()).and_then(|r| r["id"].as_i64())
+    });
+    // The right task and run, the right board, asked by this test rather than the task's worker: nothing done.
+    let board = {
+        let url = kanban_postgres::without_password(home.board_url.as_deref().unwrap());
+        domain::sha256::hex_digest(url.as_bytes())
+    };
+    let mut conn = std::os::unix::net::UnixStream::connect(&socket).expect("the gateway's relay socket");
+    let req =
+        serde_json::json!({"board": board, "op": "complete", "task": id, "run": run, "text": "forged", "host": "h"});
+    writeln!(conn, "{req}").unwrap();
+    let mut reply = String::new();
+    std::io::BufReader::new(&conn).read_line(&mut reply).unwrap();
+    let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+    assert!(reply["task"].is_null(), "the relay wrote for a process that is not the worker: {reply}");
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "running");
+    // Let the workers finish: each completion goes through the gateway.
+    std::fs::write(&go, "").unwrap();
+    for id in &ids {
+        crate::support::wait_until("the task done", Duration::from_secs(60), || {
+            home.json(&["kanban", "show", id])["task"]["status"] == "done"
+        });
+        assert_eq!(home.json(&["kanban", "show", id])["task"]["result"], "relayed");
+        let log = home.ok(&["kanban", "logs", id]);
+        assert!(log.contains("the command's complete recorded through the gateway"), "{id}: {log}");
+    }
+    drop(gw);
+    // No gateway: a one-shot dispatch's worker writes the completion itself.
+    let id = home.json(&["kanban", "create", "alone", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    crate::support::wait_until("the task done without a gateway", Duration::from_secs(60), || {
+        home.json(&["kanban", "show", &id])["task"]["status"] == "done"
+    });
+    let log = home.ok(&["kanban", "logs", &id]);
+    assert!(!log.contains("through the gateway"), "{log}");
+}

@@ -16,9 +16,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use domain::ports::Clock;
-
-use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::context::Ctx;
 use crate::edge::error::{Exit, Failure};
 use crate::edge::open::Board;
 
@@ -146,20 +144,15 @@ fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Req
     let text = req.text.as_deref().map(crate::edge::redact::redact);
     let text = text.as_deref();
     let host = ctx.host_id();
+    // The gateway's kept connection when it takes the write (`relay.rs`): no backend of the server's for it.
+    if let Some(task) = super::relay::send(ctx, op, task, run, text, &host) {
+        super::worker::log_line(&format!("the command's {op} recorded through the gateway"));
+        return Ok(task);
+    }
     // As the command's own write would have: through an outage of the board for `kanban.board_retry_seconds`.
     let what = format!("record the command's {op}");
     let t = super::outage::retrying_blocking(ctx, &what, super::outage::patience(ctx), store, |b| {
-        let now = SystemClock.now();
-        match op {
-            "complete" => b.complete(task, Some(run), text, None, now),
-            "block" => b.block(task, text, now).and_then(|_| b.task(task)),
-            "heartbeat" => {
-                b.heartbeat(task, text, now)?;
-                b.renew_host(&host, now)?;
-                b.task(task)
-            }
-            other => Err(kanban_core::StoreError::Backend(format!("unknown request {other:?}"))),
-        }
+        super::relay::apply(b, op, task, run, text, &host)
     })?;
     serde_json::to_value(&t).map_err(|e| Failure::other(e.to_string()))
 }

@@ -14,6 +14,7 @@ pub mod logs;
 pub mod never_run;
 pub mod outage;
 pub mod prefix;
+pub mod relay;
 pub(crate) mod report;
 pub mod retention;
 pub(crate) mod show;

@@ -243,7 +243,7 @@ fn heartbeat_thread(
     })
 }
 
-fn log_line(text: &str) {
+pub(super) fn log_line(text: &str) {
     eprintln!("[berth worker {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
 }
 

@@ -14,6 +14,7 @@ use domain::time::Timestamp;
 use crate::edge::error::Failure;
 
 /// The resolved invocation context.
+#[derive(Clone)]
 pub struct Ctx {
     pub home: PathBuf,
     pub profile: ProfileName,

@@ -153,6 +153,8 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     // Idle stop and the periodic reaper run in a task of their own beside the ticks (`housekeeping`).
     let _cleanup = crate::gateway::housekeeping::Housekeeper::from_ctx(ctx).spawn();
     start_host_heartbeat(ctx);
+    // Its workers' board writes on its kept connection (PostgreSQL), not on one new connection each.
+    let _relay = crate::board::relay::Relay::start(ctx);
 
     if !dispatching {
         tracing::info!("kanban dispatcher: disabled via config kanban.dispatch_in_gateway=false");
