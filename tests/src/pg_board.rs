@@ -403,7 +403,9 @@ fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
     let bin = crate::support::berth_bin();
     let go = home.path().join("go");
     let worker = format!(
-        "while [ ! -e {go} ]; do sleep 0.05; done; {bin} kanban complete {{task_id}} --result relayed",
+        // Bounded: a test that fails before it makes the file leaves no worker waiting for ever.
+        "i=0; while [ ! -e {go} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; \
+         {bin} kanban complete {{task_id}} --result relayed",
         go = go.display(),
         bin = bin.display()
     );
