@@ -146,7 +146,7 @@ fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Req
     let host = ctx.host_id();
     // The gateway's kept connection when it takes the write (`relay.rs`): no backend of the server's for it.
     if let Some(task) = super::relay::send(ctx, op, task, run, text, &host) {
-        super::worker::log_line(&format!("the command's {op} recorded through the gateway"));
+        super::log_sink::log_line(&format!("the command's {op} recorded through the gateway"));
         return Ok(task);
     }
     // As the command's own write would have: through an outage of the board for `kanban.board_retry_seconds`.

@@ -16,7 +16,7 @@ use kanban_core::{Confirmation, RunEnd, Task};
 use crate::edge::open::Board;
 
 pub use super::gate::Gate;
-use super::log_sink::LogSink;
+use super::log_sink::{LogSink, log_line};
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
 use crate::sandbox::fault::SandboxFault;
@@ -241,10 +241,6 @@ fn heartbeat_thread(
             }
         }
     })
-}
-
-pub(super) fn log_line(text: &str) {
-    eprintln!("[berth worker {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
 }
 
 /// The marker put in the environment of a worker's command, so its processes can be found and stopped.
