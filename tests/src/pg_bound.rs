@@ -62,15 +62,7 @@ fn both_fail_within_the_bound(home: &Home, url: &str, password: Option<&str>) {
 /// whatever was set.
 #[test]
 fn a_server_that_never_answers_costs_a_command_the_bound() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    // Accepts every connection and holds it, never reading or writing (the thread lives as long as the test).
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for conn in listener.incoming() {
-            held.push(conn);
-        }
-    });
+    let port = crate::support::silent_server();
     let home = Home::new();
     let password = "pw-b0und";
     both_fail_within_the_bound(&home, &format!("postgres://berth:{password}@127.0.0.1:{port}/board"), Some(password));

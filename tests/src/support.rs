@@ -445,3 +445,17 @@ impl Drop for Gateway {
         }
     }
 }
+
+/// A port on 127.0.0.1 whose server accepts every connection and holds it, never reading or writing (a board server
+/// that never answers); it lives as long as the test process.
+pub fn silent_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            held.push(conn);
+        }
+    });
+    port
+}

@@ -23,15 +23,7 @@ fn closed_port() -> u16 {
 /// connect timeout (10 s) with one line that says so, without the password; before, they hung past 40 s.
 #[test]
 fn a_board_server_that_never_answers_costs_a_command_its_timeout_not_forever() {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    // Accepts every connection and holds it, never reading or writing (the listener lives as long as the test).
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for conn in listener.incoming() {
-            held.push(conn);
-        }
-    });
+    let port = crate::support::silent_server();
     let home = Home::new();
     let url = format!("postgres://berth:{PASSWORD}@127.0.0.1:{port}/board");
     let started = Instant::now();
