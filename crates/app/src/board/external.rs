@@ -13,33 +13,75 @@ use domain::ports::{OutputSink, OutputStream};
 
 use crate::edge::error::Failure;
 
-/// Runs `sh -c rendered` (its environment changed by `env`: set, or removed when `None`), pumping its stdout and stderr through `sink` until both end; the command's exit code
-/// (128 + the signal when a signal ended it), which the worker exits with.
+/// The worker command of one task: the template rendered for it, and, when the template is plain words (no shell
+/// syntax at all), the same command as its words, which runs without a shell between (one process less a task).
+pub(super) struct WorkerCommand {
+    pub rendered: String,
+    pub words: Option<Vec<String>>,
+}
+
+impl WorkerCommand {
+    pub(super) fn of(template: &str, task_id: &str, assignee: &str, board: &str) -> Self {
+        Self {
+            rendered: render_worker_command(template, task_id, assignee, board),
+            words: plain_words(template, task_id, assignee, board),
+        }
+    }
+}
+
+/// The template's words with the values substituted, when every word is plain: letters, digits and `/._-+=:,@%`
+/// only (around the placeholders), the first not an assignment. Anything else is the shell's to read.
+fn plain_words(template: &str, task_id: &str, assignee: &str, board: &str) -> Option<Vec<String>> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    let words: Vec<&str> = template.split_ascii_whitespace().collect();
+    let first_ok = words.first().is_some_and(|w| !w.contains('=') && !w.contains('{'));
+    let all_ok = words.iter().all(|w| {
+        let bare = w.replace("{task_id}", "").replace("{assignee}", "").replace("{board}", "");
+        bare.chars().all(plain)
+    });
+    (first_ok && all_ok).then(|| {
+        words
+            .iter()
+            .map(|w| w.replace("{task_id}", task_id).replace("{assignee}", assignee).replace("{board}", board))
+            .collect()
+    })
+}
+
+/// Runs the command (its environment changed by `env`: set, or removed when `None`), pumping its stdout and stderr
+/// through `sink` until both end; the command's exit code (128 + the signal when a signal ended it), which the
+/// worker exits with. Plain words run as they are; a program that cannot be started that way goes through
+/// `sh -c` after all, which says why in the log as a shell would (and exits 127).
 ///
 /// # Errors
 /// A one-line reason when the command cannot be started.
 pub(super) fn run(
-    rendered: &str,
+    command: &WorkerCommand,
     env: &[(String, Option<String>)],
     sink: &mut (dyn OutputSink + Send),
 ) -> Result<u8, Failure> {
     use std::os::unix::process::ExitStatusExt;
     crate::edge::private_files::restore();
-    let mut cmd = Command::new("sh");
-    for (k, v) in env {
-        match v {
-            Some(v) => cmd.env(k, v),
-            None => cmd.env_remove(k),
-        };
-    }
-    let mut child = cmd
-        .args(["-c", rendered])
-        // Not the dispatcher's gate: its bytes are other workers'.
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Failure::other(format!("cannot start kanban.worker_command: {e}")))?;
+    let spawn = |argv: &[&str]| {
+        let mut cmd = Command::new(argv[0]);
+        for (k, v) in env {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.args(&argv[1..])
+            // Not the dispatcher's gate: its bytes are other workers'.
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+    };
+    let direct = command.words.as_ref().and_then(|w| spawn(&w.iter().map(String::as_str).collect::<Vec<_>>()).ok());
+    let mut child = match direct {
+        Some(child) => child,
+        None => spawn(&["sh", "-c", &command.rendered])
+            .map_err(|e| Failure::other(format!("cannot start kanban.worker_command: {e}")))?,
+    };
     let sink = Mutex::new(sink);
     let out = child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>);
     let err = child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>);
@@ -78,7 +120,36 @@ pub(super) fn render_worker_command(template: &str, task_id: &str, assignee: &st
 
 #[cfg(test)]
 mod tests {
-    use super::render_worker_command;
+    use super::{plain_words, render_worker_command};
+
+    #[test]
+    fn plain_templates_run_without_a_shell_and_anything_else_with_one() {
+        let w = |t: &str| plain_words(t, "t_1", "a b", "default");
+        assert_eq!(
+            w("/usr/bin/berth kanban complete {task_id}").unwrap(),
+            ["/usr/bin/berth", "kanban", "complete", "t_1"]
+        );
+        assert_eq!(w("hermes -p {assignee} --board={board}").unwrap(), ["hermes", "-p", "a b", "--board=default"]);
+        for shell in [
+            "a && b",
+            "a | b",
+            "a; b",
+            "a $X",
+            "a `b`",
+            "a 'b'",
+            "a \"b\"",
+            "X=1 a",
+            "a > f",
+            "~/a",
+            "a *",
+            "a {x}",
+            "a #c",
+            "{task_id}",
+            "",
+        ] {
+            assert!(w(shell).is_none(), "{shell:?} is the shell's");
+        }
+    }
 
     #[test]
     fn substituted_values_stay_one_shell_word() {

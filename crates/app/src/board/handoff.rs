@@ -6,10 +6,15 @@
 //! (`BERTH_WORKER_SOCKET`), takes requests about its own task only, and performs them on its own connection
 //! (opened at the first request, kept for the run), guarded by its run and waiting out an outage as the command's
 //! own writes did. Without the socket (none given, or gone) a command talks to the board itself, as before.
+//!
+//! The socket is in Linux's abstract namespace (`@berth-worker/…`): no file is made and removed per run, which on a
+//! busy host is the costliest part of a worker's start (the filesystem's inode allocation). A name there has no file
+//! permissions, so each connection's peer must be this worker's own user (the kernel's word, `SO_PEERCRED`); a
+//! sandbox runs in a network namespace of its own and cannot reach it.
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -34,19 +39,31 @@ struct Request {
     text: Option<String>,
 }
 
-/// The worker's answer: the task as it is after, or the one-line refusal with the command's exit code.
+/// The worker's answer: the task as it is after, or the one-line refusal with the command's exit code. `released`:
+/// a completed task's sandbox is taken care of (the gateway removes it), not the command's to remove.
 #[derive(Serialize, Deserialize, Default)]
 struct Reply {
     task: Option<Value>,
     error: Option<String>,
     code: Option<u8>,
+    #[serde(default)]
+    released: bool,
 }
 
-/// A worker's listening socket, removed when dropped.
+/// A worker's listening socket (abstract: nothing to remove).
 pub(super) struct Server {
     listener: UnixListener,
-    path: PathBuf,
+    /// Its name in the abstract namespace, without the leading NUL.
+    name: String,
     stop: AtomicBool,
+}
+
+/// The address `@name` (abstract) or a socket file's path.
+fn address(socket: &str) -> std::io::Result<SocketAddr> {
+    match socket.strip_prefix('@') {
+        Some(name) => SocketAddr::from_abstract_name(name.as_bytes()),
+        None => SocketAddr::from_pathname(socket),
+    }
 }
 
 impl Server {
@@ -54,17 +71,12 @@ impl Server {
     /// the board as before) when the socket cannot be made.
     pub(super) fn open(ctx: &Ctx, task: &str) -> Option<Self> {
         ctx.database_url()?;
-        let dir = ctx.home.join("kanban").join("sockets");
-        let made = std::fs::create_dir_all(&dir).and_then(|()| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        });
-        let path = dir.join(format!("{}-{task}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        match made.and_then(|()| UnixListener::bind(&path)) {
-            Ok(listener) => Some(Self { listener, path, stop: AtomicBool::new(false) }),
+        let uid = rustix::process::geteuid().as_raw();
+        let name = format!("berth-worker/{uid}/{}/{task}", std::process::id());
+        match address(&format!("@{name}")).and_then(|a| UnixListener::bind_addr(&a)) {
+            Ok(listener) => Some(Self { listener, name, stop: AtomicBool::new(false) }),
             Err(e) => {
-                tracing::warn!("no worker socket at {} ({e}): the command gets no board access", path.display());
+                tracing::warn!("no worker socket @{name} ({e}): the command gets no board access");
                 None
             }
         }
@@ -84,7 +96,7 @@ impl Server {
             env.push((k.into(), None));
         }
         env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
-        env.push((SOCKET_VAR.into(), Some(self.path.display().to_string())));
+        env.push((SOCKET_VAR.into(), Some(format!("@{}", self.name))));
         env
     }
 
@@ -96,6 +108,11 @@ impl Server {
                 return;
             }
             let Ok(mut conn) = conn else { continue };
+            // No file permission guards an abstract name: only this user's processes are answered.
+            let uid = rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid);
+            if uid != Ok(rustix::process::geteuid()) {
+                continue;
+            }
             let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
             let mut line = String::new();
             if BufReader::new(&conn).read_line(&mut line).is_err() {
@@ -106,7 +123,7 @@ impl Server {
                 Err(e) => Err(Failure::usage(format!("a request the worker cannot read: {e}"))),
             };
             let reply = match answer {
-                Ok(task) => Reply { task: Some(task), ..Reply::default() },
+                Ok((task, released)) => Reply { task: Some(task), released, ..Reply::default() },
                 Err(f) => Reply { error: Some(f.message), code: Some(f.code), ..Reply::default() },
             };
             let _ = writeln!(conn, "{}", serde_json::to_string(&reply).unwrap_or_default());
@@ -116,13 +133,9 @@ impl Server {
     /// Ends [`Server::serve`] (woken by a connection of its own).
     pub(super) fn close(&self) {
         self.stop.store(true, Ordering::Release);
-        let _ = UnixStream::connect(&self.path);
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if let Ok(a) = address(&format!("@{}", self.name)) {
+            let _ = UnixStream::connect_addr(&a);
+        }
     }
 }
 
@@ -133,8 +146,14 @@ fn own(task: &str, asked: &str) -> bool {
         || (bare.len() >= super::prefix::MIN_PREFIX && task.strip_prefix("t_").unwrap_or(task).starts_with(bare))
 }
 
-/// Performs one request on the worker's connection; the task as it is after.
-fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Request) -> Result<Value, Failure> {
+/// Performs one request on the worker's connection; the task as it is after, and whether its sandbox is taken care of.
+fn perform(
+    ctx: &Ctx,
+    task: &str,
+    run: i64,
+    store: &mut Option<Board>,
+    req: &Request,
+) -> Result<(Value, bool), Failure> {
     let (op, asked) = (req.op.as_str(), req.id.as_str());
     if !own(task, asked) {
         return Err(Failure::usage(format!(
@@ -145,27 +164,28 @@ fn perform(ctx: &Ctx, task: &str, run: i64, store: &mut Option<Board>, req: &Req
     let text = text.as_deref();
     let host = ctx.host_id();
     // The gateway's kept connection when it takes the write (`relay.rs`): no backend of the server's for it.
-    if let Some(task) = super::relay::send(ctx, op, task, run, text, &host) {
+    if let Some(done) = super::relay::send(ctx, op, task, run, text, &host) {
         super::log_sink::log_line(&format!("the command's {op} recorded through the gateway"));
-        return Ok(task);
+        return Ok(done);
     }
     // As the command's own write would have: through an outage of the board for `kanban.board_retry_seconds`.
     let what = format!("record the command's {op}");
     let t = super::outage::retrying_blocking(ctx, &what, super::outage::patience(ctx), store, |b| {
         super::relay::apply(b, op, task, run, text, &host)
     })?;
-    serde_json::to_value(&t).map_err(|e| Failure::other(e.to_string()))
+    serde_json::to_value(&t).map(|t| (t, false)).map_err(|e| Failure::other(e.to_string()))
 }
 
 /// `kanban complete|block|heartbeat ID [TEXT]` in a worker's command with a socket: sent to the worker, whose answer
 /// is printed; `None` when there is no socket to reach (the command then goes to the board itself). A completed
-/// task's `(id, assignee)`: its sandbox is the caller's to remove, as the command's own completion did.
+/// task's `(id, assignee)` unless the gateway removes its sandbox: it is the caller's to remove, as the command's
+/// own completion did.
 ///
 /// # Errors
 /// The worker's refusal or the board's error, as the command would have had it.
 pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Result<Option<(String, String)>, Failure>> {
-    let path = ctx.env.get(SOCKET_VAR)?;
-    let mut conn = UnixStream::connect(path).ok()?;
+    let socket = ctx.env.get(SOCKET_VAR)?;
+    let mut conn = address(socket).and_then(|a| UnixStream::connect_addr(&a)).ok()?;
     let req = Request { op: op.to_owned(), id: id.to_owned(), text: text.map(str::to_owned) };
     let sent = writeln!(conn, "{}", serde_json::to_string(&req).unwrap_or_default());
     let mut line = String::new();
@@ -190,7 +210,7 @@ pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Resu
             _ => format!("heartbeat recorded for {full}"),
         });
     }
-    let assignee = task["assignee"].as_str().filter(|_| op == "complete").map(str::to_owned);
+    let assignee = task["assignee"].as_str().filter(|_| op == "complete" && !reply.released).map(str::to_owned);
     Some(Ok(assignee.map(|a| (full, a))))
 }
 
@@ -205,25 +225,25 @@ pub fn handed_off(cmd: &crate::cli::Command) -> Option<(&'static str, &str, Opti
     }
 }
 
-/// Runs `rendered` (the worker command of task `task`'s run `run`) with the hand-off: the socket served on a
+/// Runs `command` (the worker command of task `task`'s run `run`) with the hand-off: the socket served on a
 /// thread while the command runs, the command's environment without the board's password. On a SQLite board, or
 /// when no socket can be made, the command runs as before.
 pub(super) fn run_command(
     ctx: &Ctx,
     task: &str,
     run: Option<i64>,
-    rendered: &str,
+    command: &super::external::WorkerCommand,
     sink: &mut (dyn domain::ports::OutputSink + Send),
 ) -> Result<u8, Failure> {
     let server = run.and_then(|_| Server::open(ctx, task));
-    let Some(server) = server else { return super::external::run(rendered, &[], sink) };
+    let Some(server) = server else { return super::external::run(command, &[], sink) };
     // Not readable by the command through /proc (this process's environment holds the URL); reset by its exec.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let env = server.command_env(ctx);
     let run = run.unwrap_or_default();
     std::thread::scope(|s| {
         s.spawn(|| server.serve(ctx, task, run));
-        let code = super::external::run(rendered, &env, sink);
+        let code = super::external::run(command, &env, sink);
         server.close();
         code
     })

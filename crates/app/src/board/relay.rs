@@ -14,6 +14,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -40,10 +41,13 @@ struct Request {
 }
 
 /// The gateway's answer: the task after the write, or nothing (not done: the worker does it, and meets any refusal
-/// of the board itself, as it would have).
+/// of the board itself, as it would have). `released`: a completed task's sandbox is the gateway's to remove (its
+/// releaser lists the engine once for a batch of completions), not the command's.
 #[derive(Serialize, Deserialize, Default)]
 struct Reply {
     task: Option<serde_json::Value>,
+    #[serde(default)]
+    released: bool,
 }
 
 fn socket_path(ctx: &Ctx) -> PathBuf {
@@ -108,7 +112,8 @@ impl Relay {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (ctx, flag) = (ctx.clone(), Arc::clone(&stop));
-        std::thread::spawn(move || serve(&ctx, &listener, &board, &flag));
+        let finished = releaser(&ctx);
+        std::thread::spawn(move || serve(&ctx, &listener, &board, &flag, &finished));
         Some(Self { path, stop })
     }
 }
@@ -121,8 +126,24 @@ impl Drop for Relay {
     }
 }
 
+/// The gateway's remover of completed tasks' sandboxes: what is queued while it works is removed together, with one
+/// listing of the engine (a drain of trivial tasks would otherwise ask the engine once per task).
+fn releaser(ctx: &Ctx) -> Sender<(String, String)> {
+    let (tx, rx) = std::sync::mpsc::channel::<(String, String)>();
+    let ctx = ctx.clone();
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            batch.extend(rx.try_iter());
+            rt.block_on(crate::board::worker::remove_task_sandboxes(&ctx, &batch));
+        }
+    });
+    tx
+}
+
 /// Answers requests one at a time on one kept connection until stopped.
-fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool) {
+fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, finished: &Sender<(String, String)>) {
     let mut store: Option<Board> = None;
     for conn in listener.incoming() {
         if stop.load(Ordering::Acquire) {
@@ -136,7 +157,7 @@ fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool) {
             continue;
         }
         let reply = match (serde_json::from_str::<Request>(&line), peer) {
-            (Ok(req), Some(pid)) if req.board == board => perform(ctx, &mut store, &req, pid),
+            (Ok(req), Some(pid)) if req.board == board => perform(ctx, &mut store, &req, pid, finished),
             _ => Reply::default(),
         };
         let _ = writeln!(conn, "{}", serde_json::to_string(&reply).unwrap_or_default());
@@ -144,7 +165,13 @@ fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool) {
 }
 
 /// Performs `req` for the worker `pid` when the task's current run is that worker's; nothing otherwise.
-fn perform(ctx: &Ctx, store: &mut Option<Board>, req: &Request, pid: i64) -> Reply {
+fn perform(
+    ctx: &Ctx,
+    store: &mut Option<Board>,
+    req: &Request,
+    pid: i64,
+    finished: &Sender<(String, String)>,
+) -> Reply {
     if store.is_none() {
         *store = open_board(ctx).ok();
     }
@@ -156,7 +183,12 @@ fn perform(ctx: &Ctx, store: &mut Option<Board>, req: &Request, pid: i64) -> Rep
         apply(b, &req.op, &req.task, req.run, req.text.as_deref(), &req.host).map(Some)
     });
     match res {
-        Ok(task) => Reply { task: task.and_then(|t| serde_json::to_value(t).ok()) },
+        Ok(Some(task)) => {
+            let released = req.op == "complete"
+                && task.assignee.clone().is_some_and(|a| finished.send((task.id.clone(), a)).is_ok());
+            Reply { task: serde_json::to_value(task).ok(), released }
+        }
+        Ok(None) => Reply::default(),
         Err(e) => {
             // The board away: the worker waits it out on its own connection, as it would have.
             if e.is_transient() {
@@ -167,8 +199,8 @@ fn perform(ctx: &Ctx, store: &mut Option<Board>, req: &Request, pid: i64) -> Rep
     }
 }
 
-/// Asks this home's gateway to perform the write: the task after it, or `None` when the gateway did not (see the
-/// module's doc).
+/// Asks this home's gateway to perform the write: the task after it and whether the gateway removes its sandbox, or
+/// `None` when the gateway did not (see the module's doc).
 pub(super) fn send(
     ctx: &Ctx,
     op: &str,
@@ -176,7 +208,7 @@ pub(super) fn send(
     run: i64,
     text: Option<&str>,
     host: &str,
-) -> Option<serde_json::Value> {
+) -> Option<(serde_json::Value, bool)> {
     let board = board_identity(ctx)?;
     let mut conn = UnixStream::connect(socket_path(ctx)).ok()?;
     let _ = conn.set_read_timeout(Some(ANSWER_WAIT));
@@ -192,5 +224,6 @@ pub(super) fn send(
     writeln!(conn, "{}", serde_json::to_string(&req).ok()?).ok()?;
     let mut line = String::new();
     BufReader::new(&conn).read_line(&mut line).ok()?;
-    serde_json::from_str::<Reply>(&line).ok()?.task
+    let reply = serde_json::from_str::<Reply>(&line).ok()?;
+    Some((reply.task?, reply.released))
 }

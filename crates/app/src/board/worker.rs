@@ -250,19 +250,35 @@ fn run_marker(task: &str, run: Option<i64>) -> String {
 
 /// Removes a task's sandbox (any mode) when its task is finished with it; best effort, bounded.
 pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
-    let (Ok(t), Ok(p)) = (TaskId::parse(task), ProfileName::parse(assignee)) else { return };
-    let identity = sandbox::identity_of(ctx, t, p);
+    remove_task_sandboxes(ctx, &[(task.to_owned(), assignee.to_owned())]).await;
+}
+
+/// Removes the sandboxes of finished tasks `(task, assignee)` with one listing of the engine (the gateway's batch of
+/// completions; one task lists by its own labels); best effort, bounded.
+pub async fn remove_task_sandboxes(ctx: &Ctx, tasks: &[(String, String)]) {
+    let identities: Vec<_> = tasks
+        .iter()
+        .filter_map(|(t, a)| Some(sandbox::identity_of(ctx, TaskId::parse(t).ok()?, ProfileName::parse(a).ok()?)))
+        .collect();
+    let labels = match identities.as_slice() {
+        [] => return,
+        [one] => one.upstream_labels(),
+        _ => std::collections::BTreeMap::from([(domain::label::LABEL_AGENT.to_owned(), "1".to_owned())]),
+    };
     let work = async {
         let rt = sandbox::connect(ctx).await.ok()?;
-        let query = domain::ports::ListQuery { labels: identity.upstream_labels(), states: vec![] };
+        let query = domain::ports::ListQuery { labels, states: vec![] };
         let listed = domain::ports::ContainerRuntime::list(&*rt, &query).await.ok()?;
-        for c in listed.iter().filter(|c| identity.owns(c)) {
+        for c in listed.iter().filter(|c| identities.iter().any(|i| i.owns(c))) {
             let _ = service::release(&*rt, Some(&c.id), ReleaseMode::Force).await;
         }
         Some(())
     };
     if tokio::time::timeout(sandbox::TEARDOWN_WAIT, work).await.is_err() {
-        tracing::warn!("removing the sandbox of {task} did not finish in time; the reaper will take it");
+        tracing::warn!(
+            "removing the sandboxes of {} finished task(s) did not finish in time; the reaper will take them",
+            tasks.len()
+        );
     }
 }
 
@@ -531,10 +547,10 @@ fn run_worker_command(
     board: &str,
     template: &str,
 ) -> Result<u8, Failure> {
-    let rendered = super::external::render_worker_command(template, task_id, assignee, board);
+    let command = super::external::WorkerCommand::of(template, task_id, assignee, board);
     let mut sink = LogSink::for_run(ctx, log_path(ctx, task_id));
     // On a PostgreSQL board the command reaches the board through this worker (`handoff.rs`).
-    let code = super::handoff::run_command(ctx, task_id, run, &rendered, &mut sink);
+    let code = super::handoff::run_command(ctx, task_id, run, &command, &mut sink);
     sink.finish();
     code
 }
