@@ -157,7 +157,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         }
         tracing::warn!("{refusal}");
     }
-    std::fs::create_dir_all(&ctx.home)
+    private_files::ensure_dir(&ctx.home)
         .map_err(|e| Failure::other(format!("cannot create home {}: {e}", ctx.home.display())))?;
     private_files::tighten_home(&ctx.home, ctx.env.get("HOME"));
     // Any berth on this machine, this home's or another's, refuses to mount a folder holding the marker.

@@ -133,10 +133,11 @@ fn releaser(ctx: &Ctx) -> Sender<(String, String)> {
     let ctx = ctx.clone();
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+        let mut engine = None;
         while let Ok(first) = rx.recv() {
             let mut batch = vec![first];
             batch.extend(rx.try_iter());
-            rt.block_on(crate::board::worker::remove_task_sandboxes(&ctx, &batch));
+            rt.block_on(crate::board::worker::remove_task_sandboxes_on(&ctx, &mut engine, &batch));
         }
     });
     tx

@@ -127,7 +127,7 @@ impl WorkerEnv {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
         // The log directory is every worker's: made (or found unusable, failing every spawn) once per tick.
         let logs = log_dir(ctx);
-        std::fs::create_dir_all(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
+        crate::edge::private_files::ensure_dir(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
         let mut vars = ctx.resolved.worker_env();
         let db = ctx.db_path().display().to_string();
         vars.push(("BERTH_HOME".into(), ctx.home.display().to_string()));
@@ -153,7 +153,7 @@ pub fn enter(ctx: &Ctx, log: Option<&Path>, workdir: Option<&Path>) -> Result<()
         redirect_output(log)?;
     }
     if let Some(dir) = workdir {
-        std::fs::create_dir_all(dir)
+        crate::edge::private_files::ensure_dir(dir)
             .and_then(|()| std::env::set_current_dir(dir))
             .map_err(|e| Failure::other(format!("cannot enter the working directory {}: {e}", dir.display())))?;
     }
@@ -167,7 +167,7 @@ pub fn enter(ctx: &Ctx, log: Option<&Path>, workdir: Option<&Path>) -> Result<()
 pub fn redirect_output(log: &Path) -> Result<(), Failure> {
     let open = || {
         if let Some(dir) = log.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::edge::private_files::ensure_dir(dir)?;
         }
         OpenOptions::new().create(true).append(true).open(log)
     };
@@ -253,9 +253,20 @@ pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
     remove_task_sandboxes(ctx, &[(task.to_owned(), assignee.to_owned())]).await;
 }
 
-/// Removes the sandboxes of finished tasks `(task, assignee)` with one listing of the engine (the gateway's batch of
-/// completions; one task lists by its own labels); best effort, bounded.
+/// Removes the sandboxes of finished tasks `(task, assignee)` with one listing of the engine (one task lists by its
+/// own labels); best effort, bounded.
 pub async fn remove_task_sandboxes(ctx: &Ctx, tasks: &[(String, String)]) {
+    let mut engine = None;
+    remove_task_sandboxes_on(ctx, &mut engine, tasks).await;
+}
+
+/// [`remove_task_sandboxes`] on a kept engine connection (made when `None`, dropped when the engine failed): the
+/// gateway's releaser, which removes what queued meanwhile as one batch.
+pub async fn remove_task_sandboxes_on(
+    ctx: &Ctx,
+    engine: &mut Option<std::sync::Arc<dyn domain::ports::Engine>>,
+    tasks: &[(String, String)],
+) {
     let identities: Vec<_> = tasks
         .iter()
         .filter_map(|(t, a)| Some(sandbox::identity_of(ctx, TaskId::parse(t).ok()?, ProfileName::parse(a).ok()?)))
@@ -266,15 +277,22 @@ pub async fn remove_task_sandboxes(ctx: &Ctx, tasks: &[(String, String)]) {
         _ => std::collections::BTreeMap::from([(domain::label::LABEL_AGENT.to_owned(), "1".to_owned())]),
     };
     let work = async {
-        let rt = sandbox::connect(ctx).await.ok()?;
+        if engine.is_none() {
+            *engine = sandbox::connect(ctx).await.ok();
+        }
+        let rt = engine.clone()?;
         let query = domain::ports::ListQuery { labels, states: vec![] };
-        let listed = domain::ports::ContainerRuntime::list(&*rt, &query).await.ok()?;
+        let Ok(listed) = domain::ports::ContainerRuntime::list(&*rt, &query).await else {
+            *engine = None;
+            return None;
+        };
         for c in listed.iter().filter(|c| identities.iter().any(|i| i.owns(c))) {
             let _ = service::release(&*rt, Some(&c.id), ReleaseMode::Force).await;
         }
         Some(())
     };
     if tokio::time::timeout(sandbox::TEARDOWN_WAIT, work).await.is_err() {
+        *engine = None;
         tracing::warn!(
             "removing the sandboxes of {} finished task(s) did not finish in time; the reaper will take them",
             tasks.len()

@@ -25,17 +25,26 @@ pub fn restore() {
     rustix::process::umask(Mode::from_raw_mode(STARTED_WITH.load(Ordering::SeqCst)));
 }
 
+/// `create_dir_all`, looking first: a `mkdir` of a folder that exists still takes its parent's lock, which every
+/// worker start and every command would pay.
+///
+/// # Errors
+/// What `create_dir_all` says.
+pub fn ensure_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    if dir.is_dir() { Ok(()) } else { std::fs::create_dir_all(dir) }
+}
+
 /// Takes group and other permissions off the home folder when this user owns it (a home shared on purpose with
 /// another user is theirs to set; a failure is logged, never fatal). The user's own home folder (`user_home`, a
 /// `BERTH_HOME=$HOME`) is left alone: other programs may need it open (`~/public_html`).
 pub fn tighten_home(home: &std::path::Path, user_home: Option<&str>) {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let same = |other: &str| std::fs::canonicalize(other).ok() == std::fs::canonicalize(home).ok();
-    if user_home.is_some_and(same) {
-        return;
-    }
     let Ok(meta) = std::fs::symlink_metadata(home) else { return };
     if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o077 == 0 {
+        return;
+    }
+    let same = |other: &str| std::fs::canonicalize(other).ok() == std::fs::canonicalize(home).ok();
+    if user_home.is_some_and(same) {
         return;
     }
     let mode = meta.mode() & 0o700;
