@@ -459,3 +459,46 @@ fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
     let log = home.ok(&["kanban", "logs", &id]);
     assert!(!log.contains("through the gateway"), "{log}");
 }
+
+/// A plain worker command (no shell syntax in its template) runs as its worker's own child, with no `sh` between; the
+/// socket it reaches its worker through is abstract (no file in the home); and a task it completes through the
+/// gateway has its sandbox removed by the gateway's releaser.
+#[test]
+fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandbox_it_completed() {
+    let Some(home) = Home::on_postgres() else { return };
+    let bin = crate::support::berth_bin();
+    let script = home.path().join("work.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat /proc/$PPID/comm > \"$0.parent.$1\"\necho \"$BERTH_WORKER_SOCKET\" > \"$0.socket.$1\"\n\
+             {bin} run --task \"$1\" -- true || exit 3\nexec {bin} kanban complete \"$1\" --result plain\n",
+            bin = bin.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    home.ok(&["config", "set", "kanban.worker_command", &format!("{} {{task_id}}", script.display())]);
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            let v = home.json(&["kanban", "create", &format!("p{i}"), "--assignee", &home.profile]);
+            v["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let gw = crate::support::Gateway::start(&home, &[]);
+    for id in &ids {
+        crate::support::wait_until("the task done", Duration::from_secs(90), || {
+            home.json(&["kanban", "show", id])["task"]["status"] == "done"
+        });
+        let read = |what: &str| std::fs::read_to_string(format!("{}.{what}.{id}", script.display())).unwrap();
+        assert_eq!(read("parent").trim(), "berth", "the command's parent is its worker, not a shell");
+        assert!(read("socket").starts_with("@berth-worker/"), "an abstract socket: {}", read("socket"));
+        let log = home.ok(&["kanban", "logs", id]);
+        assert!(log.contains("the command's complete recorded through the gateway"), "{id}: {log}");
+    }
+    assert!(!home.path().join("kanban/sockets").read_dir().unwrap().flatten().any(|e| e.file_name() != "gateway.sock"));
+    crate::support::wait_until("the completed tasks' sandboxes removed", Duration::from_secs(30), || {
+        home.containers().is_empty()
+    });
+    drop(gw);
+}
