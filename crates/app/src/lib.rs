@@ -170,7 +170,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
     {
         // A finished run's sandbox goes, as the command's own completion removed it.
         if let Some((task, assignee)) = answered? {
-            runtime()?.block_on(board::worker::remove_task_sandbox_shown(&ctx, &task, &assignee));
+            runtime()?.block_on(board::release::remove_task_sandbox_shown(&ctx, &task, &assignee));
         }
         return Ok(0);
     }

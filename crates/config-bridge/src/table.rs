@@ -173,7 +173,7 @@ settings! {
         retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";
         sandbox_affinity_seconds: Seconds = "120", "On a shared (PostgreSQL) board, how long a task that failed on one host waits for that host (which holds its sandbox and files) before any host may retry it; 0 is off.";
         spawn_lease_seconds: PositiveSeconds = "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
-        worker_command: String = "", "Worker command template ({task_id}, {assignee}, {board}, each substituted as one shell-quoted word); empty runs the built-in `berth worker run`.";
+        worker_command: String = "", "Worker command template ({task_id}, {assignee}, {board}, each substituted as one shell-quoted word; a template of plain words runs without a shell); empty runs the built-in `berth worker run`.";
         worker_log_backup_count: NonZeroU32 = "1", "Rotated worker logs kept per task.";
         worker_log_rotate_bytes: u64 = "2097152", "A worker log larger than this is rotated before the next spawn.";
     }

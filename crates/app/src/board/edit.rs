@@ -114,7 +114,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd, now: Timestamp) -> Result<u8, F
             let (t, w) = store.remove(id, now)?;
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             if let Some(assignee) = t.assignee.as_deref().filter(|_| had_runs) {
-                worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
+                super::release::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
             }
             // Off the board, its output (workspace folder, log) has no owner any more.
             crate::board::retention::remove_task_output(ctx, &t.id, t.assignee.as_deref()).await;

@@ -78,6 +78,6 @@ impl WorkerLauncher for ProcessLauncher<'_> {
     }
 
     async fn release_sandbox(&self, task_id: &str, assignee: &str) {
-        worker::remove_task_sandbox(self.ctx, task_id, assignee).await;
+        crate::board::release::remove_task_sandbox(self.ctx, task_id, assignee).await;
     }
 }

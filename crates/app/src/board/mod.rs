@@ -15,6 +15,7 @@ pub mod never_run;
 pub mod outage;
 pub mod prefix;
 pub mod relay;
+pub mod release;
 pub(crate) mod report;
 pub mod retention;
 pub(crate) mod show;
@@ -283,7 +284,7 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
         worker::stop_shown(ctx, &t.id, before.worker_pid, before.worker_start).await;
         release_finished(ctx, &store, &t).await?;
     } else if let Some(assignee) = &t.assignee {
-        worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
+        release::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
     }
     done(ctx, &t, &format!("completed {}", t.id));
     Ok(())
@@ -295,7 +296,7 @@ async fn release_finished(ctx: &Ctx, store: &Board, t: &Task) -> Result<(), Fail
     if let Some(assignee) = &t.assignee
         && !store.runs(&t.id)?.is_empty()
     {
-        worker::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
+        release::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
     }
     Ok(())
 }

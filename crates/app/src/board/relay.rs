@@ -137,7 +137,7 @@ fn releaser(ctx: &Ctx) -> Sender<(String, String)> {
         while let Ok(first) = rx.recv() {
             let mut batch = vec![first];
             batch.extend(rx.try_iter());
-            rt.block_on(crate::board::worker::remove_task_sandboxes_on(&ctx, &mut engine, &batch));
+            rt.block_on(crate::board::release::remove_task_sandboxes_on(&ctx, &mut engine, &batch));
         }
     });
     tx

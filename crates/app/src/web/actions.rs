@@ -177,7 +177,7 @@ async fn stopping(web: &Arc<Web>, id: String, action: String, reason: Option<Str
     stop(worker).await;
     if action == "archive" || action == "remove" {
         if let Some(a) = t.assignee.as_deref().filter(|_| had_runs) {
-            crate::board::worker::remove_task_sandbox(&web.ctx, &t.id, a).await;
+            crate::board::release::remove_task_sandbox(&web.ctx, &t.id, a).await;
         }
         crate::board::retention::remove_task_output(&web.ctx, &t.id, t.assignee.as_deref()).await;
     }

@@ -1,0 +1,67 @@
+//! Removing the sandboxes of finished tasks: one task's (its worker, `kanban complete`, `archive`, the dashboard) or
+//! a batch of them with one listing of the engine (the gateway's releaser, `relay.rs`).
+
+use domain::ids::{ProfileName, TaskId};
+use domain::policy::cleanup::ReleaseMode;
+use domain::service;
+
+use crate::edge::context::Ctx;
+use crate::sandbox;
+
+/// [`remove_task_sandbox`] with a progress note on a terminal.
+pub async fn remove_task_sandbox_shown(ctx: &Ctx, task: &str, assignee: &str) {
+    let note = format!("removing the sandbox of {task}");
+    crate::edge::output::with_progress(ctx.json, &note, remove_task_sandbox(ctx, task, assignee)).await;
+}
+
+/// Removes a task's sandbox (any mode) when its task is finished with it; best effort, bounded.
+pub async fn remove_task_sandbox(ctx: &Ctx, task: &str, assignee: &str) {
+    remove_task_sandboxes(ctx, &[(task.to_owned(), assignee.to_owned())]).await;
+}
+
+/// Removes the sandboxes of finished tasks `(task, assignee)` with one listing of the engine (one task lists by its
+/// own labels); best effort, bounded.
+pub async fn remove_task_sandboxes(ctx: &Ctx, tasks: &[(String, String)]) {
+    let mut engine = None;
+    remove_task_sandboxes_on(ctx, &mut engine, tasks).await;
+}
+
+/// [`remove_task_sandboxes`] on a kept engine connection (made when `None`, dropped when the engine failed): the
+/// gateway's releaser, which removes what queued meanwhile as one batch.
+pub async fn remove_task_sandboxes_on(
+    ctx: &Ctx,
+    engine: &mut Option<std::sync::Arc<dyn domain::ports::Engine>>,
+    tasks: &[(String, String)],
+) {
+    let identities: Vec<_> = tasks
+        .iter()
+        .filter_map(|(t, a)| Some(sandbox::identity_of(ctx, TaskId::parse(t).ok()?, ProfileName::parse(a).ok()?)))
+        .collect();
+    let labels = match identities.as_slice() {
+        [] => return,
+        [one] => one.upstream_labels(),
+        _ => std::collections::BTreeMap::from([(domain::label::LABEL_AGENT.to_owned(), "1".to_owned())]),
+    };
+    let work = async {
+        if engine.is_none() {
+            *engine = sandbox::connect(ctx).await.ok();
+        }
+        let rt = engine.clone()?;
+        let query = domain::ports::ListQuery { labels, states: vec![] };
+        let Ok(listed) = domain::ports::ContainerRuntime::list(&*rt, &query).await else {
+            *engine = None;
+            return None;
+        };
+        for c in listed.iter().filter(|c| identities.iter().any(|i| i.owns(c))) {
+            let _ = service::release(&*rt, Some(&c.id), ReleaseMode::Force).await;
+        }
+        Some(())
+    };
+    if tokio::time::timeout(sandbox::TEARDOWN_WAIT, work).await.is_err() {
+        *engine = None;
+        tracing::warn!(
+            "removing the sandboxes of {} finished task(s) did not finish in time; the reaper will take them",
+            tasks.len()
+        );
+    }
+}
