@@ -33,7 +33,8 @@ impl WorkerCommand {
 /// only (around the placeholders), the first not an assignment. Anything else is the shell's to read.
 fn plain_words(template: &str, task_id: &str, assignee: &str, board: &str) -> Option<Vec<String>> {
     let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
-    let words: Vec<&str> = template.split_ascii_whitespace().collect();
+    // A shell's blanks are spaces and tabs; a newline (a second command) or any other control is not plain.
+    let words: Vec<&str> = template.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
     let first_ok = words.first().is_some_and(|w| !w.contains('=') && !w.contains('{'));
     let all_ok = words.iter().all(|w| {
         let bare = w.replace("{task_id}", "").replace("{assignee}", "").replace("{board}", "");
@@ -130,6 +131,7 @@ mod tests {
             ["/usr/bin/berth", "kanban", "complete", "t_1"]
         );
         assert_eq!(w("hermes -p {assignee} --board={board}").unwrap(), ["hermes", "-p", "a b", "--board=default"]);
+        assert_eq!(w("\tx\t {task_id} ").unwrap(), ["x", "t_1"]);
         for shell in [
             "a && b",
             "a | b",
@@ -144,6 +146,9 @@ mod tests {
             "a *",
             "a {x}",
             "a #c",
+            "a\nb",
+            "a\r",
+            "a\x0cb",
             "{task_id}",
             "",
         ] {
