@@ -461,8 +461,10 @@ fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
 }
 
 /// A plain worker command (no shell syntax in its template) runs as its worker's own child, with no `sh` between; the
-/// socket it reaches its worker through is abstract (no file in the home); and a task it completes through the
-/// gateway has its sandbox removed by the gateway's releaser.
+/// socket it reaches its worker through is abstract (no file in the home) and its name drawn at random (no other
+/// user can take it first); and a task it completes through the gateway has its sandbox removed by the gateway's
+/// releaser before the completion is answered (a gateway killed in between answers nothing, and the command then
+/// removes it itself).
 #[test]
 fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandbox_it_completed() {
     let Some(home) = Home::on_postgres() else { return };
@@ -472,8 +474,11 @@ fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandb
         &script,
         format!(
             "#!/bin/sh\ncat /proc/$PPID/comm > \"$0.parent.$1\"\necho \"$BERTH_WORKER_SOCKET\" > \"$0.socket.$1\"\n\
-             {bin} run --task \"$1\" -- true || exit 3\nexec {bin} kanban complete \"$1\" --result plain\n",
-            bin = bin.display()
+             {bin} run --task \"$1\" -- true || exit 3\n{bin} kanban complete \"$1\" --result plain || exit 4\n\
+             docker ps -aq --filter label=hermes-task-id=\"$1\" --filter label=hermes-profile={profile} \
+             > \"$0.left.$1\"\n",
+            bin = bin.display(),
+            profile = home.profile
         ),
     )
     .unwrap();
@@ -491,8 +496,16 @@ fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandb
             home.json(&["kanban", "show", id])["task"]["status"] == "done"
         });
         let read = |what: &str| std::fs::read_to_string(format!("{}.{what}.{id}", script.display())).unwrap();
+        // The task is done once the gateway's write commits; its command writes this after the answer.
+        crate::support::wait_until("the command's last file", Duration::from_secs(30), || {
+            std::path::Path::new(&format!("{}.left.{id}", script.display())).exists()
+        });
         assert_eq!(read("parent").trim(), "berth", "the command's parent is its worker, not a shell");
-        assert!(read("socket").starts_with("@berth-worker/"), "an abstract socket: {}", read("socket"));
+        let socket = read("socket");
+        let drawn = socket.trim().rsplit('/').next().unwrap_or_default();
+        assert!(socket.starts_with("@berth-worker/"), "an abstract socket: {socket}");
+        assert!(drawn.len() == 32 && drawn.chars().all(|c| c.is_ascii_hexdigit()), "a name drawn at random: {socket}");
+        assert_eq!(read("left"), "", "the completion was answered only once its sandbox was gone");
         let log = home.ok(&["kanban", "logs", id]);
         assert!(log.contains("the command's complete recorded through the gateway"), "{id}: {log}");
     }

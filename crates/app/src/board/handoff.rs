@@ -7,10 +7,12 @@
 //! (opened at the first request, kept for the run), guarded by its run and waiting out an outage as the command's
 //! own writes did. Without the socket (none given, or gone) a command talks to the board itself, as before.
 //!
-//! The socket is in Linux's abstract namespace (`@berth-worker/…`): no file is made and removed per run, which on a
-//! busy host is the costliest part of a worker's start (the filesystem's inode allocation). A name there has no file
-//! permissions, so each connection's peer must be this worker's own user (the kernel's word, `SO_PEERCRED`); a
-//! sandbox runs in a network namespace of its own and cannot reach it.
+//! The socket is in Linux's abstract namespace (`@berth-worker/<uid>/<128 random bits>`): no file is made and
+//! removed per run, which on a busy host is the costliest part of a worker's start (the filesystem's inode
+//! allocation). A name there has no file permissions, so each connection's peer must be this worker's own user (the
+//! kernel's word, `SO_PEERCRED`), and the name is drawn at random, so no other user can take it first; a sandbox
+//! runs in a network namespace of its own and cannot reach it. When no socket can be made the command still gets
+//! the board without its password: it then has no access to the board at all.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::linux::net::SocketAddrExt;
@@ -67,13 +69,15 @@ fn address(socket: &str) -> std::io::Result<SocketAddr> {
 }
 
 impl Server {
-    /// Listens for the command of task `task`'s worker, on a PostgreSQL board only; `None` (the command then gets
-    /// the board as before) when the socket cannot be made.
-    pub(super) fn open(ctx: &Ctx, task: &str) -> Option<Self> {
+    /// Listens for the command of this worker, on a PostgreSQL board only; `None` (the command then has no access
+    /// to the board) when the socket cannot be made.
+    pub(super) fn open(ctx: &Ctx) -> Option<Self> {
         ctx.database_url()?;
         let uid = rustix::process::geteuid().as_raw();
-        let name = format!("berth-worker/{uid}/{}/{task}", std::process::id());
-        match address(&format!("@{name}")).and_then(|a| UnixListener::bind_addr(&a)) {
+        let mut bytes = [0_u8; 16];
+        let drawn = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+        let name = format!("berth-worker/{uid}/{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        match drawn.and_then(|()| address(&format!("@{name}"))).and_then(|a| UnixListener::bind_addr(&a)) {
             Ok(listener) => Some(Self { listener, name, stop: AtomicBool::new(false) }),
             Err(e) => {
                 tracing::warn!("no worker socket @{name} ({e}): the command gets no board access");
@@ -81,25 +85,28 @@ impl Server {
             }
         }
     }
+}
 
-    /// The environment changes of the command: the board URL without its password, no SQLite path (the board is
-    /// not a file), no other variable holding the password, and the socket.
-    pub(super) fn command_env(&self, ctx: &Ctx) -> Vec<(String, Option<String>)> {
-        let url = ctx.database_url().unwrap_or_default();
-        let secrets = kanban_postgres::url_secrets(url);
-        let mut env: Vec<(String, Option<String>)> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
-            .filter(|(_, v)| secrets.iter().any(|s| v.contains(s.as_str())))
-            .map(|(k, _)| (k, None))
-            .collect();
-        for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
-            env.push((k.into(), None));
-        }
-        env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
-        env.push((SOCKET_VAR.into(), Some(format!("@{}", self.name))));
-        env
+/// The environment changes of a worker command on a PostgreSQL board: the board URL without its password, no
+/// SQLite path (the board is not a file), no other variable holding the password, and the worker's socket when
+/// there is one (without it the command has no access to the board).
+fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Option<String>)> {
+    let url = ctx.database_url().unwrap_or_default();
+    let secrets = kanban_postgres::url_secrets(url);
+    let mut env: Vec<(String, Option<String>)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(_, v)| secrets.iter().any(|s| v.contains(s.as_str())))
+        .map(|(k, _)| (k, None))
+        .collect();
+    for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
+        env.push((k.into(), None));
     }
+    env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
+    env.push((SOCKET_VAR.into(), server.map(|s| format!("@{}", s.name))));
+    env
+}
 
+impl Server {
     /// Answers the command's requests until [`Server::close`]: one request a connection, one at a time.
     pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64) {
         let mut store: Option<Board> = None;
@@ -113,9 +120,10 @@ impl Server {
             if uid != Ok(rustix::process::geteuid()) {
                 continue;
             }
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+            // The command writes its one line at once: a connection that does not is not held for long.
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
             let mut line = String::new();
-            if BufReader::new(&conn).read_line(&mut line).is_err() {
+            if BufReader::new(std::io::Read::take(&conn, 1 << 20)).read_line(&mut line).is_err() {
                 continue;
             }
             let answer = match serde_json::from_str::<Request>(&line) {
@@ -235,11 +243,14 @@ pub(super) fn run_command(
     command: &super::external::WorkerCommand,
     sink: &mut (dyn domain::ports::OutputSink + Send),
 ) -> Result<u8, Failure> {
-    let server = run.and_then(|_| Server::open(ctx, task));
-    let Some(server) = server else { return super::external::run(command, &[], sink) };
+    if ctx.database_url().is_none() {
+        return super::external::run(command, &[], sink);
+    }
+    let server = run.and_then(|_| Server::open(ctx));
     // Not readable by the command through /proc (this process's environment holds the URL); reset by its exec.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
-    let env = server.command_env(ctx);
+    let env = command_env(ctx, server.as_ref());
+    let Some(server) = server else { return super::external::run(command, &env, sink) };
     let run = run.unwrap_or_default();
     std::thread::scope(|s| {
         s.spawn(|| server.serve(ctx, task, run));

@@ -9,7 +9,7 @@
 //! as before. Every write is guarded by its run either way, so a write that was relayed and then performed again
 //! (an answer lost) changes nothing the second time.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,6 +27,8 @@ use crate::edge::open::{Board, open_board};
 
 /// How long a worker waits for the gateway's answer before it performs the write itself.
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
+/// The longest request line read (a task id, a result); more is not a request.
+const REQUEST_LIMIT: u64 = 1 << 20;
 
 /// One write a worker asks the gateway to perform: one line of JSON.
 #[derive(Serialize, Deserialize)]
@@ -126,10 +128,15 @@ impl Drop for Relay {
     }
 }
 
+/// A completion whose answer waits for its sandbox's removal: the worker's connection, the answer, the task.
+type Pending = (UnixStream, Reply, (String, String));
+
 /// The gateway's remover of completed tasks' sandboxes: what is queued while it works is removed together, with one
-/// listing of the engine (a drain of trivial tasks would otherwise ask the engine once per task).
-fn releaser(ctx: &Ctx) -> Sender<(String, String)> {
-    let (tx, rx) = std::sync::mpsc::channel::<(String, String)>();
+/// listing of the engine (a drain of trivial tasks would otherwise ask the engine once per task), and only then is
+/// each worker answered. A gateway killed before that answers nobody: the worker then records the completion itself
+/// (changing nothing the second time) and its command removes the sandbox, as without a gateway.
+fn releaser(ctx: &Ctx) -> Sender<Pending> {
+    let (tx, rx) = std::sync::mpsc::channel::<Pending>();
     let ctx = ctx.clone();
     std::thread::spawn(move || {
         let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
@@ -137,14 +144,23 @@ fn releaser(ctx: &Ctx) -> Sender<(String, String)> {
         while let Ok(first) = rx.recv() {
             let mut batch = vec![first];
             batch.extend(rx.try_iter());
-            rt.block_on(crate::board::release::remove_task_sandboxes_on(&ctx, &mut engine, &batch));
+            let tasks: Vec<(String, String)> = batch.iter().map(|(_, _, t)| t.clone()).collect();
+            rt.block_on(crate::board::release::remove_task_sandboxes_on(&ctx, &mut engine, &tasks));
+            for (mut conn, reply, _) in batch {
+                answer(&mut conn, &reply);
+            }
         }
     });
     tx
 }
 
-/// Answers requests one at a time on one kept connection until stopped.
-fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, finished: &Sender<(String, String)>) {
+fn answer(conn: &mut UnixStream, reply: &Reply) {
+    let _ = writeln!(conn, "{}", serde_json::to_string(reply).unwrap_or_default());
+}
+
+/// Answers requests one at a time on one kept connection until stopped; a completion's answer waits for its
+/// sandbox's removal (`releaser`).
+fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, finished: &Sender<Pending>) {
     let mut store: Option<Board> = None;
     for conn in listener.incoming() {
         if stop.load(Ordering::Acquire) {
@@ -154,29 +170,34 @@ fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, fin
         let _ = conn.set_read_timeout(Some(ANSWER_WAIT));
         let peer = rustix::net::sockopt::socket_peercred(&conn).ok().map(|c| i64::from(c.pid.as_raw_nonzero().get()));
         let mut line = String::new();
-        if BufReader::new(&conn).read_line(&mut line).is_err() {
+        if BufReader::new((&conn).take(REQUEST_LIMIT)).read_line(&mut line).is_err() {
             continue;
         }
-        let reply = match (serde_json::from_str::<Request>(&line), peer) {
-            (Ok(req), Some(pid)) if req.board == board => perform(ctx, &mut store, &req, pid, finished),
-            _ => Reply::default(),
+        let (reply, release) = match (serde_json::from_str::<Request>(&line), peer) {
+            (Ok(req), Some(pid)) if req.board == board => perform(ctx, &mut store, &req, pid),
+            _ => (Reply::default(), None),
         };
-        let _ = writeln!(conn, "{}", serde_json::to_string(&reply).unwrap_or_default());
+        match release {
+            Some(task) => {
+                let pending = Reply { released: true, ..reply };
+                if let Err(std::sync::mpsc::SendError((mut conn, mut reply, _))) = finished.send((conn, pending, task))
+                {
+                    reply.released = false;
+                    answer(&mut conn, &reply);
+                }
+            }
+            None => answer(&mut conn, &reply),
+        }
     }
 }
 
-/// Performs `req` for the worker `pid` when the task's current run is that worker's; nothing otherwise.
-fn perform(
-    ctx: &Ctx,
-    store: &mut Option<Board>,
-    req: &Request,
-    pid: i64,
-    finished: &Sender<(String, String)>,
-) -> Reply {
+/// Performs `req` for the worker `pid` when the task's current run is that worker's; nothing otherwise. A completed
+/// task's `(id, assignee)` beside the answer: its sandbox goes before the worker is answered.
+fn perform(ctx: &Ctx, store: &mut Option<Board>, req: &Request, pid: i64) -> (Reply, Option<(String, String)>) {
     if store.is_none() {
         *store = open_board(ctx).ok();
     }
-    let Some(b) = store.as_mut() else { return Reply::default() };
+    let Some(b) = store.as_mut() else { return (Reply::default(), None) };
     let res = b.task(&req.task).and_then(|t| {
         if t.current_run_id != Some(req.run) || t.worker_pid != Some(pid) {
             return Ok(None);
@@ -185,17 +206,16 @@ fn perform(
     });
     match res {
         Ok(Some(task)) => {
-            let released = req.op == "complete"
-                && task.assignee.clone().is_some_and(|a| finished.send((task.id.clone(), a)).is_ok());
-            Reply { task: serde_json::to_value(task).ok(), released }
+            let release = task.assignee.clone().filter(|_| req.op == "complete").map(|a| (task.id.clone(), a));
+            (Reply { task: serde_json::to_value(task).ok(), released: false }, release)
         }
-        Ok(None) => Reply::default(),
+        Ok(None) => (Reply::default(), None),
         Err(e) => {
             // The board away: the worker waits it out on its own connection, as it would have.
             if e.is_transient() {
                 *store = None;
             }
-            Reply::default()
+            (Reply::default(), None)
         }
     }
 }
