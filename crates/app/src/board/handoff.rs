@@ -18,7 +18,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -26,10 +25,10 @@ use serde_json::Value;
 use crate::edge::context::Ctx;
 use crate::edge::error::{Exit, Failure};
 use crate::edge::open::Board;
+use crate::edge::socket_line;
 
 /// The variable naming the worker's socket in its command's environment.
 pub const SOCKET_VAR: &str = "BERTH_WORKER_SOCKET";
-
 /// What a worker's command asks its worker: one line of JSON.
 #[derive(Serialize, Deserialize)]
 struct Request {
@@ -121,11 +120,7 @@ impl Server {
                 continue;
             }
             // The command writes its one line at once: a connection that does not is not held for long.
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut line = String::new();
-            if BufReader::new(std::io::Read::take(&conn, 1 << 20)).read_line(&mut line).is_err() {
-                continue;
-            }
+            let Some(line) = socket_line::read(&conn) else { continue };
             let answer = match serde_json::from_str::<Request>(&line) {
                 Ok(req) => perform(ctx, task, run, &mut store, &req),
                 Err(e) => Err(Failure::usage(format!("a request the worker cannot read: {e}"))),

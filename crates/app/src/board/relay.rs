@@ -9,7 +9,7 @@
 //! as before. Every write is guarded by its run either way, so a write that was relayed and then performed again
 //! (an answer lost) changes nothing the second time.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -27,8 +27,6 @@ use crate::edge::open::{Board, open_board};
 
 /// How long a worker waits for the gateway's answer before it performs the write itself.
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
-/// The longest request line read (a task id, a result); more is not a request.
-const REQUEST_LIMIT: u64 = 1 << 20;
 
 /// One write a worker asks the gateway to perform: one line of JSON.
 #[derive(Serialize, Deserialize)]
@@ -167,12 +165,8 @@ fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, fin
             return;
         }
         let Ok(mut conn) = conn else { continue };
-        let _ = conn.set_read_timeout(Some(ANSWER_WAIT));
         let peer = rustix::net::sockopt::socket_peercred(&conn).ok().map(|c| i64::from(c.pid.as_raw_nonzero().get()));
-        let mut line = String::new();
-        if BufReader::new((&conn).take(REQUEST_LIMIT)).read_line(&mut line).is_err() {
-            continue;
-        }
+        let Some(line) = crate::edge::socket_line::read(&conn) else { continue };
         let (reply, release) = match (serde_json::from_str::<Request>(&line), peer) {
             (Ok(req), Some(pid)) if req.board == board => perform(ctx, &mut store, &req, pid),
             _ => (Reply::default(), None),

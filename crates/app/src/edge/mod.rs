@@ -12,6 +12,7 @@ pub mod private_files;
 pub mod process;
 pub mod redact;
 pub mod remove_tree;
+pub mod socket_line;
 pub mod state_file;
 pub mod terminal_text;
 pub mod version;
