@@ -29,6 +29,7 @@ use crate::edge::socket_line;
 
 /// The variable naming the worker's socket in its command's environment.
 pub const SOCKET_VAR: &str = "BERTH_WORKER_SOCKET";
+
 /// What a worker's command asks its worker: one line of JSON.
 #[derive(Serialize, Deserialize)]
 struct Request {
@@ -84,28 +85,7 @@ impl Server {
             }
         }
     }
-}
 
-/// The environment changes of a worker command on a PostgreSQL board: the board URL without its password, no
-/// SQLite path (the board is not a file), no other variable holding the password, and the worker's socket when
-/// there is one (without it the command has no access to the board).
-fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Option<String>)> {
-    let url = ctx.database_url().unwrap_or_default();
-    let secrets = kanban_postgres::url_secrets(url);
-    let mut env: Vec<(String, Option<String>)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
-        .filter(|(_, v)| secrets.iter().any(|s| v.contains(s.as_str())))
-        .map(|(k, _)| (k, None))
-        .collect();
-    for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
-        env.push((k.into(), None));
-    }
-    env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
-    env.push((SOCKET_VAR.into(), server.map(|s| format!("@{}", s.name))));
-    env
-}
-
-impl Server {
     /// Answers the command's requests until [`Server::close`]: one request a connection, one at a time.
     pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64) {
         let mut store: Option<Board> = None;
@@ -140,6 +120,25 @@ impl Server {
             let _ = UnixStream::connect_addr(&a);
         }
     }
+}
+
+/// The environment changes of a worker command on a PostgreSQL board: the board URL without its password, no
+/// SQLite path (the board is not a file), no other variable holding the password, and the worker's socket when
+/// there is one (without it the command has no access to the board).
+fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Option<String>)> {
+    let url = ctx.database_url().unwrap_or_default();
+    let secrets = kanban_postgres::url_secrets(url);
+    let mut env: Vec<(String, Option<String>)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+        .filter(|(_, v)| secrets.iter().any(|s| v.contains(s.as_str())))
+        .map(|(k, _)| (k, None))
+        .collect();
+    for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
+        env.push((k.into(), None));
+    }
+    env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
+    env.push((SOCKET_VAR.into(), server.map(|s| format!("@{}", s.name))));
+    env
 }
 
 /// The one task a request may name: the worker's own, by its id or a unique prefix of it.
