@@ -43,7 +43,12 @@ impl<'a> Lab<'a> {
         for h in &hosts {
             args.extend(["--network-alias", h]);
         }
-        args.extend([IMAGE, "python3", "-m", "http.server", "8000"]);
+        // `python3 -m http.server` listens with a backlog of 5: a hundred connections at once overflow it and a
+        // dropped handshake can stall past a client's timeout on a loaded machine, which is the fixture's limit, not
+        // the proxy's. The same server with a backlog of 256.
+        let serve = "import http.server as h; h.ThreadingHTTPServer.request_queue_size = 256; \
+                     h.ThreadingHTTPServer(('', 8000), h.SimpleHTTPRequestHandler).serve_forever()";
+        args.extend([IMAGE, "python3", "-c", serve]);
         let out = self.home.docker(&args);
         assert!(out.status.success(), "server: {}", String::from_utf8_lossy(&out.stderr));
         self.servers.push(cname.clone());
