@@ -410,12 +410,7 @@ fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
         bin = bin.display()
     );
     home.ok(&["config", "set", "kanban.worker_command", &worker]);
-    let ids: Vec<String> = (0..3)
-        .map(|i| {
-            let v = home.json(&["kanban", "create", &format!("r{i}"), "--assignee", &home.profile]);
-            v["id"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let ids = assigned_tasks(&home, "r", 3);
     let gw = crate::support::Gateway::start(&home, &[]);
     let socket = home.path().join("kanban/sockets/gateway.sock");
     let running = crate::support::wait_until("a running task", Duration::from_secs(30), || {
@@ -484,12 +479,7 @@ fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandb
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     home.ok(&["config", "set", "kanban.worker_command", &format!("{} {{task_id}}", script.display())]);
-    let ids: Vec<String> = (0..2)
-        .map(|i| {
-            let v = home.json(&["kanban", "create", &format!("p{i}"), "--assignee", &home.profile]);
-            v["id"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let ids = assigned_tasks(&home, "p", 2);
     let gw = crate::support::Gateway::start(&home, &[]);
     for id in &ids {
         crate::support::wait_until("the task done", Duration::from_secs(90), || {
@@ -514,4 +504,14 @@ fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandb
         home.containers().is_empty()
     });
     drop(gw);
+}
+
+/// `n` tasks named `<prefix><i>`, assigned to the home's profile; their ids.
+fn assigned_tasks(home: &Home, prefix: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let v = home.json(&["kanban", "create", &format!("{prefix}{i}"), "--assignee", &home.profile]);
+            v["id"].as_str().unwrap().to_owned()
+        })
+        .collect()
 }

@@ -74,10 +74,9 @@ impl Server {
     pub(super) fn open(ctx: &Ctx) -> Option<Self> {
         ctx.database_url()?;
         let uid = rustix::process::geteuid().as_raw();
-        let mut bytes = [0_u8; 16];
-        let drawn = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-        let name = format!("berth-worker/{uid}/{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
-        match drawn.and_then(|()| address(&format!("@{name}"))).and_then(|a| UnixListener::bind_addr(&a)) {
+        let drawn = crate::edge::random::hex128();
+        let name = format!("berth-worker/{uid}/{}", drawn.as_deref().unwrap_or("?"));
+        match drawn.and_then(|_| address(&format!("@{name}"))).and_then(|a| UnixListener::bind_addr(&a)) {
             Ok(listener) => Some(Self { listener, name, stop: AtomicBool::new(false) }),
             Err(e) => {
                 tracing::warn!("no worker socket @{name} ({e}): the command gets no board access");

@@ -10,6 +10,7 @@ pub mod open;
 pub mod output;
 pub mod private_files;
 pub mod process;
+pub mod random;
 pub mod redact;
 pub mod remove_tree;
 pub mod socket_line;

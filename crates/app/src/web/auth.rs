@@ -6,7 +6,7 @@
 //! `x-berth-csrf` header (a cross-site page cannot send a custom header without a preflight, which is never
 //! granted) and, when the browser names one, come from the dashboard's own origin.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,11 +29,8 @@ pub(crate) fn token_path(home: &Path) -> std::path::PathBuf {
 /// A fresh token of 128 random bits (from the kernel), written to `<home>/dashboard.token` readable by its owner
 /// only; a previous start's file is replaced.
 pub(crate) fn new_token(home: &Path) -> Result<String, Failure> {
-    let mut bytes = [0_u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Failure::other(format!("cannot draw the dashboard token: {e}")))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token =
+        crate::edge::random::hex128().map_err(|e| Failure::other(format!("cannot draw the dashboard token: {e}")))?;
     let path = token_path(home);
     let tmp = path.with_extension("token.tmp");
     let written = {
