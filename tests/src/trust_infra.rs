@@ -51,9 +51,10 @@ fn a_dead_engine_blocks_no_task_and_the_gateway_backs_off() {
         for r in &runs {
             assert!(r["outcome"] == "infra_unavailable" || r["outcome"].is_null(), "{id}: {r}");
         }
-        // Back-off: tries at about 0, 1, 3 and 7 s (and one more when a worker's exit and the board change race);
+        // Back-off: tries at about 0, 1, 3 and 7 s, one a wave (a task whose worker requeued it is not claimed again
+        // before the gateway reaped that worker and saw its exit code: the board's change wakes the gateway first);
         // a hot retry makes dozens.
-        assert!(runs.len() <= 6, "{id} was tried {} times in 10 s:\n{err}", runs.len());
+        assert!(runs.len() <= 5, "{id} was tried {} times in 10 s:\n{err}", runs.len());
         let show = home.json(&["kanban", "show", id]);
         assert_eq!(show["task"]["consecutive_failures"], 0, "{id}: {show}");
     }

@@ -189,6 +189,10 @@ pub struct TickConfig {
     /// Until when this host's workers found the container engine unreachable (the gateway's backoff): no task is
     /// claimed before then. `None` when the engine answered.
     pub engine_backoff_until: Option<Timestamp>,
+    /// Tasks whose last worker from this dispatcher has not been reaped yet (it requeued its task and is exiting):
+    /// not claimed again until it has, so its exit code (an engine fault's back-off) is seen first and a task never
+    /// has two workers of one host, even a dying one.
+    pub held: BTreeSet<String>,
 }
 
 /// A running task as a store reads it, before its worker is judged.

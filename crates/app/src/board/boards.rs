@@ -70,6 +70,7 @@ pub(crate) async fn dispatch_command(ctx: &Ctx, cmd: &crate::cli::KanbanCmd) -> 
         task: if *all_boards { None } else { task.clone() },
         detach_stops: false,
         engine_backoff_until: None,
+        held: std::collections::BTreeSet::new(),
     };
     if *all_boards {
         return dispatch_all(ctx, &args, *explain).await;

@@ -31,6 +31,8 @@ pub struct DispatchArgs {
     pub detach_stops: bool,
     /// The gateway's backoff after its workers found the engine unreachable: nothing is claimed before then.
     pub engine_backoff_until: Option<domain::time::Timestamp>,
+    /// Tasks whose worker from this gateway is still to be reaped: not claimed again yet.
+    pub held: BTreeSet<String>,
 }
 
 /// What a dispatch did (or, dry, would do): the dispatcher's report and what the printer adds.
@@ -74,6 +76,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         host: ctx.host_id(),
         host_timeout: ctx.settings.kanban.host_timeout_seconds.duration(),
         engine_backoff_until: args.engine_backoff_until,
+        held: args.held.clone(),
     }
 }
 

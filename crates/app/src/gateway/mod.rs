@@ -411,7 +411,8 @@ async fn tick_all(
             continue;
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
-        let args = DispatchArgs { detach_stops: true, engine_backoff_until, ..DispatchArgs::default() };
+        let held = task_log.unreaped(&board.slug);
+        let args = DispatchArgs { detach_stops: true, engine_backoff_until, held, ..DispatchArgs::default() };
         let dispatched = match kept.0.as_mut() {
             Some(store) => board::dispatch_on(ctx, store, &slug, &args).await,
             None => board::dispatch(ctx, &slug, &args).await,

@@ -2,7 +2,7 @@
 //! exit code: a failed run says so), and what a tick's housekeeping did to a task (crashed, timed out, blocked by
 //! the failure breaker, a spawn that failed).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use domain::kanban::TaskStatus;
 use serde_json::Value as Json;
@@ -59,6 +59,12 @@ impl TaskLog {
                 f["error"].as_str().unwrap_or("-")
             );
         }
+    }
+
+    /// The tasks on `board` whose worker this gateway started and has not reaped: a worker that requeued its task
+    /// wakes the gateway through the board before its exit does.
+    pub fn unreaped(&self, board: &str) -> BTreeSet<String> {
+        self.workers.values().filter(|(b, _)| b == board).map(|(_, t)| t.clone()).collect()
     }
 
     /// Reaps every exited child (as [`crate::edge::process::reap_children`]), logs each of this gateway's workers

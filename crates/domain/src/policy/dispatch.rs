@@ -355,7 +355,7 @@ impl<'c> Planner<'c> {
         'c: 'r,
     {
         let cfg = self.cfg;
-        if cfg.only_task.as_deref().is_some_and(|only| only != t.id) {
+        if cfg.only_task.as_deref().is_some_and(|only| only != t.id) || cfg.held.contains(t.id) {
             return None;
         }
         let caps = &cfg.caps;

@@ -548,3 +548,13 @@ fn an_engine_backoff_claims_nothing_until_it_ends() {
     c.engine_backoff_until = Some(NOW);
     assert_eq!(plan_tick(NOW, &snapshot(ready(2, "alpha")), &c).spawns().count(), 2);
 }
+
+#[test]
+fn a_task_whose_last_worker_is_still_exiting_waits_and_the_others_go() {
+    let mut c = cfg(None);
+    c.held = ["alpha0".to_owned()].into_iter().collect();
+    let plan = plan_tick(NOW, &snapshot(ready(2, "alpha")), &c);
+    assert_eq!(plan.spawns().map(|d| d.task_id.as_str()).collect::<Vec<_>>(), ["alpha1"]);
+    c.held.clear();
+    assert_eq!(plan_tick(NOW, &snapshot(ready(2, "alpha")), &c).spawns().count(), 2);
+}
