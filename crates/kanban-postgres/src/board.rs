@@ -256,11 +256,11 @@ impl BoardStore for PgKanbanStore {
     /// By the server's clock, so hosts whose clocks disagree still agree on who is silent.
     fn renew_host(&mut self, host: &str, _now: Timestamp) -> Result<(), StoreError> {
         self.with(|c| {
-            let stmt = c.stmt(
+            c.client.execute(
                 "INSERT INTO berth.hosts (id, seen_at) VALUES ($1, (extract(epoch FROM clock_timestamp()) * 1000)::bigint) \
                  ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at",
+                &[&host],
             )?;
-            c.client.execute(&stmt, &[&host])?;
             Ok(())
         })
     }
@@ -297,13 +297,10 @@ impl BoardStore for PgKanbanStore {
     }
 
     fn boards(&self) -> Result<Vec<Board>, StoreError> {
-        // Prepared once per connection: the gateway lists the boards at every tick.
         self.with(|c| {
-            let stmt = c.stmt(
-                "SELECT slug, name, created_at FROM berth.boards WHERE archived = 0 \
-                 ORDER BY slug <> 'default', slug COLLATE \"C\"",
-            )?;
-            c.client.query(&stmt, &[])?.iter().map(board_from_row).collect()
+            let sql = "SELECT slug, name, created_at FROM berth.boards WHERE archived = 0 \
+                       ORDER BY slug <> 'default', slug COLLATE \"C\"";
+            c.client.query(sql, &[])?.iter().map(board_from_row).collect()
         })
     }
 

@@ -10,7 +10,8 @@
 //! The runtime runs only inside a call (`block_on`), like the blocking `postgres` crate's; the connection's task,
 //! driven there, hands the notifications it receives to [`Client::notification`].
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -22,7 +23,6 @@ use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{
     AsyncMessage, Config, Connection, IsolationLevel, NoTls, Notification, Row, SimpleQueryMessage, Socket, Statement,
-    ToStatement,
 };
 
 use crate::{PgErr, PgResult};
@@ -38,7 +38,14 @@ pub(crate) struct Link {
     shown: String,
     /// Set when a call ran past its bound: the connection is not used again.
     broken: Cell<bool>,
+    /// The connection's prepared statements by their text: a statement is parsed and described once per connection,
+    /// and every later call is one round trip (Bind, Execute) instead of two.
+    statements: RefCell<HashMap<String, Statement>>,
 }
+
+/// At most this many statements are kept per connection (texts built at run time, such as a listing's filters, are
+/// many but finite); past it the cache starts over.
+const KEPT_STATEMENTS: usize = 256;
 
 impl Link {
     /// Runs one round trip within the bound.
@@ -61,6 +68,43 @@ impl Link {
                 Err(self.silent(bound))
             }
         }
+    }
+
+    /// The statement for `sql` on this connection, prepared at its first use.
+    fn prepared<P: tokio_postgres::GenericClient + Sync>(&self, pg: &P, sql: &str) -> PgResult<Statement> {
+        if let Some(s) = self.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.run(pg.prepare(sql))?;
+        let mut kept = self.statements.borrow_mut();
+        if kept.len() >= KEPT_STATEMENTS {
+            kept.clear();
+        }
+        kept.insert(sql.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    /// Runs `call` on the statement for `sql` within the bound. A statement the server no longer takes as prepared
+    /// (the schema changed under it: "cached plan must not change result type", or it is gone) is forgotten, so the
+    /// next call prepares it again.
+    fn on<P, T, Fut>(&self, pg: &P, sql: &str, call: impl FnOnce(Statement) -> Fut) -> PgResult<T>
+    where
+        P: tokio_postgres::GenericClient + Sync,
+        Fut: Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        use tokio_postgres::error::SqlState;
+        let statement = self.prepared(pg, sql)?;
+        self.run(async {
+            let result = call(statement).await;
+            if let Err(e) = &result
+                && e.code().is_some_and(|c| {
+                    [SqlState::FEATURE_NOT_SUPPORTED, SqlState::INVALID_SQL_STATEMENT_NAME].contains(c)
+                })
+            {
+                self.statements.borrow_mut().remove(sql);
+            }
+            result
+        })
     }
 
     /// The board is unavailable (an outage, not the caller's fault): the server did not answer in time.
@@ -113,7 +157,8 @@ impl Client {
         };
         let (tx, notes) = mpsc::unbounded_channel();
         let driver = rt.spawn(drive(connection, tx));
-        let link = Link { rt, bound, shown: shown.to_owned(), broken: Cell::new(false) };
+        let link =
+            Link { rt, bound, shown: shown.to_owned(), broken: Cell::new(false), statements: RefCell::default() };
         Ok(Self { link, pg: Some(pg), notes, driver: Some(driver) })
     }
 
@@ -216,36 +261,24 @@ pub(crate) trait GenericClient {
 
     fn parts(&self) -> (&Link, &Self::Pg);
 
-    fn execute<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<u64>
-    where
-        T: ?Sized + ToStatement + Sync + Send,
-    {
+    fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<u64> {
         let (link, pg) = self.parts();
-        link.run(pg.execute(query, params))
+        link.on(pg, sql, |s| async move { pg.execute(&s, params).await })
     }
 
-    fn query<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<Vec<Row>>
-    where
-        T: ?Sized + ToStatement + Sync + Send,
-    {
+    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<Vec<Row>> {
         let (link, pg) = self.parts();
-        link.run(pg.query(query, params))
+        link.on(pg, sql, |s| async move { pg.query(&s, params).await })
     }
 
-    fn query_one<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<Row>
-    where
-        T: ?Sized + ToStatement + Sync + Send,
-    {
+    fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<Row> {
         let (link, pg) = self.parts();
-        link.run(pg.query_one(query, params))
+        link.on(pg, sql, |s| async move { pg.query_one(&s, params).await })
     }
 
-    fn query_opt<T>(&mut self, query: &T, params: &[&(dyn ToSql + Sync)]) -> PgResult<Option<Row>>
-    where
-        T: ?Sized + ToStatement + Sync + Send,
-    {
+    fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> PgResult<Option<Row>> {
         let (link, pg) = self.parts();
-        link.run(pg.query_opt(query, params))
+        link.on(pg, sql, |s| async move { pg.query_opt(&s, params).await })
     }
 
     fn query_typed(&mut self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> PgResult<Vec<Row>> {
@@ -256,11 +289,6 @@ pub(crate) trait GenericClient {
     fn query_typed_opt(&mut self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> PgResult<Option<Row>> {
         let (link, pg) = self.parts();
         link.run(pg.query_typed_opt(sql, params))
-    }
-
-    fn prepare(&mut self, sql: &str) -> PgResult<Statement> {
-        let (link, pg) = self.parts();
-        link.run(pg.prepare(sql))
     }
 
     fn batch_execute(&mut self, sql: &str) -> PgResult<()> {
@@ -287,5 +315,55 @@ impl<'a> GenericClient for Transaction<'a> {
 
     fn parts(&self) -> (&Link, &Self::Pg) {
         (self.link, &self.tx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection to the test server, or `None` (and a skip, counted by `cargo xtask ci`; a failure under CI).
+    fn connect() -> Option<Client> {
+        let Ok(url) = std::env::var("BERTH_TEST_POSTGRES_URL") else {
+            assert!(std::env::var_os("CI").is_none(), "BERTH_TEST_POSTGRES_URL is not set under CI");
+            let reason = "BERTH_TEST_POSTGRES_URL is not set (`.ci/run` starts a server)";
+            eprintln!("skipped: {reason}");
+            if let Some(path) = std::env::var_os("BERTH_TEST_SKIP_LOG") {
+                use std::io::Write as _;
+                let line = format!("kanban-postgres::client::tests\t{reason}\n");
+                let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+                f.write_all(line.as_bytes()).unwrap();
+            }
+            return None;
+        };
+        let (config, shown) = crate::open::config(&url, "berth-test").unwrap();
+        let bound = Duration::from_secs(10);
+        Client::connect(&config, &shown, bound, bound).ok()
+    }
+
+    #[test]
+    fn a_statement_is_prepared_once_per_connection_and_forgotten_when_the_server_drops_it() {
+        let Some(mut c) = connect() else { return };
+        let prepared = |c: &mut Client| -> i64 {
+            c.query_typed("SELECT count(*) FROM pg_prepared_statements WHERE statement = 'SELECT $1::int + 1'", &[])
+                .unwrap()[0]
+                .get(0)
+        };
+        for n in 0..3 {
+            let row = c.query_one("SELECT $1::int + 1", &[&n]).unwrap();
+            assert_eq!(row.get::<_, i32>(0), n + 1);
+        }
+        assert_eq!(prepared(&mut c), 1, "three calls, one statement kept on the server");
+        {
+            let mut tx = c.transaction().unwrap();
+            assert_eq!(tx.query_one("SELECT $1::int + 1", &[&9]).unwrap().get::<_, i32>(0), 10);
+            tx.commit().unwrap();
+        }
+        assert_eq!(prepared(&mut c), 1, "a transaction uses the connection's statement");
+        // The server forgets it (as after a schema change): the call fails once, the next prepares it again.
+        c.batch_execute("DEALLOCATE ALL").unwrap();
+        assert!(c.query_one("SELECT $1::int + 1", &[&1]).is_err());
+        assert_eq!(c.query_one("SELECT $1::int + 1", &[&1]).unwrap().get::<_, i32>(0), 2);
+        assert_eq!(prepared(&mut c), 1);
     }
 }

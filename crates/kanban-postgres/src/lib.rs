@@ -34,14 +34,12 @@ mod open;
 mod schema;
 mod tick;
 
-use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use kanban_core::StoreError;
-use tokio_postgres::Statement;
 
-use crate::client::{Client, GenericClient as _};
+use crate::client::Client;
 
 pub use copy::load_board;
 pub use listen::PgBoardListener;
@@ -80,10 +78,9 @@ pub struct PgKanbanStore {
     host: String,
 }
 
-/// The connection and its prepared statements (a statement is parsed once per connection, not per call).
+/// The connection (it keeps its prepared statements: a statement is parsed once per connection, not per call).
 pub(crate) struct Conn {
     pub(crate) client: Client,
-    pub(crate) stmts: HashMap<&'static str, Statement>,
 }
 
 /// An error inside the store: a server error or a board error, turned into a [`StoreError`] at the boundary.
@@ -148,18 +145,6 @@ pub(crate) fn off_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     })
 }
 
-impl Conn {
-    /// The prepared statement for `sql`, parsed on first use.
-    pub(crate) fn stmt(&mut self, sql: &'static str) -> PgResult<Statement> {
-        if let Some(s) = self.stmts.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = self.client.prepare(sql)?;
-        self.stmts.insert(sql, s.clone());
-        Ok(s)
-    }
-}
-
 impl PgKanbanStore {
     /// Runs `f` on the connection, off the async runtime.
     pub(crate) fn with<R: Send>(&self, f: impl FnOnce(&mut Conn) -> PgResult<R> + Send) -> Result<R, StoreError> {
@@ -177,7 +162,7 @@ impl PgKanbanStore {
                 drop(old);
                 let (client, _) = open::connect(config, shown, bound)?;
                 // `jit = off` and the statement bound come with the connection's startup options (`open::config`).
-                *guard = Some(Conn { client, stmts: HashMap::new() });
+                *guard = Some(Conn { client });
             }
             let conn = guard.as_mut().unwrap_or_else(|| unreachable!("connected above"));
             f(conn).map_err(StoreError::from)

@@ -1,7 +1,6 @@
 //! Connecting to the server and making sure `berth` is berth's schema at a version this build understands; the
 //! migrations run in one transaction under an advisory lock, so gateways starting together migrate once.
 
-use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -267,7 +266,7 @@ impl PgKanbanStore {
         let (config, shown) = config(url, "berth")?;
         let (client, current) = off_runtime(|| connect(&config, &shown, bound))?;
         let store = Self {
-            conn: Mutex::new(Some(Conn { client, stmts: HashMap::new() })),
+            conn: Mutex::new(Some(Conn { client })),
             config,
             shown: shown.clone(),
             bound,

@@ -26,7 +26,6 @@ use domain::time::Timestamp;
 use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
 use kanban_core::{BoardStore, StoreError};
 use serde_json::json;
-use tokio_postgres::Statement;
 
 use crate::board::{CLEAR_CLAIM, close_run, guarded, record_task_failure, status_of, worker_of};
 use crate::client::GenericClient;
@@ -65,38 +64,11 @@ const SNAPSHOT_ELSEWHERE: &str = "SELECT assignee, COUNT(*) FROM berth.tasks WHE
 /// Whether the board exists and is not archived.
 const BOARD_LIVE: &str = "SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0";
 
-/// The statements of a tick, prepared (once per connection) before its transaction starts.
-struct Stmts {
-    lock: Statement,
-    board: Statement,
-    open: Statement,
-    running: Statement,
-    elsewhere: Statement,
-    claim: Statement,
-    assign: Statement,
-    events: Statement,
-}
-
-impl Stmts {
-    fn prepare(c: &mut Conn) -> PgResult<Self> {
-        Ok(Self {
-            lock: c.stmt("SELECT pg_advisory_xact_lock($1)")?,
-            board: c.stmt(BOARD_LIVE)?,
-            open: c.stmt(SNAPSHOT_OPEN)?,
-            running: c.stmt(SNAPSHOT_RUNNING)?,
-            elsewhere: c.stmt(SNAPSHOT_ELSEWHERE)?,
-            claim: c.stmt(CLAIM)?,
-            assign: c.stmt(AUTO_ASSIGN)?,
-            events: c.stmt(EVENTS)?,
-        })
-    }
-}
-
 /// Reads the board's open tasks and the running counts of the other boards (of every host).
-fn snapshot(s: &Stmts, tx: &mut impl GenericClient, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
+fn snapshot(tx: &mut impl GenericClient, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
     let (board, cfg, probe, host) = (req.board, req.cfg, req.probe, req.cfg.host.as_str());
     let mut tasks = Vec::new();
-    for r in tx.query(&s.open, &[&board.as_str()])? {
+    for r in tx.query(SNAPSHOT_OPEN, &[&board.as_str()])? {
         let (last_host, last_ended): (Option<String>, Option<i64>) = (r.try_get(7)?, r.try_get(8)?);
         let elsewhere = last_host.filter(|h| h != host).and(last_ended).map(Timestamp::from_millis);
         let (id, assignee, status) = (r.try_get(0)?, r.try_get(1)?, status_of(r.try_get(2)?)?);
@@ -107,7 +79,7 @@ fn snapshot(s: &Stmts, tx: &mut impl GenericClient, req: &TickRequest<'_>) -> Pg
             ..TaskRow::waiting(id, assignee, status, r.try_get(3)?, Timestamp::from_millis(r.try_get(4)?))
         });
     }
-    for r in tx.query(&s.running, &[&board.as_str()])? {
+    for r in tx.query(SNAPSHOT_RUNNING, &[&board.as_str()])? {
         let host: Option<String> = r.try_get(13)?;
         let silent: Option<i64> = r.try_get(15)?;
         let row = RunningRow {
@@ -134,7 +106,7 @@ fn snapshot(s: &Stmts, tx: &mut impl GenericClient, req: &TickRequest<'_>) -> Pg
     }
     let mut running_elsewhere = BTreeMap::new();
     let mut total_running_elsewhere = 0;
-    for r in tx.query(&s.elsewhere, &[&board.as_str()])? {
+    for r in tx.query(SNAPSHOT_ELSEWHERE, &[&board.as_str()])? {
         let n = u32::try_from(r.try_get::<_, i64>(1)?).unwrap_or(u32::MAX);
         total_running_elsewhere += n;
         if let Some(a) = r.try_get::<_, Option<String>>(0)?.filter(|a| !a.is_empty()) {
@@ -161,7 +133,7 @@ impl Events {
         self.payload.push(payload.to_string());
     }
 
-    fn flush(self, stmt: &Statement, tx: &mut impl GenericClient, now: Timestamp) -> PgResult<()> {
+    fn flush(self, stmt: &str, tx: &mut impl GenericClient, now: Timestamp) -> PgResult<()> {
         if !self.task.is_empty() {
             tx.execute(stmt, &[&self.task, &self.run, &self.kind, &self.payload, &now.as_millis()])?;
         }
@@ -200,13 +172,12 @@ fn apply_tick(
 ) -> PgResult<TickOutcome> {
     let now = req.now;
     let lease_ms = i64::try_from(req.spawn_lease.as_millis()).unwrap_or(i64::MAX);
-    let s = Stmts::prepare(c)?;
     let mut tx = c.client.transaction()?;
-    tx.execute(&s.lock, &[&TICK_LOCK])?;
-    if tx.query_opt(&s.board, &[&req.board.as_str()])?.is_none() {
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&TICK_LOCK])?;
+    if tx.query_opt(BOARD_LIVE, &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
-    let snap = snapshot(&s, &mut tx, req)?;
+    let snap = snapshot(&mut tx, req)?;
     let plan = plan(&snap);
     let mut out = TickOutcome::default();
     let mut events = Events::default();
@@ -248,14 +219,14 @@ fn apply_tick(
         }
     }
     if !assign_ids.is_empty() {
-        tx.execute(&s.assign, &[&assign_ids, &assign_who])?;
+        tx.execute(AUTO_ASSIGN, &[&assign_ids, &assign_who])?;
     }
     if !spawn_ids.is_empty() {
         // The claim starts as a short spawn lease; the worker's confirmation turns it into a `claim_ttl` claim.
         let expires = now.as_millis().saturating_add(lease_ms);
         let assignees: Vec<Option<&str>> = spawn_assignees;
         let won: HashMap<String, (Option<String>, i64)> = tx
-            .query(&s.claim, &[&spawn_ids, &assignees, &req.claimer, &expires, &now.as_millis()])?
+            .query(CLAIM, &[&spawn_ids, &assignees, &req.claimer, &expires, &now.as_millis()])?
             .iter()
             .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
             .collect::<PgResult<_>>()?;
@@ -267,7 +238,7 @@ fn apply_tick(
             out.claimed.push(Claimed { task_id: (*id).to_owned(), assignee: assignee.clone(), run_id: *run_id });
         }
     }
-    events.flush(&s.events, &mut tx, now)?;
+    events.flush(EVENTS, &mut tx, now)?;
     tx.commit()?;
     out.plan = plan;
     Ok(out)
@@ -320,12 +291,11 @@ fn apply_housekeeping(
 
 /// Reads a tick's snapshot in one read-only transaction, writing nothing (dry run).
 fn read_snapshot(c: &mut Conn, req: &TickRequest<'_>) -> PgResult<BoardSnapshot> {
-    let s = Stmts::prepare(c)?;
     let mut tx = c.client.snapshot_transaction()?;
-    if tx.query_opt("SELECT 1 FROM berth.boards WHERE slug = $1 AND archived = 0", &[&req.board.as_str()])?.is_none() {
+    if tx.query_opt(BOARD_LIVE, &[&req.board.as_str()])?.is_none() {
         return Err(StoreError::NoBoard(req.board.as_str().to_owned()).into());
     }
-    let snap = snapshot(&s, &mut tx, req)?;
+    let snap = snapshot(&mut tx, req)?;
     tx.commit()?;
     Ok(snap)
 }
@@ -354,13 +324,10 @@ impl KanbanStore for PgKanbanStore {
     type Error = StoreError;
 
     fn check_board(&self, board: &BoardSlug) -> Result<(), StoreError> {
-        // Prepared once per connection (every tick checks its board first): one round trip, not two.
-        self.with(|c| {
-            let stmt = c.stmt(BOARD_LIVE)?;
-            match c.client.query_opt(&stmt, &[&board.as_str()])? {
-                Some(_) => Ok(()),
-                None => Err(StoreError::NoBoard(board.as_str().to_owned()).into()),
-            }
+        // Every tick checks its board first: one round trip, its statement prepared once per connection.
+        self.with(|c| match c.client.query_opt(BOARD_LIVE, &[&board.as_str()])? {
+            Some(_) => Ok(()),
+            None => Err(StoreError::NoBoard(board.as_str().to_owned()).into()),
         })
     }
 
@@ -400,7 +367,6 @@ impl KanbanStore for PgKanbanStore {
         let host = self.host.clone();
         let expires = now.as_millis().saturating_add(i64::try_from(claim_ttl.as_millis()).unwrap_or(i64::MAX));
         self.with(move |c| {
-            let (tasks_stmt, runs_stmt, events_stmt) = (c.stmt(SPAWNED_TASKS)?, c.stmt(SPAWNED_RUNS)?, c.stmt(EVENTS)?);
             let ids: Vec<&str> = spawned.iter().map(|s| s.task).collect();
             let runs: Vec<i64> = spawned.iter().map(|s| s.run_id).collect();
             let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.pid)).collect();
@@ -410,7 +376,7 @@ impl KanbanStore for PgKanbanStore {
             let mut tx = c.client.transaction()?;
             // Only the runs still their task's current one (a dispatcher held up past the lease writes nothing).
             let current: std::collections::HashSet<String> = tx
-                .query(&tasks_stmt, &[&ids, &runs, &pids, &starts, &host, &expires, &at])?
+                .query(SPAWNED_TASKS, &[&ids, &runs, &pids, &starts, &host, &expires, &at])?
                 .iter()
                 .map(|r| r.get(0))
                 .collect();
@@ -419,7 +385,7 @@ impl KanbanStore for PgKanbanStore {
             let pids: Vec<i64> = spawned.iter().map(|s| i64::from(s.pid)).collect();
             let starts: Vec<Option<i64>> =
                 spawned.iter().map(|s| s.start.and_then(|v| i64::try_from(v).ok())).collect();
-            tx.execute(&runs_stmt, &[&runs, &pids, &starts, &host, &expires, &at])?;
+            tx.execute(SPAWNED_RUNS, &[&runs, &pids, &starts, &host, &expires, &at])?;
             let mut events = Events::default();
             for (s, start) in spawned.iter().zip(&starts) {
                 events.push(s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log, "host": host}));
@@ -427,7 +393,7 @@ impl KanbanStore for PgKanbanStore {
                     json!({"pid": s.pid, "start": start, "host": host, "expires": expires, "by": "dispatcher"});
                 events.push(s.task, Some(s.run_id), "confirmed", &confirmation);
             }
-            events.flush(&events_stmt, &mut tx, now)?;
+            events.flush(EVENTS, &mut tx, now)?;
             tx.commit()?;
             Ok(spawned.len())
         })
