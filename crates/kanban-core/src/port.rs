@@ -57,6 +57,14 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoTask`].
     fn task(&self, id: &str) -> Result<Task>;
+    /// The task's current run and the worker pid recorded for it (what the gateway's relay checks a worker against):
+    /// the task without its parents.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`].
+    fn current_worker(&self, id: &str) -> Result<(Option<i64>, Option<i64>)> {
+        self.task(id).map(|t| (t.current_run_id, t.worker_pid))
+    }
     /// Tasks of a board, optionally filtered, by priority then age.
     ///
     /// # Errors

@@ -108,7 +108,8 @@ pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> Pg
     Ok(pid.filter(|_| on.as_deref() == Some(host)).map(|pid| WorkerRef { pid, start }))
 }
 
-/// Closes the task's current run with `outcome`; returns the run id.
+/// Closes the task's current run with `outcome`; returns the run id. One statement: the run read, the task's
+/// current run cleared and the run ended, all against the row as the transaction found it.
 pub(crate) fn close_run(
     tx: &mut impl GenericClient,
     task: &str,
@@ -117,17 +118,16 @@ pub(crate) fn close_run(
     exit_code: Option<i64>,
     now: Timestamp,
 ) -> PgResult<Option<i64>> {
-    let run: Option<i64> =
-        tx.query_one("SELECT current_run_id FROM berth.tasks WHERE id = $1", &[&task])?.try_get(0)?;
-    if let Some(run) = run {
-        tx.execute(
-            "UPDATE berth.task_runs SET status = 'ended', ended_at = $2, outcome = $3, error = $4, exit_code = $5 \
-             WHERE id = $1 AND ended_at IS NULL",
-            &[&run, &now.as_millis(), &outcome, &error, &exit_code],
-        )?;
-        tx.execute("UPDATE berth.tasks SET current_run_id = NULL WHERE id = $1", &[&task])?;
-    }
-    Ok(run)
+    Ok(tx
+        .query_one(
+            "WITH old AS (SELECT current_run_id AS run FROM berth.tasks WHERE id = $1), \
+             cleared AS (UPDATE berth.tasks SET current_run_id = NULL WHERE id = $1 AND current_run_id IS NOT NULL), \
+             ended AS (UPDATE berth.task_runs r SET status = 'ended', ended_at = $2, outcome = $3, error = $4, \
+             exit_code = $5 FROM old WHERE r.id = old.run AND r.ended_at IS NULL) \
+             SELECT run FROM old",
+            &[&task, &now.as_millis(), &outcome, &error, &exit_code],
+        )?
+        .try_get(0)?)
 }
 
 fn parents_done(tx: &mut impl GenericClient, id: &str) -> PgResult<bool> {
@@ -319,6 +319,14 @@ impl BoardStore for PgKanbanStore {
 
     fn task(&self, id: &str) -> Result<Task, StoreError> {
         self.with(|c| read_task(&mut c.client, id))
+    }
+
+    fn current_worker(&self, id: &str) -> Result<(Option<i64>, Option<i64>), StoreError> {
+        self.with(|c| {
+            let row = c.client.query_opt("SELECT current_run_id, worker_pid FROM berth.tasks WHERE id = $1", &[&id])?;
+            let row = row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
+            Ok((row.try_get(0)?, row.try_get(1)?))
+        })
     }
 
     fn tasks(

@@ -192,8 +192,8 @@ fn perform(ctx: &Ctx, store: &mut Option<Board>, req: &Request, pid: i64) -> (Re
         *store = open_board(ctx).ok();
     }
     let Some(b) = store.as_mut() else { return (Reply::default(), None) };
-    let res = b.task(&req.task).and_then(|t| {
-        if t.current_run_id != Some(req.run) || t.worker_pid != Some(pid) {
+    let res = b.current_worker(&req.task).and_then(|(run, worker)| {
+        if run != Some(req.run) || worker != Some(pid) {
             return Ok(None);
         }
         apply(b, &req.op, &req.task, req.run, req.text.as_deref(), &req.host).map(Some)
