@@ -360,6 +360,12 @@ mod tests {
             tx.commit().unwrap();
         }
         assert_eq!(prepared(&mut c), 1, "a transaction uses the connection's statement");
+        // One first prepared in a transaction rolled back is still the connection's.
+        {
+            let mut tx = c.transaction().unwrap();
+            assert_eq!(tx.query_one("SELECT $1::int + 2", &[&1]).unwrap().get::<_, i32>(0), 3);
+        }
+        assert_eq!(c.query_one("SELECT $1::int + 2", &[&2]).unwrap().get::<_, i32>(0), 4);
         // The server forgets it (as after a schema change): the call fails once, the next prepares it again.
         c.batch_execute("DEALLOCATE ALL").unwrap();
         assert!(c.query_one("SELECT $1::int + 1", &[&1]).is_err());
