@@ -223,18 +223,14 @@ pub(crate) fn millis(d: Duration) -> i64 {
 /// A task with its parents, in two round trips (typed parameters: no separate prepare), as every worker and
 /// `kanban complete` reads one.
 pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
-    use tokio_postgres::types::Type;
-    let sql = format!("SELECT {TASK_COLUMNS} FROM berth.tasks WHERE id = $1");
-    let row = c.query_typed_opt(&sql, &[(&id, Type::TEXT)])?;
-    let mut t = task_from_row(&row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?)?;
-    t.parents = c
-        .query_typed(
-            "SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id",
-            &[(&id, Type::TEXT)],
-        )?
-        .iter()
-        .map(|r| r.try_get(0))
-        .collect::<Result<_, _>>()?;
+    // One round trip: the task and its parents, the statement prepared once per connection.
+    let sql = format!(
+        "SELECT {TASK_COLUMNS}, ARRAY(SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id) \
+         FROM berth.tasks WHERE id = $1"
+    );
+    let row = c.query_opt(&sql, &[&id])?.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
+    let mut t = task_from_row(&row)?;
+    t.parents = row.try_get(25)?;
     Ok(t)
 }
 

@@ -286,11 +286,6 @@ pub(crate) trait GenericClient {
         link.run(pg.query_typed(sql, params))
     }
 
-    fn query_typed_opt(&mut self, sql: &str, params: &[(&(dyn ToSql + Sync), Type)]) -> PgResult<Option<Row>> {
-        let (link, pg) = self.parts();
-        link.run(pg.query_typed_opt(sql, params))
-    }
-
     fn batch_execute(&mut self, sql: &str) -> PgResult<()> {
         let (link, pg) = self.parts();
         link.run(pg.batch_execute(sql))
