@@ -46,6 +46,8 @@ pub(crate) struct Link {
 /// At most this many statements are kept per connection (texts built at run time, such as a listing's filters, are
 /// many but finite); past it the cache starts over.
 const KEPT_STATEMENTS: usize = 256;
+/// A longer text is a one-off (a batch built for its rows, as `kanban migrate` copies them): prepared, used, closed.
+const KEPT_STATEMENT_LEN: usize = 4096;
 
 impl Link {
     /// Runs one round trip within the bound.
@@ -76,6 +78,9 @@ impl Link {
             return Ok(s.clone());
         }
         let s = self.run(pg.prepare(sql))?;
+        if sql.len() > KEPT_STATEMENT_LEN {
+            return Ok(s);
+        }
         let mut kept = self.statements.borrow_mut();
         if kept.len() >= KEPT_STATEMENTS {
             kept.clear();
@@ -366,5 +371,10 @@ mod tests {
         assert!(c.query_one("SELECT $1::int + 1", &[&1]).is_err());
         assert_eq!(c.query_one("SELECT $1::int + 1", &[&1]).unwrap().get::<_, i32>(0), 2);
         assert_eq!(prepared(&mut c), 1);
+        // A one-off text past the kept length (a batch built for its rows) is not kept.
+        let long = format!("SELECT $1::int + 3 -- {}", "x".repeat(KEPT_STATEMENT_LEN));
+        assert_eq!(c.query_one(&long, &[&1]).unwrap().get::<_, i32>(0), 4);
+        let sql = "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'SELECT $1::int + 3 %'";
+        assert_eq!(c.query_typed(sql, &[]).unwrap()[0].get::<_, i64>(0), 0);
     }
 }
