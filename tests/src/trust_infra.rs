@@ -137,3 +137,22 @@ fn a_nul_in_the_last_output_line_completes_the_task_on_postgres() {
         a_nul_in_the_last_output_line_completes_the_task(home);
     }
 }
+
+/// The gateway holds back a task whose worker it has not reaped yet; a worker it stopped itself (a timed-out run:
+/// the stop reaps it) holds nothing back, so the same gateway tries that task again.
+#[test]
+fn a_task_whose_worker_the_gateway_stopped_is_tried_again_by_that_gateway() {
+    let home = Home::new();
+    home.ok(&["config", "set", "kanban.worker_command", "sleep 60"]);
+    let id = home.json(&["kanban", "create", "slow", "--assignee", &home.profile, "--max-runtime", "1"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let gw = Gateway::start(&home, &["-c", "kanban.failure_limit=5"]);
+    let tried = crate::support::wait_until("a second run after the timeout", Duration::from_secs(20), || {
+        let runs = runs(&home, &id);
+        (runs.len() >= 2).then_some(runs)
+    });
+    let (_, _, err) = gw.stop();
+    assert_eq!(tried[0]["outcome"], "timed_out", "{:?}\n{err}", tried);
+}

@@ -138,6 +138,15 @@ pub fn reap_children_by_pid() -> Vec<(i32, Option<i32>)> {
     ended
 }
 
+/// Whether `pid` is still a child of this process that nobody has reaped (running, or exited and waiting to be):
+/// asked without reaping it.
+pub fn is_unreaped_child(pid: i32) -> bool {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    let Some(pid) = Pid::from_raw(pid) else { return false };
+    let options = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    waitid(WaitId::Pid(pid), options).is_ok()
+}
+
 /// Live (non-zombie) members of process group `pgid`.
 fn live_members(pgid: u32) -> usize {
     let Ok(all) = procfs::process::all_processes() else { return 0 };
@@ -291,6 +300,24 @@ mod tests {
 
     fn exists(pid: u32) -> bool {
         stat_of(pid).is_some()
+    }
+
+    #[test]
+    fn a_child_is_unreaped_while_it_runs_and_after_it_exits_until_someone_reaps_it() {
+        let (mut running, _) = child("sleep 30");
+        let (mut exited, w) = child("exit 3");
+        let pid = |c: &Child| i32::try_from(c.id()).unwrap();
+        assert!(is_unreaped_child(pid(&running)));
+        while stat_of(w.pid).is_some_and(|s| !is_exited(&s)) {
+            std::thread::sleep(Duration::from_millis(5)); // polling the child's exit
+        }
+        assert!(is_unreaped_child(pid(&exited)), "a zombie of ours, asked without reaping it");
+        assert!(is_unreaped_child(pid(&exited)), "still there: the question reaps nothing");
+        assert_eq!(exited.wait().unwrap().code(), Some(3), "its exit code kept for whoever reaps it");
+        assert!(!is_unreaped_child(pid(&exited)), "reaped elsewhere");
+        assert!(!is_unreaped_child(1), "not our child");
+        running.kill().unwrap();
+        running.wait().unwrap();
     }
 
     #[test]

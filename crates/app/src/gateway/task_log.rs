@@ -62,8 +62,10 @@ impl TaskLog {
     }
 
     /// The tasks on `board` whose worker this gateway started and has not reaped: a worker that requeued its task
-    /// wakes the gateway through the board before its exit does.
-    pub fn unreaped(&self, board: &str) -> BTreeSet<String> {
+    /// wakes the gateway through the board before its exit does. A worker reaped elsewhere (a stop reaps the worker
+    /// it stopped) is forgotten here, so its task is not held for ever.
+    pub fn unreaped(&mut self, board: &str) -> BTreeSet<String> {
+        self.workers.retain(|pid, _| crate::edge::process::is_unreaped_child(*pid));
         self.workers.values().filter(|(b, _)| b == board).map(|(_, t)| t.clone()).collect()
     }
 
