@@ -14,6 +14,12 @@ import os
 import sys
 import time
 
+import asyncpg
+from pgqueuer.db import AsyncpgDriver
+from pgqueuer.qm import QueueManager
+from pgqueuer.queries import Queries
+from pgqueuer.types import QueueExecutionMode
+
 
 def busy_seconds() -> float:
     """The whole machine's busy CPU time so far (every state of /proc/stat's cpu line but idle and iowait)."""
@@ -21,12 +27,6 @@ def busy_seconds() -> float:
         fields = [int(x) for x in f.readline().split()[1:]]
     busy = sum(fields[:8]) - fields[3] - fields[4]
     return busy / os.sysconf("SC_CLK_TCK")
-
-import asyncpg
-from pgqueuer.db import AsyncpgDriver
-from pgqueuer.qm import QueueManager
-from pgqueuer.queries import Queries
-from pgqueuer.types import QueueExecutionMode
 
 
 async def main(dsn: str, jobs: int, concurrency: int) -> None:
