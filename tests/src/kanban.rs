@@ -276,6 +276,57 @@ fn workers_start_only_once_their_tick_recorded_them() {
     }
 }
 
+/// `kanban.worker_exit_outcome`: any program is a worker. Exit 0 completes its task with the last line of output as
+/// the result; another code fails it (counted, requeued below the limit); a command that recorded its own outcome
+/// first keeps it, whatever it exits with. Off (the default), a command that exits 0 without completing is a crash.
+#[test]
+fn with_worker_exit_outcome_a_commands_exit_status_is_its_tasks_outcome() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let run = |on: bool, command: &str| -> (String, serde_json::Value) {
+        let id = create(&home, &["t", "--assignee", "alpha"]);
+        let on = format!("kanban.worker_exit_outcome={on}");
+        let command = format!("kanban.worker_command={command}");
+        let v = home.json(&["-c", &on, "-c", &command, "kanban", "dispatch"]);
+        assert_eq!(v["spawned"][0]["task_id"], id.as_str(), "{v}");
+        // The worker records the outcome before it exits.
+        wait_until("the worker to exit", Duration::from_secs(30), || {
+            let pid = home.json(&["kanban", "show", &id])["task"]["worker_pid"].as_i64();
+            pid.is_none_or(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(true, |s| s.contains(") Z ")))
+        });
+        let shown = home.json(&["kanban", "show", &id]);
+        (id, shown)
+    };
+    let runs = |v: &serde_json::Value| v["runs"].as_array().unwrap().clone();
+
+    let (_, v) = run(true, "printf 'first\\nthe-result\\n'");
+    assert_eq!(v["task"]["status"], "done", "{v}");
+    assert_eq!(v["task"]["result"], "the-result", "{v}");
+    assert_eq!(runs(&v)[0]["outcome"], "completed", "{v}");
+
+    let bin = crate::support::berth_bin();
+    let (id, v) = run(true, &format!("{} kanban complete {{task_id}} --result own; exit 1", bin.display()));
+    assert_eq!((&v["task"]["status"], &v["task"]["result"]), (&"done".into(), &"own".into()), "{v}");
+    assert_eq!(runs(&v).len(), 1, "{v}");
+    let log = home.ok(&["kanban", "logs", &id]);
+    assert!(log.contains("the command's exit is not the outcome"), "{log}");
+
+    let (id, v) = run(true, "echo bad; exit 3");
+    assert_eq!(v["task"]["status"], "ready", "failed once, below the limit: {v}");
+    assert_eq!(v["task"]["consecutive_failures"], 1, "{v}");
+    let last = runs(&v)[0].clone();
+    assert_eq!((&last["outcome"], &last["exit_code"]), (&"failed".into(), &3.into()), "{v}");
+    assert_eq!(last["error"], "command exited with 3", "{v}");
+    home.ok(&["kanban", "archive", &id]);
+
+    let (id, v) = run(false, "true");
+    assert_eq!(v["task"]["status"], "running", "off, the exit is not an outcome: {v}");
+    // The next tick finds the worker gone without an outcome: a crash (at a limit of one, the task gives up).
+    home.ok(&["-c", "kanban.failure_limit=1", "kanban", "dispatch"]);
+    let v = home.json(&["kanban", "show", &id]);
+    assert_eq!((&v["task"]["status"], &runs(&v)[0]["outcome"]), (&"blocked".into(), &"crashed".into()), "{v}");
+}
+
 #[test]
 fn spawn_failures_count_toward_the_failure_limit() {
     spawn_failures_count_toward_the_failure_limit_on(Home::new());

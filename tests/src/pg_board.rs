@@ -506,6 +506,35 @@ fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandb
     drop(gw);
 }
 
+/// With `kanban.worker_exit_outcome` on a PostgreSQL board, a worker records its command's exit 0 through its
+/// gateway's kept connection (no connection of its own) and a failure on its own; no `berth` runs in the command.
+#[test]
+fn a_commands_exit_status_is_recorded_through_the_gateway() {
+    let Some(home) = Home::on_postgres() else { return };
+    let fail = home.path().join("fail");
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    let command = format!("sh -c '[ -e {}-$0 ] && exit 1; echo exit-$0' {{task_id}}", fail.display());
+    home.ok(&["config", "set", "kanban.worker_command", &command]);
+    let ids = assigned_tasks(&home, "x", 4);
+    std::fs::write(format!("{}-{}", fail.display(), ids[3]), "").unwrap();
+    let gw = crate::support::Gateway::start(&home, &[]);
+    for id in &ids[..3] {
+        crate::support::wait_until("the task done", Duration::from_secs(60), || {
+            home.json(&["kanban", "show", id])["task"]["status"] == "done"
+        });
+        assert_eq!(home.json(&["kanban", "show", id])["task"]["result"], format!("exit-{id}").as_str());
+        let log = home.ok(&["kanban", "logs", id]);
+        assert!(log.contains("the command exited 0: completed through the gateway"), "{id}: {log}");
+    }
+    let run = crate::support::wait_until("the failed run", Duration::from_secs(60), || {
+        let v = home.json(&["kanban", "show", &ids[3]]);
+        v["runs"].as_array().and_then(|r| r.first()).filter(|r| !r["outcome"].is_null()).cloned()
+    });
+    assert_eq!((&run["outcome"], &run["exit_code"]), (&"failed".into(), &1.into()), "{run}");
+    assert_eq!(run["error"], "command exited with 1", "{run}");
+    drop(gw);
+}
+
 /// `n` tasks named `<prefix><i>`, assigned to the home's profile; their ids.
 fn assigned_tasks(home: &Home, prefix: &str, n: usize) -> Vec<String> {
     (0..n)

@@ -174,6 +174,7 @@ settings! {
         sandbox_affinity_seconds: Seconds = "120", "On a shared (PostgreSQL) board, how long a task that failed on one host waits for that host (which holds its sandbox and files) before any host may retry it; 0 is off.";
         spawn_lease_seconds: PositiveSeconds = "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
         worker_command: String = "", "Worker command template ({task_id}, {assignee}, {board}, each substituted as one shell-quoted word; a template of plain words runs without a shell); empty runs the built-in `berth worker run`.";
+        worker_exit_outcome: bool = "false", "Whether a `kanban.worker_command`'s exit status is its task's outcome, as the built-in worker's is: exit 0 completes the task (the last line of output its result), any other code fails it through `kanban.failure_limit`. A command that recorded its own outcome first (`berth kanban complete|block`) keeps it. Off (hermes's protocol), a command records its outcome itself, and one that exits without doing so is judged crashed.";
         worker_log_backup_count: NonZeroU32 = "1", "Rotated worker logs kept per task.";
         worker_log_rotate_bytes: u64 = "2097152", "A worker log larger than this is rotated before the next spawn.";
     }

@@ -1,8 +1,10 @@
 //! The draining rate on PostgreSQL beside a peer queue on the same server in the same run: berth with 1, 2 and 3
-//! gateways (each its own home and `kanban.host_id`, as hosts are), every task's worker command completing its own
-//! task (`berth kanban complete {task_id}`), against pgqueuer 1.6 from PyPI (installed into a virtual environment
-//! under `target/`, never the system Python) draining the same number of jobs, one `true` process per job, at the
-//! same concurrency. Also `kanban create --from` (bulk create) on both stores, beside pgqueuer's batch enqueue.
+//! gateways (each its own home and `kanban.host_id`, as hosts are), every task's worker command `true` with its exit
+//! status as the outcome (`kanban.worker_exit_outcome`), against pgqueuer 1.6 from PyPI (installed into a virtual
+//! environment under `target/`, never the system Python) draining the same number of jobs, one `true` process per
+//! job, at the same concurrency: the same work on both sides. One more berth row with one gateway drains tasks whose
+//! command completes its own task (`berth kanban complete {task_id}`, hermes's protocol: a berth process more a
+//! task). Also `kanban create --from` (bulk create) on both stores, beside pgqueuer's batch enqueue.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -77,18 +79,31 @@ fn peer_run(server: &mut Server, python: &Path, jobs: usize) -> Peer {
     }
 }
 
+/// How a drained task's command ends its task.
+#[derive(Clone, Copy, PartialEq)]
+enum Ending {
+    /// `true`, its exit status the outcome (`kanban.worker_exit_outcome`): the peer's work.
+    Exit,
+    /// `berth kanban complete {task_id}`: the command records its own outcome (hermes's protocol).
+    Complete,
+}
+
 /// A berth command for `home`, with the settings every drain home shares.
-fn berth_on(home: &Path, url: &str, host: &str) -> Command {
+fn berth_on(home: &Path, url: &str, host: &str, ending: Ending) -> Command {
     let mut c = Command::new(berth_bin());
     for var in config_bridge::hermetic_vars() {
         c.env_remove(var);
     }
-    let complete = format!("{} kanban complete {{task_id}}", berth_bin().display());
+    let (command, exit) = match ending {
+        Ending::Exit => ("true".to_owned(), "true"),
+        Ending::Complete => (format!("{} kanban complete {{task_id}}", berth_bin().display()), "false"),
+    };
     c.env("BERTH_HOME", home).env("BERTH_PROFILE", "drain").stdin(Stdio::null());
     for (k, v) in [
         ("kanban.database_url", url),
         ("kanban.host_id", host),
-        ("kanban.worker_command", complete.as_str()),
+        ("kanban.worker_command", command.as_str()),
+        ("kanban.worker_exit_outcome", exit),
         ("kanban.max_in_progress", &SLOTS.to_string()),
         ("kanban.dispatch_interval_seconds", "1"),
     ] {
@@ -108,7 +123,7 @@ struct Drain {
 }
 
 /// `n` trivial tasks created in one `kanban create --from`, then drained by `gateways` gateways.
-fn drain_run(server: &mut Server, gateways: usize, n: usize) -> Drain {
+fn drain_run(server: &mut Server, gateways: usize, n: usize, ending: Ending) -> Drain {
     let url = server.database(&format!("berth_bench_drain_{gateways}"), None);
     let homes: Vec<tempfile::TempDir> = (0..gateways).map(|_| tempfile::tempdir().unwrap()).collect();
     for h in &homes {
@@ -119,7 +134,7 @@ fn drain_run(server: &mut Server, gateways: usize, n: usize) -> Drain {
         (0..n).map(|i| format!(r#"{{"title":"job {i}","command":"true","assignee":"drain"}}"#)).collect();
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let t = Instant::now();
-    let out = berth_on(homes[0].path(), &url, "h0").args(["kanban", "create", "--from"]).arg(&file).output().unwrap();
+    let out = berth_on(homes[0].path(), &url, "h0", ending).args(["kanban", "create", "--from"]).arg(&file).output().unwrap();
     let create_rate = n as f64 / t.elapsed().as_secs_f64();
     assert!(out.status.success(), "bulk create: {}", String::from_utf8_lossy(&out.stderr));
     let cpu = busy_seconds();
@@ -128,7 +143,7 @@ fn drain_run(server: &mut Server, gateways: usize, n: usize) -> Drain {
         .enumerate()
         .map(|(i, h)| {
             let log = std::fs::File::create(h.path().join("gateway.log")).unwrap();
-            berth_on(h.path(), &url, &format!("h{i}"))
+            berth_on(h.path(), &url, &format!("h{i}"), ending)
                 .args(["gateway", "run"])
                 .stdout(Stdio::null())
                 .stderr(log)
@@ -214,13 +229,15 @@ pub fn bench_drain(quick: bool) -> Vec<Figure> {
     };
     let python = peer_python();
     let (n, reps) = if quick { (300, 1) } else { (1000, 3) };
-    let mut berth: [Vec<Drain>; 3] = Default::default();
+    // The rows: 1, 2 and 3 gateways doing the peer's work, then one gateway with hermes's protocol.
+    let setups = [(1, Ending::Exit), (2, Ending::Exit), (3, Ending::Exit), (1, Ending::Complete)];
+    let mut berth: Vec<Vec<Drain>> = setups.iter().map(|_| Vec::new()).collect();
     let mut peers = Vec::new();
     // Alternating, so a busy moment of the machine falls on both sides.
     for rep in 0..reps {
-        for (g, runs) in berth.iter_mut().enumerate() {
-            eprintln!("bench: drain {n} tasks, {} gateway(s), round {}", g + 1, rep + 1);
-            runs.push(drain_run(&mut server, g + 1, n));
+        for ((g, ending), runs) in setups.iter().zip(&mut berth) {
+            eprintln!("bench: drain {n} tasks, {g} gateway(s), round {}", rep + 1);
+            runs.push(drain_run(&mut server, *g, n, *ending));
         }
         eprintln!("bench: peer drain {n} jobs, round {}", rep + 1);
         peers.push(peer_run(&mut server, &python, n));
@@ -229,14 +246,18 @@ pub fn bench_drain(quick: bool) -> Vec<Figure> {
     let peer_rate = median(&mut peer_drain);
     let mut peer_cpu: Vec<f64> = peers.iter().map(|p| p.cpu_ms).collect();
     let mut figures = Vec::new();
-    for (g, runs) in berth.iter().enumerate() {
+    for ((g, ending), runs) in setups.iter().zip(&berth) {
         let mut rates: Vec<f64> = runs.iter().map(|d| d.rate).collect();
         let mut slots: Vec<f64> = runs.iter().map(|d| d.slot_ms).collect();
         let mut cpu: Vec<f64> = runs.iter().map(|d| d.cpu_ms).collect();
         let rate = median(&mut rates);
         let shown: Vec<String> = runs.iter().map(|d| format!("{:.0}", d.rate)).collect();
+        let (how, command) = match ending {
+            Ending::Exit => ("", "`true`, its exit status the outcome (`kanban.worker_exit_outcome`)"),
+            Ending::Complete => (", each completing itself", "`berth kanban complete {task_id}` (hermes's protocol)"),
+        };
         figures.push(Figure {
-            name: format!("PostgreSQL: drain {n} trivial tasks with {} gateway(s), {SLOTS} slots", g + 1),
+            name: format!("PostgreSQL: drain {n} trivial tasks with {g} gateway(s), {SLOTS} slots{how}"),
             berth: rate,
             baseline: Some(peer_rate),
             baseline_source: "pgqueuer 1.6 on the same server in the same run, one `true` process per job, same concurrency",
@@ -245,7 +266,7 @@ pub fn bench_drain(quick: bool) -> Vec<Figure> {
             target: "≥ 50 % of the peer's rate".into(),
             met: rate >= 0.5 * peer_rate,
             detail: format!(
-                "{reps} round(s) alternating with the peer (berth {} tasks/s; peer {} jobs/s); first claim to last completion, from the board's events; each task a `kanban.worker_command` of `berth kanban complete {{task_id}}`; median slot time (claim to completion) {:.0} ms; the whole machine's CPU per task {:.1} ms against the peer's {:.1} ms per job (medians; the drain is CPU-bound, so the rates follow these); every task ran once",
+                "{reps} round(s) alternating with the peer (berth {} tasks/s; peer {} jobs/s); first claim to last completion, from the board's events; each task a `kanban.worker_command` of {command}; median slot time (claim to completion) {:.0} ms; the whole machine's CPU per task {:.1} ms against the peer's {:.1} ms per job (medians; the drain is CPU-bound, so the rates follow these); every task ran once",
                 shown.join(", "),
                 peer_drain.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(", "),
                 median(&mut slots),

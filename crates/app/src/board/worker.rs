@@ -11,7 +11,7 @@ use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
 use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec};
 use domain::service;
-use kanban_core::{Confirmation, RunEnd, Task};
+use kanban_core::{Confirmation, RunEnd, StoreError, Task};
 
 use crate::edge::open::Board;
 
@@ -257,7 +257,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
         let run = ctx.env.get("BERTH_KANBAN_RUN_ID").and_then(|r| r.parse::<i64>().ok());
         if let (Some(run), Some(board)) = (run, ctx.env.get("BERTH_KANBAN_BOARD")) {
             log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-            return run_worker_command(ctx, task_id, Some(run), ctx.profile.as_str(), board, &template);
+            return run_worker_command(ctx, task_id, Some(run), ctx.profile.as_str(), board, &template).await;
         }
     }
     // Every write below waits out an outage of the board (bounded): an outcome is recorded late, never lost.
@@ -289,7 +289,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
     if !template.trim().is_empty() {
         drop(store);
         let assignee = task.assignee.clone().unwrap_or_else(|| ctx.profile.as_str().to_owned());
-        return run_worker_command(ctx, &task.id, Some(run), &assignee, &task.board, &template);
+        return run_worker_command(ctx, &task.id, Some(run), &assignee, &task.board, &template).await;
     }
     let Some(command) = task.command.clone().filter(|c| !c.trim().is_empty()) else {
         store.fail("failed", "the task has no command for the built-in worker", None).await?;
@@ -498,8 +498,9 @@ async fn run_in_sandbox(
 }
 
 /// Runs the `kanban.worker_command` template rendered for the task as this (confirmed) worker's child, its output
-/// through the worker's log sink (`external.rs`); the command's exit code.
-fn run_worker_command(
+/// through the worker's log sink (`external.rs`); the command's exit code. With `kanban.worker_exit_outcome` that
+/// code is also the run's outcome ([`record_exit`]).
+async fn run_worker_command(
     ctx: &Ctx,
     task_id: &str,
     run: Option<i64>,
@@ -512,5 +513,72 @@ fn run_worker_command(
     // On a PostgreSQL board the command reaches the board through this worker (`handoff.rs`).
     let code = super::handoff::run_command(ctx, task_id, run, &command, &mut sink);
     sink.finish();
+    match run {
+        Some(run) if ctx.settings.kanban.worker_exit_outcome => {
+            record_exit(ctx, task_id, run, assignee, code, &sink.last_line).await
+        }
+        _ => code,
+    }
+}
+
+/// `kanban.worker_exit_outcome`: the command's end recorded as its run's outcome, as the built-in worker records
+/// its own: exit 0 completes the task (the last line of output its result; through the gateway's kept connection
+/// when it takes it, `relay.rs`), anything else fails it through the failure limit. Every write is guarded by the
+/// run, so a command that recorded its own outcome first (`kanban complete|block`) keeps it and nothing changes.
+/// The worker's exit code stays the command's.
+async fn record_exit(
+    ctx: &Ctx,
+    task: &str,
+    run: i64,
+    assignee: &str,
+    code: Result<u8, Failure>,
+    last: &str,
+) -> Result<u8, Failure> {
+    let now = SystemClock.now();
+    if let Ok(0) = code
+        && let Some((_, released)) = super::relay::send(ctx, "complete", task, run, Some(last), &ctx.host_id())
+    {
+        log_line("the command exited 0: completed through the gateway");
+        if !released {
+            super::release::remove_task_sandbox(ctx, task, assignee).await;
+        }
+        return Ok(0);
+    }
+    let error = match &code {
+        Ok(0) => None,
+        Ok(c) => Some(format!("command exited with {c}")),
+        Err(f) => Some(f.message.clone()),
+    };
+    let exit_code = code.as_ref().ok().map(|c| i64::from(*c));
+    // A refusal (the run moved on: the command recorded its own outcome, or the task was taken back) is an answer.
+    let answered = |r: Result<bool, StoreError>| match r {
+        Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),
+        other => other.map(Ok),
+    };
+    let mut store = None;
+    let (patience, limit) = (outage::patience(ctx), ctx.settings.kanban.failure_limit.get());
+    let recorded = match &error {
+        None => outage::retrying(ctx, "record the completion", patience, &mut store, |b| {
+            answered(b.complete(task, Some(run), Some(last), Some(0), now).map(|_| true))
+        })
+        .await?,
+        Some(error) => {
+            let end = RunEnd { outcome: "failed", error, exit_code };
+            outage::retrying(ctx, "record the failure", patience, &mut store, |b| {
+                answered(b.fail(task, Some(run), &end, limit, now).map(|f| matches!(f, FailureOutcome::GiveUp { .. })))
+            })
+            .await?
+        }
+    };
+    match recorded {
+        // Done, or failed for good: the task is finished with its sandbox, as `kanban complete` would have it.
+        Ok(finished) => {
+            log_line(&error.as_deref().map_or_else(|| "the command exited 0: completed".into(), |e| format!("failed: {e}")));
+            if finished {
+                super::release::remove_task_sandbox(ctx, task, assignee).await;
+            }
+        }
+        Err(e) => log_line(&format!("the command's exit is not the outcome: {e}")),
+    }
     code
 }
