@@ -718,6 +718,8 @@ struct Scenario {
     /// Stop the (private) server for each of these, spread over the run (at 1/3 and 2/3 of the tasks done for two).
     outages: &'static [Duration],
     seed: u64,
+    /// `kanban.worker_exit_outcome`: the command only counts itself and exits 0; its worker records the outcome.
+    exit_outcome: bool,
 }
 
 /// How often each task's command ran: the lines of the counts file (one `echo` per execution, appended).
@@ -767,12 +769,17 @@ fn run_scenario(sc: &Scenario) {
     // without waiting: a second execution of the task while the first still runs finds it held and says so in the
     // overlaps file ("never two at once", seen from inside). The kernel drops the lock with its last holder, so a
     // killed execution leaves nothing behind.
+    // With `exit_outcome` the command only counts itself: its exit 0 is the outcome its worker records.
+    let complete = if sc.exit_outcome {
+        String::new()
+    } else {
+        format!(" && {} kanban complete \"$1\" --result ok", berth_bin().display())
+    };
     let worker = format!(
-        "flock -n -E 99 {locks}/{{task_id}} sh -c 'echo \"$1\" >> {counts} && {berth} kanban complete \"$1\" --result ok' \
+        "flock -n -E 99 {locks}/{{task_id}} sh -c 'echo \"$1\" >> {counts}{complete}' \
          eo {{task_id}}; st=$?; if [ $st -eq 99 ]; then echo {{task_id}} >> {overlaps}; fi; exit $st",
         locks = locks.display(),
         counts = counts_file.display(),
-        berth = berth_bin().display(),
         overlaps = overlaps_file.display(),
     );
     let env: Vec<(&str, String)> = vec![
@@ -785,6 +792,7 @@ fn run_scenario(sc: &Scenario) {
         ("KANBAN_FAILURE_LIMIT", "1000".into()),
         ("KANBAN_SANDBOX_AFFINITY_SECONDS", "5".into()),
         ("KANBAN_WORKER_COMMAND", worker),
+        ("KANBAN_WORKER_EXIT_OUTCOME", sc.exit_outcome.to_string()),
     ];
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let peaks = Arc::new(Mutex::new(Peaks::default()));
@@ -983,6 +991,7 @@ fn sqlite_pauses_run_every_command_exactly_once() {
         fault: Some(Fault::Pause),
         outages: &[],
         seed: 0x5eed_0001,
+        exit_outcome: false,
     });
 }
 
@@ -994,6 +1003,7 @@ fn sqlite_sigkills_rerun_only_killed_workers() {
         fault: Some(Fault::Kill),
         outages: &[],
         seed: 0x5eed_0002,
+        exit_outcome: false,
     });
 }
 
@@ -1005,6 +1015,7 @@ fn postgres_pauses_run_every_command_exactly_once() {
         fault: Some(Fault::Pause),
         outages: &[],
         seed: 0x5eed_0003,
+        exit_outcome: false,
     });
 }
 
@@ -1016,6 +1027,21 @@ fn postgres_sigkills_rerun_only_killed_workers() {
         fault: Some(Fault::Kill),
         outages: &[],
         seed: 0x5eed_0004,
+        exit_outcome: false,
+    });
+}
+
+/// The same with each task's outcome recorded by its worker from the command's exit status
+/// (`kanban.worker_exit_outcome`), through the gateways' relay: still every command exactly once.
+#[test]
+fn postgres_pauses_with_exit_outcomes_run_every_command_exactly_once() {
+    run_scenario(&Scenario {
+        name: "pauses, exit outcomes",
+        store: StoreKind::Pg,
+        fault: Some(Fault::Pause),
+        outages: &[],
+        seed: 0x5eed_0006,
+        exit_outcome: true,
     });
 }
 
@@ -1031,6 +1057,35 @@ fn postgres_stopped_1s_and_10s_runs_every_command_exactly_once() {
         fault: None,
         outages: &ISSUE_OUTAGES,
         seed: 0x5eed_0005,
+        exit_outcome: false,
+    });
+}
+
+/// Exit outcomes with SIGKILLs: a worker killed after its command ended and before it recorded the exit is the only
+/// re-run, as with commands that complete themselves.
+#[test]
+fn postgres_sigkills_with_exit_outcomes_rerun_only_killed_workers() {
+    run_scenario(&Scenario {
+        name: "sigkills, exit outcomes",
+        store: StoreKind::Pg,
+        fault: Some(Fault::Kill),
+        outages: &[],
+        seed: 0x5eed_0007,
+        exit_outcome: true,
+    });
+}
+
+/// Exit outcomes through both outages: a worker whose command ended while the server was down records the exit when
+/// it is back (directly, the relay's connection being down too), and nothing runs again.
+#[test]
+fn postgres_stopped_1s_and_10s_with_exit_outcomes_runs_every_command_exactly_once() {
+    run_scenario(&Scenario {
+        name: "outages 1 s + 10 s, exit outcomes",
+        store: StoreKind::PgPrivate,
+        fault: None,
+        outages: &ISSUE_OUTAGES,
+        seed: 0x5eed_0008,
+        exit_outcome: true,
     });
 }
 

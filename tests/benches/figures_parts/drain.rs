@@ -134,7 +134,8 @@ fn drain_run(server: &mut Server, gateways: usize, n: usize, ending: Ending) -> 
         (0..n).map(|i| format!(r#"{{"title":"job {i}","command":"true","assignee":"drain"}}"#)).collect();
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let t = Instant::now();
-    let out = berth_on(homes[0].path(), &url, "h0", ending).args(["kanban", "create", "--from"]).arg(&file).output().unwrap();
+    let out =
+        berth_on(homes[0].path(), &url, "h0", ending).args(["kanban", "create", "--from"]).arg(&file).output().unwrap();
     let create_rate = n as f64 / t.elapsed().as_secs_f64();
     assert!(out.status.success(), "bulk create: {}", String::from_utf8_lossy(&out.stderr));
     let cpu = busy_seconds();

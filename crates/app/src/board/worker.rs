@@ -558,10 +558,12 @@ async fn record_exit(
     let mut store = None;
     let (patience, limit) = (outage::patience(ctx), ctx.settings.kanban.failure_limit.get());
     let recorded = match &error {
-        None => outage::retrying(ctx, "record the completion", patience, &mut store, |b| {
-            answered(b.complete(task, Some(run), Some(last), Some(0), now).map(|_| true))
-        })
-        .await?,
+        None => {
+            outage::retrying(ctx, "record the completion", patience, &mut store, |b| {
+                answered(b.complete(task, Some(run), Some(last), Some(0), now).map(|_| true))
+            })
+            .await?
+        }
         Some(error) => {
             let end = RunEnd { outcome: "failed", error, exit_code };
             outage::retrying(ctx, "record the failure", patience, &mut store, |b| {
@@ -573,7 +575,9 @@ async fn record_exit(
     match recorded {
         // Done, or failed for good: the task is finished with its sandbox, as `kanban complete` would have it.
         Ok(finished) => {
-            log_line(&error.as_deref().map_or_else(|| "the command exited 0: completed".into(), |e| format!("failed: {e}")));
+            log_line(
+                &error.as_deref().map_or_else(|| "the command exited 0: completed".into(), |e| format!("failed: {e}")),
+            );
             if finished {
                 super::release::remove_task_sandbox(ctx, task, assignee).await;
             }
