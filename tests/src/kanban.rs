@@ -299,7 +299,8 @@ fn with_worker_exit_outcome_a_commands_exit_status_is_its_tasks_outcome() {
     };
     let runs = |v: &serde_json::Value| v["runs"].as_array().unwrap().clone();
 
-    let (_, v) = run(true, "printf 'first\\nthe-result\\n'");
+    // The last line, whatever pieces it was written in.
+    let (_, v) = run(true, "printf 'first\\nthe-'; sleep 0.3; printf 'result\\n'");
     assert_eq!(v["task"]["status"], "done", "{v}");
     assert_eq!(v["task"]["result"], "the-result", "{v}");
     assert_eq!(runs(&v)[0]["outcome"], "completed", "{v}");
@@ -318,6 +319,20 @@ fn with_worker_exit_outcome_a_commands_exit_status_is_its_tasks_outcome() {
     assert_eq!((&last["outcome"], &last["exit_code"]), (&"failed".into(), &3.into()), "{v}");
     assert_eq!(last["error"], "command exited with 3", "{v}");
     home.ok(&["kanban", "archive", &id]);
+
+    // A dispatch's `--failure-limit` is its workers' limit too: one failure blocks.
+    let id = create(&home, &["t", "--assignee", "alpha"]);
+    home.ok(&[
+        "-c",
+        "kanban.worker_exit_outcome=true",
+        "-c",
+        "kanban.worker_command=false",
+        "kanban",
+        "dispatch",
+        "--failure-limit",
+        "1",
+    ]);
+    wait_until("the failure blocking the task", Duration::from_secs(30), || status(&home, &id) == "blocked");
 
     let (id, v) = run(false, "true");
     assert_eq!(v["task"]["status"], "running", "off, the exit is not an outcome: {v}");

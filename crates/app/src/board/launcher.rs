@@ -27,11 +27,13 @@ pub struct ProcessLauncher<'a> {
     gate: Mutex<Option<std::io::PipeWriter>>,
     /// Workers started behind the gate.
     launched: AtomicUsize,
+    /// `kanban dispatch --failure-limit`: the workers' limit too.
+    failure_limit: Option<u32>,
 }
 
 impl<'a> ProcessLauncher<'a> {
-    pub fn new(ctx: &'a Ctx) -> Self {
-        Self { ctx, env: OnceLock::new(), gate: Mutex::new(None), launched: AtomicUsize::new(0) }
+    pub fn new(ctx: &'a Ctx, failure_limit: Option<u32>) -> Self {
+        Self { ctx, env: OnceLock::new(), gate: Mutex::new(None), launched: AtomicUsize::new(0), failure_limit }
     }
 
     fn env(&self) -> Result<&worker::WorkerEnv, String> {
@@ -39,7 +41,7 @@ impl<'a> ProcessLauncher<'a> {
             .get_or_init(|| {
                 let (reader, writer) = std::io::pipe().map_err(|e| format!("cannot make the workers' gate: {e}"))?;
                 *self.gate.lock().unwrap_or_else(PoisonError::into_inner) = Some(writer);
-                worker::WorkerEnv::new(self.ctx, reader)
+                worker::WorkerEnv::new(self.ctx, reader, self.failure_limit)
             })
             .as_ref()
             .map_err(Clone::clone)

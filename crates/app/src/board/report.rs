@@ -147,7 +147,8 @@ async fn dispatch_with(
             &mut opened
         }
     };
-    let launcher = ProcessLauncher::new(ctx);
+    // The workers apply the breaker to their own outcomes: `--failure-limit` goes to them too.
+    let launcher = ProcessLauncher::new(ctx, args.failure_limit.filter(|n| *n >= 1));
     let tick = match sink {
         Some(sink) if !args.dry_run => dispatcher::dispatch_into(store, &launcher, &clock, &req, opts, sink).await,
         _ => dispatcher::dispatch(store, &launcher, &clock, &req, opts).await,

@@ -123,12 +123,18 @@ pub struct WorkerEnv {
 impl WorkerEnv {
     /// # Errors
     /// A one-line reason when the berth executable cannot be found or the log directory cannot be made.
-    pub fn new(ctx: &Ctx, gate: std::io::PipeReader) -> Result<Self, String> {
+    pub fn new(ctx: &Ctx, gate: std::io::PipeReader, failure_limit: Option<u32>) -> Result<Self, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find the berth executable: {e}"))?;
         // The log directory is every worker's: made (or found unusable, failing every spawn) once per tick.
         let logs = log_dir(ctx);
         crate::edge::private_files::ensure_dir(&logs).map_err(|e| format!("cannot create {}: {e}", logs.display()))?;
         let mut vars = ctx.resolved.worker_env();
+        // A limit given to this dispatch (`--failure-limit`) replaces the setting's.
+        if let Some(n) = failure_limit {
+            let var = config_bridge::env_var_for("kanban.failure_limit");
+            vars.retain(|(k, _)| *k != var);
+            vars.push((var, n.to_string()));
+        }
         let db = ctx.db_path().display().to_string();
         vars.push(("BERTH_HOME".into(), ctx.home.display().to_string()));
         // The SQLite file's path only when it is the board (a worker's command on a PostgreSQL board gets neither).
