@@ -126,7 +126,11 @@ pub fn one_line(e: &clap::Error) -> Option<String> {
             let value = context(e, ContextKind::InvalidValue)?;
             let why = match std::error::Error::source(e) {
                 Some(why) => why.to_string(),
-                None => format!("expected one of {}", context_list(e, ContextKind::ValidValue)?),
+                // A flag given no value at all (`--task` last on the line) has no list of values to offer.
+                None => match context_list(e, ContextKind::ValidValue) {
+                    Some(list) if !list.is_empty() => format!("expected one of {list}"),
+                    _ => "a value is required".to_owned(),
+                },
             };
             Some(format!("invalid value {value:?} for {flag}: {why}"))
         }
