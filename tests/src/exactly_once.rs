@@ -305,6 +305,8 @@ const SUPERVISOR: &str = "while :; do env -u BERTH_EO_ROLE \"$@\"; sleep 0.2; do
 enum Role {
     Gateway,
     Worker(String),
+    /// The home's runner (`berth worker runner`): the worker of every task whose script is its child.
+    Runner,
     Other,
 }
 
@@ -335,12 +337,24 @@ fn processes_of(home: &Path) -> Vec<(i32, Role)> {
             Some(t) => Role::Worker(t),
             None => {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                if cmdline.windows(12).any(|w| w == b"gateway\0run\0") { Role::Gateway } else { Role::Other }
+                if cmdline.windows(12).any(|w| w == b"gateway\0run\0") {
+                    Role::Gateway
+                } else if cmdline.windows(14).any(|w| w == b"worker\0runner\0") {
+                    Role::Runner
+                } else {
+                    Role::Other
+                }
             }
         };
         out.push((pid, role));
     }
     out
+}
+
+/// A process's parent, as `/proc` says.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn send(pid: i32, sig: Signal) {
@@ -412,9 +426,7 @@ impl Host {
         let init = wait_until(&format!("{name}: unshare to start its init"), Duration::from_secs(10), || {
             std::fs::read_dir("/proc").into_iter().flatten().flatten().find_map(|e| {
                 let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                let ppid: i32 = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-                (ppid == parent).then_some(pid)
+                (parent_of(pid)? == parent).then_some(pid)
             })
         });
         let env = env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect();
@@ -603,6 +615,7 @@ enum Fault {
 struct FaultLog {
     gateway_hits: u64,
     worker_hits: u64,
+    runner_hits: u64,
     other_hits: u64,
     /// Tasks whose worker (or a child of it) was killed, and how often.
     killed_workers: BTreeMap<String, u64>,
@@ -637,6 +650,7 @@ fn faults(homes: Vec<PathBuf>, fault: Fault, seed: u64, stop: Arc<AtomicBool>) -
                 match &role {
                     Role::Gateway => log.gateway_hits += 1,
                     Role::Worker(_) => log.worker_hits += 1,
+                    Role::Runner => log.runner_hits += 1,
                     Role::Other => log.other_hits += 1,
                 }
                 match fault {
@@ -646,7 +660,19 @@ fn faults(homes: Vec<PathBuf>, fault: Fault, seed: u64, stop: Arc<AtomicBool>) -
                         send(pid, Signal::CONT);
                     }
                     Fault::Kill => {
-                        if let Role::Worker(t) = &role {
+                        // A runner killed is the kill of the worker of every task whose script is its child.
+                        let tasks: BTreeSet<&String> = match &role {
+                            Role::Worker(t) => [t].into(),
+                            Role::Runner => procs
+                                .iter()
+                                .filter_map(|(p, r)| match r {
+                                    Role::Worker(t) if parent_of(*p) == Some(pid) => Some(t),
+                                    _ => None,
+                                })
+                                .collect(),
+                            _ => BTreeSet::new(),
+                        };
+                        for t in tasks {
                             *log.killed_workers.entry(t.clone()).or_default() += 1;
                         }
                         send(pid, Signal::KILL);

@@ -342,6 +342,71 @@ fn with_worker_exit_outcome_a_commands_exit_status_is_its_tasks_outcome() {
     assert_eq!((&v["task"]["status"], &runs(&v)[0]["outcome"]), (&"blocked".into(), &"crashed".into()), "{v}");
 }
 
+/// The home's runner (`berth worker runner`) runs `kanban.worker_exit_outcome` commands without a berth process per
+/// task. It outlives a killed gateway and records what finishes meanwhile (nothing runs twice); a runner killed is
+/// the kill of every task's worker it held: such a task's run crashes and runs again; a runner with nothing to do
+/// leaves.
+#[test]
+fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() {
+    use rustix::process::Signal;
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let dir = home.path().display().to_string();
+    // Each execution counts itself, then waits for its go file, then prints its result line.
+    let command = format!(
+        "sh -c 'echo x >> {dir}/count-$0; while [ ! -e {dir}/go-$0 ]; do sleep 0.05; done; echo done-$0' {{task_id}}"
+    );
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    home.ok(&["config", "set", "kanban.worker_command", &command]);
+    let (a, b) = (create(&home, &["a", "--assignee", "alpha"]), create(&home, &["b", "--assignee", "alpha"]));
+    let count = |id: &str| std::fs::read_to_string(format!("{dir}/count-{id}")).map_or(0, |s| s.lines().count());
+    let go = |id: &str| std::fs::write(format!("{dir}/go-{id}"), "").unwrap();
+    let runner = || -> Option<u32> {
+        let want = format!("BERTH_HOME={dir}");
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            (cmdline.windows(14).any(|w| w == b"worker\0runner\0")
+                && environ.split(|c| *c == 0).any(|v| v == want.as_bytes()))
+            .then_some(pid)
+        })
+    };
+    let gw = crate::support::Gateway::start(&home, &[]);
+    wait_until("both commands running", Duration::from_secs(30), || count(&a) == 1 && count(&b) == 1);
+    let first = runner().expect("a runner serves the home");
+    // No berth process a task: each run's worker is the runner's child (its script), not a `berth worker run`.
+    for id in [&a, &b] {
+        let pid = home.json(&["kanban", "show", id])["task"]["worker_pid"].as_i64().unwrap();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let parent: u32 = stat.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(parent, first, "{id}'s worker {pid}: {stat}");
+    }
+
+    // The gateway dies; the runner records what finishes meanwhile, and it ran once.
+    crate::support::signal(gw.pid(), Signal::KILL);
+    drop(gw);
+    go(&a);
+    wait_until("a done with no gateway", Duration::from_secs(30), || status(&home, &a) == "done");
+    let v = home.json(&["kanban", "show", &a]);
+    assert_eq!((&v["task"]["result"], count(&a)), (&format!("done-{a}").into(), 1), "{v}");
+
+    // The runner dies holding b: b's worker is gone once its command ends, and b runs again under a new runner.
+    crate::support::signal(first, Signal::KILL);
+    let gw = crate::support::Gateway::start(&home, &[]);
+    go(&b);
+    wait_until("b done again", Duration::from_secs(60), || status(&home, &b) == "done");
+    let v = home.json(&["kanban", "show", &b]);
+    let outcomes: Vec<_> = v["runs"].as_array().unwrap().iter().map(|r| r["outcome"].clone()).collect();
+    assert_eq!(outcomes, ["crashed", "completed"], "{v}");
+    assert_eq!((count(&b), count(&a)), (2, 1), "{v}");
+    assert_ne!(runner(), Some(first));
+
+    // Nothing left to do: the runner leaves (after 10 s idle).
+    drop(gw);
+    wait_until("the idle runner leaving", Duration::from_secs(30), || runner().is_none());
+}
+
 #[test]
 fn spawn_failures_count_toward_the_failure_limit() {
     spawn_failures_count_toward_the_failure_limit_on(Home::new());

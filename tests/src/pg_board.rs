@@ -506,10 +506,11 @@ fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandb
     drop(gw);
 }
 
-/// With `kanban.worker_exit_outcome` on a PostgreSQL board, a worker records its command's exit 0 through its
-/// gateway's kept connection (no connection of its own) and a failure on its own; no `berth` runs in the command.
+/// With `kanban.worker_exit_outcome` on a PostgreSQL board, the home's runner records each command's exit (0 a
+/// completion with the last line its result, anything else a failure) on its one kept connection; no `berth` runs
+/// in the command, nor a berth worker per task.
 #[test]
-fn a_commands_exit_status_is_recorded_through_the_gateway() {
+fn a_commands_exit_status_is_recorded_by_the_homes_runner() {
     let Some(home) = Home::on_postgres() else { return };
     let fail = home.path().join("fail");
     home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
@@ -524,7 +525,7 @@ fn a_commands_exit_status_is_recorded_through_the_gateway() {
         });
         assert_eq!(home.json(&["kanban", "show", id])["task"]["result"], format!("exit-{id}").as_str());
         let log = home.ok(&["kanban", "logs", id]);
-        assert!(log.contains("the command exited 0: completed through the gateway"), "{id}: {log}");
+        assert!(log.contains("[berth runner") && log.contains("the command exited 0: completed"), "{id}: {log}");
     }
     let run = crate::support::wait_until("the failed run", Duration::from_secs(60), || {
         let v = home.json(&["kanban", "show", &ids[3]]);

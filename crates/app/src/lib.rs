@@ -182,6 +182,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Run(args) => runtime()?.block_on(sandbox::run(&ctx, args)),
         Command::Kanban(cmd) => runtime()?.block_on(board::command(&ctx, cmd)),
         Command::Worker(cli::WorkerCmd::Run { task, .. }) => runtime()?.block_on(worker::run(&ctx, task, gate, setup)),
+        Command::Worker(cli::WorkerCmd::Runner) => board::runner::serve(&ctx),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),

@@ -124,7 +124,7 @@ impl Server {
 /// The environment changes of a worker command on a PostgreSQL board: the board URL without its password, no
 /// SQLite path (the board is not a file), no other variable holding the password, and the worker's socket when
 /// there is one (without it the command has no access to the board).
-fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Option<String>)> {
+pub(super) fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Option<String>)> {
     let url = ctx.database_url().unwrap_or_default();
     let secrets = kanban_postgres::url_secrets(url);
     let mut env: Vec<(String, Option<String>)> = std::env::vars_os()

@@ -9,8 +9,9 @@ use domain::ids::BoardSlug;
 use domain::kanban::{Claimed, WorkerRef};
 use domain::ports::{LaunchError, Launched, WorkerLauncher};
 
+use crate::board::{runner, worker};
 use crate::edge::context::Ctx;
-use crate::{board::worker, edge::process};
+use crate::edge::process;
 
 /// Starts workers as detached processes of this host.
 ///
@@ -29,11 +30,61 @@ pub struct ProcessLauncher<'a> {
     launched: AtomicUsize,
     /// `kanban dispatch --failure-limit`: the workers' limit too.
     failure_limit: Option<u32>,
+    /// This tick's connection to the home's runner (`runner.rs`), made at its first `kanban.worker_exit_outcome`
+    /// task; why there is none when it could not be had (its tasks then get `berth worker run` workers).
+    runner: Mutex<Option<Result<runner::Client, String>>>,
 }
 
 impl<'a> ProcessLauncher<'a> {
     pub fn new(ctx: &'a Ctx, failure_limit: Option<u32>) -> Self {
-        Self { ctx, env: OnceLock::new(), gate: Mutex::new(None), launched: AtomicUsize::new(0), failure_limit }
+        Self {
+            ctx,
+            env: OnceLock::new(),
+            gate: Mutex::new(None),
+            launched: AtomicUsize::new(0),
+            failure_limit,
+            runner: Mutex::new(None),
+        }
+    }
+
+    /// Starts the task's worker through the home's runner; `None` when the runner cannot be had for it.
+    fn through_runner(&self, env: &worker::WorkerEnv, board: &BoardSlug, claimed: &Claimed) -> Option<worker::Spawned> {
+        let assignee = claimed.assignee.clone()?;
+        let ctx = self.ctx;
+        let mut runner = self.runner.lock().unwrap_or_else(PoisonError::into_inner);
+        let client = runner.get_or_insert_with(|| {
+            let hello = runner::Hello {
+                board: runner::board_identity(ctx),
+                template: ctx.settings.kanban.worker_command.clone(),
+                env: env.vars.clone(),
+                failure_limit: self.failure_limit.unwrap_or_else(|| ctx.settings.kanban.failure_limit.get()),
+            };
+            runner::Client::connect(ctx, &env.exe, &hello).inspect_err(|e| {
+                tracing::warn!("no runner for this tick's tasks ({e}): each gets a berth worker");
+            })
+        });
+        let client = client.as_mut().ok()?;
+        let start = runner::Start {
+            task: claimed.task_id.clone(),
+            run: claimed.run_id,
+            log: worker::log_path(ctx, &claimed.task_id),
+            workdir: worker::workdir(ctx, &claimed.task_id, &assignee).ok()?,
+            env: worker::task_vars(board, claimed, &assignee),
+            board: board.as_str().to_owned(),
+            assignee,
+        };
+        match client.start(&start) {
+            Ok((pid, start_time)) => Some(worker::Spawned {
+                pid,
+                start: start_time,
+                sandbox: worker::sandbox_name(ctx, &start.task, &start.assignee),
+                log: start.log,
+            }),
+            Err(e) => {
+                tracing::warn!("the runner did not start {} ({e}): it gets a berth worker", claimed.task_id);
+                None
+            }
+        }
     }
 
     fn env(&self) -> Result<&worker::WorkerEnv, String> {
@@ -51,7 +102,11 @@ impl<'a> ProcessLauncher<'a> {
 #[async_trait]
 impl WorkerLauncher for ProcessLauncher<'_> {
     fn launch(&self, board: &BoardSlug, claimed: &Claimed) -> Result<Launched, LaunchError> {
-        let s = self.env().and_then(|env| worker::spawn(self.ctx, env, board, claimed)).map_err(|e| {
+        let spawned = self.env().and_then(|env| {
+            let run = runner::wanted(self.ctx).then(|| self.through_runner(env, board, claimed)).flatten();
+            run.map_or_else(|| worker::spawn(self.ctx, env, board, claimed), Ok)
+        });
+        let s = spawned.map_err(|e| {
             tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
             LaunchError(e)
         })?;
@@ -60,6 +115,9 @@ impl WorkerLauncher for ProcessLauncher<'_> {
     }
 
     fn recorded(&self, confirmed: bool) {
+        if let Some(Ok(client)) = self.runner.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            client.release(confirmed);
+        }
         let Some(mut gate) = self.gate.lock().unwrap_or_else(PoisonError::into_inner).take() else { return };
         if confirmed {
             // A short write (a worker gone, the pipe full) leaves some workers to confirm for themselves: harmless.

@@ -42,6 +42,8 @@ pub(crate) struct LogSink {
     tail: Vec<u8>,
     cut: bool,
     log: Option<(PathBuf, u64)>,
+    /// Where output goes when not to this process's stdout and stderr: the log file itself (the runner's tasks).
+    file: Option<std::fs::File>,
     since_check: u64,
     masks: [crate::edge::redact::Redactor; 2],
 }
@@ -55,6 +57,13 @@ impl LogSink {
     pub(crate) fn for_run(ctx: &Ctx, log: PathBuf) -> Self {
         let cap = ctx.settings.kanban.worker_log_rotate_bytes;
         Self { log: ctx.env.get("BERTH_KANBAN_RUN_ID").is_some().then_some((log, cap)), ..Self::default() }
+    }
+
+    /// The sink of a run whose output goes straight to its log file `file` at `log` (the runner's tasks, `runner.rs`),
+    /// capped at `kanban.worker_log_rotate_bytes`.
+    pub(crate) fn to_file(ctx: &Ctx, file: std::fs::File, log: PathBuf) -> Self {
+        let cap = ctx.settings.kanban.worker_log_rotate_bytes;
+        Self { log: Some((log, cap)), file: Some(file), ..Self::default() }
     }
 
     /// Writes what the redactors still hold back (the command ended) and sets the result line.
@@ -102,9 +111,10 @@ impl LogSink {
         if bytes.is_empty() {
             return;
         }
-        let _ = match stream {
-            OutputStream::Stdout => std::io::stdout().lock().write_all(bytes),
-            OutputStream::Stderr => std::io::stderr().lock().write_all(bytes),
+        let _ = match (&mut self.file, stream) {
+            (Some(f), _) => f.write_all(bytes),
+            (None, OutputStream::Stdout) => std::io::stdout().lock().write_all(bytes),
+            (None, OutputStream::Stderr) => std::io::stderr().lock().write_all(bytes),
         };
         self.since_check += bytes.len() as u64;
         if let Some((log, max)) = &self.log

@@ -18,6 +18,7 @@ pub mod relay;
 pub mod release;
 pub(crate) mod report;
 pub mod retention;
+pub mod runner;
 pub(crate) mod show;
 mod stream;
 pub(crate) mod views;

@@ -25,6 +25,8 @@ use kanban_core::{StoreError, Task};
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::open::{Board, open_board};
 
+use super::release::Removal;
+
 /// How long a worker waits for the gateway's answer before it performs the write itself.
 const ANSWER_WAIT: Duration = Duration::from_secs(5);
 
@@ -54,7 +56,7 @@ fn socket_path(ctx: &Ctx) -> PathBuf {
     ctx.home.join("kanban").join("sockets").join("gateway.sock")
 }
 
-fn board_identity(ctx: &Ctx) -> Option<String> {
+pub(super) fn board_identity(ctx: &Ctx) -> Option<String> {
     let url = kanban_postgres::without_password(ctx.database_url()?);
     Some(domain::sha256::hex_digest(url.as_bytes()))
 }
@@ -112,7 +114,10 @@ impl Relay {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let (ctx, flag) = (ctx.clone(), Arc::clone(&stop));
-        let finished = releaser(&ctx);
+        // A completion's answer waits for its sandbox's removal, batched with the others queued meanwhile. A gateway
+        // killed before that answers nobody: the worker then records the completion itself (changing nothing the
+        // second time) and its command removes the sandbox, as without a gateway.
+        let finished = super::release::remover(&ctx, Duration::ZERO);
         std::thread::spawn(move || serve(&ctx, &listener, &board, &flag, &finished));
         Some(Self { path, stop })
     }
@@ -126,39 +131,13 @@ impl Drop for Relay {
     }
 }
 
-/// A completion whose answer waits for its sandbox's removal: the worker's connection, the answer, the task.
-type Pending = (UnixStream, Reply, (String, String));
-
-/// The gateway's remover of completed tasks' sandboxes: what is queued while it works is removed together, with one
-/// listing of the engine (a drain of trivial tasks would otherwise ask the engine once per task), and only then is
-/// each worker answered. A gateway killed before that answers nobody: the worker then records the completion itself
-/// (changing nothing the second time) and its command removes the sandbox, as without a gateway.
-fn releaser(ctx: &Ctx) -> Sender<Pending> {
-    let (tx, rx) = std::sync::mpsc::channel::<Pending>();
-    let ctx = ctx.clone();
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
-        let mut engine = None;
-        while let Ok(first) = rx.recv() {
-            let mut batch = vec![first];
-            batch.extend(rx.try_iter());
-            let tasks: Vec<(String, String)> = batch.iter().map(|(_, _, t)| t.clone()).collect();
-            rt.block_on(crate::board::release::remove_task_sandboxes_on(&ctx, &mut engine, &tasks));
-            for (mut conn, reply, _) in batch {
-                answer(&mut conn, &reply);
-            }
-        }
-    });
-    tx
-}
-
 fn answer(conn: &mut UnixStream, reply: &Reply) {
     let _ = writeln!(conn, "{}", serde_json::to_string(reply).unwrap_or_default());
 }
 
 /// Answers requests one at a time on one kept connection until stopped; a completion's answer waits for its
-/// sandbox's removal (`releaser`).
-fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, finished: &Sender<Pending>) {
+/// sandbox's removal (`release::remover`).
+fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, finished: &Sender<Removal>) {
     let mut store: Option<Board> = None;
     for conn in listener.incoming() {
         if stop.load(Ordering::Acquire) {
@@ -173,11 +152,9 @@ fn serve(ctx: &Ctx, listener: &UnixListener, board: &str, stop: &AtomicBool, fin
         };
         match release {
             Some(task) => {
-                let pending = Reply { released: true, ..reply };
-                if let Err(std::sync::mpsc::SendError((mut conn, mut reply, _))) = finished.send((conn, pending, task))
-                {
-                    reply.released = false;
-                    answer(&mut conn, &reply);
+                let then = move |released| answer(&mut conn, &Reply { released, ..reply });
+                if let Err(std::sync::mpsc::SendError((_, then))) = finished.send((task, Box::new(then))) {
+                    then(false);
                 }
             }
             None => answer(&mut conn, &reply),

@@ -1,5 +1,5 @@
 //! Removing the sandboxes of finished tasks: one task's (its worker, `kanban complete`, `archive`, the dashboard) or
-//! a batch of them with one listing of the engine (the gateway's releaser, `relay.rs`).
+//! a batch of them with one listing of the engine (the gateway's relay, `relay.rs`, and the runner, `runner.rs`).
 
 use domain::ids::{ProfileName, TaskId};
 use domain::policy::cleanup::ReleaseMode;
@@ -64,4 +64,34 @@ pub async fn remove_task_sandboxes_on(
             tasks.len()
         );
     }
+}
+
+/// A finished task's sandbox to remove, `(task, assignee)`, and what follows its removal (given whether it was tried).
+pub type Removal = ((String, String), Box<dyn FnOnce(bool) + Send>);
+
+/// A remover of finished tasks' sandboxes on a thread of its own: what is queued while it works is removed together,
+/// with one listing of the engine (a drain of trivial tasks would otherwise ask the engine once per task), and only
+/// then does each removal's sequel run. Without a runtime for it, the sequels run at once, told nothing was removed.
+/// Batches start at least `pace` apart (more removals a listing when nothing waits for them).
+pub fn remover(ctx: &Ctx, pace: std::time::Duration) -> std::sync::mpsc::Sender<Removal> {
+    let (tx, rx) = std::sync::mpsc::channel::<Removal>();
+    let ctx = ctx.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok();
+        let mut engine = None;
+        while let Ok(first) = rx.recv() {
+            let began = std::time::Instant::now();
+            let mut batch = vec![first];
+            batch.extend(rx.try_iter());
+            let tasks: Vec<(String, String)> = batch.iter().map(|(t, _)| t.clone()).collect();
+            if let Some(rt) = &rt {
+                rt.block_on(remove_task_sandboxes_on(&ctx, &mut engine, &tasks));
+            }
+            for (_, then) in batch {
+                then(rt.is_some());
+            }
+            std::thread::sleep(pace.saturating_sub(began.elapsed())); // the pace between listings
+        }
+    });
+    tx
 }

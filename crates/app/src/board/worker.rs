@@ -43,7 +43,7 @@ pub fn log_path(ctx: &Ctx, task: &str) -> PathBuf {
 }
 
 /// Rotates `log` when it is larger than `max_bytes`, keeping `backups` old copies (`.1` newest).
-fn rotate(log: &Path, max_bytes: u64, backups: u32) {
+pub(super) fn rotate(log: &Path, max_bytes: u64, backups: u32) {
     let Ok(meta) = std::fs::metadata(log) else { return };
     if meta.len() <= max_bytes || backups == 0 {
         return;
@@ -58,7 +58,7 @@ fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 /// A worker's working directory (the worker creates it): its task's own sandbox folder
 /// (`<sandbox_dir>/docker/…/workspace`), never the home, so `terminal.docker_mount_cwd_to_workspace` gives the
 /// sandbox only what it has anyway.
-fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
+pub(super) fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
     let dir = ctx.settings.terminal.sandbox_dir.clone();
     crate::sandbox::mounts::check_sandbox_dir(&ctx.home, &dir)?;
     // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
@@ -87,35 +87,46 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     cmd.args(["worker", "run", &task.task_id, "--board", board.as_str()]);
     cmd.arg("--log").arg(&log).arg("--workdir").arg(&dir).arg("--after-stdin-closes");
     cmd.envs(env.vars.iter().map(|(k, v)| (k, v)));
+    cmd.envs(task_vars(board, task, &assignee));
+    let gate = env.gate.try_clone().map_err(|e| format!("cannot pass the workers' gate: {e}"))?;
+    cmd.stdin(gate).stdout(Stdio::null()).stderr(Stdio::null());
+    let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
+    let sandbox = sandbox_name(ctx, &task.task_id, &assignee);
+    // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
+    Ok(Spawned { pid: child.id(), start, log, sandbox })
+}
+
+/// The sandbox a task's worker runs in (persist mode: its deterministic container name).
+pub(super) fn sandbox_name(ctx: &Ctx, task: &str, assignee: &str) -> String {
+    match (TaskId::parse(task), ProfileName::parse(assignee)) {
+        (Ok(t), Ok(p)) => sandbox::identity_of(ctx, t, p).persistent_name(),
+        _ => String::new(),
+    }
+}
+
+/// The variables naming a worker's run, beside the dispatch's shared ones ([`WorkerEnv`]).
+pub(super) fn task_vars(board: &BoardSlug, task: &Claimed, assignee: &str) -> Vec<(String, String)> {
     let run = task.run_id.to_string();
-    for (k, v) in [
-        ("BERTH_PROFILE", assignee.as_str()),
+    [
+        ("BERTH_PROFILE", assignee),
         ("BERTH_KANBAN_TASK", &task.task_id),
         ("BERTH_KANBAN_BOARD", board.as_str()),
         ("BERTH_KANBAN_RUN_ID", &run),
         // The names hermes-agent workers read, so an external worker command works unchanged.
         ("HERMES_KANBAN_TASK", &task.task_id),
         ("HERMES_KANBAN_BOARD", board.as_str()),
-        ("HERMES_PROFILE", &assignee),
-    ] {
-        cmd.env(k, v);
-    }
-    let gate = env.gate.try_clone().map_err(|e| format!("cannot pass the workers' gate: {e}"))?;
-    cmd.stdin(gate).stdout(Stdio::null()).stderr(Stdio::null());
-    let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
-    let sandbox = match (TaskId::parse(&task.task_id), ProfileName::parse(&assignee)) {
-        (Ok(t), Ok(p)) => sandbox::identity_of(ctx, t, p).persistent_name(),
-        _ => String::new(),
-    };
-    // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
-    Ok(Spawned { pid: child.id(), start, log, sandbox })
+        ("HERMES_PROFILE", assignee),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
 }
 
 /// What every worker of one dispatch shares, worked out once: the executable and the environment (every resolved
 /// setting, the home, the board's database).
 pub struct WorkerEnv {
-    exe: PathBuf,
-    vars: Vec<(String, String)>,
+    pub(super) exe: PathBuf,
+    pub(super) vars: Vec<(String, String)>,
     /// The read end of the launcher's gate: each worker's stdin, at end of file once the tick recorded them all.
     gate: std::io::PipeReader,
 }
@@ -540,7 +551,6 @@ async fn record_exit(
     code: Result<u8, Failure>,
     last: &str,
 ) -> Result<u8, Failure> {
-    let now = SystemClock.now();
     if let Ok(0) = code
         && let Some((_, released)) = super::relay::send(ctx, "complete", task, run, Some(last), &ctx.host_id())
     {
@@ -550,45 +560,58 @@ async fn record_exit(
         }
         return Ok(0);
     }
-    let error = match &code {
+    let limit = ctx.settings.kanban.failure_limit.get();
+    let (said, finished) = record_exit_on(ctx, &mut None, task, run, limit, &code, last)?;
+    log_line(&said);
+    if finished {
+        super::release::remove_task_sandbox(ctx, task, assignee).await;
+    }
+    code
+}
+
+/// Records a command's exit as run `run`'s outcome on `store` (opened when `None`, waiting out an outage): exit 0
+/// completes the task with `last` its result, anything else fails it through `limit`. What to log, and whether the
+/// task is finished with its sandbox (done, or failed for good). A refusal (the run moved on: the command recorded
+/// its own outcome, or the task was taken back) is an answer, logged, and changes nothing.
+///
+/// # Errors
+/// The board's error once the outage outlasted `kanban.board_retry_seconds`.
+pub(super) fn record_exit_on(
+    ctx: &Ctx,
+    store: &mut Option<Board>,
+    task: &str,
+    run: i64,
+    limit: u32,
+    code: &Result<u8, Failure>,
+    last: &str,
+) -> Result<(String, bool), Failure> {
+    let now = SystemClock.now();
+    let error = match code {
         Ok(0) => None,
         Ok(c) => Some(format!("command exited with {c}")),
         Err(f) => Some(f.message.clone()),
     };
     let exit_code = code.as_ref().ok().map(|c| i64::from(*c));
-    // A refusal (the run moved on: the command recorded its own outcome, or the task was taken back) is an answer.
     let answered = |r: Result<bool, StoreError>| match r {
         Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),
         other => other.map(Ok),
     };
-    let mut store = None;
-    let (patience, limit) = (outage::patience(ctx), ctx.settings.kanban.failure_limit.get());
+    let patience = outage::patience(ctx);
     let recorded = match &error {
-        None => {
-            outage::retrying(ctx, "record the completion", patience, &mut store, |b| {
-                answered(b.complete(task, Some(run), Some(last), Some(0), now).map(|_| true))
-            })
-            .await?
-        }
+        None => outage::retrying_blocking(ctx, "record the completion", patience, store, |b| {
+            answered(b.complete(task, Some(run), Some(last), Some(0), now).map(|_| true))
+        })?,
         Some(error) => {
             let end = RunEnd { outcome: "failed", error, exit_code };
-            outage::retrying(ctx, "record the failure", patience, &mut store, |b| {
+            outage::retrying_blocking(ctx, "record the failure", patience, store, |b| {
                 answered(b.fail(task, Some(run), &end, limit, now).map(|f| matches!(f, FailureOutcome::GiveUp { .. })))
-            })
-            .await?
+            })?
         }
     };
-    match recorded {
-        // Done, or failed for good: the task is finished with its sandbox, as `kanban complete` would have it.
+    Ok(match recorded {
         Ok(finished) => {
-            log_line(
-                &error.as_deref().map_or_else(|| "the command exited 0: completed".into(), |e| format!("failed: {e}")),
-            );
-            if finished {
-                super::release::remove_task_sandbox(ctx, task, assignee).await;
-            }
+            (error.map_or_else(|| "the command exited 0: completed".into(), |e| format!("failed: {e}")), finished)
         }
-        Err(e) => log_line(&format!("the command's exit is not the outcome: {e}")),
-    }
-    code
+        Err(e) => (format!("the command's exit is not the outcome: {e}"), false),
+    })
 }

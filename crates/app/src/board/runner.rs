@@ -1,0 +1,591 @@
+//! The runner: one long-lived process a home (`berth worker runner`) that runs the commands of
+//! `kanban.worker_exit_outcome` tasks, so such a task costs its command's processes and no berth process of its own.
+//!
+//! A dispatcher's launcher connects at its tick's first such task (starting the runner when none answers), says
+//! what the tick's tasks share ([`Hello`]), and asks for each task's start ([`Start`]). The runner starts each
+//! task's *worker* at once: a small `sh` script in the task's folder, its own process group, its output the runner's
+//! pipes, its stdin one end of a socket pair. Its pid and start time are what the run records, as a `berth worker
+//! run`'s are. The script waits at the gate (a line on the socket) until the tick recorded its workers; then the
+//! runner says `go` (or, when the tick did not confirm the run promptly, confirms it itself on the board first and
+//! says nothing when that fails: the script ends and nothing ran). The script runs the command with stdin from
+//! `/dev/null`, closes its own output, reports `exit N` on the socket and waits for the runner's `ok`: it stays
+//! alive, and its task's run looks alive to every tick, until the runner recorded the outcome (on the runner's one
+//! kept connection to the board, guarded by the run). So:
+//! - a gateway or dispatcher killed at any moment loses no outcome (the runner is not its child in any way that
+//!   matters: it records on its own connection);
+//! - a runner killed is the kill of every task's worker it held: each script sees its socket close and ends, and the
+//!   board's crash verdict takes each run that was not recorded, as for a killed `berth worker run`;
+//! - a script killed is its own task's worker killed: its command goes with it at the crash verdict (same group).
+//!
+//! The runner takes requests from its own user only (the socket's folder is 0700), runs tasks of its own board only
+//! (the dispatcher's board must be the one the runner was started for), and exits after [`IDLE`] with no task and no
+//! connection. Anything a launcher cannot have from a runner (no runner can start, another board's, an answer that
+//! does not come) falls back to `berth worker run` for that task.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use domain::ports::Clock;
+use kanban_core::Confirmation;
+
+use crate::edge::context::{Ctx, ProcProbe, SystemClock};
+use crate::edge::error::Failure;
+use crate::edge::open::Board;
+use crate::edge::process;
+
+use super::external::WorkerCommand;
+use super::log_sink::LogSink;
+
+/// How long a runner with no task and no connection stays.
+const IDLE: Duration = Duration::from_secs(10);
+/// How long a launcher waits for a runner it started to listen, and for any answer.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+
+/// The first line on a launcher's connection: what every task of its tick shares.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Hello {
+    /// The board's identity ([`board_identity`]): a runner runs tasks of its own board only.
+    pub board: String,
+    /// `kanban.worker_command`, rendered for each task.
+    pub template: String,
+    /// The dispatch's worker environment (every resolved setting, the home, the board).
+    pub env: Vec<(String, String)>,
+    /// The failure limit the outcomes are recorded through.
+    pub failure_limit: u32,
+}
+
+/// A task to start.
+#[derive(Serialize, Deserialize)]
+pub(super) struct Start {
+    pub task: String,
+    pub run: i64,
+    pub assignee: String,
+    pub board: String,
+    pub log: PathBuf,
+    pub workdir: PathBuf,
+    /// The variables naming the run (`worker::task_vars`).
+    pub env: Vec<(String, String)>,
+}
+
+/// The last line on a launcher's connection: the tick recorded its workers (and confirmed their runs, or not).
+#[derive(Serialize, Deserialize)]
+struct Release {
+    confirmed: bool,
+}
+
+/// One message from a launcher: its [`Start`]s, then a [`Release`].
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Message {
+    Release(Release),
+    Start(Start),
+}
+
+/// The runner's answer to a [`Hello`] (nothing but a refusal) and to a [`Start`] (the worker's pid and start).
+#[derive(Serialize, Deserialize, Default)]
+struct Answer {
+    pid: Option<u32>,
+    start: Option<u64>,
+    error: Option<String>,
+}
+
+fn socket_path(ctx: &Ctx) -> PathBuf {
+    ctx.home.join("kanban").join("sockets").join("runner.sock")
+}
+
+/// The board's identity: a digest of its URL without the password, or of the SQLite file's path.
+pub(super) fn board_identity(ctx: &Ctx) -> String {
+    super::relay::board_identity(ctx)
+        .unwrap_or_else(|| domain::sha256::hex_digest(ctx.db_path().display().to_string().as_bytes()))
+}
+
+/// Whether `kanban.worker_exit_outcome` tasks of this context go to the runner.
+pub(super) fn wanted(ctx: &Ctx) -> bool {
+    let k = &ctx.settings.kanban;
+    k.worker_exit_outcome && !k.worker_command.trim().is_empty()
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The launcher's side.
+// ---------------------------------------------------------------------------------------------------------------
+
+/// A launcher's connection to its home's runner, for one tick.
+pub(super) struct Client {
+    conn: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl Client {
+    /// Connects to this home's runner, starting one (`exe worker runner`, with the workers' environment `env`) when
+    /// none answers, and introduces the tick.
+    ///
+    /// # Errors
+    /// A one-line reason (the tick's tasks then get `berth worker run` workers).
+    pub(super) fn connect(ctx: &Ctx, exe: &Path, hello: &Hello) -> Result<Self, String> {
+        let path = socket_path(ctx);
+        let conn = match UnixStream::connect(&path) {
+            Ok(c) => c,
+            Err(_) => {
+                start_runner(ctx, exe, &hello.env)?;
+                let deadline = Instant::now() + ANSWER_WAIT;
+                loop {
+                    match UnixStream::connect(&path) {
+                        Ok(c) => break c,
+                        Err(e) if Instant::now() > deadline => return Err(format!("the runner did not listen: {e}")),
+                        // Waiting for a process just started to bind its socket.
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            }
+        };
+        conn.set_read_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
+        let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
+        let mut client = Self { conn, reader };
+        client.ask(hello)?;
+        Ok(client)
+    }
+
+    fn ask(&mut self, message: &impl Serialize) -> Result<Answer, String> {
+        let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
+        writeln!(self.conn, "{line}").map_err(|e| format!("the runner is gone: {e}"))?;
+        let mut answer = String::new();
+        self.reader.read_line(&mut answer).map_err(|e| format!("the runner did not answer: {e}"))?;
+        let answer: Answer = serde_json::from_str(&answer).map_err(|e| format!("the runner's answer: {e}"))?;
+        match answer.error {
+            Some(e) => Err(e),
+            None => Ok(answer),
+        }
+    }
+
+    /// Starts a task's worker behind the gate: its pid and start time.
+    ///
+    /// # Errors
+    /// A one-line reason (the task then gets a `berth worker run` worker).
+    pub(super) fn start(&mut self, start: &Start) -> Result<(u32, Option<u64>), String> {
+        let a = self.ask(start)?;
+        a.pid.map(|pid| (pid, a.start)).ok_or_else(|| "the runner gave no pid".to_owned())
+    }
+
+    /// Opens the gate: the tick recorded its workers (`confirmed`: and their runs). Without it (the launcher gone)
+    /// the runner confirms each run itself.
+    pub(super) fn release(mut self, confirmed: bool) {
+        let line = serde_json::to_string(&Release { confirmed }).unwrap_or_default();
+        let _ = writeln!(self.conn, "{line}");
+    }
+}
+
+/// Starts this home's runner, detached (its own process group; it outlives the dispatcher), its output appended to
+/// `<home>/kanban/logs/runner.log`.
+fn start_runner(ctx: &Ctx, exe: &Path, env: &[(String, String)]) -> Result<(), String> {
+    let log = super::worker::log_path(ctx, "runner");
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["worker", "runner"]).envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // Not waited for here: the gateway reaps its exited children, and a one-shot dispatch's runner outlives it.
+    process::spawn_detached(&mut cmd).map(drop).map_err(|e| format!("cannot start the runner: {e}"))
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The runner's side.
+// ---------------------------------------------------------------------------------------------------------------
+
+/// What the runner's threads share.
+struct Shared {
+    ctx: Ctx,
+    board: String,
+    /// The runner's one connection to the board: confirmations and outcomes, one at a time.
+    store: Mutex<Option<Board>>,
+    /// Connections and tasks in hand; the runner exits after [`IDLE`] at zero.
+    busy: AtomicUsize,
+    idle_since: Mutex<Instant>,
+    removals: Mutex<Sender<super::release::Removal>>,
+}
+
+/// Counts one connection or task as in hand while it lives.
+struct Busy(Arc<Shared>);
+
+impl Busy {
+    fn new(shared: &Arc<Shared>) -> Self {
+        shared.busy.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(shared))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self.0.busy.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *self.0.idle_since.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        }
+    }
+}
+
+/// `berth worker runner`: serves this home's launchers until idle for [`IDLE`]. Another runner of the home already
+/// serving is no error: this one exits at once.
+///
+/// # Errors
+/// A one-line reason when the socket cannot be made.
+pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
+    let kanban = ctx.home.join("kanban");
+    crate::edge::private_files::ensure_dir(&kanban).map_err(|e| Failure::other(e.to_string()))?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(kanban.join("runner.lock"))
+        .map_err(|e| Failure::other(format!("cannot open the runner's lock: {e}")))?;
+    // A runner that is leaving (idle) holds the lock a moment longer than its socket: wait that out, briefly.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !process::try_lock(&lock) {
+        if Instant::now() > deadline || UnixStream::connect(socket_path(ctx)).is_ok() {
+            return Ok(0);
+        }
+        std::thread::sleep(Duration::from_millis(10)); // the leaving runner's exit, not synchronisation
+    }
+    let path = socket_path(ctx);
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::PermissionsExt;
+        crate::edge::private_files::ensure_dir(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|e| Failure::other(format!("cannot make {}: {e}", dir.display())))?;
+    }
+    // The lock is held: a socket left here is a dead runner's.
+    let _ = std::fs::remove_file(&path);
+    let listener =
+        UnixListener::bind(&path).map_err(|e| Failure::other(format!("cannot listen at {}: {e}", path.display())))?;
+    // Its environment holds the board's URL: not readable by its commands through /proc.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    tracing::info!("runner: serving {} as pid {}", path.display(), std::process::id());
+    let shared = Arc::new(Shared {
+        ctx: ctx.clone(),
+        board: board_identity(ctx),
+        store: Mutex::new(None),
+        busy: AtomicUsize::new(0),
+        idle_since: Mutex::new(Instant::now()),
+        // Nothing waits for these removals: one listing of the engine a second at most.
+        removals: Mutex::new(super::release::remover(ctx, Duration::from_secs(1))),
+    });
+    let watch = Arc::clone(&shared);
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_secs(1)); // the idle check's period
+            let idle = watch.idle_since.lock().unwrap_or_else(PoisonError::into_inner).elapsed();
+            if watch.busy.load(Ordering::SeqCst) == 0 && idle >= IDLE {
+                // The socket first: a launcher that finds none starts a new runner, which waits for this lock.
+                let _ = std::fs::remove_file(&path);
+                tracing::info!("runner: idle for {}s; exiting", IDLE.as_secs());
+                std::process::exit(0);
+            }
+        }
+    });
+    for conn in listener.incoming() {
+        let Ok(conn) = conn else { continue };
+        // The folder is 0700; the kernel's word on the peer besides.
+        if rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid) != Ok(rustix::process::geteuid()) {
+            continue;
+        }
+        let busy = Busy::new(&shared);
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || connection(&shared, conn, busy));
+    }
+    Ok(0)
+}
+
+fn answer(conn: &mut UnixStream, a: &Answer) -> bool {
+    writeln!(conn, "{}", serde_json::to_string(a).unwrap_or_default()).is_ok()
+}
+
+/// One launcher's tick: its hello, its starts, its release (or its end, which releases unconfirmed).
+fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
+    let Ok(read) = conn.try_clone() else { return };
+    let mut lines = BufReader::new(read).lines();
+    let hello = match lines.next().map(|l| l.map(|l| serde_json::from_str::<Hello>(&l))) {
+        Some(Ok(Ok(h))) => h,
+        _ => return,
+    };
+    if hello.board != shared.board {
+        let error = "this home's runner serves another board (it leaves when idle)".to_owned();
+        answer(&mut conn, &Answer { error: Some(error), ..Answer::default() });
+        return;
+    }
+    if !answer(&mut conn, &Answer::default()) {
+        return;
+    }
+    let mut gates: Vec<Sender<bool>> = Vec::new();
+    let confirmed = loop {
+        let Some(Ok(line)) = lines.next() else { break false };
+        match serde_json::from_str::<Message>(&line) {
+            Ok(Message::Release(r)) => break r.confirmed,
+            Ok(Message::Start(s)) => {
+                let a = match start_task(shared, &hello, s) {
+                    Ok((pid, start, gate)) => {
+                        gates.push(gate);
+                        Answer { pid: Some(pid), start, error: None }
+                    }
+                    Err(e) => Answer { error: Some(e), ..Answer::default() },
+                };
+                if !answer(&mut conn, &a) {
+                    break false;
+                }
+            }
+            Err(e) => {
+                answer(
+                    &mut conn,
+                    &Answer { error: Some(format!("a request the runner cannot read: {e}")), ..Answer::default() },
+                );
+            }
+        }
+    };
+    for gate in gates {
+        let _ = gate.send(confirmed);
+    }
+}
+
+/// The worker of one task: waits at the gate (its stdin, a socket), runs the command, reports its exit and waits
+/// for the runner's `ok` (its run looks alive until the outcome is recorded). A command that cannot be read as
+/// shell ends the script with the shell's complaint and code, which are then the outcome.
+fn script(command: &WorkerCommand) -> String {
+    // Plain words run as a simple command (a builtin in the shell itself, a program forked as a subshell would
+    // be); anything else, and a builtin that would change the script itself, in a subshell.
+    let run = match &command.words {
+        Some(words) if !words.first().is_some_and(|w| SHELL_ITSELF.contains(&w.as_str())) => {
+            words.iter().map(|w| config_bridge::shell_quote(w)).collect::<Vec<_>>().join(" ")
+        }
+        _ => format!("(\n{}\n)", command.rendered),
+    };
+    format!(
+        "IFS= read -r g && [ \"$g\" = go ] || exit 125\n{run} </dev/null\ns=$?\nexec >/dev/null 2>&1\n\
+         echo \"exit $s\" >&0\nIFS= read -r a\n"
+    )
+}
+
+/// The special builtins and others that act on the shell running them (a plain-words command starting with one
+/// runs in a subshell, so the script still reports its exit).
+const SHELL_ITSELF: &[&str] = &[
+    "exit", "exec", "return", "eval", "set", "trap", "shift", "break", "continue", "unset", "readonly", "export", ".",
+    "cd", "read", "wait", "umask", "alias", "unalias", "local", "command", "builtin",
+];
+
+/// A task the runner started: what its thread needs.
+struct TaskRun {
+    task: String,
+    run: i64,
+    assignee: String,
+    log: PathBuf,
+    failure_limit: u32,
+    started: Instant,
+    start: Option<u64>,
+}
+
+/// A started worker: its run, the worker (its script), the runner's end of its gate, its log, the launcher's word,
+/// the command's socket.
+struct Worker {
+    run: TaskRun,
+    child: Child,
+    gate: UnixStream,
+    file: std::fs::File,
+    opened: Receiver<bool>,
+    server: Option<super::handoff::Server>,
+    _busy: Busy,
+}
+
+/// Starts a task's worker behind its gate and the thread that sees it through.
+fn start_task(shared: &Arc<Shared>, hello: &Hello, s: Start) -> Result<(u32, Option<u64>, Sender<bool>), String> {
+    let ctx = &shared.ctx;
+    let k = &ctx.settings.kanban;
+    super::worker::rotate(&s.log, k.worker_log_rotate_bytes, k.worker_log_backup_count.get());
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&s.log)
+        .map_err(|e| format!("cannot open the worker log {}: {e}", s.log.display()))?;
+    crate::edge::private_files::ensure_dir(&s.workdir)
+        .map_err(|e| format!("cannot make the working directory {}: {e}", s.workdir.display()))?;
+    let command = WorkerCommand::of(&hello.template, &s.task, &s.assignee, &s.board);
+    let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
+    // On a PostgreSQL board the command's own `kanban complete|block|heartbeat` reach the board through the runner.
+    let server = super::handoff::Server::open(ctx);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(script(&command)).current_dir(&s.workdir);
+    cmd.envs(hello.env.iter().chain(&s.env).map(|(k, v)| (k, v)));
+    if ctx.database_url().is_some() {
+        for (k, v) in super::handoff::command_env(ctx, server.as_ref()) {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+    }
+    cmd.stdin(Stdio::from(OwnedFd::from(theirs))).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start the worker: {e}"))?;
+    let pid = child.id();
+    let (gate, opened) = std::sync::mpsc::channel();
+    let run = TaskRun {
+        task: s.task,
+        run: s.run,
+        assignee: s.assignee,
+        log: s.log,
+        failure_limit: hello.failure_limit,
+        started: Instant::now(),
+        start,
+    };
+    let w = Worker { run, child, gate: ours, file: log, opened, server, _busy: Busy::new(shared) };
+    let shared = Arc::clone(shared);
+    std::thread::spawn(move || run_task(&shared, w));
+    Ok((pid, start, gate))
+}
+
+/// Copies the worker's stdout and stderr into `sink`, each as its stream, until both end (one thread for both).
+fn pump(child: &mut Child, sink: &mut LogSink) {
+    use domain::ports::{OutputSink, OutputStream};
+    use rustix::event::{PollFd, PollFlags, poll};
+    let mut pipes: Vec<(OutputStream, OwnedFd)> = Vec::new();
+    pipes.extend(child.stdout.take().map(|p| (OutputStream::Stdout, OwnedFd::from(p))));
+    pipes.extend(child.stderr.take().map(|p| (OutputStream::Stderr, OwnedFd::from(p))));
+    let mut buf = vec![0_u8; 64 * 1024];
+    while !pipes.is_empty() {
+        let mut polled: Vec<PollFd<'_>> = pipes.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)).collect();
+        match poll(&mut polled, None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return,
+        }
+        let ready: Vec<bool> = polled.iter().map(|p| !p.revents().is_empty()).collect();
+        drop(polled);
+        let mut i = 0;
+        pipes.retain(|(stream, fd)| {
+            let keep = !ready[i]
+                || match rustix::io::read(fd, &mut buf) {
+                    Ok(0) | Err(_) => false,
+                    Ok(n) => {
+                        sink.write(*stream, &buf[..n]);
+                        true
+                    }
+                };
+            i += 1;
+            keep
+        });
+    }
+}
+
+/// A line of the runner's in a task's log: time-stamped, masked.
+fn say(log: &mut std::fs::File, text: &str) {
+    let _ = writeln!(log, "[berth runner {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
+}
+
+/// Sees one task through: the gate, the command's output into its log, its exit recorded, the worker let go.
+fn run_task(shared: &Arc<Shared>, w: Worker) {
+    let ctx = &shared.ctx;
+    let Worker { run: t, mut child, mut gate, file: mut log, opened, server, _busy } = w;
+    let pid = child.id();
+    let confirmed = opened.recv().unwrap_or(false);
+    // The dispatcher's confirmation holds without asking the board when it came promptly (`worker::Gate`).
+    let k = &ctx.settings.kanban;
+    let window = k.host_timeout_seconds.duration().min(k.claim_ttl_seconds.duration()) / 3;
+    let go = (confirmed && t.started.elapsed() < window) || shared.confirm(&t, pid);
+    if !go {
+        say(&mut log, &format!("run {} of {} was not confirmed: its command did not start", t.run, t.task));
+        drop(gate);
+        let _ = child.wait();
+        return;
+    }
+    say(&mut log, &format!("confirmed run {} of {} as pid {pid}", t.run, t.task));
+    let _ = gate.write_all(b"go\n");
+    let Ok(file) = log.try_clone() else { return };
+    let mut sink = LogSink::to_file(ctx, file, t.log.clone());
+    std::thread::scope(|s| {
+        // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
+        if let Some(server) = &server {
+            s.spawn(|| server.serve(ctx, &t.task, t.run));
+        }
+        pump(&mut child, &mut sink);
+        if let Some(server) = &server {
+            server.close();
+        }
+    });
+    sink.finish();
+    let mut line = String::new();
+    let reported = BufReader::new(&gate)
+        .read_line(&mut line)
+        .ok()
+        .and_then(|_| line.trim().strip_prefix("exit ")?.parse::<u8>().ok());
+    let code = match reported {
+        Some(code) => code,
+        // The worker ended without a report: killed (the board's crash verdict has its run), or the shell could not
+        // read the command (its code is the outcome).
+        None => match child.wait().ok().and_then(|s| s.code()) {
+            Some(code) => u8::try_from(code).unwrap_or(1),
+            None => {
+                say(&mut log, "the worker was killed before it reported the command's exit");
+                return;
+            }
+        },
+    };
+    let recorded = shared.record(&t, code, &sink.last_line);
+    match &recorded {
+        Ok((said, _)) => say(&mut log, said),
+        Err(f) => say(&mut log, &format!("the outcome could not be recorded: {}", f.message)),
+    }
+    let _ = gate.write_all(b"ok\n");
+    let _ = child.wait();
+    if let Ok((_, true)) = recorded {
+        let removals = shared.removals.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let _ = removals.send(((t.task.clone(), t.assignee.clone()), Box::new(|_| ())));
+    }
+}
+
+impl Shared {
+    /// Confirms the run for its worker `pid` on the board (compare-and-swap: still claimed, not yet confirmed).
+    fn confirm(&self, t: &TaskRun, pid: u32) -> bool {
+        let ctx = &self.ctx;
+        let host = ctx.host_id();
+        let start = t.start.or_else(|| domain::ports::ProcessProbe::start_fingerprint(&ProcProbe, pid));
+        let c = Confirmation { task: &t.task, run_id: t.run, pid, start, host: &host };
+        let ttl = super::worker::claim_ttl(ctx);
+        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        super::outage::retrying_blocking(ctx, "confirm the run", super::outage::patience(ctx), &mut store, |b| {
+            let now = SystemClock.now();
+            b.renew_host(&host, now)?;
+            b.confirm_run(&c, ttl, now)
+        })
+        .is_ok()
+    }
+
+    /// Records the command's exit as the run's outcome (`worker::record_exit_on`).
+    fn record(&self, t: &TaskRun, code: u8, last: &str) -> Result<(String, bool), Failure> {
+        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        super::worker::record_exit_on(&self.ctx, &mut store, &t.task, t.run, t.failure_limit, &Ok(code), last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WorkerCommand, script};
+
+    #[test]
+    fn the_script_waits_at_the_gate_and_reports_the_exit_with_its_output_closed() {
+        let plain = script(&WorkerCommand::of("run {task_id}", "t_1", "a", "b"));
+        assert!(plain.starts_with("IFS= read -r g && [ \"$g\" = go ] || exit 125\n"), "{plain}");
+        assert!(plain.contains("\nrun t_1 </dev/null\n"), "a simple command: {plain}");
+        let exits = script(&WorkerCommand::of("exit 3", "t_1", "a", "b"));
+        assert!(exits.contains("(\nexit 3\n) </dev/null\n"), "a subshell: {exits}");
+        let shell = script(&WorkerCommand::of("a && b # {task_id}", "t_1", "a", "b"));
+        assert!(shell.contains("(\na && b # t_1\n) </dev/null\n"), "a comment ends at its line: {shell}");
+        let tail = "s=$?\nexec >/dev/null 2>&1\necho \"exit $s\" >&0\nIFS= read -r a\n";
+        assert!(plain.ends_with(tail) && shell.ends_with(tail));
+    }
+}
