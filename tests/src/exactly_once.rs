@@ -637,7 +637,8 @@ fn faults(homes: Vec<PathBuf>, fault: Fault, seed: u64, stop: Arc<AtomicBool>) -
         let mut rng = Rng(seed);
         let mut log = FaultLog::default();
         while !stop.load(Ordering::SeqCst) {
-            let procs = processes_of(&homes[rng.below(homes.len() as u64) as usize]);
+            let host = rng.below(homes.len() as u64) as usize;
+            let procs = processes_of(&homes[host]);
             let gateways: Vec<&(i32, Role)> = procs.iter().filter(|(_, r)| *r == Role::Gateway).collect();
             let pick = if rng.below(2) == 0 && !gateways.is_empty() {
                 Some(gateways[rng.below(gateways.len() as u64) as usize].clone())
@@ -660,20 +661,24 @@ fn faults(homes: Vec<PathBuf>, fault: Fault, seed: u64, stop: Arc<AtomicBool>) -
                         send(pid, Signal::CONT);
                     }
                     Fault::Kill => {
-                        // A runner killed is the kill of the worker of every task whose script is its child.
-                        let tasks: BTreeSet<&String> = match &role {
-                            Role::Worker(t) => [t].into(),
-                            Role::Runner => procs
-                                .iter()
+                        // A runner killed is the kill of the worker of every task whose script is its child: listed
+                        // while it is stopped, so it starts none between the listing and the kill.
+                        if role == Role::Runner {
+                            send(pid, Signal::STOP);
+                        }
+                        let tasks: BTreeSet<String> = match &role {
+                            Role::Worker(t) => [t.clone()].into(),
+                            Role::Runner => processes_of(&homes[host])
+                                .into_iter()
                                 .filter_map(|(p, r)| match r {
-                                    Role::Worker(t) if parent_of(*p) == Some(pid) => Some(t),
+                                    Role::Worker(t) if parent_of(p) == Some(pid) => Some(t),
                                     _ => None,
                                 })
                                 .collect(),
                             _ => BTreeSet::new(),
                         };
                         for t in tasks {
-                            *log.killed_workers.entry(t.clone()).or_default() += 1;
+                            *log.killed_workers.entry(t).or_default() += 1;
                         }
                         send(pid, Signal::KILL);
                     }

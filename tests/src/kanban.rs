@@ -361,17 +361,7 @@ fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() 
     let (a, b) = (create(&home, &["a", "--assignee", "alpha"]), create(&home, &["b", "--assignee", "alpha"]));
     let count = |id: &str| std::fs::read_to_string(format!("{dir}/count-{id}")).map_or(0, |s| s.lines().count());
     let go = |id: &str| std::fs::write(format!("{dir}/go-{id}"), "").unwrap();
-    let runner = || -> Option<u32> {
-        let want = format!("BERTH_HOME={dir}");
-        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-            (cmdline.windows(14).any(|w| w == b"worker\0runner\0")
-                && environ.split(|c| *c == 0).any(|v| v == want.as_bytes()))
-            .then_some(pid)
-        })
-    };
+    let runner = || crate::support::runner_of(&home);
     let gw = crate::support::Gateway::start(&home, &[]);
     wait_until("both commands running", Duration::from_secs(30), || count(&a) == 1 && count(&b) == 1);
     let first = runner().expect("a runner serves the home");
@@ -430,11 +420,26 @@ fn spawn_failures_count_toward_the_failure_limit_on(home: Home) {
 /// run and fails it with the reason, on the board, where `kanban show` gives it.
 #[test]
 fn a_worker_that_cannot_set_up_fails_its_run_with_the_reason() {
+    a_worker_that_cannot_set_up_fails_its_run_with_the_reason_with(&[]);
+}
+
+/// The same for a task of the home's runner (`kanban.worker_exit_outcome`): its command never starts.
+#[test]
+fn a_runner_task_that_cannot_set_up_fails_its_run_with_the_reason() {
+    a_worker_that_cannot_set_up_fails_its_run_with_the_reason_with(&[
+        "-c",
+        "kanban.worker_exit_outcome=true",
+        "-c",
+        "kanban.worker_command=touch started",
+    ]);
+}
+
+fn a_worker_that_cannot_set_up_fails_its_run_with_the_reason_with(settings: &[&str]) {
     let home = Home::new();
     profiles(&home, &["alpha"]);
     let id = create(&home, &["x", "--assignee", "alpha"]);
     std::fs::create_dir_all(home.path().join(format!("kanban/logs/{id}.log"))).unwrap();
-    home.json(&["kanban", "dispatch"]);
+    home.json(&[settings, &["kanban", "dispatch"]].concat());
     let mut task = serde_json::Value::Null;
     crate::support::wait_until("the run's failure", Duration::from_secs(30), || {
         task = home.json(&["kanban", "show", &id]);
@@ -444,6 +449,25 @@ fn a_worker_that_cannot_set_up_fails_its_run_with_the_reason() {
     let failed = events.iter().rev().find(|e| e["kind"] == "failed").unwrap_or_else(|| panic!("{events:?}"));
     let error = failed["payload"]["error"].as_str().unwrap_or_default();
     assert!(error.contains("cannot open the worker log") && error.contains(&format!("{id}.log")), "{failed}");
+    let ran = walk(home.path()).into_iter().any(|p| p.file_name().is_some_and(|n| n == "started"));
+    assert!(!ran, "the command ran though its run failed to set up");
+    if !settings.is_empty() {
+        assert!(crate::support::runner_of(&home).is_some(), "the runner had the task");
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[test]

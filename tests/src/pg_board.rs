@@ -525,8 +525,10 @@ fn a_commands_exit_status_is_recorded_by_the_homes_runner() {
         });
         assert_eq!(home.json(&["kanban", "show", id])["task"]["result"], format!("exit-{id}").as_str());
         let log = home.ok(&["kanban", "logs", id]);
-        assert!(log.contains("[berth runner") && log.contains("the command exited 0: completed"), "{id}: {log}");
+        assert!(log.contains("the command exited 0: completed"), "{id}: {log}");
     }
+    // Recorded by the home's runner: it is there, idle, until it leaves.
+    assert!(crate::support::runner_of(&home).is_some(), "no runner for {}", home.path().display());
     let run = crate::support::wait_until("the failed run", Duration::from_secs(60), || {
         let v = home.json(&["kanban", "show", &ids[3]]);
         v["runs"].as_array().and_then(|r| r.first()).filter(|r| !r["outcome"].is_null()).cloned()

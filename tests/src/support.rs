@@ -280,6 +280,19 @@ pub fn inspect(id: &str, format: &str) -> String {
     String::from_utf8_lossy(&docker(&["inspect", "-f", format, id]).stdout).trim().to_owned()
 }
 
+/// The pid of `home`'s runner (`berth worker runner`, which runs `kanban.worker_exit_outcome` commands), if one runs.
+pub fn runner_of(home: &Home) -> Option<u32> {
+    let want = format!("BERTH_HOME={}", home.path().display());
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        (cmdline.windows(14).any(|w| w == b"worker\0runner\0")
+            && environ.split(|c| *c == 0).any(|v| v == want.as_bytes()))
+        .then_some(pid)
+    })
+}
+
 /// Sends `sig` to the process `pid` this test started (errors, such as an already gone process, are ignored).
 pub fn signal(pid: u32, sig: rustix::process::Signal) {
     if let Some(p) = i32::try_from(pid).ok().filter(|p| *p > 1).and_then(rustix::process::Pid::from_raw) {

@@ -85,6 +85,11 @@ impl Server {
         }
     }
 
+    /// The socket's address as the command is given it (`BERTH_WORKER_SOCKET`).
+    pub(super) fn address(&self) -> String {
+        format!("@{}", self.name)
+    }
+
     /// Answers the command's requests until [`Server::close`]: one request a connection, one at a time.
     pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64) {
         let mut store: Option<Board> = None;
@@ -136,7 +141,7 @@ pub(super) fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Op
         env.push((k.into(), None));
     }
     env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
-    env.push((SOCKET_VAR.into(), server.map(|s| format!("@{}", s.name))));
+    env.push((SOCKET_VAR.into(), server.map(Server::address)));
     env
 }
 

@@ -61,9 +61,9 @@ impl LogSink {
 
     /// The sink of a run whose output goes straight to its log file `file` at `log` (the runner's tasks, `runner.rs`),
     /// capped at `kanban.worker_log_rotate_bytes`.
-    pub(crate) fn to_file(ctx: &Ctx, file: std::fs::File, log: PathBuf) -> Self {
+    pub(crate) fn to_file(ctx: &Ctx, file: Option<std::fs::File>, log: PathBuf) -> Self {
         let cap = ctx.settings.kanban.worker_log_rotate_bytes;
-        Self { log: Some((log, cap)), file: Some(file), ..Self::default() }
+        Self { log: Some((log, cap)), file, ..Self::default() }
     }
 
     /// Writes what the redactors still hold back (the command ended) and sets the result line.

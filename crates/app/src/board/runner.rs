@@ -325,13 +325,16 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
     if !answer(&mut conn, &Answer::default()) {
         return;
     }
+    // Every task's environment but the variables naming its run, made once: the runner's own with the dispatch's over
+    // it (on a PostgreSQL board without the board's password: `handoff.rs`).
+    let base = base_env(&shared.ctx, &hello.env);
     let mut gates: Vec<Sender<bool>> = Vec::new();
     let confirmed = loop {
         let Some(Ok(line)) = lines.next() else { break false };
         match serde_json::from_str::<Message>(&line) {
             Ok(Message::Release(r)) => break r.confirmed,
             Ok(Message::Start(s)) => {
-                let a = match start_task(shared, &hello, s) {
+                let a = match start_task(shared, &hello, &base, s) {
                     Ok((pid, start, gate)) => {
                         gates.push(gate);
                         Answer { pid: Some(pid), start, error: None }
@@ -358,7 +361,8 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
 /// The worker of one task: waits at the gate (its stdin, a socket), runs the command, reports its exit and waits
 /// for the runner's `ok` (its run looks alive until the outcome is recorded). A command that cannot be read as
 /// shell ends the script with the shell's complaint and code, which are then the outcome.
-fn script(command: &WorkerCommand) -> String {
+fn script(command: &WorkerCommand, workdir: &Path) -> String {
+    let dir = config_bridge::shell_quote(&workdir.display().to_string());
     // Plain words run as a simple command (a builtin in the shell itself, a program forked as a subshell would
     // be); anything else, and a builtin that would change the script itself, in a subshell.
     let run = match &command.words {
@@ -368,7 +372,7 @@ fn script(command: &WorkerCommand) -> String {
         _ => format!("(\n{}\n)", command.rendered),
     };
     format!(
-        "IFS= read -r g && [ \"$g\" = go ] || exit 125\n{run} </dev/null\ns=$?\nexec >/dev/null 2>&1\n\
+        "IFS= read -r g && [ \"$g\" = go ] && cd -- {dir} || exit 125\n{run} </dev/null\ns=$?\nexec >/dev/null 2>&1\n\
          echo \"exit $s\" >&0\nIFS= read -r a\n"
     )
 }
@@ -386,49 +390,59 @@ struct TaskRun {
     run: i64,
     assignee: String,
     log: PathBuf,
+    workdir: PathBuf,
     failure_limit: u32,
     started: Instant,
     start: Option<u64>,
 }
 
-/// A started worker: its run, the worker (its script), the runner's end of its gate, its log, the launcher's word,
-/// the command's socket.
+/// A started worker: its run, the worker (its script), the runner's end of its gate, the launcher's word, the
+/// command's socket.
 struct Worker {
     run: TaskRun,
     child: Child,
     gate: UnixStream,
-    file: std::fs::File,
     opened: Receiver<bool>,
     server: Option<super::handoff::Server>,
     _busy: Busy,
 }
 
 /// Starts a task's worker behind its gate and the thread that sees it through.
-fn start_task(shared: &Arc<Shared>, hello: &Hello, s: Start) -> Result<(u32, Option<u64>, Sender<bool>), String> {
+fn base_env(ctx: &Ctx, dispatch: &[(String, String)]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
+    env.extend(dispatch.iter().map(|(k, v)| (k.into(), v.into())));
+    if let Some(url) = ctx.database_url() {
+        // No variable holding the board's password, the dispatch's included.
+        let secrets = kanban_postgres::url_secrets(url);
+        env.retain(|_, v| !secrets.iter().any(|s| v.to_string_lossy().contains(s.as_str())));
+        for (k, v) in super::handoff::command_env(ctx, None) {
+            match v {
+                Some(v) => env.insert(k.into(), v.into()),
+                None => env.remove(std::ffi::OsStr::new(&k)),
+            };
+        }
+    }
+    env.into_iter().collect()
+}
+
+fn start_task(
+    shared: &Arc<Shared>,
+    hello: &Hello,
+    base: &[(std::ffi::OsString, std::ffi::OsString)],
+    s: Start,
+) -> Result<(u32, Option<u64>, Sender<bool>), String> {
+    // Only the spawn is on the launcher's clock: the log and the working directory are made by the task's thread
+    // while the tick goes on (the script enters the directory behind the gate).
     let ctx = &shared.ctx;
-    let k = &ctx.settings.kanban;
-    super::worker::rotate(&s.log, k.worker_log_rotate_bytes, k.worker_log_backup_count.get());
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&s.log)
-        .map_err(|e| format!("cannot open the worker log {}: {e}", s.log.display()))?;
-    crate::edge::private_files::ensure_dir(&s.workdir)
-        .map_err(|e| format!("cannot make the working directory {}: {e}", s.workdir.display()))?;
     let command = WorkerCommand::of(&hello.template, &s.task, &s.assignee, &s.board);
     let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
     // On a PostgreSQL board the command's own `kanban complete|block|heartbeat` reach the board through the runner.
     let server = super::handoff::Server::open(ctx);
     let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(script(&command)).current_dir(&s.workdir);
-    cmd.envs(hello.env.iter().chain(&s.env).map(|(k, v)| (k, v)));
-    if ctx.database_url().is_some() {
-        for (k, v) in super::handoff::command_env(ctx, server.as_ref()) {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
+    cmd.arg("-c").arg(script(&command, &s.workdir));
+    cmd.env_clear().envs(base.iter().map(|(k, v)| (k, v))).envs(s.env.iter().map(|(k, v)| (k, v)));
+    if let Some(server) = &server {
+        cmd.env(super::handoff::SOCKET_VAR, server.address());
     }
     cmd.stdin(Stdio::from(OwnedFd::from(theirs))).stdout(Stdio::piped()).stderr(Stdio::piped());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start the worker: {e}"))?;
@@ -439,14 +453,29 @@ fn start_task(shared: &Arc<Shared>, hello: &Hello, s: Start) -> Result<(u32, Opt
         run: s.run,
         assignee: s.assignee,
         log: s.log,
+        workdir: s.workdir,
         failure_limit: hello.failure_limit,
         started: Instant::now(),
         start,
     };
-    let w = Worker { run, child, gate: ours, file: log, opened, server, _busy: Busy::new(shared) };
+    let w = Worker { run, child, gate: ours, opened, server, _busy: Busy::new(shared) };
     let shared = Arc::clone(shared);
     std::thread::spawn(move || run_task(&shared, w));
     Ok((pid, start, gate))
+}
+
+/// A worker's log (rotated past `kanban.worker_log_rotate_bytes`, created when missing) and working directory
+/// (created when missing), as `berth worker run` makes them; the reason when either cannot be had.
+fn set_up(ctx: &Ctx, t: &TaskRun) -> (Option<std::fs::File>, Result<(), String>) {
+    let k = &ctx.settings.kanban;
+    super::worker::rotate(&t.log, k.worker_log_rotate_bytes, k.worker_log_backup_count.get());
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(&t.log);
+    let dir = crate::edge::private_files::ensure_dir(&t.workdir)
+        .map_err(|e| format!("cannot enter the working directory {}: {e}", t.workdir.display()));
+    match log {
+        Ok(f) => (Some(f), dir),
+        Err(e) => (None, Err(format!("cannot open the worker log {}: {e}", t.log.display()))),
+    }
 }
 
 /// Copies the worker's stdout and stderr into `sink`, each as its stream, until both end (one thread for both).
@@ -482,16 +511,19 @@ fn pump(child: &mut Child, sink: &mut LogSink) {
     }
 }
 
-/// A line of the runner's in a task's log: time-stamped, masked.
-fn say(log: &mut std::fs::File, text: &str) {
-    let _ = writeln!(log, "[berth runner {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
+/// A line of the runner's in a task's log, as the task's worker (`kanban logs` finds each run's part by its
+/// `confirmed run` line): time-stamped, masked.
+fn say(log: &mut Option<std::fs::File>, text: &str) {
+    let Some(log) = log else { return };
+    let _ = writeln!(log, "[berth worker {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
 }
 
 /// Sees one task through: the gate, the command's output into its log, its exit recorded, the worker let go.
 fn run_task(shared: &Arc<Shared>, w: Worker) {
     let ctx = &shared.ctx;
-    let Worker { run: t, mut child, mut gate, file: mut log, opened, server, _busy } = w;
+    let Worker { run: t, mut child, mut gate, opened, server, _busy } = w;
     let pid = child.id();
+    let (mut log, setup) = set_up(ctx, &t);
     let confirmed = opened.recv().unwrap_or(false);
     // The dispatcher's confirmation holds without asking the board when it came promptly (`worker::Gate`).
     let k = &ctx.settings.kanban;
@@ -504,9 +536,17 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
         return;
     }
     say(&mut log, &format!("confirmed run {} of {} as pid {pid}", t.run, t.task));
+    // A worker that cannot set up fails its run with the reason, where `kanban show` gives it; nothing runs.
+    if let Err(reason) = setup {
+        say(&mut log, &reason);
+        let _ = shared.record(&t, &Err(Failure::other(reason)), "");
+        drop(gate);
+        let _ = child.wait();
+        return;
+    }
     let _ = gate.write_all(b"go\n");
-    let Ok(file) = log.try_clone() else { return };
-    let mut sink = LogSink::to_file(ctx, file, t.log.clone());
+    // (A log that cannot be written twice, out of descriptors, leaves the output to the runner's own log.)
+    let mut sink = LogSink::to_file(ctx, log.as_ref().and_then(|f| f.try_clone().ok()), t.log.clone());
     std::thread::scope(|s| {
         // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
         if let Some(server) = &server {
@@ -535,7 +575,7 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
             }
         },
     };
-    let recorded = shared.record(&t, code, &sink.last_line);
+    let recorded = shared.record(&t, &Ok(code), &sink.last_line);
     match &recorded {
         Ok((said, _)) => say(&mut log, said),
         Err(f) => say(&mut log, &format!("the outcome could not be recorded: {}", f.message)),
@@ -566,9 +606,9 @@ impl Shared {
     }
 
     /// Records the command's exit as the run's outcome (`worker::record_exit_on`).
-    fn record(&self, t: &TaskRun, code: u8, last: &str) -> Result<(String, bool), Failure> {
+    fn record(&self, t: &TaskRun, code: &Result<u8, Failure>, last: &str) -> Result<(String, bool), Failure> {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
-        super::worker::record_exit_on(&self.ctx, &mut store, &t.task, t.run, t.failure_limit, &Ok(code), last)
+        super::worker::record_exit_on(&self.ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
     }
 }
 
@@ -578,12 +618,13 @@ mod tests {
 
     #[test]
     fn the_script_waits_at_the_gate_and_reports_the_exit_with_its_output_closed() {
-        let plain = script(&WorkerCommand::of("run {task_id}", "t_1", "a", "b"));
-        assert!(plain.starts_with("IFS= read -r g && [ \"$g\" = go ] || exit 125\n"), "{plain}");
+        let dir = std::path::Path::new("/w d");
+        let plain = script(&WorkerCommand::of("run {task_id}", "t_1", "a", "b"), dir);
+        assert!(plain.starts_with("IFS= read -r g && [ \"$g\" = go ] && cd -- '/w d' || exit 125\n"), "{plain}");
         assert!(plain.contains("\nrun t_1 </dev/null\n"), "a simple command: {plain}");
-        let exits = script(&WorkerCommand::of("exit 3", "t_1", "a", "b"));
+        let exits = script(&WorkerCommand::of("exit 3", "t_1", "a", "b"), dir);
         assert!(exits.contains("(\nexit 3\n) </dev/null\n"), "a subshell: {exits}");
-        let shell = script(&WorkerCommand::of("a && b # {task_id}", "t_1", "a", "b"));
+        let shell = script(&WorkerCommand::of("a && b # {task_id}", "t_1", "a", "b"), dir);
         assert!(shell.contains("(\na && b # t_1\n) </dev/null\n"), "a comment ends at its line: {shell}");
         let tail = "s=$?\nexec >/dev/null 2>&1\necho \"exit $s\" >&0\nIFS= read -r a\n";
         assert!(plain.ends_with(tail) && shell.ends_with(tail));
