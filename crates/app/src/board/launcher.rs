@@ -1,15 +1,21 @@
-//! The `WorkerLauncher` port on this host: `berth worker run` processes, the verified stop, the task's sandbox.
+//! The `WorkerLauncher` port on this host: `berth worker run` processes (or, for `kanban.worker_exit_outcome` tasks,
+//! the home's runner: `runner.rs`), the verified stop, the task's sandbox.
 
-use std::io::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use domain::ids::BoardSlug;
 use domain::kanban::{Claimed, WorkerRef};
 use domain::ports::{LaunchError, Launched, WorkerLauncher};
 
-use crate::board::{runner, worker};
+use crate::board::runner;
+use crate::board::worker;
 use crate::edge::context::Ctx;
 use crate::edge::process;
 
@@ -32,7 +38,7 @@ pub struct ProcessLauncher<'a> {
     failure_limit: Option<u32>,
     /// This tick's connection to the home's runner (`runner.rs`), made at its first `kanban.worker_exit_outcome`
     /// task; why there is none when it could not be had (its tasks then get `berth worker run` workers).
-    runner: Mutex<Option<Result<runner::Client, String>>>,
+    runner: Mutex<Option<Result<RunnerClient, String>>>,
 }
 
 impl<'a> ProcessLauncher<'a> {
@@ -59,7 +65,7 @@ impl<'a> ProcessLauncher<'a> {
                 env: env.vars.clone(),
                 failure_limit: self.failure_limit.unwrap_or_else(|| ctx.settings.kanban.failure_limit.get()),
             };
-            runner::Client::connect(ctx, &env.exe, &hello).inspect_err(|e| {
+            RunnerClient::connect(ctx, &env.exe, &hello).inspect_err(|e| {
                 tracing::warn!("no runner for this tick's tasks ({e}): each gets a berth worker");
             })
         });
@@ -140,4 +146,89 @@ impl WorkerLauncher for ProcessLauncher<'_> {
     async fn release_sandbox(&self, task_id: &str, assignee: &str) {
         crate::board::release::remove_task_sandbox(self.ctx, task_id, assignee).await;
     }
+}
+
+/// How long a launcher waits for a runner it started to listen, and for any answer.
+const ANSWER_WAIT: Duration = Duration::from_secs(5);
+
+/// A launcher's connection to its home's runner, for one tick.
+pub(super) struct RunnerClient {
+    conn: UnixStream,
+    reader: BufReader<UnixStream>,
+}
+
+impl RunnerClient {
+    /// Connects to this home's runner, starting one (`exe worker runner`, with the workers' environment `env`) when
+    /// none answers, and introduces the tick.
+    ///
+    /// # Errors
+    /// A one-line reason (the tick's tasks then get `berth worker run` workers).
+    pub(super) fn connect(ctx: &Ctx, exe: &Path, hello: &runner::Hello) -> Result<Self, String> {
+        let path = runner::socket_path(ctx);
+        let conn = match UnixStream::connect(&path) {
+            Ok(c) => c,
+            Err(_) => {
+                start_runner(ctx, exe, &hello.env)?;
+                let deadline = Instant::now() + ANSWER_WAIT;
+                loop {
+                    match UnixStream::connect(&path) {
+                        Ok(c) => break c,
+                        Err(e) if Instant::now() > deadline => return Err(format!("the runner did not listen: {e}")),
+                        // Waiting for a process just started to bind its socket.
+                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            }
+        };
+        conn.set_read_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
+        let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
+        let mut client = Self { conn, reader };
+        client.ask(hello)?;
+        Ok(client)
+    }
+
+    fn ask(&mut self, message: &impl serde::Serialize) -> Result<runner::Answer, String> {
+        let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
+        writeln!(self.conn, "{line}").map_err(|e| format!("the runner is gone: {e}"))?;
+        let mut answer = String::new();
+        self.reader.read_line(&mut answer).map_err(|e| format!("the runner did not answer: {e}"))?;
+        let answer: runner::Answer = serde_json::from_str(&answer).map_err(|e| format!("the runner's answer: {e}"))?;
+        match answer.error {
+            Some(e) => Err(e),
+            None => Ok(answer),
+        }
+    }
+
+    /// Starts a task's worker behind the gate: its pid and start time.
+    ///
+    /// # Errors
+    /// A one-line reason (the task then gets a `berth worker run` worker).
+    pub(super) fn start(&mut self, start: &runner::Start) -> Result<(u32, Option<u64>), String> {
+        let a = self.ask(start)?;
+        a.pid.map(|pid| (pid, a.start)).ok_or_else(|| "the runner gave no pid".to_owned())
+    }
+
+    /// Opens the gate: the tick recorded its workers (`confirmed`: and their runs). Without it (the launcher gone)
+    /// the runner confirms each run itself.
+    pub(super) fn release(mut self, confirmed: bool) {
+        let line = serde_json::to_string(&runner::Release { confirmed }).unwrap_or_default();
+        let _ = writeln!(self.conn, "{line}");
+    }
+}
+
+/// Starts this home's runner, detached (its own process group; it outlives the dispatcher), its output appended to
+/// `<home>/kanban/logs/runner.log`.
+fn start_runner(ctx: &Ctx, exe: &Path, env: &[(String, String)]) -> Result<(), String> {
+    let log = worker::log_path(ctx, "runner");
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["worker", "runner"]).envs(env.iter().map(|(k, v)| (k, v)));
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // Not waited for here: the gateway reaps its exited children, and a one-shot dispatch's runner outlives it.
+    process::spawn_detached(&mut cmd).map(drop).map_err(|e| format!("cannot start the runner: {e}"))
 }

@@ -4,6 +4,7 @@
 pub mod boards;
 mod create;
 pub mod edit;
+mod exit_outcome;
 mod external;
 mod gate;
 pub mod handoff;

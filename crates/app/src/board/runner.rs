@@ -1,7 +1,7 @@
 //! The runner: one long-lived process a home (`berth worker runner`) that runs the commands of
 //! `kanban.worker_exit_outcome` tasks, so such a task costs its command's processes and no berth process of its own.
 //!
-//! A dispatcher's launcher connects at its tick's first such task (starting the runner when none answers), says
+//! A dispatcher's launcher (`launcher.rs: RunnerClient`) connects at its tick's first such task (starting the runner when none answers), says
 //! what the tick's tasks share ([`Hello`]), and asks for each task's start ([`Start`]). The runner starts each
 //! task's *worker* at once: a small `sh` script in the task's folder, its own process group, its output the runner's
 //! pipes, its stdin one end of a socket pair. Its pid and start time are what the run records, as a `berth worker
@@ -47,8 +47,6 @@ use super::log_sink::LogSink;
 
 /// How long a runner with no task and no connection stays.
 const IDLE: Duration = Duration::from_secs(10);
-/// How long a launcher waits for a runner it started to listen, and for any answer.
-const ANSWER_WAIT: Duration = Duration::from_secs(5);
 
 /// The first line on a launcher's connection: what every task of its tick shares.
 #[derive(Serialize, Deserialize)]
@@ -78,8 +76,8 @@ pub(super) struct Start {
 
 /// The last line on a launcher's connection: the tick recorded its workers (and confirmed their runs, or not).
 #[derive(Serialize, Deserialize)]
-struct Release {
-    confirmed: bool,
+pub(super) struct Release {
+    pub confirmed: bool,
 }
 
 /// One message from a launcher: its [`Start`]s, then a [`Release`].
@@ -92,13 +90,13 @@ enum Message {
 
 /// The runner's answer to a [`Hello`] (nothing but a refusal) and to a [`Start`] (the worker's pid and start).
 #[derive(Serialize, Deserialize, Default)]
-struct Answer {
-    pid: Option<u32>,
-    start: Option<u64>,
-    error: Option<String>,
+pub(super) struct Answer {
+    pub pid: Option<u32>,
+    pub start: Option<u64>,
+    pub error: Option<String>,
 }
 
-fn socket_path(ctx: &Ctx) -> PathBuf {
+pub(super) fn socket_path(ctx: &Ctx) -> PathBuf {
     ctx.home.join("kanban").join("sockets").join("runner.sock")
 }
 
@@ -112,92 +110,6 @@ pub(super) fn board_identity(ctx: &Ctx) -> String {
 pub(super) fn wanted(ctx: &Ctx) -> bool {
     let k = &ctx.settings.kanban;
     k.worker_exit_outcome && !k.worker_command.trim().is_empty()
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// The launcher's side.
-// ---------------------------------------------------------------------------------------------------------------
-
-/// A launcher's connection to its home's runner, for one tick.
-pub(super) struct Client {
-    conn: UnixStream,
-    reader: BufReader<UnixStream>,
-}
-
-impl Client {
-    /// Connects to this home's runner, starting one (`exe worker runner`, with the workers' environment `env`) when
-    /// none answers, and introduces the tick.
-    ///
-    /// # Errors
-    /// A one-line reason (the tick's tasks then get `berth worker run` workers).
-    pub(super) fn connect(ctx: &Ctx, exe: &Path, hello: &Hello) -> Result<Self, String> {
-        let path = socket_path(ctx);
-        let conn = match UnixStream::connect(&path) {
-            Ok(c) => c,
-            Err(_) => {
-                start_runner(ctx, exe, &hello.env)?;
-                let deadline = Instant::now() + ANSWER_WAIT;
-                loop {
-                    match UnixStream::connect(&path) {
-                        Ok(c) => break c,
-                        Err(e) if Instant::now() > deadline => return Err(format!("the runner did not listen: {e}")),
-                        // Waiting for a process just started to bind its socket.
-                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                    }
-                }
-            }
-        };
-        conn.set_read_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
-        let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
-        let mut client = Self { conn, reader };
-        client.ask(hello)?;
-        Ok(client)
-    }
-
-    fn ask(&mut self, message: &impl Serialize) -> Result<Answer, String> {
-        let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
-        writeln!(self.conn, "{line}").map_err(|e| format!("the runner is gone: {e}"))?;
-        let mut answer = String::new();
-        self.reader.read_line(&mut answer).map_err(|e| format!("the runner did not answer: {e}"))?;
-        let answer: Answer = serde_json::from_str(&answer).map_err(|e| format!("the runner's answer: {e}"))?;
-        match answer.error {
-            Some(e) => Err(e),
-            None => Ok(answer),
-        }
-    }
-
-    /// Starts a task's worker behind the gate: its pid and start time.
-    ///
-    /// # Errors
-    /// A one-line reason (the task then gets a `berth worker run` worker).
-    pub(super) fn start(&mut self, start: &Start) -> Result<(u32, Option<u64>), String> {
-        let a = self.ask(start)?;
-        a.pid.map(|pid| (pid, a.start)).ok_or_else(|| "the runner gave no pid".to_owned())
-    }
-
-    /// Opens the gate: the tick recorded its workers (`confirmed`: and their runs). Without it (the launcher gone)
-    /// the runner confirms each run itself.
-    pub(super) fn release(mut self, confirmed: bool) {
-        let line = serde_json::to_string(&Release { confirmed }).unwrap_or_default();
-        let _ = writeln!(self.conn, "{line}");
-    }
-}
-
-/// Starts this home's runner, detached (its own process group; it outlives the dispatcher), its output appended to
-/// `<home>/kanban/logs/runner.log`.
-fn start_runner(ctx: &Ctx, exe: &Path, env: &[(String, String)]) -> Result<(), String> {
-    let log = super::worker::log_path(ctx, "runner");
-    let out = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .map_err(|e| format!("cannot open {}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["worker", "runner"]).envs(env.iter().map(|(k, v)| (k, v)));
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-    // Not waited for here: the gateway reaps its exited children, and a one-shot dispatch's runner outlives it.
-    process::spawn_detached(&mut cmd).map(drop).map_err(|e| format!("cannot start the runner: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -605,10 +517,10 @@ impl Shared {
         .is_ok()
     }
 
-    /// Records the command's exit as the run's outcome (`worker::record_exit_on`).
+    /// Records the command's exit as the run's outcome (`exit_outcome::record`).
     fn record(&self, t: &TaskRun, code: &Result<u8, Failure>, last: &str) -> Result<(String, bool), Failure> {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
-        super::worker::record_exit_on(&self.ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
+        super::exit_outcome::record(&self.ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
     }
 }
 
