@@ -60,8 +60,8 @@ struct Peer {
     enqueue_one: f64,
 }
 
-fn peer_run(server: &mut Server, python: &Path, jobs: usize) -> Peer {
-    let url = server.database("berth_bench_peer", None);
+fn peer_run(server: &mut Server, python: &Path, jobs: usize, round: usize) -> Peer {
+    let url = server.database(&format!("berth_bench_peer_{round}"), None);
     let script = workspace().join("tests/benches/figures_parts/peer_pgqueuer.py");
     let out = Command::new(python)
         .arg(script)
@@ -120,11 +120,17 @@ struct Drain {
     /// The whole machine's CPU per task from the gateways' start to the last completion, ms.
     cpu_ms: f64,
     create_rate: f64,
+    /// The drain's homes, removed when the whole run ends (see `bench_drain`).
+    _homes: Vec<tempfile::TempDir>,
 }
 
 /// `n` trivial tasks created in one `kanban create --from`, then drained by `gateways` gateways.
-fn drain_run(server: &mut Server, gateways: usize, n: usize, ending: Ending) -> Drain {
-    let url = server.database(&format!("berth_bench_drain_{gateways}"), None);
+fn drain_run(server: &mut Server, gateways: usize, n: usize, ending: Ending, round: usize) -> Drain {
+    let ended = match ending {
+        Ending::Exit => "exit",
+        Ending::Complete => "complete",
+    };
+    let url = server.database(&format!("berth_bench_drain_{gateways}_{ended}_{round}"), None);
     let homes: Vec<tempfile::TempDir> = (0..gateways).map(|_| tempfile::tempdir().unwrap()).collect();
     for h in &homes {
         std::fs::create_dir_all(h.path().join("profiles").join("drain")).unwrap();
@@ -181,7 +187,7 @@ fn drain_run(server: &mut Server, gateways: usize, n: usize, ending: Ending) -> 
         .unwrap();
     let (first, last, runs, slot_ms): (i64, i64, i64, f64) = (row.get(0), row.get(1), row.get(2), row.get(3));
     assert_eq!(runs, n as i64, "every task ran once");
-    Drain { rate: n as f64 * 1000.0 / (last - first).max(1) as f64, slot_ms, cpu_ms, create_rate }
+    Drain { rate: n as f64 * 1000.0 / (last - first).max(1) as f64, slot_ms, cpu_ms, create_rate, _homes: homes }
 }
 
 /// The whole machine's busy CPU time so far, seconds: every state of `/proc/stat`'s `cpu` line but idle and iowait
@@ -234,14 +240,17 @@ pub fn bench_drain(quick: bool) -> Vec<Figure> {
     let setups = [(1, Ending::Exit), (2, Ending::Exit), (3, Ending::Exit), (1, Ending::Complete)];
     let mut berth: Vec<Vec<Drain>> = setups.iter().map(|_| Vec::new()).collect();
     let mut peers = Vec::new();
-    // Alternating, so a busy moment of the machine falls on both sides.
+    // Alternating, so a busy moment of the machine falls on both sides. Nothing is removed between drains (each has
+    // its own database and homes, removed when the run ends): on a filesystem without a journal, ext4 checks every
+    // new inode against those freed in the last seconds, so removing a drain's thousands of files and its database
+    // right before the next drain made that drain's every new file cost a scan, a cost of the bench's own cleanup.
     for rep in 0..reps {
         for ((g, ending), runs) in setups.iter().zip(&mut berth) {
             eprintln!("bench: drain {n} tasks, {g} gateway(s), round {}", rep + 1);
-            runs.push(drain_run(&mut server, *g, n, *ending));
+            runs.push(drain_run(&mut server, *g, n, *ending, rep));
         }
         eprintln!("bench: peer drain {n} jobs, round {}", rep + 1);
-        peers.push(peer_run(&mut server, &python, n));
+        peers.push(peer_run(&mut server, &python, n, rep));
     }
     let mut peer_drain: Vec<f64> = peers.iter().map(|p| p.drain).collect();
     let peer_rate = median(&mut peer_drain);
