@@ -74,7 +74,7 @@ impl<'a> ProcessLauncher<'a> {
             task: claimed.task_id.clone(),
             run: claimed.run_id,
             log: worker::log_path(ctx, &claimed.task_id),
-            workdir: worker::workdir(ctx, &claimed.task_id, &assignee).ok()?,
+            workdir: worker::workdir(ctx, env, &claimed.task_id, &assignee).ok()?,
             env: worker::task_vars(board, claimed, &assignee),
             board: board.as_str().to_owned(),
             assignee,

@@ -57,15 +57,14 @@ pub(super) fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 
 /// A worker's working directory (the worker creates it): its task's own sandbox folder
 /// (`<sandbox_dir>/docker/…/workspace`), never the home, so `terminal.docker_mount_cwd_to_workspace` gives the
-/// sandbox only what it has anyway.
-pub(super) fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, String> {
-    let dir = ctx.settings.terminal.sandbox_dir.clone();
-    crate::sandbox::mounts::check_sandbox_dir(&ctx.home, &dir)?;
+/// sandbox only what it has anyway. `terminal.sandbox_dir` was checked once for the dispatch ([`WorkerEnv`]).
+pub(super) fn workdir(ctx: &Ctx, env: &WorkerEnv, task: &str, assignee: &str) -> Result<PathBuf, String> {
+    env.sandbox_dir.clone()?;
     // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
     let identity = sandbox::identity_of(ctx, t, p);
-    Ok(PathBuf::from(identity.host_dir(&dir)).join("workspace"))
+    Ok(PathBuf::from(identity.host_dir(&ctx.settings.terminal.sandbox_dir)).join("workspace"))
 }
 
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
@@ -80,7 +79,7 @@ pub(super) fn workdir(ctx: &Ctx, task: &str, assignee: &str) -> Result<PathBuf, 
 pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> Result<Spawned, String> {
     let assignee = task.assignee.clone().ok_or("the task has no assignee")?;
     let log = log_path(ctx, &task.task_id);
-    let dir = workdir(ctx, &task.task_id, &assignee)?;
+    let dir = workdir(ctx, env, &task.task_id, &assignee)?;
     // Always `berth worker run`, even for a `kanban.worker_command`: it confirms the run first and then replaces
     // itself with that command (same pid, same start time), so every worker confirms its own run.
     let mut cmd = Command::new(&env.exe);
@@ -129,6 +128,8 @@ pub struct WorkerEnv {
     pub(super) vars: Vec<(String, String)>,
     /// The read end of the launcher's gate: each worker's stdin, at end of file once the tick recorded them all.
     gate: std::io::PipeReader,
+    /// `terminal.sandbox_dir` checked (it holds no home, is inside no other): once a dispatch, not once a task.
+    sandbox_dir: Result<(), String>,
 }
 
 impl WorkerEnv {
@@ -153,7 +154,8 @@ impl WorkerEnv {
             vars.push(("BERTH_KANBAN_DB".into(), db.clone()));
             vars.push(("HERMES_KANBAN_DB".into(), db));
         }
-        Ok(Self { exe, vars, gate })
+        let sandbox_dir = crate::sandbox::mounts::check_sandbox_dir(&ctx.home, &ctx.settings.terminal.sandbox_dir);
+        Ok(Self { exe, vars, gate, sandbox_dir })
     }
 }
 
