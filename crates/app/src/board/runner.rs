@@ -1,16 +1,16 @@
 //! The runner: one long-lived process a home (`berth worker runner`) that runs the commands of
 //! `kanban.worker_exit_outcome` tasks, so such a task costs its command's processes and no berth process of its own.
 //!
-//! A dispatcher's launcher (`launcher.rs: RunnerClient`) connects at its tick's first such task (starting the runner when none answers), says
-//! what the tick's tasks share ([`Hello`]), and asks for each task's start ([`Start`]). The runner starts each
-//! task's *worker* at once: a small `sh` script in the task's folder, its own process group, its output the runner's
+//! A dispatcher's launcher (`launcher.rs: RunnerClient`) connects at its tick's first such task (starting the runner
+//! when none answers), says what the tick's tasks share ([`Hello`]), and asks for each task's start ([`Start`]). The
+//! runner starts each task's *worker* at once: a small `sh` script in its own process group, its output the runner's
 //! pipes, its stdin one end of a socket pair. Its pid and start time are what the run records, as a `berth worker
 //! run`'s are. The script waits at the gate (a line on the socket) until the tick recorded its workers; then the
 //! runner says `go` (or, when the tick did not confirm the run promptly, confirms it itself on the board first and
-//! says nothing when that fails: the script ends and nothing ran). The script runs the command with stdin from
-//! `/dev/null`, closes its own output, reports `exit N` on the socket and waits for the runner's `ok`: it stays
-//! alive, and its task's run looks alive to every tick, until the runner recorded the outcome (on the runner's one
-//! kept connection to the board, guarded by the run). So:
+//! says nothing when that fails: the script ends and nothing ran). The script enters the task's folder, runs the
+//! command with stdin from `/dev/null`, closes its own output, reports `exit N` on the socket and waits for the
+//! runner's `ok`: it stays alive, and its task's run looks alive to every tick, until the runner recorded the
+//! outcome (on the runner's one kept connection to the board, guarded by the run). So:
 //! - a gateway or dispatcher killed at any moment loses no outcome (the runner is not its child in any way that
 //!   matters: it records on its own connection);
 //! - a runner killed is the kill of every task's worker it held: each script sees its socket close and ends, and the
@@ -111,10 +111,6 @@ pub(super) fn wanted(ctx: &Ctx) -> bool {
     let k = &ctx.settings.kanban;
     k.worker_exit_outcome && !k.worker_command.trim().is_empty()
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// The runner's side.
-// ---------------------------------------------------------------------------------------------------------------
 
 /// What the runner's threads share.
 struct Shared {
