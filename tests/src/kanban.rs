@@ -397,6 +397,49 @@ fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() 
     wait_until("the idle runner leaving", Duration::from_secs(30), || runner().is_none());
 }
 
+/// A busy runner serves each dispatch with that dispatch's settings and environment, not those it started with: a
+/// variable changed since reaches the command, a secret forwarded since is masked in the log and the result; and
+/// its own lines start below a command's last line that has no newline (where `kanban logs --run` finds them).
+#[test]
+fn a_busy_runner_gives_each_dispatch_its_own_settings_and_environment() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let dir = home.path().display().to_string();
+    let command = format!(
+        "sh -c 'printf \"v=%s tok=%s\" \"$MYVAR\" \"$TOK\"; while [ ! -e {dir}/go-$0 ]; do sleep 0.05; done' {{task_id}}"
+    );
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    home.ok(&["config", "set", "kanban.worker_command", &command]);
+    let dispatch = |vars: &[(&str, &str)], extra: &[&str]| {
+        let mut cmd = home.cmd();
+        cmd.env_remove("TOK");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.args(extra).args(["kanban", "dispatch"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    // The first dispatch starts the runner and keeps it busy.
+    let a = create(&home, &["a", "--assignee", "alpha"]);
+    dispatch(&[("MYVAR", "one")], &[]);
+    let log = |id: &str| std::fs::read_to_string(home.path().join(format!("kanban/logs/{id}.log"))).unwrap_or_default();
+    wait_until("a's command running", Duration::from_secs(30), || log(&a).contains("v=one"));
+    let runner = crate::support::runner_of(&home).expect("a runner");
+    let b = create(&home, &["b", "--assignee", "alpha"]);
+    dispatch(&[("MYVAR", "two"), ("TOK", "hunter2-secret")], &["-c", "terminal.docker_forward_env=[\"TOK\"]"]);
+    for id in [&a, &b] {
+        std::fs::write(home.path().join(format!("go-{id}")), "").unwrap();
+        wait_until("the task done", Duration::from_secs(30), || status(&home, id) == "done");
+    }
+    assert_eq!(crate::support::runner_of(&home), Some(runner), "one runner served both dispatches");
+    let v = home.json(&["kanban", "show", &b]);
+    assert_eq!(v["task"]["result"], "v=two tok=***", "{v}");
+    let text = log(&b);
+    assert!(!text.contains("hunter2") && text.contains("v=two tok=***\n[berth worker "), "{text}");
+    let run = home.ok(&["kanban", "logs", &b, "--run", "1"]);
+    assert!(run.contains("v=two tok=***"), "{run}");
+}
+
 #[test]
 fn spawn_failures_count_toward_the_failure_limit() {
     spawn_failures_count_toward_the_failure_limit_on(Home::new());

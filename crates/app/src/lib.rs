@@ -142,14 +142,9 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         }
         _ => None,
     };
-    // Before anything can log a request carrying them (bollard logs exec bodies at debug level).
-    let forwarded = &ctx.settings.terminal.docker_forward_env;
-    // The board server's password too: the URL travels in workers' environments and may reach a debug log.
-    // Every text of it: as the client decodes it and as written in the URL (percent-encoded, `config ls`).
-    let board_password = ctx.database_url().map(kanban_postgres::url_secrets).unwrap_or_default();
-    redact::set_secrets(
-        forwarded.iter().filter_map(|name| ctx.env.get(name)).chain(board_password.iter().map(String::as_str)),
-    );
+    // Before anything can log a request carrying them (bollard logs exec bodies at debug level); the board server's
+    // password too: the URL travels in workers' environments and may reach a debug log.
+    redact::set_secrets(redact::secrets_of(&ctx).iter().map(String::as_str));
     // A setting that may not fall back (a cap that is not a number) stops every command but `config`, which fixes it.
     for refusal in &ctx.resolved.refused {
         if !matches!(cli.command, Command::Config(_)) {

@@ -62,7 +62,8 @@ impl<'a> ProcessLauncher<'a> {
             let hello = runner::Hello {
                 board: runner::board_identity(ctx),
                 template: ctx.settings.kanban.worker_command.clone(),
-                env: env.vars.clone(),
+                // What a `berth worker run` of this dispatch would inherit: this process's environment, the settings.
+                env: ctx.env.0.clone().into_iter().chain(env.vars.iter().cloned()).collect(),
                 failure_limit: self.failure_limit.unwrap_or_else(|| ctx.settings.kanban.failure_limit.get()),
             };
             RunnerClient::connect(ctx, &env.exe, &hello).inspect_err(|e| {

@@ -66,6 +66,11 @@ impl LogSink {
         Self { log: Some((log, cap)), file, ..Self::default() }
     }
 
+    /// The log file a [`LogSink::to_file`] sink writes (for the runner's own lines about the run).
+    pub(crate) fn file(&mut self) -> &mut Option<std::fs::File> {
+        &mut self.file
+    }
+
     /// Writes what the redactors still hold back (the command ended) and sets the result line.
     pub(crate) fn finish(&mut self) {
         for stream in [OutputStream::Stdout, OutputStream::Stderr] {

@@ -55,7 +55,10 @@ pub(super) struct Hello {
     pub board: String,
     /// `kanban.worker_command`, rendered for each task.
     pub template: String,
-    /// The dispatch's worker environment (every resolved setting, the home, the board).
+    /// The environment a `berth worker run` of this dispatch would have: the dispatcher's own with every resolved
+    /// setting, the home and the board over it. The runner takes its tasks' settings (masking, caps, patience) and
+    /// their commands' environment from it, never from its own start: a changed setting or variable reaches the
+    /// next dispatch's tasks.
     pub env: Vec<(String, String)>,
     /// The failure limit the outcomes are recorded through.
     pub failure_limit: u32,
@@ -114,7 +117,6 @@ pub(super) fn wanted(ctx: &Ctx) -> bool {
 
 /// What the runner's threads share.
 struct Shared {
-    ctx: Ctx,
     board: String,
     /// The runner's one connection to the board: confirmations and outcomes, one at a time.
     store: Mutex<Option<Board>>,
@@ -175,11 +177,17 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
     let _ = std::fs::remove_file(&path);
     let listener =
         UnixListener::bind(&path).map_err(|e| Failure::other(format!("cannot listen at {}: {e}", path.display())))?;
+    // Each task holds a few descriptors (its log, pipes, gate, socket): as many as the hard limit allows.
+    if let Ok(l) = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum.ok_or(()) {
+        let _ = rustix::process::setrlimit(
+            rustix::process::Resource::Nofile,
+            rustix::process::Rlimit { current: Some(l), maximum: Some(l) },
+        );
+    }
     // Its environment holds the board's URL: not readable by its commands through /proc.
     let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     tracing::info!("runner: serving {} as pid {}", path.display(), std::process::id());
     let shared = Arc::new(Shared {
-        ctx: ctx.clone(),
         board: board_identity(ctx),
         store: Mutex::new(None),
         busy: AtomicUsize::new(0),
@@ -230,19 +238,30 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
         answer(&mut conn, &Answer { error: Some(error), ..Answer::default() });
         return;
     }
+    // The dispatch's settings, as its `berth worker run` would resolve them from the same environment.
+    let env = config_bridge::EnvMap(hello.env.iter().cloned().collect());
+    let ctx = match Ctx::resolve(env, None, None, &[], false, false) {
+        Ok(c) => Arc::new(c),
+        Err(f) => {
+            answer(&mut conn, &Answer { error: Some(f.message), ..Answer::default() });
+            return;
+        }
+    };
+    // Its forwarded secrets are masked in its tasks' logs and results (and stay masked: a value once a secret is one).
+    crate::edge::redact::add_secrets(&crate::edge::redact::secrets_of(&ctx));
+    // Every task's environment but the variables naming its run, made once (on a PostgreSQL board without the
+    // board's password: `handoff.rs`).
+    let base = base_env(&ctx, &hello.env);
     if !answer(&mut conn, &Answer::default()) {
         return;
     }
-    // Every task's environment but the variables naming its run, made once: the runner's own with the dispatch's over
-    // it (on a PostgreSQL board without the board's password: `handoff.rs`).
-    let base = base_env(&shared.ctx, &hello.env);
     let mut gates: Vec<Sender<bool>> = Vec::new();
     let confirmed = loop {
         let Some(Ok(line)) = lines.next() else { break false };
         match serde_json::from_str::<Message>(&line) {
             Ok(Message::Release(r)) => break r.confirmed,
             Ok(Message::Start(s)) => {
-                let a = match start_task(shared, &hello, &base, s) {
+                let a = match start_task(shared, &ctx, &hello, &base, s) {
                     Ok((pid, start, gate)) => {
                         gates.push(gate);
                         Answer { pid: Some(pid), start, error: None }
@@ -289,7 +308,7 @@ fn script(command: &WorkerCommand, workdir: &Path) -> String {
 /// runs in a subshell, so the script still reports its exit).
 const SHELL_ITSELF: &[&str] = &[
     "exit", "exec", "return", "eval", "set", "trap", "shift", "break", "continue", "unset", "readonly", "export", ".",
-    "cd", "read", "wait", "umask", "alias", "unalias", "local", "command", "builtin",
+    "cd", "read", "wait", "umask", "ulimit", "alias", "unalias", "local", "command", "builtin",
 ];
 
 /// A task the runner started: what its thread needs.
@@ -308,6 +327,8 @@ struct TaskRun {
 /// command's socket.
 struct Worker {
     run: TaskRun,
+    /// The dispatch's settings (its `Hello`).
+    ctx: Arc<Ctx>,
     child: Child,
     gate: UnixStream,
     opened: Receiver<bool>,
@@ -317,8 +338,8 @@ struct Worker {
 
 /// Starts a task's worker behind its gate and the thread that sees it through.
 fn base_env(ctx: &Ctx, dispatch: &[(String, String)]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
-    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> = std::env::vars_os().collect();
-    env.extend(dispatch.iter().map(|(k, v)| (k.into(), v.into())));
+    let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
+        dispatch.iter().map(|(k, v)| (k.into(), v.into())).collect();
     if let Some(url) = ctx.database_url() {
         // No variable holding the board's password, the dispatch's included.
         let secrets = kanban_postgres::url_secrets(url);
@@ -335,13 +356,13 @@ fn base_env(ctx: &Ctx, dispatch: &[(String, String)]) -> Vec<(std::ffi::OsString
 
 fn start_task(
     shared: &Arc<Shared>,
+    ctx: &Arc<Ctx>,
     hello: &Hello,
     base: &[(std::ffi::OsString, std::ffi::OsString)],
     s: Start,
 ) -> Result<(u32, Option<u64>, Sender<bool>), String> {
     // Only the spawn is on the launcher's clock: the log and the working directory are made by the task's thread
     // while the tick goes on (the script enters the directory behind the gate).
-    let ctx = &shared.ctx;
     let command = WorkerCommand::of(&hello.template, &s.task, &s.assignee, &s.board);
     let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
     // On a PostgreSQL board the command's own `kanban complete|block|heartbeat` reach the board through the runner.
@@ -366,7 +387,7 @@ fn start_task(
         started: Instant::now(),
         start,
     };
-    let w = Worker { run, child, gate: ours, opened, server, _busy: Busy::new(shared) };
+    let w = Worker { run, ctx: Arc::clone(ctx), child, gate: ours, opened, server, _busy: Busy::new(shared) };
     let shared = Arc::clone(shared);
     std::thread::spawn(move || run_task(&shared, w));
     Ok((pid, start, gate))
@@ -377,7 +398,7 @@ fn start_task(
 fn set_up(ctx: &Ctx, t: &TaskRun) -> (Option<std::fs::File>, Result<(), String>) {
     let k = &ctx.settings.kanban;
     super::worker::rotate(&t.log, k.worker_log_rotate_bytes, k.worker_log_backup_count.get());
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(&t.log);
+    let log = std::fs::OpenOptions::new().create(true).append(true).read(true).open(&t.log);
     let dir = crate::edge::private_files::ensure_dir(&t.workdir)
         .map_err(|e| format!("cannot enter the working directory {}: {e}", t.workdir.display()));
     match log {
@@ -423,20 +444,32 @@ fn pump(child: &mut Child, sink: &mut LogSink) {
 /// `confirmed run` line): time-stamped, masked.
 fn say(log: &mut Option<std::fs::File>, text: &str) {
     let Some(log) = log else { return };
+    if !ends_a_line(log) {
+        let _ = writeln!(log);
+    }
     let _ = writeln!(log, "[berth worker {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
+}
+
+/// Whether the log (opened for reading too) is empty or ends with a newline (a command's last line may not: the
+/// runner's line goes below it, where `kanban logs --run` finds it).
+fn ends_a_line(log: &std::fs::File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let len = log.metadata().map_or(0, |m| m.len());
+    let mut last = [b'\n'];
+    len == 0 || log.read_at(&mut last, len - 1).is_err() || last[0] == b'\n'
 }
 
 /// Sees one task through: the gate, the command's output into its log, its exit recorded, the worker let go.
 fn run_task(shared: &Arc<Shared>, w: Worker) {
-    let ctx = &shared.ctx;
-    let Worker { run: t, mut child, mut gate, opened, server, _busy } = w;
+    let Worker { run: t, ctx, mut child, mut gate, opened, server, _busy } = w;
+    let ctx = &*ctx;
     let pid = child.id();
     let (mut log, setup) = set_up(ctx, &t);
     let confirmed = opened.recv().unwrap_or(false);
     // The dispatcher's confirmation holds without asking the board when it came promptly (`worker::Gate`).
     let k = &ctx.settings.kanban;
     let window = k.host_timeout_seconds.duration().min(k.claim_ttl_seconds.duration()) / 3;
-    let go = (confirmed && t.started.elapsed() < window) || shared.confirm(&t, pid);
+    let go = (confirmed && t.started.elapsed() < window) || shared.confirm(ctx, &t, pid);
     if !go {
         say(&mut log, &format!("run {} of {} was not confirmed: its command did not start", t.run, t.task));
         drop(gate);
@@ -447,14 +480,13 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
     // A worker that cannot set up fails its run with the reason, where `kanban show` gives it; nothing runs.
     if let Err(reason) = setup {
         say(&mut log, &reason);
-        let _ = shared.record(&t, &Err(Failure::other(reason)), "");
+        let _ = shared.record(ctx, &t, &Err(Failure::other(reason)), "");
         drop(gate);
         let _ = child.wait();
         return;
     }
     let _ = gate.write_all(b"go\n");
-    // (A log that cannot be written twice, out of descriptors, leaves the output to the runner's own log.)
-    let mut sink = LogSink::to_file(ctx, log.as_ref().and_then(|f| f.try_clone().ok()), t.log.clone());
+    let mut sink = LogSink::to_file(ctx, log.take(), t.log.clone());
     std::thread::scope(|s| {
         // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
         if let Some(server) = &server {
@@ -478,15 +510,15 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
         None => match child.wait().ok().and_then(|s| s.code()) {
             Some(code) => u8::try_from(code).unwrap_or(1),
             None => {
-                say(&mut log, "the worker was killed before it reported the command's exit");
+                say(sink.file(), "the worker was killed before it reported the command's exit");
                 return;
             }
         },
     };
-    let recorded = shared.record(&t, &Ok(code), &sink.last_line);
+    let recorded = shared.record(ctx, &t, &Ok(code), &sink.last_line);
     match &recorded {
-        Ok((said, _)) => say(&mut log, said),
-        Err(f) => say(&mut log, &format!("the outcome could not be recorded: {}", f.message)),
+        Ok((said, _)) => say(sink.file(), said),
+        Err(f) => say(sink.file(), &format!("the outcome could not be recorded: {}", f.message)),
     }
     let _ = gate.write_all(b"ok\n");
     let _ = child.wait();
@@ -498,8 +530,7 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
 
 impl Shared {
     /// Confirms the run for its worker `pid` on the board (compare-and-swap: still claimed, not yet confirmed).
-    fn confirm(&self, t: &TaskRun, pid: u32) -> bool {
-        let ctx = &self.ctx;
+    fn confirm(&self, ctx: &Ctx, t: &TaskRun, pid: u32) -> bool {
         let host = ctx.host_id();
         let start = t.start.or_else(|| domain::ports::ProcessProbe::start_fingerprint(&ProcProbe, pid));
         let c = Confirmation { task: &t.task, run_id: t.run, pid, start, host: &host };
@@ -514,9 +545,15 @@ impl Shared {
     }
 
     /// Records the command's exit as the run's outcome (`exit_outcome::record`).
-    fn record(&self, t: &TaskRun, code: &Result<u8, Failure>, last: &str) -> Result<(String, bool), Failure> {
+    fn record(
+        &self,
+        ctx: &Ctx,
+        t: &TaskRun,
+        code: &Result<u8, Failure>,
+        last: &str,
+    ) -> Result<(String, bool), Failure> {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
-        super::exit_outcome::record(&self.ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
+        super::exit_outcome::record(ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
     }
 }
 

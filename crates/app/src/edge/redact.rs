@@ -16,6 +16,21 @@ static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 /// What replaces a secret in a log line.
 pub const MASK: &str = "***";
 
+/// The secret values a context's processes must not log: its forwarded variables' values
+/// (`terminal.docker_forward_env`) and the board server's password, every text of it (as the client decodes it and
+/// as written in the URL, percent-encoded).
+pub fn secrets_of(ctx: &crate::edge::context::Ctx) -> Vec<String> {
+    let forwarded = &ctx.settings.terminal.docker_forward_env;
+    let board_password = ctx.database_url().map(kanban_postgres::url_secrets).unwrap_or_default();
+    forwarded.iter().filter_map(|name| ctx.env.get(name)).map(str::to_owned).chain(board_password).collect()
+}
+
+/// Adds `values` to the secrets already registered (a long-lived process serving several dispatches).
+pub fn add_secrets(values: &[String]) {
+    let known: Vec<String> = SECRETS.read().map(|s| s.clone()).unwrap_or_default();
+    set_secrets(known.iter().chain(values).map(String::as_str));
+}
+
 /// Registers the values to hide: each as it is, and as it appears inside a JSON string (a logged request body).
 pub fn set_secrets<'a>(values: impl IntoIterator<Item = &'a str>) {
     let mut all: Vec<String> = Vec::new();
