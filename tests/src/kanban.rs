@@ -342,6 +342,17 @@ fn with_worker_exit_outcome_a_commands_exit_status_is_its_tasks_outcome() {
     assert_eq!((&v["task"]["status"], &runs(&v)[0]["outcome"]), (&"blocked".into(), &"crashed".into()), "{v}");
 }
 
+/// A home with profile `alpha` whose tasks run under the runner: `kanban.worker_exit_outcome` on, the worker command
+/// made from the home's path; the home and that path.
+fn runner_home(command: impl FnOnce(&str) -> String) -> (Home, String) {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    let dir = home.path().display().to_string();
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    home.ok(&["config", "set", "kanban.worker_command", &command(&dir)]);
+    (home, dir)
+}
+
 /// The home's runner (`berth worker runner`) runs `kanban.worker_exit_outcome` commands without a berth process per
 /// task. It outlives a killed gateway and records what finishes meanwhile (nothing runs twice); a runner killed is
 /// the kill of every task's worker it held: such a task's run crashes and runs again; a runner with nothing to do
@@ -349,15 +360,12 @@ fn with_worker_exit_outcome_a_commands_exit_status_is_its_tasks_outcome() {
 #[test]
 fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() {
     use rustix::process::Signal;
-    let home = Home::new();
-    profiles(&home, &["alpha"]);
-    let dir = home.path().display().to_string();
     // Each execution counts itself, then waits for its go file, then prints its result line.
-    let command = format!(
-        "sh -c 'echo x >> {dir}/count-$0; while [ ! -e {dir}/go-$0 ]; do sleep 0.05; done; echo done-$0' {{task_id}}"
-    );
-    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
-    home.ok(&["config", "set", "kanban.worker_command", &command]);
+    let (home, dir) = runner_home(|dir| {
+        format!(
+            "sh -c 'echo x >> {dir}/count-$0; while [ ! -e {dir}/go-$0 ]; do sleep 0.05; done; echo done-$0' {{task_id}}"
+        )
+    });
     let (a, b) = (create(&home, &["a", "--assignee", "alpha"]), create(&home, &["b", "--assignee", "alpha"]));
     let count = |id: &str| std::fs::read_to_string(format!("{dir}/count-{id}")).map_or(0, |s| s.lines().count());
     let go = |id: &str| std::fs::write(format!("{dir}/go-{id}"), "").unwrap();
@@ -402,14 +410,11 @@ fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() 
 /// its own lines start below a command's last line that has no newline (where `kanban logs --run` finds them).
 #[test]
 fn a_busy_runner_gives_each_dispatch_its_own_settings_and_environment() {
-    let home = Home::new();
-    profiles(&home, &["alpha"]);
-    let dir = home.path().display().to_string();
-    let command = format!(
-        "sh -c 'printf \"v=%s tok=%s\" \"$MYVAR\" \"$TOK\"; while [ ! -e {dir}/go-$0 ]; do sleep 0.05; done' {{task_id}}"
-    );
-    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
-    home.ok(&["config", "set", "kanban.worker_command", &command]);
+    let (home, _) = runner_home(|dir| {
+        format!(
+            "sh -c 'printf \"v=%s tok=%s\" \"$MYVAR\" \"$TOK\"; while [ ! -e {dir}/go-$0 ]; do sleep 0.05; done' {{task_id}}"
+        )
+    });
     let dispatch = |vars: &[(&str, &str)], extra: &[&str]| {
         let mut cmd = home.cmd();
         cmd.env_remove("TOK");

@@ -100,7 +100,7 @@ pub(super) fn run(
 }
 
 /// Copies `pipe` into `sink` as `stream` until it ends.
-pub(super) fn pump(mut pipe: Box<dyn Read + Send>, stream: OutputStream, sink: &Mutex<&mut (dyn OutputSink + Send)>) {
+fn pump(mut pipe: Box<dyn Read + Send>, stream: OutputStream, sink: &Mutex<&mut (dyn OutputSink + Send)>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         match pipe.read(&mut buf) {
