@@ -514,8 +514,12 @@ fn gateway_log_lines_name_their_tasks_and_are_json_lines_with_json() {
         let v = home.json(&["kanban", "show", &id]);
         if v["task"]["status"] == "blocked" { Ok(()) } else { Err(v) }
     });
-    // The line about the block comes from the tick that blocks it, or the worker's end, just after (asserted below).
-    let _ = poll(Duration::from_secs(10), || gateway.stderr().contains("blocked"));
+    // The lines about the worker's end and the block come from the gateway's reaping of the worker, just after
+    // (asserted below; a bare "blocked" would match the tick summary's `auto_blocked=0`).
+    let _ = poll(Duration::from_secs(10), || {
+        let err = gateway.stderr();
+        err.contains(&format!("task {id} blocked")) && err.contains("failed (exit 1)")
+    });
     let (code, _, err) = gateway.stop();
     assert_eq!(code, Some(0), "{err}");
     let lines: Vec<serde_json::Value> =
