@@ -367,7 +367,9 @@ fn start_task(
     let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
     // On a PostgreSQL board the command's own `kanban complete|block|heartbeat` reach the board through the runner.
     let server = super::handoff::Server::open(ctx);
-    let mut cmd = Command::new("sh");
+    // A path, not a name looked up in the command's own PATH: only so does the spawn take `posix_spawn` (the
+    // kernel's vfork, no copy of the runner's page tables) instead of a fork of the whole runner.
+    let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(script(&command, &s.workdir));
     cmd.env_clear().envs(base.iter().map(|(k, v)| (k, v))).envs(s.env.iter().map(|(k, v)| (k, v)));
     if let Some(server) = &server {
