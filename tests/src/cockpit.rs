@@ -501,6 +501,8 @@ fn gateway_status_text_shows_what_json_has() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("running:      no: stopped") && text.contains("dispatching:  no"), "{text}");
     assert!(text.contains(&format!("stopped at:   {}", v["stopped_at"].as_str().unwrap())), "{text}");
+    // No `kanban.worker_exit_outcome` task ran here: no runner serves the home.
+    assert!(text.contains("runner:       no") && v["runner_pid"].is_null(), "{text}\n{v}");
 }
 
 /// The gateway's log names the task of each line about one: a worker started, its failed run, the task blocked by

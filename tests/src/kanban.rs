@@ -373,6 +373,8 @@ fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() 
     let gw = crate::support::Gateway::start(&home, &[]);
     wait_until("both commands running", Duration::from_secs(30), || count(&a) == 1 && count(&b) == 1);
     let first = runner().expect("a runner serves the home");
+    let st = home.gateway_status();
+    assert_eq!(st["runner_pid"], first, "gateway status names the runner: {st}");
     // No berth process a task: each run's worker is the runner's child (its script), not a `berth worker run`.
     for id in [&a, &b] {
         let pid = home.json(&["kanban", "show", id])["task"]["worker_pid"].as_i64().unwrap();
@@ -403,6 +405,8 @@ fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() 
     // Nothing left to do: the runner leaves (after 10 s idle).
     drop(gw);
     wait_until("the idle runner leaving", Duration::from_secs(30), || runner().is_none());
+    let st = home.gateway_status();
+    assert!(st["runner_pid"].is_null(), "no runner serves the home: {st}");
 }
 
 /// A busy runner serves each dispatch with that dispatch's settings and environment, not those it started with: a

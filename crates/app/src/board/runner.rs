@@ -109,6 +109,16 @@ pub(super) fn board_identity(ctx: &Ctx) -> String {
         .unwrap_or_else(|| domain::sha256::hex_digest(ctx.db_path().display().to_string().as_bytes()))
 }
 
+/// The pid of the home's runner while one serves it (it holds `kanban/runner.lock`, which names it).
+pub fn serving(home: &Path) -> Option<u32> {
+    let lock = std::fs::File::open(home.join("kanban").join("runner.lock")).ok()?;
+    if process::try_lock(&lock) {
+        process::unlock(&lock);
+        return None;
+    }
+    std::fs::read_to_string(home.join("kanban").join("runner.lock")).ok()?.trim().parse().ok()
+}
+
 /// Whether `kanban.worker_exit_outcome` tasks of this context go to the runner.
 pub(super) fn wanted(ctx: &Ctx) -> bool {
     let k = &ctx.settings.kanban;
@@ -166,6 +176,8 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
         }
         std::thread::sleep(Duration::from_millis(10)); // the leaving runner's exit, not synchronisation
     }
+    // The lock names its holder (`gateway status` shows the runner).
+    let _ = lock.set_len(0).and_then(|()| (&lock).write_all(format!("{}\n", std::process::id()).as_bytes()));
     let path = socket_path(ctx);
     if let Some(dir) = path.parent() {
         use std::os::unix::fs::PermissionsExt;

@@ -488,5 +488,5 @@ pub fn status(ctx: &Ctx) -> Result<u8, Failure> {
 
 /// What `gateway status --json` prints.
 pub fn status_view(ctx: &Ctx) -> GatewayStatus {
-    GatewayStatus::of(lock_held(&ctx.home), read_state(&ctx.home))
+    GatewayStatus::of(lock_held(&ctx.home), read_state(&ctx.home), crate::board::runner::serving(&ctx.home))
 }

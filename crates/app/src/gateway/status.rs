@@ -72,11 +72,14 @@ pub struct GatewayStatus {
     pub last_tick: Option<LastTick>,
     /// When it stopped (`null` while it runs).
     pub stopped_at: Option<String>,
+    /// The pid of the home's runner (`board/runner.rs`), which holds `kanban.worker_exit_outcome` commands and
+    /// outlives the gateway; `null` when none serves the home.
+    pub runner_pid: Option<u32>,
 }
 
 impl GatewayStatus {
     /// The status of a home whose lock is held (`running`) or not, from the state its gateway last wrote.
-    pub fn of(running: bool, state: Option<GatewayState>) -> Self {
+    pub fn of(running: bool, state: Option<GatewayState>, runner_pid: Option<u32>) -> Self {
         let s = state.unwrap_or_default();
         Self {
             running,
@@ -88,6 +91,7 @@ impl GatewayStatus {
             ticks: s.ticks,
             last_tick: s.last_tick,
             stopped_at: if running { None } else { s.stopped_at },
+            runner_pid,
         }
     }
 }
@@ -131,4 +135,6 @@ pub fn print_text(v: &GatewayStatus) {
     if !v.running {
         output::line(&format!("stopped at:   {}", shown(&v.stopped_at)));
     }
+    let runner = v.runner_pid.map_or_else(|| "no".to_owned(), |pid| format!("yes (pid {pid})"));
+    output::line(&format!("runner:       {runner}"));
 }
