@@ -486,6 +486,51 @@ fn a_runner_task_that_cannot_set_up_fails_its_run_with_the_reason() {
     ]);
 }
 
+/// Something other than a file at the runner's lock (a FIFO, whose open would wait for a writer) is an error to the
+/// runner, which then does not start (the task falls back to `berth worker run` and is done), and no runner to
+/// `gateway status`, which answers at once.
+#[test]
+fn a_runner_lock_that_is_not_a_file_hangs_nothing() {
+    let (home, _) = runner_home(|_| "true".to_owned());
+    std::fs::create_dir_all(home.path().join("kanban")).unwrap();
+    let fifo = home.path().join("kanban/runner.lock");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let mut probe = home.cmd().args(["gateway", "status", "--json"]).stdout(Stdio::piped()).spawn().unwrap();
+    let answered = crate::support::wait_exit(&mut probe, Duration::from_secs(10));
+    assert!(answered.is_some(), "gateway status hung at a FIFO lock");
+    let v: serde_json::Value = serde_json::from_reader(probe.stdout.take().unwrap()).unwrap();
+    assert!(v["runner_pid"].is_null(), "{v}");
+    let id = create(&home, &["x", "--assignee", "alpha"]);
+    home.json(&["kanban", "dispatch"]);
+    wait_until("the task done", Duration::from_secs(30), || status(&home, &id) == "done");
+    assert_eq!(crate::support::runner_of(&home), None, "no runner is left waiting at the lock");
+    let log = std::fs::read_to_string(home.path().join("kanban/logs/runner.log")).unwrap_or_default();
+    assert!(log.contains("cannot open the runner's lock"), "{log}");
+}
+
+/// A runner's command the shell reads oddly still ends in a reported exit, never in a script that died before its
+/// report (which the board's crash check could take first): a lone reserved word is a name not found (127), a
+/// syntax error is the shell's 2 before anything ran, each said on line 1 as `sh -c` says it.
+#[test]
+fn a_runner_command_the_shell_cannot_read_ends_with_the_shells_code() {
+    let home = Home::new();
+    profiles(&home, &["alpha"]);
+    for (command, code, said) in [("fi", 127, "sh: 1: fi: not found"), ("echo hi )", 2, "Syntax error")] {
+        let id = create(&home, &[command, "--assignee", "alpha"]);
+        let template = format!("kanban.worker_command={command}");
+        let settings = ["-c", "kanban.worker_exit_outcome=true", "-c", "kanban.failure_limit=1", "-c", &template];
+        home.json(&[&settings[..], &["kanban", "dispatch"]].concat());
+        crate::support::wait_until("the task blocked", Duration::from_secs(30), || status(&home, &id) == "blocked");
+        let v = home.json(&["kanban", "show", &id]);
+        let runs: Vec<_> =
+            v["runs"].as_array().unwrap().iter().map(|r| (r["outcome"].clone(), r["exit_code"].clone())).collect();
+        assert_eq!(runs, [("failed".into(), code.into())], "{command}: {v}");
+        let log = home.ok(&["kanban", "logs", &id]);
+        assert!(log.contains(said) && !log.lines().any(|l| l == "hi"), "{command}: {log}");
+    }
+    assert!(crate::support::runner_of(&home).is_some(), "the runner had the tasks");
+}
+
 fn a_worker_that_cannot_set_up_fails_its_run_with_the_reason_with(settings: &[&str]) {
     let home = Home::new();
     profiles(&home, &["alpha"]);

@@ -340,14 +340,15 @@ fn window(read: &[u8]) -> Vec<u8> {
     read[read.len().saturating_sub(4096)..].to_vec()
 }
 
-/// Reads `path` from byte `from`. A file that shrank was capped (its oldest half dropped behind one line): reading
-/// resumes after `seen`, the end of what was read before, where the kept half still holds it, so nothing is printed
-/// twice; from the start when it is not there (all of it is new).
+/// Reads `path` from byte `from`. A file whose bytes before `from` are no longer `seen`, the end of what was read
+/// before, was capped (its oldest half dropped behind one line), whether it is now shorter or has already grown past
+/// `from` again: reading resumes after `seen` where the kept half still holds it, so nothing is printed twice; from
+/// the start when it is not there (all of it is new).
 fn read_from(path: &Path, from: u64, seen: &[u8]) -> (String, u64) {
     let Ok(mut f) = std::fs::File::open(path) else { return (String::new(), from) };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let mut buf = Vec::new();
-    let from = if len < from {
+    let from = if len < from || !ends_with_at(&f, from, seen) {
         if f.read_to_end(&mut buf).is_err() {
             return (String::new(), 0);
         }
@@ -367,9 +368,37 @@ fn read_from(path: &Path, from: u64, seen: &[u8]) -> (String, u64) {
     (String::from_utf8_lossy(&buf).into_owned(), from + whole as u64)
 }
 
+/// Whether the `from` bytes of `f` before `from` end with `seen` (as much of it as fits).
+fn ends_with_at(f: &std::fs::File, from: u64, seen: &[u8]) -> bool {
+    use std::os::unix::fs::FileExt;
+    let n = seen.len().min(usize::try_from(from).unwrap_or(usize::MAX));
+    let mut here = vec![0; n];
+    f.read_exact_at(&mut here, from - n as u64).is_ok() && here == seen[seen.len() - n..]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log capped between two looks and grown past where the follower was: it goes on after what it had read.
+    #[test]
+    fn a_log_capped_and_grown_again_is_read_on_after_what_was_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.log");
+        let lines = |r: std::ops::Range<u32>| r.map(|i| format!("line-{i}\n")).collect::<String>();
+        std::fs::write(&path, lines(0..1000)).unwrap();
+        let (first, pos) = read_from(&path, 0, &[]);
+        assert_eq!(first, lines(0..1000));
+        let seen = window(first.as_bytes());
+        // The cap keeps lines 400.. (more than the follower's window) behind its line; then more lines come, past
+        // the old end.
+        std::fs::write(&path, format!("[berth] capped\n{}{}", lines(400..1000), lines(1000..1500))).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() > pos);
+        assert_eq!(read_from(&path, pos, &seen).0, lines(1000..1500));
+        // Not capped: it reads on from where it was.
+        std::fs::write(&path, lines(0..1001)).unwrap();
+        assert_eq!(read_from(&path, pos, &seen).0, lines(1000..1001));
+    }
 
     const LOG: &str = "[berth worker 1] confirmed run 3 of t_a as pid 9\none\n[berth worker 2] confirmed run 7 of t_a \
                        as pid 10\ntwo\nthree\n";

@@ -20,6 +20,7 @@ pub mod release;
 pub(crate) mod report;
 pub mod retention;
 pub mod runner;
+mod script;
 pub(crate) mod show;
 mod stream;
 pub(crate) mod views;

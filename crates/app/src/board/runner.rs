@@ -44,6 +44,7 @@ use crate::edge::process;
 
 use super::external::WorkerCommand;
 use super::log_sink::LogSink;
+use super::script::script;
 
 /// How long a runner with no task and no connection stays.
 const IDLE: Duration = Duration::from_secs(10);
@@ -111,12 +112,33 @@ pub(super) fn board_identity(ctx: &Ctx) -> String {
 
 /// The pid of the home's runner while one serves it (it holds `kanban/runner.lock`, which names it).
 pub fn serving(home: &Path) -> Option<u32> {
-    let lock = std::fs::File::open(home.join("kanban").join("runner.lock")).ok()?;
+    use std::io::Read;
+    let mut lock = lock_file(home, false).ok()?;
     if process::try_lock(&lock) {
         process::unlock(&lock);
         return None;
     }
-    std::fs::read_to_string(home.join("kanban").join("runner.lock")).ok()?.trim().parse().ok()
+    let mut pid = String::new();
+    (&mut lock).take(32).read_to_string(&mut pid).ok()?;
+    pid.trim().parse().ok()
+}
+
+/// The runner's lock, opened without waiting (something other than a regular file there, a FIFO say, is an error,
+/// never a hang), for writing (created) or reading.
+fn lock_file(home: &Path, write: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = home.join("kanban").join("runner.lock");
+    let file = std::fs::OpenOptions::new()
+        .read(!write)
+        .write(write)
+        .create(write)
+        .truncate(false)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
+        .open(&path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!("{} is not a regular file", path.display())));
+    }
+    Ok(file)
 }
 
 /// Whether `kanban.worker_exit_outcome` tasks of this context go to the runner.
@@ -162,12 +184,7 @@ impl Drop for Busy {
 pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
     let kanban = ctx.home.join("kanban");
     crate::edge::private_files::ensure_dir(&kanban).map_err(|e| Failure::other(e.to_string()))?;
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(kanban.join("runner.lock"))
-        .map_err(|e| Failure::other(format!("cannot open the runner's lock: {e}")))?;
+    let lock = lock_file(&ctx.home, true).map_err(|e| Failure::other(format!("cannot open the runner's lock: {e}")))?;
     // A runner that is leaving (idle) holds the lock a moment longer than its socket: wait that out, briefly.
     let deadline = Instant::now() + Duration::from_secs(2);
     while !process::try_lock(&lock) {
@@ -297,32 +314,6 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
     }
 }
 
-/// The worker of one task: waits at the gate (its stdin, a socket), runs the command, reports its exit and waits
-/// for the runner's `ok` (its run looks alive until the outcome is recorded). A command that cannot be read as
-/// shell ends the script with the shell's complaint and code, which are then the outcome.
-fn script(command: &WorkerCommand, workdir: &Path) -> String {
-    let dir = config_bridge::shell_quote(&workdir.display().to_string());
-    // Plain words run as a simple command (a builtin in the shell itself, a program forked as a subshell would
-    // be); anything else, and a builtin that would change the script itself, in a subshell.
-    let run = match &command.words {
-        Some(words) if !words.first().is_some_and(|w| SHELL_ITSELF.contains(&w.as_str())) => {
-            words.iter().map(|w| config_bridge::shell_quote(w)).collect::<Vec<_>>().join(" ")
-        }
-        _ => format!("(\n{}\n)", command.rendered),
-    };
-    format!(
-        "IFS= read -r g && [ \"$g\" = go ] && cd -- {dir} || exit 125\n{run} </dev/null\ns=$?\nexec >/dev/null 2>&1\n\
-         echo \"exit $s\" >&0\nIFS= read -r a\n"
-    )
-}
-
-/// The special builtins and others that act on the shell running them (a plain-words command starting with one
-/// runs in a subshell, so the script still reports its exit).
-const SHELL_ITSELF: &[&str] = &[
-    "exit", "exec", "return", "eval", "set", "trap", "shift", "break", "continue", "unset", "readonly", "export", ".",
-    "cd", "read", "wait", "umask", "ulimit", "alias", "unalias", "local", "command", "builtin",
-];
-
 /// A task the runner started: what its thread needs.
 struct TaskRun {
     task: String,
@@ -382,7 +373,7 @@ fn start_task(
     // A path, not a name looked up in the command's own PATH: only so does the spawn take `posix_spawn` (the
     // kernel's vfork, no copy of the runner's page tables) instead of a fork of the whole runner.
     let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c").arg(script(&command, &s.workdir));
+    cmd.arg("-c").arg(script(&command, &s.workdir)).arg("sh").arg(&command.rendered);
     cmd.env_clear().envs(base.iter().map(|(k, v)| (k, v))).envs(s.env.iter().map(|(k, v)| (k, v)));
     if let Some(server) = &server {
         cmd.env(super::handoff::SOCKET_VAR, server.address());
@@ -568,24 +559,5 @@ impl Shared {
     ) -> Result<(String, bool), Failure> {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         super::exit_outcome::record(ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{WorkerCommand, script};
-
-    #[test]
-    fn the_script_waits_at_the_gate_and_reports_the_exit_with_its_output_closed() {
-        let dir = std::path::Path::new("/w d");
-        let plain = script(&WorkerCommand::of("run {task_id}", "t_1", "a", "b"), dir);
-        assert!(plain.starts_with("IFS= read -r g && [ \"$g\" = go ] && cd -- '/w d' || exit 125\n"), "{plain}");
-        assert!(plain.contains("\nrun t_1 </dev/null\n"), "a simple command: {plain}");
-        let exits = script(&WorkerCommand::of("exit 3", "t_1", "a", "b"), dir);
-        assert!(exits.contains("(\nexit 3\n) </dev/null\n"), "a subshell: {exits}");
-        let shell = script(&WorkerCommand::of("a && b # {task_id}", "t_1", "a", "b"), dir);
-        assert!(shell.contains("(\na && b # t_1\n) </dev/null\n"), "a comment ends at its line: {shell}");
-        let tail = "s=$?\nexec >/dev/null 2>&1\necho \"exit $s\" >&0\nIFS= read -r a\n";
-        assert!(plain.ends_with(tail) && shell.ends_with(tail));
     }
 }
