@@ -18,6 +18,7 @@ use domain::time::Timestamp;
 use kanban_store::{BoardStore, NewTask};
 use rustix::process::Signal;
 
+use crate::pg::Cluster;
 use crate::support::{Home, berth_bin, wait_until};
 
 /// The issue's task count per scenario; `BERTH_EO_TASKS` lowers it for local iteration (never below 50).
@@ -515,89 +516,6 @@ fn logs(hosts: &[Host]) -> String {
 // ---------------------------------------------------------------------------------------------------------------
 // A private PostgreSQL cluster, for the outages (the shared test server must never be stopped).
 // ---------------------------------------------------------------------------------------------------------------
-
-struct Cluster {
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    port: u16,
-}
-
-impl Cluster {
-    /// initdb + pg_ctl start of a throwaway cluster run by the `postgres` user, listening only on a socket in its
-    /// own temporary directory. `None` (skipped, said on stderr) without the server binaries, except under CI.
-    fn start() -> Option<Self> {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path().join("bin"))
-            .filter(|b| b.join("initdb").exists() && b.join("pg_ctl").exists())
-            .max();
-        let user = Command::new("id").args(["-u", "postgres"]).output().is_ok_and(|o| o.status.success());
-        let Some(bin) = bin.filter(|_| user) else {
-            assert!(!ci(), "CI=true but no PostgreSQL server binaries (/usr/lib/postgresql/*/bin) or no postgres user");
-            crate::support::skip("no PostgreSQL server binaries or no postgres user (apt-get install postgresql)");
-            return None;
-        };
-        let dir = tempfile::Builder::new().prefix("berth-eo-pg.").tempdir().unwrap();
-        let chown = Command::new("chown").args(["postgres:", &dir.path().display().to_string()]).status().unwrap();
-        assert!(chown.success(), "chown of the cluster's directory");
-        let cluster = Self { dir, bin, port: 5432 };
-        let d = cluster.dir.path().display().to_string();
-        let initdb = cluster.as_postgres(&format!(
-            "'{}/initdb' -D '{d}/data' -U berth --auth=trust -E UTF8 >'{d}/initdb.log' 2>&1",
-            cluster.bin.display()
-        ));
-        assert!(initdb, "initdb failed: {}", std::fs::read_to_string(format!("{d}/initdb.log")).unwrap_or_default());
-        cluster.server_start();
-        Some(cluster)
-    }
-
-    fn as_postgres(&self, script: &str) -> bool {
-        Command::new("su")
-            .args(["postgres", "-s", "/bin/sh", "-c", script])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-
-    fn pg_ctl(&self, args: &str) -> bool {
-        let d = self.dir.path().display();
-        self.as_postgres(&format!("'{}/pg_ctl' -D '{d}/data' {args}", self.bin.display()))
-    }
-
-    fn server_start(&self) {
-        let d = self.dir.path().display();
-        let ok = self.pg_ctl(&format!(
-            "-l '{d}/server.log' -w -o \"-p {} -k {d} -c listen_addresses='' -c max_connections=400 -c fsync=off\" start",
-            self.port
-        ));
-        assert!(ok, "the private PostgreSQL server did not start: {}", self.server_log());
-    }
-
-    /// A fast shutdown: every session is ended with "terminating connection due to administrator command".
-    fn server_stop(&self) {
-        assert!(self.pg_ctl("-m fast -w stop"), "the private PostgreSQL server did not stop: {}", self.server_log());
-    }
-
-    fn server_log(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
-        log.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
-    }
-
-    fn url(&self) -> String {
-        let socket = self.dir.path().display().to_string().replace('/', "%2F");
-        format!("postgres://berth@{socket}:{}/postgres", self.port)
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        // Immediate: nothing of it is kept; the directory goes with the TempDir.
-        let _ = self.pg_ctl("-m immediate stop");
-    }
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Faults.

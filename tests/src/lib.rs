@@ -55,6 +55,8 @@ mod pg_wake;
 #[cfg(test)]
 mod signals;
 #[cfg(test)]
+mod slow_board;
+#[cfg(test)]
 mod tidy;
 #[cfg(test)]
 mod trust;

@@ -6,30 +6,28 @@ pub mod housekeeping;
 pub mod overview;
 pub mod status;
 pub mod task_log;
+mod ticker;
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use domain::ids::BoardSlug;
 use domain::ports::Clock;
 use tokio::task::JoinSet;
 
-use crate::board::{self, DispatchArgs};
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
 use crate::edge::watch::BoardWatch;
-use crate::gateway::status::{BoardTick, GatewayState, GatewayStatus, LastTick};
-use crate::gateway::task_log::TaskLog;
+use crate::gateway::status::{GatewayState, GatewayStatus, LastTick};
+use crate::gateway::ticker::{TickSummary, Ticked, Ticker};
 use crate::{edge::output, edge::process, sandbox};
 
 /// Ticks with spawnable work and nothing spawned before the "stuck" warning.
 const HEALTH_WINDOW: u32 = 6;
 /// At most one "stuck" warning per this long.
 const STUCK_WARN_EVERY: Duration = Duration::from_secs(300);
-/// How long a failing board sits out before it is tried again.
-const QUARANTINE: Duration = Duration::from_secs(300);
+/// How long a stopping gateway waits for a tick under way to finish (a board that is away holds it).
+const TICK_AT_STOP: Duration = Duration::from_secs(10);
 /// How often the gateway looks for a change to the board made by another process (a task created, unblocked,
 /// completed by its worker, …): SQLite's `data_version`, or the count of PostgreSQL's notifications, neither of which
 /// costs a read of the board. Events in between are one tick.
@@ -168,7 +166,6 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     // The table bounds the setting; the fallback only guards a value that slipped past it.
     let period = Duration::try_from_secs_f64(interval).unwrap_or(Duration::from_secs(60));
     let mut next = Instant::now() + period.min(Duration::from_secs(5));
-    let mut quarantined: BTreeMap<String, Instant> = BTreeMap::new();
     let mut stopping = JoinSet::new();
     let mut health = Health::default();
     // Wake at once on events (a worker's exit, any change to the board by another process); the interval stays the
@@ -178,11 +175,10 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         // What changed before the watch began (during the reaper) was seen by no watch: pages fetch once now.
         d.changed();
     }
-    let mut kept = KeptBoard::default();
+    let ticker = Ticker::start(ctx)?;
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
-    let (mut backoff, mut task_log) = (crate::gateway::engine_backoff::EngineBackoff::default(), TaskLog::default());
     loop {
         tokio::select! {
             () = tokio::time::sleep_until(next.into()) => {}
@@ -196,15 +192,8 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
                 tracing::debug!("gateway: the board changed; ticking now");
             }
             () = child_exited(&mut sigchld) => tracing::debug!("gateway: a worker ended; ticking now"),
-            sig = &mut stop => {
-                // Stops already under way finish (each is bounded by its grace period), so no worker is left
-                // with a SIGTERM it ignored and no SIGKILL to follow.
-                while stopping.join_next().await.is_some() {}
-                return Ok(finish(ctx, &mut state, sig));
-            }
+            sig = &mut stop => return Ok(stopped(ctx, &mut state, &mut stopping, None, sig).await),
         }
-        backoff.observe(&task_log.ended(), SystemClock.now());
-        task_log.failures_blocked(ctx).await;
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
@@ -215,21 +204,52 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         {
             d.changed();
         }
-        let tick_started = Instant::now();
-        let until = backoff.until(SystemClock.now());
-        let tick = tick_all(ctx, &mut kept, &mut quarantined, &mut stopping, until, &mut task_log).await;
-        let took = tick_started.elapsed();
-        crate::web::metrics::observe_tick(took);
+        // The tick runs on its own thread; this runtime goes on serving the dashboard and the stops meanwhile.
+        let mut pending = ticker.tick(Instant::now() + jittered(period));
+        let ticked = tokio::select! {
+            t = &mut pending => t,
+            sig = &mut stop => return Ok(stopped(ctx, &mut state, &mut stopping, Some(pending), sig).await),
+        };
+        let Ok(Ticked { summary, stops, next: after, took }) = ticked else {
+            return Err(Failure::other("the gateway's tick thread stopped unexpectedly"));
+        };
+        for w in stops {
+            stopping.spawn(process::stop(w, process::STOP_GRACE));
+        }
         watch.seen = before.or(watch.seen);
-        next = backoff.sooner(Instant::now() + jittered(period), SystemClock.now());
-        health.after(&tick);
+        next = after;
+        health.after(&summary);
         tracing::debug!(
             "gateway: tick done in {:.1} ms ({} stop(s) under way)",
             took.as_secs_f64() * 1000.0,
             stopping.len()
         );
-        record_tick(ctx, &mut state, tick);
+        record_tick(ctx, &mut state, summary);
     }
+}
+
+/// A stop signal: a tick under way finishes first (bounded: a board that is away may hold it), then the stops
+/// already under way (each bounded by its grace period), so no worker is left with a SIGTERM it ignored and no
+/// SIGKILL to follow.
+async fn stopped(
+    ctx: &Ctx,
+    state: &mut GatewayState,
+    stopping: &mut JoinSet<process::StopOutcome>,
+    tick: Option<tokio::sync::oneshot::Receiver<Ticked>>,
+    sig: &str,
+) -> u8 {
+    if let Some(tick) = tick {
+        match tokio::time::timeout(TICK_AT_STOP, tick).await {
+            Ok(Ok(t)) => {
+                for w in t.stops {
+                    stopping.spawn(process::stop(w, process::STOP_GRACE));
+                }
+            }
+            _ => tracing::warn!("gateway: the tick under way did not finish within {}s", TICK_AT_STOP.as_secs()),
+        }
+    }
+    while stopping.join_next().await.is_some() {}
+    finish(ctx, state, sig)
 }
 
 /// The state of a gateway that just started (no tick yet), written where `gateway status` reads it.
@@ -351,125 +371,6 @@ fn finish(ctx: &Ctx, state: &mut GatewayState, signal: &str) -> u8 {
     state.stopped_at = Some(SystemClock.now().to_rfc3339());
     write_state(&ctx.home, state);
     0
-}
-
-/// One tick's summary across boards.
-struct TickSummary {
-    boards: BTreeMap<String, BoardTick>,
-    spawned: usize,
-    /// Some board had work a worker could have started.
-    pending: bool,
-}
-
-/// The gateway's connection to a PostgreSQL board, kept from tick to tick (connecting and checking the schema cost
-/// more than an idle tick). A SQLite board is opened afresh each tick, as before: that costs little, and a board file
-/// replaced or moved aside between ticks is then seen, not written through an old handle.
-#[derive(Default)]
-struct KeptBoard(Option<crate::edge::open::Board>);
-
-impl KeptBoard {
-    /// The boards to dispatch, listed on the kept connection when there is one; a kept connection that fails (the
-    /// server restarted, an idle connection was dropped) is replaced by a new one at once, so it costs no tick.
-    fn boards(&mut self, ctx: &Ctx) -> Result<Vec<kanban_core::Board>, Failure> {
-        if let Some(kept) = &self.0 {
-            match kept.boards() {
-                Ok(boards) => return Ok(boards),
-                Err(e) => tracing::info!("gateway: the board connection failed ({e}); connecting again"),
-            }
-            self.0 = None;
-        }
-        let store = crate::edge::open::open_store(ctx)?;
-        let boards = store.boards()?;
-        if ctx.database_url().is_some() {
-            self.0 = Some(store);
-        }
-        Ok(boards)
-    }
-}
-
-async fn tick_all(
-    ctx: &Ctx,
-    kept: &mut KeptBoard,
-    quarantined: &mut BTreeMap<String, Instant>,
-    stopping: &mut JoinSet<process::StopOutcome>,
-    engine_backoff_until: Option<domain::time::Timestamp>,
-    task_log: &mut TaskLog,
-) -> TickSummary {
-    let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
-    // Boards are re-listed every tick, so new boards need no restart.
-    let boards = match kept.boards(ctx) {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::error!("kanban dispatcher: cannot list boards: {}", e.message);
-            summary.boards.insert("*".into(), BoardTick::failed(e.message, false));
-            return summary;
-        }
-    };
-    for board in boards {
-        if quarantined.get(&board.slug).is_some_and(|since| since.elapsed() < QUARANTINE) {
-            summary.boards.insert(board.slug.clone(), BoardTick { quarantined: Some(true), ..BoardTick::default() });
-            continue;
-        }
-        let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
-        let held = task_log.unreaped(&board.slug);
-        let args = DispatchArgs { detach_stops: true, engine_backoff_until, held, ..DispatchArgs::default() };
-        let dispatched = match kept.0.as_mut() {
-            Some(store) => board::dispatch_on(ctx, store, &slug, &args).await,
-            None => board::dispatch(ctx, &slug, &args).await,
-        };
-        match dispatched {
-            Ok(mut r) => {
-                // Stops wait up to a grace period each; they run beside the loop, never inside a tick.
-                for w in std::mem::take(&mut r.stops) {
-                    stopping.spawn(process::stop(w, process::STOP_GRACE));
-                }
-                quarantined.remove(&board.slug);
-                crate::board::never_run::warn_once(ctx, &r);
-                let spawned = r.spawned.len();
-                summary.spawned += spawned;
-                summary.pending |= r.had_spawnable();
-                let v = board::report_json(&r, false);
-                crate::web::metrics::record_report(&v);
-                task_log.tick(&board.slug, &v);
-                if spawned > 0 {
-                    tracing::info!(
-                        "kanban dispatcher [{}]: spawned={spawned} reclaimed={} crashed={} timed_out={} promoted={} auto_blocked={}",
-                        board.slug,
-                        v["reclaimed"],
-                        v["crashed"].as_array().map_or(0, Vec::len),
-                        v["timed_out"].as_array().map_or(0, Vec::len),
-                        v["promoted"],
-                        v["auto_blocked"].as_array().map_or(0, Vec::len)
-                    );
-                }
-                let tick = BoardTick {
-                    spawned: Some(spawned),
-                    crashed: Some(v["crashed"].clone()),
-                    reclaimed: Some(v["reclaimed"].clone()),
-                    ..BoardTick::default()
-                };
-                summary.boards.insert(board.slug.clone(), tick);
-            }
-            // The board away (a server restart, a cut connection) is waited out, not quarantined: the next tick
-            // connects again, and nothing is judged meanwhile (the workers keep running and retry their writes).
-            Err(e) if e.transient => {
-                tracing::warn!("kanban dispatcher [{}]: {}; retrying at the next tick", board.slug, e.message);
-                kept.0 = None;
-                summary.boards.insert(board.slug.clone(), BoardTick::failed(e.message, false));
-            }
-            Err(e) => {
-                tracing::error!(
-                    "kanban dispatcher [{}]: {}; board quarantined for {}s",
-                    board.slug,
-                    e.message,
-                    QUARANTINE.as_secs()
-                );
-                quarantined.insert(board.slug.clone(), Instant::now());
-                summary.boards.insert(board.slug.clone(), BoardTick::failed(e.message, true));
-            }
-        }
-    }
-    summary
 }
 
 /// `berth gateway status`.

@@ -7,6 +7,7 @@
 
 mod actions;
 mod auth;
+mod bounded;
 mod live;
 pub mod metrics;
 mod pages;
@@ -31,6 +32,8 @@ pub(crate) struct Web {
     /// (one per home) may share 127.0.0.1.
     pub(crate) cookie: String,
     pub(crate) live: watch::Receiver<u64>,
+    /// Board reads bounded in time, and the answers kept for when the board does not answer (`bounded.rs`).
+    pub(crate) reads: bounded::Reads,
 }
 
 /// A running dashboard. The board watch that feeds it calls [`Dashboard::changed`] on every change to the board.
@@ -115,6 +118,7 @@ pub async fn start(ctx: &Ctx, addr: SocketAddr) -> Result<Dashboard, Failure> {
         token: token.clone(),
         cookie: format!("berth_token_{}", local.port()),
         live: rx,
+        reads: bounded::Reads::default(),
     });
     let router = routes::router(state);
     tokio::spawn(async move {

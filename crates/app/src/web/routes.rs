@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
-use axum::http::{StatusCode, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::middleware;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Serialize;
 
-use super::actions::{self, blocking};
+use super::actions;
+use super::bounded::{Answer, answer};
 use super::{Web, auth, live, pages, sandboxes, views};
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -41,7 +42,7 @@ pub(crate) fn router(web: Arc<Web>) -> Router {
         .route("/api/sandboxes/{id}/{action}", post(sandboxes::act))
         .route("/api/dispatch", post(actions::dispatch))
         .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/assets/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], ASSET_JS) }))
         .route("/assets/app.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], ASSET_CSS) }))
         .fallback(|| async { (StatusCode::NOT_FOUND, "no such page\n") })
@@ -57,98 +58,130 @@ fn status_of(f: &Failure) -> StatusCode {
     if f.code == crate::edge::error::Exit::USAGE { StatusCode::BAD_REQUEST } else { StatusCode::INTERNAL_SERVER_ERROR }
 }
 
+const HTML: &str = "text/html; charset=utf-8";
+
 /// A view as a page (or its live fragment alone), or the page with its one-line error.
-fn page<T>(view: Result<T, Failure>, fragment: bool, render: impl FnOnce(&T, bool) -> maud::Markup) -> Response {
+fn page<T>(view: Result<T, Failure>, fragment: bool, render: impl FnOnce(&T, bool) -> maud::Markup) -> Answer {
     match view {
-        Ok(v) => Html(render(&v, fragment).into_string()).into_response(),
-        Err(f) => (status_of(&f), Html(pages::error(&f.message).into_string())).into_response(),
+        Ok(v) => Answer::new(StatusCode::OK, HTML, render(&v, fragment).into_string()),
+        Err(f) => Answer::new(status_of(&f), HTML, pages::error(&f.message).into_string()),
     }
 }
 
 /// A view as JSON, or `{"error": …}`.
-fn api<T: Serialize>(view: Result<T, Failure>) -> Response {
-    match view {
-        Ok(v) => axum::Json(v).into_response(),
-        Err(f) => (status_of(&f), axum::Json(views::ApiError { error: f.message })).into_response(),
+fn api<T: Serialize>(view: Result<T, Failure>) -> Answer {
+    let (status, body) = match view {
+        Ok(v) => (StatusCode::OK, serde_json::to_string(&v)),
+        Err(f) => (status_of(&f), serde_json::to_string(&views::ApiError { error: f.message })),
+    };
+    match body {
+        Ok(body) => Answer::new(status, "application/json", body),
+        Err(e) => Answer::new(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", format!("cannot encode: {e}\n")),
     }
 }
 
-/// Reads a view off the runtime's thread: a large board takes a while to read, and the gateway's ticks share the
-/// runtime.
-async fn read<T: Send + 'static>(
-    web: &Arc<Web>,
-    f: impl FnOnce(&Ctx) -> Result<T, Failure> + Send + 'static,
-) -> Result<T, Failure> {
-    blocking(web, f).await
+/// The request's path and query: what an answer is kept under.
+fn key_of(uri: &Uri) -> String {
+    uri.path_and_query().map_or_else(|| uri.path().to_owned(), ToString::to_string)
 }
 
 fn wants_fragment(q: &HashMap<String, String>) -> bool {
     q.get("fragment").is_some_and(|v| v == "1")
 }
 
-async fn board_view(web: &Arc<Web>, q: &HashMap<String, String>) -> Result<views::BoardView, Failure> {
-    let slug = q.get("board").cloned().unwrap_or_else(|| "default".to_owned());
+fn board_view(ctx: &Ctx, q: &HashMap<String, String>) -> Result<views::BoardView, Failure> {
+    let slug = q.get("board").map_or("default", String::as_str);
     let archived = q.get("archived").is_some_and(|v| v == "1" || v == "true");
-    read(web, move |ctx| views::board(ctx, &slug, archived)).await
+    views::board(ctx, slug, archived)
 }
 
-async fn board_page(State(web): State<Arc<Web>>, Query(q): Params) -> Response {
-    let v = board_view(&web, &q).await;
-    page(v, wants_fragment(&q), |v, frag| if frag { pages::columns(v) } else { pages::board(v) })
+async fn board_page(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| {
+        page(board_view(ctx, &q), wants_fragment(&q), |v, frag| if frag { pages::columns(v) } else { pages::board(v) })
+    })
+    .await
 }
 
-async fn api_board(State(web): State<Arc<Web>>, Query(q): Params) -> Response {
-    api(board_view(&web, &q).await)
+async fn api_board(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| api(board_view(ctx, &q))).await
 }
 
-async fn api_board_names(State(web): State<Arc<Web>>) -> Response {
-    api(read(&web, views::boards).await)
+async fn api_board_names(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| api(views::boards(ctx))).await
 }
 
-async fn task_page(State(web): State<Arc<Web>>, Path(id): Path<String>, Query(q): Params) -> Response {
-    let key = id.clone();
-    let v = read(&web, move |ctx| views::task(ctx, &key)).await;
-    page(v, wants_fragment(&q), |v, frag| if frag { pages::task_detail(v) } else { pages::task(&id, v) })
+async fn task_page(State(web): State<Arc<Web>>, uri: Uri, Path(id): Path<String>, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| {
+        page(
+            views::task(ctx, &id),
+            wants_fragment(&q),
+            |v, frag| {
+                if frag { pages::task_detail(v) } else { pages::task(&id, v) }
+            },
+        )
+    })
+    .await
 }
 
-async fn api_task(State(web): State<Arc<Web>>, Path(id): Path<String>) -> Response {
-    api(read(&web, move |ctx| views::task(ctx, &id)).await)
+async fn api_task(State(web): State<Arc<Web>>, uri: Uri, Path(id): Path<String>) -> Response {
+    answer(&web, key_of(&uri), move |ctx| api(views::task(ctx, &id))).await
 }
 
 /// `GET /api/tasks/{id}/log?offset=N`: the log from byte N on, and the offset to ask for next.
-async fn api_log(State(web): State<Arc<Web>>, Path(id): Path<String>, Query(q): Params) -> Response {
+async fn api_log(State(web): State<Arc<Web>>, uri: Uri, Path(id): Path<String>, Query(q): Params) -> Response {
     let offset = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
-    api(read(&web, move |ctx| Ok(views::log_from(ctx, &id, offset))).await)
+    answer(&web, key_of(&uri), move |ctx| api(Ok(views::log_from(ctx, &id, offset)))).await
 }
 
-async fn profiles_page(State(web): State<Arc<Web>>) -> Response {
-    page(read(&web, views::profiles).await, false, |v, _| pages::profiles(v))
+async fn profiles_page(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| page(views::profiles(ctx), false, |v, _| pages::profiles(v))).await
 }
 
-async fn api_profiles(State(web): State<Arc<Web>>) -> Response {
-    api(read(&web, views::profiles).await)
+async fn api_profiles(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| api(views::profiles(ctx))).await
 }
 
-async fn hosts_page(State(web): State<Arc<Web>>) -> Response {
-    page(read(&web, views::hosts).await, false, |v, _| pages::hosts(v))
+async fn hosts_page(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| page(views::hosts(ctx), false, |v, _| pages::hosts(v))).await
 }
 
-async fn api_hosts(State(web): State<Arc<Web>>) -> Response {
-    api(read(&web, views::hosts).await)
+async fn api_hosts(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| api(views::hosts(ctx))).await
 }
 
-async fn diagnostics_page(State(web): State<Arc<Web>>) -> Response {
-    page(read(&web, views::diagnostics).await, false, |v, _| pages::diagnostics(v))
+async fn diagnostics_page(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| page(views::diagnostics(ctx), false, |v, _| pages::diagnostics(v))).await
 }
 
-async fn api_diagnostics(State(web): State<Arc<Web>>) -> Response {
-    api(read(&web, views::diagnostics).await)
+async fn api_diagnostics(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| api(views::diagnostics(ctx))).await
 }
 
-async fn metrics(State(web): State<Arc<Web>>) -> Response {
-    match read(&web, super::metrics::render).await {
-        Ok(text) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
+async fn metrics(State(web): State<Arc<Web>>, uri: Uri) -> Response {
+    answer(&web, key_of(&uri), |ctx| match super::metrics::render(ctx) {
+        Ok(text) => Answer::new(StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", text),
+        Err(f) => Answer::new(status_of(&f), "text/plain", format!("{}\n", f.message)),
+    })
+    .await
+}
+
+/// `/healthz`: `ok` while the board answers a read (its list of boards) in time, else 503 with why. Never kept:
+/// a health check is about now.
+async fn healthz(State(web): State<Arc<Web>>) -> Response {
+    let probe = tokio::task::spawn_blocking(move || views::boards(&web.ctx).map(|_| ()));
+    match tokio::time::timeout(HEALTH_DEADLINE, probe).await {
+        Ok(Ok(Ok(()))) => (StatusCode::OK, "ok\n").into_response(),
+        Ok(Ok(Err(f))) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("board unavailable: {}\n", f.message)).into_response()
+        }
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("board unavailable: {e}\n")).into_response(),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("board unavailable: no answer within {} ms\n", HEALTH_DEADLINE.as_millis()),
+        )
             .into_response(),
-        Err(f) => (status_of(&f), format!("{}\n", f.message)).into_response(),
     }
 }
+
+/// How long `/healthz` waits for the board.
+const HEALTH_DEADLINE: std::time::Duration = std::time::Duration::from_millis(100);

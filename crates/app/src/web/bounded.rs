@@ -1,0 +1,173 @@
+//! Board reads that answer in time: each runs on a blocking thread (at most [`READERS`] at once) and is awaited for
+//! a deadline; a read still waiting then (the board locked by another writer, its server away) is answered with the
+//! last good answer to the same request, marked stale, or a one-line 503, while the read finishes in the background
+//! and refreshes the answer kept. So a page, `/metrics` or `/healthz` never waits on the board.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::Semaphore;
+
+use super::Web;
+use crate::edge::context::Ctx;
+
+/// Board reads under way at once; past them, a request is answered from what is kept.
+const READERS: usize = 4;
+/// The shortest wait for a read: a board that answers at all answers a page's read well within it.
+const FLOOR: Duration = Duration::from_millis(150);
+/// The longest wait, for a large board whose reads are known to take a while.
+const CEILING: Duration = Duration::from_secs(3);
+/// Answers kept, one per request (path and query).
+const KEPT: usize = 64;
+
+/// A whole answer, kept to be given again when the board does not answer in time.
+#[derive(Clone, Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) content_type: &'static str,
+    pub(crate) body: String,
+}
+
+impl Answer {
+    pub(crate) fn new(status: StatusCode, content_type: &'static str, body: String) -> Self {
+        Self { status, content_type, body }
+    }
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        (self.status, [(header::CONTENT_TYPE, self.content_type)], self.body).into_response()
+    }
+}
+
+struct Kept {
+    answer: Answer,
+    at: Instant,
+    /// How long the read that gave it took.
+    took: Duration,
+}
+
+/// The readers' permits and the answers kept.
+pub(crate) struct Reads {
+    permits: Arc<Semaphore>,
+    kept: Mutex<HashMap<String, Kept>>,
+}
+
+impl Default for Reads {
+    fn default() -> Self {
+        Self { permits: Arc::new(Semaphore::new(READERS)), kept: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl Reads {
+    /// How long to wait for `key`'s read: four times what its last read took (else the slowest kept read),
+    /// within [`FLOOR`] and [`CEILING`].
+    fn deadline(&self, key: &str) -> Duration {
+        let Ok(kept) = self.kept.lock() else { return FLOOR };
+        let typical = kept.get(key).map(|k| k.took).or_else(|| kept.values().map(|k| k.took).max());
+        typical.map_or(FLOOR, |t| (t * 4).clamp(FLOOR, CEILING))
+    }
+
+    fn keep(&self, key: &str, answer: &Answer, took: Duration) {
+        if answer.status != StatusCode::OK {
+            return;
+        }
+        let Ok(mut kept) = self.kept.lock() else { return };
+        if kept.len() >= KEPT && !kept.contains_key(key) {
+            let oldest = kept.iter().min_by_key(|(_, k)| k.at).map(|(k, _)| k.clone());
+            oldest.map(|k| kept.remove(&k));
+        }
+        kept.insert(key.to_owned(), Kept { answer: answer.clone(), at: Instant::now(), took });
+    }
+
+    /// The answer kept for `key`, marked stale, or a 503 saying why there is none.
+    fn stale(&self, key: &str, why: &str) -> Response {
+        let kept = self.kept.lock().ok().and_then(|k| k.get(key).map(|k| (k.answer.clone(), k.at.elapsed())));
+        match kept {
+            Some((answer, age)) => {
+                let mut response = with_banner(answer, why, age).into_response();
+                if let Ok(v) = HeaderValue::from_str(&format!("{}", age.as_secs())) {
+                    response.headers_mut().insert("x-berth-stale-seconds", v);
+                }
+                response
+            }
+            None => (StatusCode::SERVICE_UNAVAILABLE, format!("board unavailable: {why}\n")).into_response(),
+        }
+    }
+}
+
+/// A kept page with a line on top saying it is not current (JSON and text are given as they were, with the
+/// `x-berth-stale-seconds` header).
+fn with_banner(mut answer: Answer, why: &str, age: Duration) -> Answer {
+    if answer.content_type.starts_with("text/html")
+        && let Some(at) = answer.body.find("<main")
+    {
+        let line = maud::html! {
+            p.stale role="status" { "Board unavailable (" (why) "); shown as it was " (age.as_secs()) " s ago." }
+        };
+        answer.body.insert_str(at, &line.into_string());
+    }
+    answer
+}
+
+/// Runs `read` (the board read and its rendering) off the runtime and answers within the deadline: its answer, or
+/// the kept one (see the module's doc). `key` names the request (path and query).
+pub(crate) async fn answer(
+    web: &Arc<Web>,
+    key: String,
+    read: impl FnOnce(&Ctx) -> Answer + Send + 'static,
+) -> Response {
+    let Ok(permit) = Arc::clone(&web.reads.permits).try_acquire_owned() else {
+        return web.reads.stale(&key, "every board read is still waiting for the board");
+    };
+    let deadline = web.reads.deadline(&key);
+    let (w, k) = (Arc::clone(web), key.clone());
+    let job = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let started = Instant::now();
+        let answer = read(&w.ctx);
+        w.reads.keep(&k, &answer, started.elapsed());
+        answer
+    });
+    match tokio::time::timeout(deadline, job).await {
+        Ok(Ok(answer)) => answer.into_response(),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the board read failed: {e}\n")).into_response(),
+        Err(_) => web.reads.stale(&key, &format!("no answer within {} ms", deadline.as_millis())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_deadline_follows_the_reads_within_its_bounds() {
+        let reads = Reads::default();
+        assert_eq!(reads.deadline("/"), FLOOR, "nothing read yet");
+        let ok = Answer::new(StatusCode::OK, "text/plain", "x".into());
+        reads.keep("/", &ok, Duration::from_millis(400));
+        assert_eq!(reads.deadline("/"), Duration::from_millis(1600));
+        assert_eq!(reads.deadline("/other"), Duration::from_millis(1600), "the slowest kept read");
+        reads.keep("/big", &ok, Duration::from_secs(10));
+        assert_eq!(reads.deadline("/big"), CEILING);
+        let failed = Answer::new(StatusCode::BAD_REQUEST, "text/plain", "no".into());
+        reads.keep("/bad", &failed, Duration::from_secs(1));
+        assert!(reads.kept.lock().unwrap().get("/bad").is_none(), "only good answers are kept");
+    }
+
+    #[test]
+    fn a_kept_page_says_it_is_stale_and_nothing_kept_is_a_503() {
+        let reads = Reads::default();
+        let page = Answer::new(StatusCode::OK, "text/html; charset=utf-8", "<body><main>board</main>".into());
+        reads.keep("/", &page, Duration::from_millis(1));
+        let r = reads.stale("/", "no answer within 150 ms");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers().contains_key("x-berth-stale-seconds"));
+        assert_eq!(reads.stale("/none", "why").status(), StatusCode::SERVICE_UNAVAILABLE);
+        let shown = with_banner(page, "why", Duration::from_secs(3)).body;
+        assert!(shown.contains("Board unavailable (why)") && shown.find("stale") < shown.find("<main"), "{shown}");
+    }
+}
