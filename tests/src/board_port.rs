@@ -157,3 +157,59 @@ on_both_stores!(
     only_task_reasons,
     dry_run_changes_nothing,
 );
+
+/// One story on a board: a parent and its child completed, a long task blocked, unblocked and archived, a task whose
+/// worker crashed once; every event of it as `(task, kind, run, payload)`.
+fn story(board: AnyBoard) -> Vec<(String, String, Option<i64>, serde_json::Value)> {
+    use domain::test_util::World;
+    let mut w = World::new(board, domain::test_util::tick_config(None));
+    let now = w.now();
+    w.store.add_task("default", "parent", Some("alpha"), 2, &[], now);
+    w.store.add_task("default", "child", Some("alpha"), 2, &["parent"], now);
+    w.store.add_task("default", "long", Some("alpha"), 1, &[], now);
+    w.store.add_task("default", "crashy", Some("alpha"), 0, &[], now);
+    let r = w.tick();
+    w.confirm_launched(&r);
+    w.store.complete("parent", w.now());
+    let pid = w.launcher.launched().iter().rev().find(|(c, _)| c.task_id == "crashy").map(|(_, p)| *p).unwrap();
+    w.launcher.kill(pid);
+    let r = w.tick();
+    w.confirm_launched(&r);
+    w.store.complete("child", w.now());
+    w.store.store.block("long", Some("waits for a human"), w.now()).unwrap();
+    w.store.store.unblock("long", w.now()).unwrap();
+    w.store.store.archive("long", w.now()).unwrap();
+    let mut log = Vec::new();
+    for id in ["parent", "child", "long", "crashy"] {
+        for e in w.store.store.events(id, 0).unwrap() {
+            log.push((id.to_owned(), e.kind, e.run_id, e.payload));
+        }
+    }
+    log
+}
+
+#[test]
+fn the_same_story_leaves_the_same_event_log_on_both_stores() {
+    let Some(pg) = postgres() else { return };
+    let (on_sqlite, on_postgres) = (story(sqlite()), story(pg));
+    for (s, p) in on_sqlite.iter().zip(&on_postgres) {
+        assert_eq!(s, p, "the first event that differs (SQLite, then PostgreSQL)");
+    }
+    assert_eq!(on_sqlite.len(), on_postgres.len(), "{on_sqlite:#?}\n{on_postgres:#?}");
+    let kinds: Vec<&str> = on_sqlite.iter().map(|e| e.1.as_str()).collect();
+    eprintln!("{kinds:?}");
+    for kind in [
+        "created",
+        "claimed",
+        "spawned",
+        "confirmed",
+        "completed",
+        "promoted",
+        "crashed",
+        "blocked",
+        "unblocked",
+        "archived",
+    ] {
+        assert!(kinds.contains(&kind), "the story has a {kind} event: {kinds:?}");
+    }
+}

@@ -150,7 +150,7 @@ pub struct Board {
 #[derive(Clone, Copy, Debug)]
 pub struct RunEnd<'a> {
     /// The run outcome (`failed`, `timed_out`, …), also the event kind.
-    pub outcome: &'a str,
+    pub outcome: &'static str,
     pub error: &'a str,
     pub exit_code: Option<i64>,
 }

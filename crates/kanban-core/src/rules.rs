@@ -3,9 +3,8 @@
 //! writes what it returns.
 
 use domain::kanban::{FailureOutcome, TaskStatus, record_failure};
-use serde_json::{Value as Json, json};
 
-use crate::{NewTask, Result, StoreError};
+use crate::{BoardEvent, NewTask, Result, StoreError};
 
 /// A new task's status: `triage` when asked, `todo` while a parent is unfinished, else `ready`. `parents` are the
 /// task's parents with their statuses (`None`: no such task).
@@ -49,9 +48,9 @@ pub fn assignee_of(new: &NewTask) -> Option<&str> {
     new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty())
 }
 
-/// The `created` event's payload of a new task.
-pub fn created_payload(new: &NewTask, status: TaskStatus, board: &str) -> Json {
-    json!({"assignee": assignee_of(new), "status": status.as_str(), "parents": new.parents, "board": board})
+/// The `created` event of a new task.
+pub fn created<'a>(new: &'a NewTask, status: TaskStatus, board: &'a str) -> BoardEvent<'a> {
+    BoardEvent::Created { assignee: assignee_of(new), status, parents: &new.parents, board }
 }
 
 /// The first statuses of a batch of new tasks ([`initial_status`] for each), given the statuses the store found
@@ -78,23 +77,23 @@ pub fn initial_statuses(
 /// What a failure does to a task: the breaker's outcome, the status and failure count to write, and the events
 /// to append (the failure's own, then `gave_up` when the breaker tripped).
 #[derive(Clone, Debug, PartialEq)]
-pub struct FailureChange {
+pub struct FailureChange<'a> {
     pub outcome: FailureOutcome,
     pub status: TaskStatus,
     pub failures: i64,
-    pub events: Vec<(String, Json)>,
+    pub events: Vec<BoardEvent<'a>>,
 }
 
 /// The failure breaker on a task that failed with `kind` (`failed`, `crashed`, `spawn_failed`, …), given its
 /// consecutive failures so far and its own `max_retries`: requeue below the limit, block with `gave_up` at it.
-pub fn failure_change(
-    kind: &str,
-    error: &str,
+pub fn failure_change<'a>(
+    kind: &'static str,
+    error: &'a str,
     exit_code: Option<i64>,
     consecutive: i64,
     max_retries: Option<i64>,
     failure_limit: u32,
-) -> FailureChange {
+) -> FailureChange<'a> {
     let outcome = record_failure(
         u32::try_from(consecutive).unwrap_or(0),
         max_retries.and_then(|m| u32::try_from(m).ok()),
@@ -104,10 +103,9 @@ pub fn failure_change(
         FailureOutcome::Requeue { failures, .. } => (TaskStatus::Ready, failures),
         FailureOutcome::GiveUp { failures, .. } => (TaskStatus::Blocked, failures),
     };
-    let mut events = vec![(kind.to_owned(), json!({"error": error, "exit_code": exit_code, "failures": failures}))];
+    let mut events = vec![BoardEvent::Failed { outcome: kind, error, exit_code, failures: i64::from(failures) }];
     if let FailureOutcome::GiveUp { failures, limit } = outcome {
-        let payload = json!({"failures": failures, "effective_limit": limit, "error": error, "trigger_outcome": kind});
-        events.push(("gave_up".to_owned(), payload));
+        events.push(BoardEvent::GaveUp { failures, effective_limit: limit, error, trigger_outcome: kind });
     }
     FailureChange { outcome, status, failures: i64::from(failures), events }
 }
@@ -143,8 +141,8 @@ mod tests {
         assert_eq!((c.status, c.failures, c.events.len()), (TaskStatus::Ready, 1, 1));
         let c = failure_change("crashed", "gone", None, 1, None, 2);
         assert_eq!((c.status, c.failures), (TaskStatus::Blocked, 2));
-        assert_eq!(c.events[1].0, "gave_up");
-        assert_eq!(c.events[1].1["trigger_outcome"], "crashed");
+        assert_eq!(c.events[1].kind(), "gave_up");
+        assert!(matches!(c.events[1], BoardEvent::GaveUp { trigger_outcome: "crashed", .. }));
         assert_eq!(failure_change("failed", "x", Some(1), 1, Some(5), 2).status, TaskStatus::Ready, "max_retries wins");
     }
 }

@@ -10,8 +10,9 @@ use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use kanban_core::rules::failure_change;
+use kanban_core::{AssignedBy, BoardEvent};
 use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 
 use crate::{PgKanbanStore, PgResult};
 
@@ -81,14 +82,13 @@ pub(crate) fn event(
     tx: &mut impl GenericClient,
     task: &str,
     run: Option<i64>,
-    kind: &str,
-    payload: &Json,
+    event: &BoardEvent<'_>,
     now: Timestamp,
 ) -> PgResult<()> {
     // Prepared once per connection (every transition appends an event): one round trip, no parse.
     tx.execute(
         "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
-        &[&task, &run, &kind, &payload.to_string(), &now.as_millis()],
+        &[&task, &run, &event.kind(), &event.payload(), &now.as_millis()],
     )?;
     Ok(())
 }
@@ -98,7 +98,8 @@ pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> Pg
     let row = tx.query_one("SELECT worker_pid, worker_start, worker_host FROM berth.tasks WHERE id = $1", &[&id])?;
     let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-    Ok(pid.filter(|_| on.as_deref() == Some(host)).map(|pid| WorkerRef { pid, start }))
+    let local = domain::liveness::is_local(host, on.as_deref());
+    Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
 }
 
 /// Closes the task's current run with `outcome`; returns the run id. One statement: the run read, the task's
@@ -147,7 +148,7 @@ fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -
     for c in children {
         if parents_done(tx, &c)? {
             tx.execute("UPDATE berth.tasks SET status = 'ready' WHERE id = $1 AND status = 'todo'", &[&c])?;
-            event(tx, &c, None, "promoted", &json!({"parent": parent}), now)?;
+            event(tx, &c, None, &BoardEvent::Promoted { parent: Some(parent) }, now)?;
         }
     }
     Ok(())
@@ -157,7 +158,7 @@ fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -
 pub(crate) fn record_task_failure(
     tx: &mut impl GenericClient,
     id: &str,
-    outcome: &str,
+    outcome: &'static str,
     error: &str,
     exit_code: Option<i64>,
     failure_limit: u32,
@@ -173,8 +174,8 @@ pub(crate) fn record_task_failure(
         ),
         &[&id, &change.status.as_str(), &change.failures, &error],
     )?;
-    for (kind, payload) in &change.events {
-        event(tx, id, run, kind, payload, now)?;
+    for e in &change.events {
+        event(tx, id, run, e, now)?;
     }
     Ok(change.outcome)
 }
@@ -402,10 +403,10 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Assign, id, status)?;
+            allowed(TaskCommand::Assign, id, status)?;
             let assignee = assignee.map(str::trim).filter(|a| !a.is_empty());
             tx.execute("UPDATE berth.tasks SET assignee = $2 WHERE id = $1", &[&id, &assignee])?;
-            event(&mut tx, id, None, t.event, &json!({"assignee": assignee, "source": "cli"}), now)?;
+            event(&mut tx, id, None, &BoardEvent::Assigned { assignee, source: AssignedBy::Hand }, now)?;
             let task = read_task(&mut tx, id)?;
             tx.commit()?;
             Ok(task)
@@ -434,7 +435,7 @@ impl BoardStore for PgKanbanStore {
                 ),
                 &[&id, &result, &now.as_millis()],
             )?;
-            event(&mut tx, id, run, t.event, &json!({"result": result, "exit_code": exit_code}), now)?;
+            event(&mut tx, id, run, &BoardEvent::Completed { result, exit_code }, now)?;
             promote_children(&mut tx, id, now)?;
             let task = read_task(&mut tx, id)?;
             tx.commit()?;
@@ -469,7 +470,7 @@ impl BoardStore for PgKanbanStore {
             }
             close_run(&mut tx, id, end.outcome, Some(end.error), end.exit_code, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'ready', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, Some(run), end.outcome, &json!({"error": end.error}), now)?;
+            event(&mut tx, id, Some(run), &BoardEvent::Requeued { outcome: end.outcome, error: end.error }, now)?;
             tx.commit()?;
             Ok(())
         })
@@ -484,7 +485,7 @@ impl BoardStore for PgKanbanStore {
             let pid = worker_of(&mut tx, id, &host)?;
             let run = close_run(&mut tx, id, t.event, reason, None, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'blocked', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, run, t.event, &json!({"reason": reason}), now)?;
+            event(&mut tx, id, run, &BoardEvent::Blocked { reason }, now)?;
             tx.commit()?;
             Ok(pid)
         })
@@ -494,10 +495,13 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Unblock, id, status)?;
-            let next = if parents_done(&mut tx, id)? { "ready" } else { "todo" };
-            tx.execute("UPDATE berth.tasks SET status = $2, consecutive_failures = 0 WHERE id = $1", &[&id, &next])?;
-            event(&mut tx, id, None, t.event, &json!({"status": next}), now)?;
+            allowed(TaskCommand::Unblock, id, status)?;
+            let next = if parents_done(&mut tx, id)? { TaskStatus::Ready } else { TaskStatus::Todo };
+            tx.execute(
+                "UPDATE berth.tasks SET status = $2, consecutive_failures = 0 WHERE id = $1",
+                &[&id, &next.as_str()],
+            )?;
+            event(&mut tx, id, None, &BoardEvent::Unblocked { status: next }, now)?;
             let task = read_task(&mut tx, id)?;
             tx.commit()?;
             Ok(task)
@@ -513,7 +517,7 @@ impl BoardStore for PgKanbanStore {
             let pid = worker_of(&mut tx, id, &host)?;
             let run = close_run(&mut tx, id, t.event, None, None, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'archived', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now)?;
+            event(&mut tx, id, run, &BoardEvent::Archived { prev_status: status }, now)?;
             promote_children(&mut tx, id, now)?;
             tx.commit()?;
             Ok(pid)
@@ -536,7 +540,8 @@ impl BoardStore for PgKanbanStore {
                 ),
                 &[&id],
             )?;
-            event(&mut tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now)?;
+            let reclaimed = BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() };
+            event(&mut tx, id, run, &reclaimed, now)?;
             tx.commit()?;
             Ok(pid)
         })
@@ -546,12 +551,12 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Heartbeat, id, status)?;
+            allowed(TaskCommand::Heartbeat, id, status)?;
             tx.execute("UPDATE berth.tasks SET last_heartbeat_at = $2 WHERE id = $1", &[&id, &now.as_millis()])?;
             if let Some(note) = note {
                 let run: Option<i64> =
                     tx.query_one("SELECT current_run_id FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-                event(&mut tx, id, run, t.event, &json!({"note": note}), now)?;
+                event(&mut tx, id, run, &BoardEvent::Heartbeat { note }, now)?;
             }
             tx.commit()?;
             Ok(())

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use domain::time::Timestamp;
+use kanban_core::BoardEvent;
 use kanban_core::{Confirmation, StoreError, Task};
-use serde_json::json;
 
 use crate::PgKanbanStore;
 use crate::board::{event, millis, read_task, status_in};
@@ -49,8 +49,8 @@ impl PgKanbanStore {
                  claim_expires = $6 WHERE id = $1",
                 &[&run, &pid, &start, &host, &now.as_millis(), &expires],
             )?;
-            let payload = json!({"pid": pid, "start": start, "host": host, "expires": expires});
-            event(&mut tx, task, Some(run), "confirmed", &payload, now)?;
+            let confirmed = BoardEvent::Confirmed { pid: c.pid, start, host, expires, by: None };
+            event(&mut tx, task, Some(run), &confirmed, now)?;
             let t = read_task(&mut tx, task)?;
             tx.commit()?;
             Ok(t)

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use domain::ids::BoardSlug;
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
-use kanban_core::rules::{assignee_of, created_payload, initial_status, initial_statuses};
+use kanban_core::rules::{assignee_of, created, initial_status, initial_statuses};
 use kanban_core::{NewTask, Task};
 
 use crate::PgResult;
@@ -58,7 +58,7 @@ pub(crate) fn create_task(
             &[p, &id],
         )?;
     }
-    event(&mut tx, id, None, "created", &created_payload(new, status, board.as_str()), now)?;
+    event(&mut tx, id, None, &created(new, status, board.as_str()), now)?;
     let t = read_task(&mut tx, id)?;
     tx.commit()?;
     Ok(t)
@@ -134,11 +134,8 @@ pub(crate) fn create_tasks(
     if !parents.is_empty() {
         tx.execute(INSERT_LINKS, &[&parents, &children])?;
     }
-    let payloads: Vec<String> = tasks
-        .iter()
-        .zip(&statuses)
-        .map(|((_, new), status)| created_payload(new, *status, board.as_str()).to_string())
-        .collect();
+    let payloads: Vec<String> =
+        tasks.iter().zip(&statuses).map(|((_, new), status)| created(new, *status, board.as_str()).payload()).collect();
     tx.execute(INSERT_CREATED, &[&ids, &payloads, &now.as_millis()])?;
     tx.commit()?;
     Ok(statuses)

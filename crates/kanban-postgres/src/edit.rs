@@ -3,8 +3,8 @@
 
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
+use kanban_core::BoardEvent;
 use kanban_core::{StoreError, Task, TaskEdit, WorkerRef};
-use serde_json::{Value as Json, json};
 
 use crate::PgKanbanStore;
 use crate::board::{close_run, event, read_task, status_in, worker_of};
@@ -42,7 +42,7 @@ impl PgKanbanStore {
                      max_runtime_seconds = $7 WHERE id = $1",
                     &[&id, &after.0, &after.1, &after.2, &after.3, &after.4, &after.5],
                 )?;
-                event(&mut tx, id, None, "edited", &Json::Object(changes), now)?;
+                event(&mut tx, id, None, &BoardEvent::Edited(&changes), now)?;
             }
             let task = read_task(&mut tx, id)?;
             tx.commit()?;
@@ -61,10 +61,13 @@ impl PgKanbanStore {
             let children: Option<String> = tx
                 .query_one("SELECT string_agg(child_id, ',') FROM berth.task_links WHERE parent_id = $1", &[&id])?
                 .try_get(0)?;
-            let payload = json!({
-                "prev_status": status.as_str(), "title": task.title, "board": task.board, "children": children,
-            });
-            event(&mut tx, id, run, "removed", &payload, now)?;
+            let removed = BoardEvent::Removed {
+                prev_status: status,
+                title: &task.title,
+                board: &task.board,
+                children: children.as_deref(),
+            };
+            event(&mut tx, id, run, &removed, now)?;
             tx.execute("DELETE FROM berth.task_links WHERE parent_id = $1 OR child_id = $1", &[&id])?;
             tx.execute("DELETE FROM berth.task_runs WHERE task_id = $1", &[&id])?;
             tx.execute("DELETE FROM berth.tasks WHERE id = $1", &[&id])?;

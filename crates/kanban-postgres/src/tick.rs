@@ -24,8 +24,8 @@ use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
+use kanban_core::{AssignedBy, BoardEvent};
 use kanban_core::{BoardStore, StoreError};
-use serde_json::json;
 
 use crate::board::{CLEAR_CLAIM, close_run, guarded, record_task_failure, status_of, worker_of};
 use crate::client::GenericClient;
@@ -126,11 +126,11 @@ struct Events {
 }
 
 impl Events {
-    fn push(&mut self, task: &str, run: Option<i64>, kind: &'static str, payload: &serde_json::Value) {
+    fn push(&mut self, task: &str, run: Option<i64>, event: &BoardEvent<'_>) {
         self.task.push(task.to_owned());
         self.run.push(run);
-        self.kind.push(kind);
-        self.payload.push(payload.to_string());
+        self.kind.push(event.kind());
+        self.payload.push(event.payload());
     }
 
     fn flush(self, stmt: &str, tx: &mut impl GenericClient, now: Timestamp) -> PgResult<()> {
@@ -201,7 +201,7 @@ fn apply_tick(
             &[&plan.promoted],
         )?;
         for id in &plan.promoted {
-            events.push(id, None, "promoted", &json!({}));
+            events.push(id, None, &BoardEvent::Promoted { parent: None });
         }
     }
     let (mut assign_ids, mut assign_who) = (Vec::new(), Vec::new());
@@ -211,7 +211,11 @@ fn apply_tick(
             let who = d.assignee.as_deref().unwrap_or_default();
             assign_ids.push(d.task_id.as_str());
             assign_who.push(who);
-            events.push(&d.task_id, None, "assigned", &json!({"assignee": who, "source": "kanban.default_assignee"}));
+            events.push(
+                &d.task_id,
+                None,
+                &BoardEvent::Assigned { assignee: Some(who), source: AssignedBy::DefaultAssignee },
+            );
         }
         if d.decision == Decision::Spawn {
             spawn_ids.push(&d.task_id);
@@ -233,8 +237,7 @@ fn apply_tick(
         // In plan order; a claim that lost its compare-and-swap wrote nothing.
         for id in &spawn_ids {
             let Some((assignee, run_id)) = won.get(*id) else { continue };
-            let payload = json!({"lock": req.claimer, "expires": expires, "run_id": run_id});
-            events.push(id, Some(*run_id), "claimed", &payload);
+            events.push(id, Some(*run_id), &BoardEvent::Claimed { lock: req.claimer, expires, run_id: *run_id });
             out.claimed.push(Claimed { task_id: (*id).to_owned(), assignee: assignee.clone(), run_id: *run_id });
         }
     }
@@ -269,7 +272,7 @@ fn apply_housekeeping(
         HousekeepingChange::Extend => {
             let expires = now.as_millis().saturating_add(i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX));
             tx.execute("UPDATE berth.tasks SET claim_expires = $2 WHERE id = $1", &[&id, &expires])?;
-            events.push(id, None, "claim_extended", &json!({"expires": expires}));
+            events.push(id, None, &BoardEvent::ClaimExtended { expires });
         }
         HousekeepingChange::Fail { outcome, error, stop_worker } => {
             if stop_worker {
@@ -283,7 +286,7 @@ fn apply_housekeeping(
             }
             let run = close_run(tx, id, outcome, None, None, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'ready', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            events.push(id, run, outcome, &serde_json::to_value(hk).unwrap_or_default());
+            events.push(id, run, &BoardEvent::Housekeeping(hk));
         }
     }
     Ok(true)
@@ -388,10 +391,10 @@ impl KanbanStore for PgKanbanStore {
             tx.execute(SPAWNED_RUNS, &[&runs, &pids, &starts, &host, &expires, &at])?;
             let mut events = Events::default();
             for (s, start) in spawned.iter().zip(&starts) {
-                events.push(s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log, "host": host}));
+                events.push(s.task, Some(s.run_id), &BoardEvent::Spawned { pid: s.pid, log: s.log, host: &host });
                 let confirmation =
-                    json!({"pid": s.pid, "start": start, "host": host, "expires": expires, "by": "dispatcher"});
-                events.push(s.task, Some(s.run_id), "confirmed", &confirmation);
+                    BoardEvent::Confirmed { pid: s.pid, start: *start, host: &host, expires, by: Some("dispatcher") };
+                events.push(s.task, Some(s.run_id), &confirmation);
             }
             events.flush(EVENTS, &mut tx, now)?;
             tx.commit()?;

@@ -4,8 +4,8 @@
 
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
+use kanban_core::BoardEvent;
 use rusqlite::{OptionalExtension, params};
-use serde_json::{Value as Json, json};
 
 use crate::Sql;
 use crate::transitions::{close_run, event, status_in, worker_of};
@@ -48,7 +48,7 @@ impl SqliteKanbanStore {
                 params![id, after.0, after.1, after.2, after.3, after.4, after.5],
             )
             .sql()?;
-            event(&tx, id, None, "edited", &Json::Object(changes), now).sql()?;
+            event(&tx, id, None, &BoardEvent::Edited(&changes), now).sql()?;
         }
         tx.commit().sql()?;
         self.task(id)
@@ -71,10 +71,13 @@ impl SqliteKanbanStore {
             .optional()
             .sql()?
             .flatten();
-        let payload = json!({
-            "prev_status": status.as_str(), "title": task.title, "board": task.board, "children": children,
-        });
-        event(&tx, id, run, "removed", &payload, now).sql()?;
+        let removed = BoardEvent::Removed {
+            prev_status: status,
+            title: &task.title,
+            board: &task.board,
+            children: children.as_deref(),
+        };
+        event(&tx, id, run, &removed, now).sql()?;
         tx.execute("DELETE FROM task_links WHERE parent_id = ?1 OR child_id = ?1", [id]).sql()?;
         tx.execute("DELETE FROM task_runs WHERE task_id = ?1", [id]).sql()?;
         tx.execute("DELETE FROM tasks WHERE id = ?1", [id]).sql()?;

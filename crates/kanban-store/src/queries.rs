@@ -177,8 +177,8 @@ impl SqliteKanbanStore {
                 for p in &new.parents {
                     link.execute(params![p, id]).sql()?;
                 }
-                let payload = kanban_core::rules::created_payload(new, *status, board.as_str());
-                created.execute(params![id, payload.to_string(), now.as_millis()]).sql()?;
+                let payload = kanban_core::rules::created(new, *status, board.as_str()).payload();
+                created.execute(params![id, payload, now.as_millis()]).sql()?;
             }
         }
         tx.commit().sql()?;

@@ -9,8 +9,8 @@ use domain::liveness::WorkerFacts;
 use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink, Planner, ReadyTask, TickPlan, requeues};
 use domain::time::Timestamp;
 use domain::transitions::{Guarded, HousekeepingChange};
+use kanban_core::{AssignedBy, BoardEvent};
 use rusqlite::{Connection, params};
-use serde_json::json;
 
 use crate::Sql;
 use crate::rows::status_of;
@@ -295,14 +295,17 @@ fn apply_housekeeping(
     let now = req.now;
     let change = hk.change();
     let command = change.command();
-    if !matches!(guarded(tx, id, command, None, ""), Ok(Guarded::Apply(_))) {
-        return Ok(false);
+    // A verdict the task has moved past writes nothing; a storage error fails the tick, as on every store.
+    match guarded(tx, id, command, None, "") {
+        Ok(Guarded::Apply(_)) => {}
+        Ok(Guarded::AlreadyDone) | Err(StoreError::Moved { .. } | StoreError::Transition { .. }) => return Ok(false),
+        Err(e) => return Err(e),
     }
     match change {
         HousekeepingChange::Extend => {
             let expires = now.as_millis().saturating_add(i64::try_from(req.claim_ttl.as_millis()).unwrap_or(i64::MAX));
             tx.execute("UPDATE tasks SET claim_expires = ?2 WHERE id = ?1", params![id, expires]).sql()?;
-            event(tx, id, None, "claim_extended", &json!({"expires": expires}), now).sql()?;
+            event(tx, id, None, &BoardEvent::ClaimExtended { expires }, now).sql()?;
         }
         HousekeepingChange::Fail { outcome, error, stop_worker } => {
             if stop_worker {
@@ -320,7 +323,7 @@ fn apply_housekeeping(
                 [id],
             )
             .sql()?;
-            event(tx, id, run, outcome, &serde_json::to_value(hk).unwrap_or_default(), now).sql()?;
+            event(tx, id, run, &BoardEvent::Housekeeping(hk), now).sql()?;
         }
     }
     Ok(true)
@@ -344,7 +347,7 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
     plan.housekeeping = applied;
     for id in &plan.promoted {
         tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id]).sql()?;
-        event(tx, id, None, "promoted", &json!({}), now).sql()?;
+        event(tx, id, None, &BoardEvent::Promoted { parent: None }, now).sql()?;
     }
     for d in &plan.decisions {
         if d.auto_assigned {
@@ -354,15 +357,8 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
                 params![d.task_id, who],
             )
             .sql()?;
-            event(
-                tx,
-                &d.task_id,
-                None,
-                "assigned",
-                &json!({"assignee": who, "source": "kanban.default_assignee"}),
-                now,
-            )
-            .sql()?;
+            let assigned = BoardEvent::Assigned { assignee: Some(who), source: AssignedBy::DefaultAssignee };
+            event(tx, &d.task_id, None, &assigned, now).sql()?;
         }
         if d.decision != Decision::Spawn {
             continue;
@@ -389,15 +385,8 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
             .sql()?
             .query_row(params![d.task_id, run_id], |r| r.get(0))
             .sql()?;
-        event(
-            tx,
-            &d.task_id,
-            Some(run_id),
-            "claimed",
-            &json!({"lock": req.claimer, "expires": expires, "run_id": run_id}),
-            now,
-        )
-        .sql()?;
+        let claimed = BoardEvent::Claimed { lock: req.claimer, expires, run_id };
+        event(tx, &d.task_id, Some(run_id), &claimed, now).sql()?;
         out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id });
     }
     out.plan = plan;

@@ -7,8 +7,8 @@ use domain::kanban::{FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use kanban_core::rules::failure_change;
+use kanban_core::{AssignedBy, BoardEvent};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
-use serde_json::{Value as Json, json};
 
 use crate::Sql;
 use crate::rows::status_of;
@@ -46,10 +46,10 @@ impl SqliteKanbanStore {
     pub fn assign(&mut self, id: &str, assignee: Option<&str>, now: Timestamp) -> Result<Task> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        let t = allowed(TaskCommand::Assign, id, status)?;
+        allowed(TaskCommand::Assign, id, status)?;
         let assignee = assignee.map(str::trim).filter(|a| !a.is_empty());
         tx.execute("UPDATE tasks SET assignee = ?2 WHERE id = ?1", params![id, assignee]).sql()?;
-        event(&tx, id, None, t.event, &json!({"assignee": assignee, "source": "cli"}), now).sql()?;
+        event(&tx, id, None, &BoardEvent::Assigned { assignee, source: AssignedBy::Hand }, now).sql()?;
         tx.commit().sql()?;
         self.task(id)
     }
@@ -85,7 +85,7 @@ impl SqliteKanbanStore {
             params![id, result, now.as_millis()],
         )
         .sql()?;
-        event(&tx, id, run, t.event, &json!({"result": result, "exit_code": exit_code}), now).sql()?;
+        event(&tx, id, run, &BoardEvent::Completed { result, exit_code }, now).sql()?;
         promote_children(&tx, id, now).sql()?;
         tx.commit().sql()?;
         self.task(id)
@@ -125,7 +125,7 @@ impl SqliteKanbanStore {
         }
         close_run(&tx, id, end.outcome, Some(end.error), end.exit_code, now).sql()?;
         tx.execute(concat!("UPDATE tasks SET status = 'ready', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
-        event(&tx, id, Some(run), end.outcome, &json!({"error": end.error}), now).sql()?;
+        event(&tx, id, Some(run), &BoardEvent::Requeued { outcome: end.outcome, error: end.error }, now).sql()?;
         tx.commit().sql()?;
         Ok(())
     }
@@ -142,7 +142,7 @@ impl SqliteKanbanStore {
         let pid = worker_of(&tx, id, &host)?;
         let run = close_run(&tx, id, t.event, reason, None, now).sql()?;
         tx.execute(concat!("UPDATE tasks SET status = 'blocked', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
-        event(&tx, id, run, t.event, &json!({"reason": reason}), now).sql()?;
+        event(&tx, id, run, &BoardEvent::Blocked { reason }, now).sql()?;
         tx.commit().sql()?;
         Ok(pid)
     }
@@ -154,10 +154,11 @@ impl SqliteKanbanStore {
     pub fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        let t = allowed(TaskCommand::Unblock, id, status)?;
-        let next = if parents_done(&tx, id).sql()? { "ready" } else { "todo" };
-        tx.execute("UPDATE tasks SET status = ?2, consecutive_failures = 0 WHERE id = ?1", params![id, next]).sql()?;
-        event(&tx, id, None, t.event, &json!({"status": next}), now).sql()?;
+        allowed(TaskCommand::Unblock, id, status)?;
+        let next = if parents_done(&tx, id).sql()? { TaskStatus::Ready } else { TaskStatus::Todo };
+        tx.execute("UPDATE tasks SET status = ?2, consecutive_failures = 0 WHERE id = ?1", params![id, next.as_str()])
+            .sql()?;
+        event(&tx, id, None, &BoardEvent::Unblocked { status: next }, now).sql()?;
         tx.commit().sql()?;
         self.task(id)
     }
@@ -174,7 +175,7 @@ impl SqliteKanbanStore {
         let pid = worker_of(&tx, id, &host)?;
         let run = close_run(&tx, id, t.event, None, None, now).sql()?;
         tx.execute(concat!("UPDATE tasks SET status = 'archived', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
-        event(&tx, id, run, t.event, &json!({"prev_status": status.as_str()}), now).sql()?;
+        event(&tx, id, run, &BoardEvent::Archived { prev_status: status }, now).sql()?;
         promote_children(&tx, id, now).sql()?;
         tx.commit().sql()?;
         Ok(pid)
@@ -198,7 +199,7 @@ impl SqliteKanbanStore {
             [id],
         )
         .sql()?;
-        event(&tx, id, run, t.event, &json!({"manual": true, "reason": reason, "prev_lock": lock}), now).sql()?;
+        event(&tx, id, run, &BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() }, now).sql()?;
         tx.commit().sql()?;
         Ok(pid)
     }
@@ -210,12 +211,12 @@ impl SqliteKanbanStore {
     pub fn heartbeat(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<()> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        let t = allowed(TaskCommand::Heartbeat, id, status)?;
+        allowed(TaskCommand::Heartbeat, id, status)?;
         tx.execute("UPDATE tasks SET last_heartbeat_at = ?2 WHERE id = ?1", params![id, now.as_millis()]).sql()?;
         if let Some(note) = note {
             let run: Option<i64> =
                 tx.query_row("SELECT current_run_id FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
-            event(&tx, id, run, t.event, &json!({"note": note}), now).sql()?;
+            event(&tx, id, run, &BoardEvent::Heartbeat { note }, now).sql()?;
         }
         tx.commit().sql()?;
         Ok(())
@@ -266,15 +267,8 @@ impl SqliteKanbanStore {
              WHERE id = ?1",
             params![c.run_id, c.pid, start, c.host, now.as_millis(), expires],
         ).sql()?;
-        event(
-            &tx,
-            c.task,
-            Some(c.run_id),
-            "confirmed",
-            &json!({"pid": c.pid, "start": start, "host": c.host, "expires": expires}),
-            now,
-        )
-        .sql()?;
+        let confirmed = BoardEvent::Confirmed { pid: c.pid, start, host: c.host, expires, by: None };
+        event(&tx, c.task, Some(c.run_id), &confirmed, now).sql()?;
         tx.commit().sql()?;
         self.task(c.task)
     }
@@ -332,10 +326,11 @@ impl SqliteKanbanStore {
                  claim_expires = ?6 WHERE id = ?1",
             ).sql()?
             .execute(params![s.run_id, s.pid, start, host, now.as_millis(), expires]).sql()?;
-            event(&tx, s.task, Some(s.run_id), "spawned", &json!({"pid": s.pid, "log": s.log}), now).sql()?;
+            event(&tx, s.task, Some(s.run_id), &BoardEvent::Spawned { pid: s.pid, log: s.log, host: &host }, now)
+                .sql()?;
             let confirmation =
-                json!({"pid": s.pid, "start": start, "host": host, "expires": expires, "by": "dispatcher"});
-            event(&tx, s.task, Some(s.run_id), "confirmed", &confirmation, now).sql()?;
+                BoardEvent::Confirmed { pid: s.pid, start, host: &host, expires, by: Some("dispatcher") };
+            event(&tx, s.task, Some(s.run_id), &confirmation, now).sql()?;
             confirmed += 1;
         }
         tx.commit().sql()?;
@@ -413,14 +408,13 @@ pub(crate) fn event(
     tx: &Transaction<'_>,
     task: &str,
     run: Option<i64>,
-    kind: &str,
-    payload: &Json,
+    event: &BoardEvent<'_>,
     now: Timestamp,
 ) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![task, run, kind, payload.to_string(), now.as_millis()])
+    .execute(params![task, run, event.kind(), event.payload(), now.as_millis()])
     .map(drop)
 }
 
@@ -463,7 +457,7 @@ pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestam
     for c in children {
         if parents_done(tx, &c)? {
             tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [&c])?;
-            event(tx, &c, None, "promoted", &json!({"parent": parent}), now)?;
+            event(tx, &c, None, &BoardEvent::Promoted { parent: Some(parent) }, now)?;
         }
     }
     Ok(())
@@ -473,7 +467,7 @@ pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestam
 pub(crate) fn record_task_failure(
     tx: &Transaction<'_>,
     id: &str,
-    outcome: &str,
+    outcome: &'static str,
     error: &str,
     exit_code: Option<i64>,
     failure_limit: u32,
@@ -495,8 +489,8 @@ pub(crate) fn record_task_failure(
         params![id, change.status.as_str(), change.failures, error],
     )
     .sql()?;
-    for (kind, payload) in &change.events {
-        event(tx, id, run, kind, payload, now).sql()?;
+    for e in &change.events {
+        event(tx, id, run, e, now).sql()?;
     }
     Ok(change.outcome)
 }

@@ -436,7 +436,7 @@ impl Outcome<'_> {
     }
 
     /// The run failed: through the breaker, waiting out an outage of the board.
-    async fn fail(&mut self, outcome: &str, error: &str, code: Option<i64>) -> Result<FailureOutcome, Failure> {
+    async fn fail(&mut self, outcome: &'static str, error: &str, code: Option<i64>) -> Result<FailureOutcome, Failure> {
         let error = &crate::edge::redact::redact(error);
         log_line(&format!("{outcome}: {error}"));
         let (task, run, limit, now) = (self.task, Some(self.run), self.failure_limit, SystemClock.now());
