@@ -26,7 +26,7 @@ mod stream;
 pub(crate) mod views;
 pub mod worker;
 
-pub use report::{DispatchArgs, DispatchReport, dispatch, dispatch_on, report_json, tick_config};
+pub use report::{DispatchArgs, DispatchReport, TickTally, dispatch, dispatch_on, report_json, tick_config};
 
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;

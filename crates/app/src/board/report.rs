@@ -56,6 +56,46 @@ impl DispatchReport {
     pub fn had_spawnable(&self) -> bool {
         self.plan.spawns().next().is_some()
     }
+
+    /// What the tick did, by kind, read off the typed report (what the gateway logs and `/metrics` counts).
+    pub fn tally(&self) -> TickTally<'_> {
+        use domain::policy::dispatch::Housekeeping as H;
+        let ids = |f: fn(&H) -> bool| -> Vec<&str> {
+            self.plan.housekeeping.iter().filter(|(_, h)| f(h)).map(|(id, _)| id.as_str()).collect()
+        };
+        let mut auto_blocked = ids(H::gave_up);
+        for id in &self.auto_blocked {
+            if !auto_blocked.contains(&id.as_str()) {
+                auto_blocked.push(id);
+            }
+        }
+        TickTally {
+            spawned: &self.spawned,
+            spawn_failed: &self.spawn_failed,
+            crashed: ids(|h| matches!(h, H::Crashed { .. })),
+            timed_out: ids(|h| matches!(h, H::TimedOut { .. })),
+            lease_expired: ids(|h| matches!(h, H::LeaseExpired { .. })),
+            stale: ids(|h| matches!(h, H::Stale { .. })),
+            reclaimed: ids(|h| matches!(h, H::Reclaim { .. })).len(),
+            promoted: self.plan.promoted.len(),
+            auto_blocked,
+        }
+    }
+}
+
+/// One tick by kind: the workers it started, the claims it could not start, the tasks housekeeping took (crashed,
+/// timed out, lease expired, stale; reclaimed counted), the children it promoted and the tasks the breaker blocked.
+#[derive(Debug)]
+pub struct TickTally<'a> {
+    pub spawned: &'a [SpawnedWorker],
+    pub spawn_failed: &'a [(String, String)],
+    pub crashed: Vec<&'a str>,
+    pub timed_out: Vec<&'a str>,
+    pub lease_expired: Vec<&'a str>,
+    pub stale: Vec<&'a str>,
+    pub reclaimed: usize,
+    pub promoted: usize,
+    pub auto_blocked: Vec<&'a str>,
 }
 
 /// The tick configuration from the settings, the flags and the profiles (read once, here at the edge).

@@ -40,9 +40,9 @@ pub struct BoardTick {
     pub spawned: Option<usize>,
     /// The crashed workers' tasks, as the dispatch report lists them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub crashed: Option<Json>,
+    pub crashed: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reclaimed: Option<Json>,
+    pub reclaimed: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use domain::kanban::TaskStatus;
-use serde_json::Value as Json;
 
+use crate::board::TickTally;
 use crate::edge::context::Ctx;
 
 /// The workers this gateway started and has not yet seen end: pid → (board, task).
@@ -17,47 +17,30 @@ pub struct TaskLog {
     failed: Vec<(String, String)>,
 }
 
-/// A task id from a report entry: the id itself, or an object with `task_id`.
-fn task_of(v: &Json) -> String {
-    v.as_str().map(str::to_owned).or_else(|| v["task_id"].as_str().map(str::to_owned)).unwrap_or_else(|| v.to_string())
-}
-
 impl TaskLog {
-    /// Logs what one board's tick did to single tasks (`v` is the tick's report as `kanban dispatch --json` prints
-    /// it) and remembers the workers it started.
-    pub fn tick(&mut self, board: &str, v: &Json) {
-        let pids: BTreeMap<String, i64> = v["workers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|w| Some((w["task_id"].as_str()?.to_owned(), w["pid"].as_i64()?)))
-            .collect();
-        for s in v["spawned"].as_array().into_iter().flatten() {
-            let task = task_of(s);
-            let pid = pids.get(&task).copied();
-            let shown = pid.map_or_else(|| "-".to_owned(), |p| p.to_string());
+    /// Logs what one board's tick did to single tasks and remembers the workers it started.
+    pub fn tick(&mut self, board: &str, t: &TickTally<'_>) {
+        for s in t.spawned {
+            let shown = s.pid.map_or_else(|| "-".to_owned(), |p| p.to_string());
             tracing::info!(
-                "kanban dispatcher [{board}]: task {task} started (assignee {}, worker pid {shown})",
-                s["assignee"].as_str().unwrap_or("-")
+                "kanban dispatcher [{board}]: task {} started (assignee {}, worker pid {shown})",
+                s.task_id,
+                s.assignee
             );
-            if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-                self.workers.insert(pid, (board.to_owned(), task));
+            if let Some(pid) = s.pid.and_then(|p| i32::try_from(p).ok()) {
+                self.workers.insert(pid, (board.to_owned(), s.task_id.clone()));
             }
         }
-        let said = |key: &str, what: &str| {
-            for t in v[key].as_array().into_iter().flatten() {
-                tracing::warn!("kanban dispatcher [{board}]: task {} {what}", task_of(t));
+        let said = |ids: &[&str], what: &str| {
+            for id in ids {
+                tracing::warn!("kanban dispatcher [{board}]: task {id} {what}");
             }
         };
-        said("crashed", "crashed: its worker is gone without recording a result");
-        said("timed_out", "timed out: its worker was stopped");
-        said("auto_blocked", "blocked: it failed kanban.failure_limit times in a row (`kanban unblock` retries it)");
-        for f in v["spawn_failed"].as_array().into_iter().flatten() {
-            tracing::warn!(
-                "kanban dispatcher [{board}]: task {} could not start: {}",
-                task_of(f),
-                f["error"].as_str().unwrap_or("-")
-            );
+        said(&t.crashed, "crashed: its worker is gone without recording a result");
+        said(&t.timed_out, "timed out: its worker was stopped");
+        said(&t.auto_blocked, "blocked: it failed kanban.failure_limit times in a row (`kanban unblock` retries it)");
+        for (id, error) in t.spawn_failed {
+            tracing::warn!("kanban dispatcher [{board}]: task {id} could not start: {error}");
         }
     }
 

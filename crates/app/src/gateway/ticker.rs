@@ -166,24 +166,24 @@ async fn tick_all(
                 let spawned = r.spawned.len();
                 summary.spawned += spawned;
                 summary.pending |= r.had_spawnable();
-                let v = board::report_json(&r, false);
-                crate::web::metrics::record_report(&v);
-                task_log.tick(&board.slug, &v);
+                let t = r.tally();
+                crate::web::metrics::record_tally(&t);
+                task_log.tick(&board.slug, &t);
                 if spawned > 0 {
                     tracing::info!(
                         "kanban dispatcher [{}]: spawned={spawned} reclaimed={} crashed={} timed_out={} promoted={} auto_blocked={}",
                         board.slug,
-                        v["reclaimed"],
-                        v["crashed"].as_array().map_or(0, Vec::len),
-                        v["timed_out"].as_array().map_or(0, Vec::len),
-                        v["promoted"],
-                        v["auto_blocked"].as_array().map_or(0, Vec::len)
+                        t.reclaimed,
+                        t.crashed.len(),
+                        t.timed_out.len(),
+                        t.promoted,
+                        t.auto_blocked.len()
                     );
                 }
                 let tick = BoardTick {
                     spawned: Some(spawned),
-                    crashed: Some(v["crashed"].clone()),
-                    reclaimed: Some(v["reclaimed"].clone()),
+                    crashed: Some(t.crashed.iter().map(|id| (*id).to_owned()).collect()),
+                    reclaimed: Some(t.reclaimed),
                     ..BoardTick::default()
                 };
                 summary.boards.insert(board.slug.clone(), tick);

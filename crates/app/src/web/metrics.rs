@@ -18,7 +18,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use serde_json::Value as Json;
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
@@ -64,24 +63,19 @@ static COUNTERS: LazyLock<Counters> = LazyLock::new(|| Counters {
     started_ms: SystemClock.now().as_millis(),
 });
 
-/// How many a report's key holds (a list of tasks, or a count).
-fn count(v: &Json) -> u64 {
-    v.as_u64().unwrap_or_else(|| v.as_array().map_or(0, |a| a.len() as u64))
-}
-
-/// Counts one tick's report (`kanban::report_json`): its claims, spawns, crashes, lease expiries, timeouts,
-/// reclaims (no heartbeat, stale claims) and give-ups.
-pub fn record_report(v: &Json) {
+/// Counts one tick: its claims, spawns, crashes, lease expiries, timeouts, reclaims (no heartbeat, stale claims)
+/// and give-ups.
+pub fn record_tally(t: &crate::board::TickTally<'_>) {
     let c = &*COUNTERS;
-    let (spawned, failed) = (count(&v["spawned"]), count(&v["spawn_failed"]));
-    c.claims.inc_by(spawned + failed);
-    c.spawns.inc_by(spawned);
-    c.spawn_failures.inc_by(failed);
-    c.crashes.inc_by(count(&v["crashed"]));
-    c.lease_expiries.inc_by(count(&v["lease_expired"]));
-    c.timeouts.inc_by(count(&v["timed_out"]));
-    c.reclaims.inc_by(count(&v["reclaimed"]) + count(&v["stale"]));
-    c.gave_up.inc_by(count(&v["auto_blocked"]));
+    let n = |len: usize| len as u64;
+    c.claims.inc_by(n(t.spawned.len() + t.spawn_failed.len()));
+    c.spawns.inc_by(n(t.spawned.len()));
+    c.spawn_failures.inc_by(n(t.spawn_failed.len()));
+    c.crashes.inc_by(n(t.crashed.len()));
+    c.lease_expiries.inc_by(n(t.lease_expired.len()));
+    c.timeouts.inc_by(n(t.timed_out.len()));
+    c.reclaims.inc_by(n(t.reclaimed + t.stale.len()));
+    c.gave_up.inc_by(n(t.auto_blocked.len()));
 }
 
 /// Sandboxes the orphan reaper removed (the gateway's passes, and the sweep before a process's first acquire).
@@ -99,9 +93,9 @@ pub fn count_folders_removed(n: usize) {
     COUNTERS.folders_removed.inc_by(n as u64);
 }
 
-/// As [`record_report`] from the report itself.
+/// As [`record_tally`] from the report itself.
 pub(crate) fn record_tick(r: &crate::board::DispatchReport) {
-    record_report(&crate::board::report_json(r, false));
+    record_tally(&r.tally());
 }
 
 /// One tick's duration (every board of it).
