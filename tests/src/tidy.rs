@@ -628,3 +628,38 @@ fn the_docker_adapter_has_no_inherent_twin_of_a_port_method() {
     }
     assert!(twins.is_empty(), "inherent methods of DockerRuntime named like a port's: {twins:?}");
 }
+
+/// The lines of `text` that write a run's end past `record_run_end`: a store's `complete`, `fail` or `requeue` called
+/// on a board handle (`b`, `s`, `store`, `board`).
+fn run_end_writes(text: &str) -> Vec<usize> {
+    let calls = ["complete(", "fail(", "requeue("];
+    let handles = ["b.", "s.", "board.", "(**b).", "(**s)."];
+    production_lines(text)
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| {
+            handles
+                .iter()
+                .any(|h| calls.iter().any(|c| l.contains(&format!("{h}{c}")) && !l.contains(&format!("self.{c}"))))
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+#[test]
+fn every_run_end_in_app_goes_through_record_run_end() {
+    let mut files = Vec::new();
+    rust_files(&workspace().join("crates/app/src"), &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .filter(|f| !is_test_file(f))
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            run_end_writes(&text).into_iter().map(move |n| format!("{}:{n}", f.display()))
+        })
+        .collect();
+    assert!(found.is_empty(), "a run's end written past kanban_core::record_run_end: {found:?}");
+    // The checker finds one, and leaves the worker's own method alone.
+    assert_eq!(run_end_writes("fn a() {\n    b.complete(t, None, None, None, now)\n}\n"), vec![2]);
+    assert!(run_end_writes("fn a() {\n    self.fail(\"failed\", e, None)\n}\n").is_empty());
+}

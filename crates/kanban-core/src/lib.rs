@@ -1,9 +1,10 @@
 //! The board beside the domain, in the sandbox half's shape: its model (`model.rs`: tasks, runs, events, boards,
 //! hosts, as every store hands them out), its port (`port.rs`: [`BoardStore`], every operation any surface uses),
-//! its error (`error.rs`), every event it writes (`event.rs`: [`BoardEvent`], one enum, one serialization), the rules a store applies without deciding (`rules.rs`: a new task's status, the
-//! failure breaker's change), the one edit rule (`edit.rs`) and the copy between stores (`copy.rs`). The stores are
-//! sibling adapters that depend on this crate and `domain` alone: SQLite (`kanban-store`) and PostgreSQL
-//! (`kanban-postgres`) translate these to their SQL and decide nothing.
+//! its error (`error.rs`), every event it writes (`event.rs`: [`BoardEvent`], one enum, one serialization), the
+//! rules a store applies without deciding (`rules.rs`: a new task's status, the failure breaker's change), the one
+//! writer of a run's end (`run_end.rs`: [`record_run_end`]), the one edit rule (`edit.rs`) and the copy between
+//! stores (`copy.rs`). The stores are sibling adapters that depend on this crate and `domain` alone: SQLite
+//! (`kanban-store`) and PostgreSQL (`kanban-postgres`) translate these to their SQL and decide nothing.
 
 mod copy;
 mod edit;
@@ -12,6 +13,7 @@ mod event;
 mod model;
 mod port;
 pub mod rules;
+mod run_end;
 
 pub use copy::{Cell, CopyReport, TABLES, TableRows};
 pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerRef};
@@ -20,3 +22,4 @@ pub use error::{Result, StoreError};
 pub use event::{AssignedBy, BoardEvent};
 pub use model::{Board, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, Task};
 pub use port::BoardStore;
+pub use run_end::{RunEnding, RunRecorded, record_run_end};

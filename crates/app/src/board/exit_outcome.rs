@@ -1,9 +1,8 @@
 //! `kanban.worker_exit_outcome`: a command's exit status recorded as its run's outcome, by its `berth worker run`
 //! (`worker.rs`) or by the home's runner (`runner.rs`).
 
-use domain::kanban::FailureOutcome;
 use domain::ports::Clock;
-use kanban_core::{RunEnd, StoreError};
+use kanban_core::{RunEnd, RunEnding, StoreError, record_run_end};
 
 use super::outage;
 use crate::edge::context::{Ctx, SystemClock};
@@ -33,22 +32,16 @@ pub(super) fn record(
         Err(f) => Some(f.message.clone()),
     };
     let exit_code = code.as_ref().ok().map(|c| i64::from(*c));
-    let answered = |r: Result<bool, StoreError>| match r {
-        Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),
-        other => other.map(Ok),
+    let (what, ending) = match &error {
+        None => ("record the completion", RunEnding::Completed { result: Some(last), exit_code: Some(0) }),
+        Some(error) => ("record the failure", RunEnding::Failed(RunEnd { outcome: "failed", error, exit_code })),
     };
-    let patience = outage::patience(ctx);
-    let recorded = match &error {
-        None => outage::retrying_blocking(ctx, "record the completion", patience, store, |b| {
-            answered(b.complete(task, Some(run), Some(last), Some(0), now).map(|_| true))
-        })?,
-        Some(error) => {
-            let end = RunEnd { outcome: "failed", error, exit_code };
-            outage::retrying_blocking(ctx, "record the failure", patience, store, |b| {
-                answered(b.fail(task, Some(run), &end, limit, now).map(|f| matches!(f, FailureOutcome::GiveUp { .. })))
-            })?
+    let recorded = outage::retrying_blocking(ctx, what, outage::patience(ctx), store, |b| {
+        match record_run_end(&mut **b, task, Some(run), &ending, limit, now) {
+            Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),
+            other => other.map(|r| Ok(r.finished())),
         }
-    };
+    })?;
     Ok(match recorded {
         Ok(finished) => {
             (error.map_or_else(|| "the command exited 0: completed".into(), |e| format!("failed: {e}")), finished)

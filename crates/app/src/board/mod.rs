@@ -279,7 +279,12 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     // says the task ran, so no read of the runs after: the completion is the one write it makes.
     let (before, t) = crate::board::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
         let before = if run.is_some() { None } else { Some(s.task(id)?) };
-        Ok((before, s.complete(id, run, result, None, now)?))
+        let ending = kanban_core::RunEnding::Completed { result, exit_code: None };
+        let t = match kanban_core::record_run_end(&mut **s, id, run, &ending, 0, now)? {
+            kanban_core::RunRecorded::Done(t) => *t,
+            _ => s.task(id)?,
+        };
+        Ok((before, t))
     })
     .await?;
     let store = slot.ok_or_else(|| Failure::other("the board did not open"))?;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use domain::ports::Clock;
-use kanban_core::{StoreError, Task};
+use kanban_core::{RunEnding, RunRecorded, StoreError, Task, record_run_end};
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::open::{Board, open_board};
@@ -75,7 +75,13 @@ pub(super) fn apply(
 ) -> Result<Task, StoreError> {
     let now = SystemClock.now();
     match op {
-        "complete" => b.complete(task, Some(run), text, None, now),
+        "complete" => {
+            let ending = RunEnding::Completed { result: text, exit_code: None };
+            match record_run_end(&mut **b, task, Some(run), &ending, 0, now)? {
+                RunRecorded::Done(t) => Ok(*t),
+                _ => b.task(task),
+            }
+        }
         "block" => b.block(task, text, now).and_then(|_| b.task(task)),
         "heartbeat" => {
             b.heartbeat(task, text, now)?;

@@ -11,7 +11,7 @@ use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
 use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec};
 use domain::service;
-use kanban_core::{Confirmation, RunEnd, Task};
+use kanban_core::{Confirmation, RunEnd, RunEnding, Task, record_run_end};
 
 use crate::edge::open::Board;
 
@@ -397,9 +397,10 @@ impl Outcome<'_> {
             Ok((ExecOutcome::Exited(0), last, _)) => {
                 // Masked where it is stored, whatever masked it on the way.
                 let last = crate::edge::redact::redact(&last);
-                let (task, run, now) = (self.task, Some(self.run), SystemClock.now());
+                let (task, run, limit, now) = (self.task, Some(self.run), self.failure_limit, SystemClock.now());
+                let ending = RunEnding::Completed { result: Some(&last), exit_code: Some(0) };
                 outage::retrying(self.ctx, "record the completion", self.patience, &mut self.store, |b| {
-                    b.complete(task, run, Some(&last), Some(0), now)
+                    record_run_end(&mut **b, task, run, &ending, limit, now)
                 })
                 .await?;
                 log_line("completed");
@@ -426,25 +427,26 @@ impl Outcome<'_> {
     async fn engine_unavailable(&mut self, e: &Failure) -> Result<u8, Failure> {
         let error = format!("sandbox: {}", e.message);
         log_line(&format!("infra_unavailable: {error}; the task is requeued without counting a failure"));
-        let (task, run, now) = (self.task, self.run, SystemClock.now());
-        let end = RunEnd { outcome: "infra_unavailable", error: &error, exit_code: None };
+        let (task, run, limit, now) = (self.task, self.run, self.failure_limit, SystemClock.now());
+        let ending = RunEnding::Requeued(RunEnd { outcome: "infra_unavailable", error: &error, exit_code: None });
         outage::retrying(self.ctx, "requeue the task", self.patience, &mut self.store, |b| {
-            b.requeue(task, run, &end, now)
+            record_run_end(&mut **b, task, Some(run), &ending, limit, now)
         })
         .await?;
         Ok(Exit::ENGINE)
     }
 
     /// The run failed: through the breaker, waiting out an outage of the board.
-    async fn fail(&mut self, outcome: &'static str, error: &str, code: Option<i64>) -> Result<FailureOutcome, Failure> {
+    async fn fail(&mut self, outcome: &'static str, error: &str, code: Option<i64>) -> Result<(), Failure> {
         let error = &crate::edge::redact::redact(error);
         log_line(&format!("{outcome}: {error}"));
         let (task, run, limit, now) = (self.task, Some(self.run), self.failure_limit, SystemClock.now());
-        let end = RunEnd { outcome, error, exit_code: code };
+        let ending = RunEnding::Failed(RunEnd { outcome, error, exit_code: code });
         outage::retrying(self.ctx, "record the failure", self.patience, &mut self.store, |b| {
-            b.fail(task, run, &end, limit, now)
+            record_run_end(&mut **b, task, run, &ending, limit, now)
         })
         .await
+        .map(drop)
     }
 }
 
