@@ -217,7 +217,12 @@ fn every_setting_a_drift_warning_names_is_in_the_table() {
 /// `app`'s modules, each with the modules it names (`crate::a::b…`, `use crate::{…}` items, `super::…`), from the
 /// source text before any `#[cfg(test)]`.
 fn app_module_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = workspace().join("crates/app/src");
+    module_graph(&workspace().join("crates/app/src"))
+}
+
+/// Each module of the crate whose sources are in `src` (its production part) with the modules it names.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let src = src.to_path_buf();
     let mut files = Vec::new();
     let mut dirs = vec![src.clone()];
     while let Some(d) = dirs.pop() {
@@ -233,7 +238,7 @@ fn app_module_graph() -> BTreeMap<String, BTreeSet<String>> {
     let name = |p: &Path| -> String {
         let rel = p.strip_prefix(&src).unwrap().with_extension("");
         let parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
-        let parts: Vec<String> = parts.into_iter().filter(|c| c != "mod").collect();
+        let parts: Vec<String> = parts.into_iter().filter(|c| c != "mod" && c != "lib").collect();
         parts.join("::")
     };
     let modules: BTreeSet<String> = files.iter().map(|f| name(f)).collect();
@@ -662,4 +667,46 @@ fn every_run_end_in_app_goes_through_record_run_end() {
     // The checker finds one, and leaves the worker's own method alone.
     assert_eq!(run_end_writes("fn a() {\n    b.complete(t, None, None, None, now)\n}\n"), vec![2]);
     assert!(run_end_writes("fn a() {\n    self.fail(\"failed\", e, None)\n}\n").is_empty());
+}
+
+/// The largest set of modules that all reach each other in `graph` (a strongly connected component).
+fn largest_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<String> {
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_owned()];
+        while let Some(n) = todo.pop() {
+            for next in graph.get(&n).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    todo.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> = graph.keys().map(|n| (n, reach(n))).collect();
+    graph
+        .keys()
+        .map(|n| {
+            let mut scc: BTreeSet<String> =
+                reached[n].iter().filter(|m| reached.get(m).is_some_and(|r| r.contains(n))).cloned().collect();
+            scc.insert(n.clone());
+            scc
+        })
+        .max_by_key(BTreeSet::len)
+        .unwrap_or_default()
+}
+
+/// `domain`'s files import each other in one direction, but for pairs (a module and the one it was split from).
+#[test]
+fn domain_has_no_import_cycle_of_more_than_two_files() {
+    let graph = module_graph(&workspace().join("crates/domain/src"));
+    assert!(graph.len() > 30, "the module graph was read ({} modules)", graph.len());
+    let cycle = largest_cycle(&graph);
+    assert!(cycle.len() <= 2, "{} of domain's files import each other: {cycle:?}", cycle.len());
+    let three = BTreeMap::from([
+        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
+        ("b".to_owned(), BTreeSet::from(["c".to_owned()])),
+        ("c".to_owned(), BTreeSet::from(["a".to_owned()])),
+    ]);
+    assert_eq!(largest_cycle(&three).len(), 3, "the checker finds a cycle of three");
 }

@@ -216,7 +216,7 @@ pub struct RunningRow<'a> {
 impl TaskRow {
     /// A running task with its worker judged by the one liveness rule, from `cfg.host`: only a worker of this host
     /// keeps its pid (only this host probes or stops it); a lost host is named for the takeover.
-    pub fn running(r: RunningRow<'_>, cfg: &TickConfig, probe: &dyn crate::ports::ProcessProbe) -> Self {
+    pub fn running(r: RunningRow<'_>, cfg: &TickConfig, probe: &dyn crate::liveness::ProcessProbe) -> Self {
         use crate::liveness::{Liveness, is_local, judge};
         let seen = judge(&cfg.host, &r.worker, cfg.host_timeout, probe);
         let local = is_local(&cfg.host, r.worker.host);
@@ -291,7 +291,7 @@ pub struct TickRequest<'a> {
     pub board: &'a crate::ids::BoardSlug,
     pub cfg: &'a TickConfig,
     pub now: Timestamp,
-    pub probe: &'a dyn crate::ports::ProcessProbe,
+    pub probe: &'a dyn crate::liveness::ProcessProbe,
     /// Written as `claim_lock` (`<host>:<pid>` of the dispatcher).
     pub claimer: &'a str,
     pub claim_ttl: std::time::Duration,

@@ -6,7 +6,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::ports::ProcessProbe;
+/// Looks at the host's process table: is a worker still the process we started? (A port: `app` reads `/proc`.)
+pub trait ProcessProbe: Send + Sync {
+    /// A fingerprint of the process's start (boot-relative start time), used against pid reuse.
+    fn start_fingerprint(&self, pid: u32) -> Option<u64>;
+
+    /// Whether `pid` is alive, not a zombie, and (when `fingerprint` is given) started at that time.
+    fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool;
+}
 
 /// What a task row records of its worker, and how long its host has been silent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -225,14 +225,8 @@ pub trait ProfileResolver: Send + Sync {
     fn list(&self) -> Vec<String>;
 }
 
-/// Looks at the host's process table: is a worker still the process we started?
-pub trait ProcessProbe: Send + Sync {
-    /// A fingerprint of the process's start (boot-relative start time), used against pid reuse.
-    fn start_fingerprint(&self, pid: u32) -> Option<u64>;
-
-    /// Whether `pid` is alive, not a zombie, and (when `fingerprint` is given) started at that time.
-    fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool;
-}
+/// The host's process table, as liveness reads it (declared beside the one rule that uses it).
+pub use crate::liveness::ProcessProbe;
 
 /// The board: where tasks, claims and runs live (SQLite today; PostgreSQL next).
 ///
