@@ -278,3 +278,29 @@ fn a_gateway_on_postgres_wakes_on_board_changes_not_on_heartbeats_and_survives_c
     assert!(err.contains("listening for board changes") && err.contains("again"), "{err}");
     assert!(err.contains("the board connection failed"), "the kept connection was replaced:\n{err}");
 }
+
+/// A one-machine home (SQLite, no `kanban.host_id`): its idle gateway's host stays alive past the host timeout,
+/// in `berth status` as on the dashboard, though nothing heartbeats on such a board (issue 41: it showed `lost`).
+#[test]
+fn a_healthy_idle_gateways_host_stays_alive_on_a_one_machine_home() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["config", "set", "kanban.worker_command", "true"]);
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    home.ok(&["config", "set", "kanban.host_timeout_seconds", "2"]);
+    let id = home.json(&["kanban", "create", "once", "--assignee", "alpha"])["id"].as_str().unwrap().to_owned();
+    let gw = Gateway::start(&home, &[]);
+    wait_until("the task done", Duration::from_secs(20), || status_of(&home, &id) == "done");
+    std::thread::sleep(Duration::from_secs(4)); // scenario: idle twice the host timeout
+    let hosts = home.json(&["status"])["hosts"]["hosts"].clone();
+    let rows = hosts.as_array().unwrap_or_else(|| panic!("hosts: {hosts}"));
+    assert!(!rows.is_empty(), "this host is listed: {hosts}");
+    for h in rows {
+        assert_eq!(h["alive"], true, "{hosts}");
+    }
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0), "{err}");
+    // Without a gateway, the same host goes silent as before.
+    let hosts = home.json(&["status"])["hosts"]["hosts"].clone();
+    assert!(hosts.as_array().unwrap().iter().all(|h| h["alive"] == false), "{hosts}");
+}

@@ -280,6 +280,17 @@ pub fn unlock(file: &File) {
     let _ = rustix::fs::flock(file, rustix::fs::FlockOperation::Unlock);
 }
 
+/// Whether another process holds the lock on the file at `path` right now (a successful probe is released at once).
+pub fn lock_held(path: &std::path::Path) -> bool {
+    let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(path) else { return false };
+    if try_lock(&file) {
+        unlock(&file);
+        false
+    } else {
+        true
+    }
+}
+
 /// `uid:gid` of this process (sandboxes run commands as the invoking user).
 pub fn user_spec() -> String {
     format!("{}:{}", rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw())

@@ -73,15 +73,8 @@ fn take_lock(home: &Path) -> Result<File, Failure> {
 }
 
 /// Whether a gateway holds the home's lock right now.
-fn lock_held(home: &Path) -> bool {
-    let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(lock_path(home)) else { return false };
-    // A successful probe is released at once.
-    if process::try_lock(&file) {
-        process::unlock(&file);
-        false
-    } else {
-        true
-    }
+pub(crate) fn lock_held(home: &Path) -> bool {
+    process::lock_held(&lock_path(home))
 }
 
 fn write_state(home: &Path, state: &GatewayState) {

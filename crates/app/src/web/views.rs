@@ -260,11 +260,22 @@ pub(crate) fn hosts(ctx: &Ctx) -> Result<HostsView, Failure> {
             let Ok(slug) = BoardSlug::parse(&b.slug) else { continue };
             running.extend(store.tasks(&slug, Some(TaskStatus::Running), None)?);
         }
-        for h in store.hosts(now())? {
+        // A board only this host uses has no heartbeat of its gateway (a beat would wake the gateway's own board
+        // watch): a gateway holding this home's lock is what says this host is alive, and it ticks.
+        let this_host = ctx.host_id();
+        let gateway_here = ctx.database_url().is_none()
+            && ctx.settings.kanban.host_id.trim().is_empty()
+            && crate::edge::process::lock_held(&ctx.home.join("gateway.lock"));
+        let mut seen = store.hosts(now())?;
+        if gateway_here && !seen.iter().any(|h| h.id == this_host) {
+            seen.push(kanban_core::HostSeen { id: this_host.clone(), silent_ms: 0 });
+        }
+        for h in seen {
             let tasks = running.iter().filter(|t| t.worker_host.as_deref() == Some(h.id.as_str()));
+            let silent_ms = if gateway_here && h.id == this_host { 0 } else { h.silent_ms };
             rows.push(HostRow {
-                silent_secs: h.silent_ms as f64 / 1000.0,
-                alive: timeout.get() == 0 || h.silent_ms < i64::try_from(timeout.get() * 1000).unwrap_or(i64::MAX),
+                silent_secs: silent_ms as f64 / 1000.0,
+                alive: timeout.get() == 0 || silent_ms < i64::try_from(timeout.get() * 1000).unwrap_or(i64::MAX),
                 running: tasks.map(|t| t.id.clone()).collect(),
                 id: h.id,
             });
