@@ -1,5 +1,10 @@
 //! The network side of `terminal.docker_egress`: berth's internal network (no route out) and the proxy container
 //! that is the only way out of it, attached to that network at a fixed address and to a normal network.
+//!
+//! The internal network's bridge has no address of the host's (`com.docker.network.bridge.inhibit_ipv4`): an
+//! internal network only drops forwarded packets, so a gateway address on the bridge would be the host itself, every
+//! host service listening on 0.0.0.0 a sandbox's for the asking. Without it nothing on the host answers on that
+//! network (not even ARP), and the proxy, a container on both networks, needs none.
 
 use std::collections::HashMap;
 
@@ -16,6 +21,9 @@ use crate::DockerRuntime;
 
 /// Where the binary lands inside the proxy container.
 const PROXY_EXE: &str = "/usr/local/bin/berth-egress";
+
+/// The bridge driver's option that leaves the bridge without an IPv4 address of the host's (Docker 20.10 on).
+const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4";
 
 #[async_trait]
 impl EgressNetworks for DockerRuntime {
@@ -64,6 +72,7 @@ impl DockerRuntime {
                 name: setup.name.clone(),
                 driver: Some("bridge".into()),
                 internal: Some(true),
+                options: Some(HashMap::from([(INHIBIT_IPV4.to_owned(), "true".to_owned())])),
                 labels: Some(setup.labels.clone()),
                 ipam: Some(Ipam {
                     config: Some(vec![IpamConfig {
@@ -122,6 +131,8 @@ impl DockerRuntime {
     async fn create_proxy(&self, setup: &EgressSetup, name: &str, proxy_ip: &str) -> Result<(), RuntimeError> {
         let mut cmd = vec![PROXY_EXE.to_owned()];
         cmd.extend(setup.args.iter().cloned());
+        // It serves the inside leg only: on the outside network any container could ask it, and write denial rows.
+        cmd.extend(["--listen".to_owned(), proxy_ip.to_owned()]);
         let body = ContainerCreateBody {
             image: Some(setup.image.clone()),
             cmd: Some(cmd),

@@ -4,42 +4,54 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use domain::egress::EgressPolicy;
 use domain::ports::Clock;
 
+use super::denial_log::{DenialLog, Key, Row};
 use crate::edge::context::SystemClock;
 
 /// What every connection shares: the policy, the log, and the task each sandbox address last named.
 pub(super) struct Shared {
     pub policy: EgressPolicy,
-    log: Mutex<Option<std::fs::File>>,
+    log: DenialLog,
     tasks: Mutex<HashMap<IpAddr, String>>,
 }
 
 impl Shared {
-    pub fn new(policy: EgressPolicy, log: Option<std::fs::File>) -> Self {
-        Self { policy, log: Mutex::new(log), tasks: Mutex::new(HashMap::new()) }
+    pub fn new(policy: EgressPolicy, log: DenialLog) -> Self {
+        Self { policy, log, tasks: Mutex::new(HashMap::new()) }
     }
 
-    /// Appends one denial (JSON line) and says it on stderr (`docker logs` of the proxy).
+    /// Appends one denial (JSON line) and says it on stderr (`docker logs` of the proxy), unless the same denial
+    /// was written moments ago: then it is counted, and the count goes with its next row.
     pub fn deny(&self, peer: IpAddr, kind: &str, destination: &str, reason: &str) {
         let task = self.task_of(peer);
-        let line = serde_json::json!({
-            "time": SystemClock.now().to_rfc3339(),
-            "task": task,
-            "source": peer.to_string(),
-            "kind": kind,
-            "destination": destination,
-            "reason": reason,
-            "policy": self.policy.to_string(),
-        });
-        eprintln!("denied {kind} {destination} from {peer} ({task}): {reason}");
-        if let Ok(mut guard) = self.log.lock()
-            && let Some(file) = guard.as_mut()
-        {
-            let _ = std::io::Write::write_all(file, format!("{line}\n").as_bytes());
+        let key = Key {
+            source: peer.to_string(),
+            kind: kind.to_owned(),
+            destination: destination.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if let Some(repeated) = self.log.admit(&key, &task, Instant::now()) {
+            self.write(&Row { key: &key, task: &task, repeated });
         }
+    }
+
+    /// Writes the counts of repeats no later row carried; the proxy calls it every window.
+    pub fn flush_repeats(&self) {
+        for (key, task, repeated) in self.log.due(Instant::now()) {
+            self.write(&Row { key: &key, task: &task, repeated });
+        }
+    }
+
+    fn write(&self, row: &Row<'_>) {
+        let line = row.line(&SystemClock.now().to_rfc3339(), &self.policy.to_string());
+        let k = row.key;
+        let times = if row.repeated > 0 { format!(" (and {} more like it)", row.repeated) } else { String::new() };
+        eprintln!("denied {} {} from {} ({}): {}{times}", k.kind, k.destination, k.source, row.task, k.reason);
+        self.log.write(&line);
     }
 
     fn task_of(&self, peer: IpAddr) -> String {
