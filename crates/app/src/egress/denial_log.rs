@@ -1,6 +1,7 @@
 //! The egress denial log, bounded: JSON lines appended by every proxy of a home to one file, rotated at
 //! [`LOG_CAP`] (one older file kept, `<log>.1`), and a denial repeated within [`REPEAT_WINDOW`] of its last row
-//! counted instead of written (the next row of it, or the proxy's periodic flush, carries the count as `repeated`).
+//! counted instead of written: the next row of it, or the proxy's periodic flush, stands for all of them (`count`,
+//! absent when 1), so the counts of a log's rows add up to its denials.
 //! A sandbox that loops on a refused request costs a row per window, and one that varies its requests at most twice
 //! the cap on disk. Reading (`sandbox denials`) goes from the end, so `--tail N` costs N rows, not the log.
 
@@ -44,11 +45,11 @@ pub(super) struct DenialLog {
     seen: Mutex<HashMap<Key, Seen>>,
 }
 
-/// One row to write: the denial, the task it came from, and how many identical ones it stands for beyond itself.
+/// One row to write: the denial, the task it came from, and how many identical denials it stands for.
 pub(super) struct Row<'a> {
     pub key: &'a Key,
     pub task: &'a str,
-    pub repeated: u64,
+    pub count: u64,
 }
 
 impl DenialLog {
@@ -60,23 +61,24 @@ impl DenialLog {
         Self { path, file: Mutex::new(file.ok()), seen: Mutex::new(HashMap::new()) }
     }
 
-    /// Whether this denial is to be written now (with the repeats counted since its last row), or only counted.
+    /// Whether this denial is to be written now, and how many denials its row stands for (itself and the repeats
+    /// counted since its last row), or only counted.
     pub fn admit(&self, key: &Key, task: &str, now: Instant) -> Option<u64> {
-        let Ok(mut seen) = self.seen.lock() else { return Some(0) };
+        let Ok(mut seen) = self.seen.lock() else { return Some(1) };
         if let Some(s) = seen.get_mut(key) {
             if now.duration_since(s.written) < REPEAT_WINDOW {
                 s.repeated += 1;
                 task.clone_into(&mut s.task);
                 return None;
             }
-            let repeated = s.repeated;
+            let count = s.repeated + 1;
             *s = Seen { written: now, repeated: 0, task: task.to_owned() };
-            return Some(repeated);
+            return Some(count);
         }
         if seen.len() < MAX_TRACKED {
             seen.insert(key.clone(), Seen { written: now, repeated: 0, task: task.to_owned() });
         }
-        Some(0)
+        Some(1)
     }
 
     /// The counts of repeats whose window ended with no row after them, taken (their rows are the caller's to
@@ -138,13 +140,13 @@ impl Row<'_> {
             destination: &k.destination,
             reason: &k.reason,
             policy,
-            repeated: self.repeated,
+            count: self.count,
         };
         serde_json::to_string(&line).unwrap_or_default()
     }
 }
 
-/// A row as the log holds it; `repeated` (identical denials it stands for beyond itself) only when there were any.
+/// A row as the log holds it; `count` (the identical denials it stands for) only when not 1.
 #[derive(serde::Serialize)]
 struct Line<'a> {
     time: &'a str,
@@ -154,12 +156,12 @@ struct Line<'a> {
     destination: &'a str,
     reason: &'a str,
     policy: &'a str,
-    #[serde(skip_serializing_if = "is_zero")]
-    repeated: u64,
+    #[serde(skip_serializing_if = "is_one")]
+    count: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }
 
 fn append(path: &Path) -> std::io::Result<std::fs::File> {
@@ -231,13 +233,13 @@ mod tests {
     fn a_repeat_within_the_window_is_counted_and_its_count_written_after() {
         let log = DenialLog { path: PathBuf::new(), file: Mutex::new(None), seen: Mutex::new(HashMap::new()) };
         let t0 = Instant::now();
-        assert_eq!(log.admit(&key("a:80"), "t1", t0), Some(0));
+        assert_eq!(log.admit(&key("a:80"), "t1", t0), Some(1));
         for _ in 0..3 {
             assert_eq!(log.admit(&key("a:80"), "t1", t0 + Duration::from_secs(1)), None);
         }
-        assert_eq!(log.admit(&key("b:80"), "t1", t0), Some(0), "another destination is its own");
+        assert_eq!(log.admit(&key("b:80"), "t1", t0), Some(1), "another destination is its own");
         assert!(log.due(t0 + Duration::from_secs(1)).is_empty(), "nothing due within the window");
-        assert_eq!(log.admit(&key("a:80"), "t2", t0 + REPEAT_WINDOW), Some(3), "the next row carries the count");
+        assert_eq!(log.admit(&key("a:80"), "t2", t0 + REPEAT_WINDOW), Some(4), "the next row stands for them too");
         assert_eq!(log.admit(&key("a:80"), "t2", t0 + REPEAT_WINDOW), None);
         let due = log.due(t0 + REPEAT_WINDOW * 2);
         assert_eq!(due, vec![(key("a:80"), "t2".to_owned(), 1)]);

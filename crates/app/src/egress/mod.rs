@@ -109,16 +109,17 @@ pub fn denials(ctx: &Ctx, task: Option<&str>, tail: Option<usize>) -> Result<u8,
         output::json(&serde_json::Value::Array(rows));
         return Ok(0);
     }
-    let field = |v: &serde_json::Value, k: &str| match &v[k] {
-        serde_json::Value::Number(n) => n.to_string(),
-        other => other.as_str().unwrap_or("").to_owned(),
-    };
+    let field = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|v| {
-            ["time", "task", "source", "kind", "destination", "reason", "repeated"].iter().map(|k| field(v, k)).collect()
+            let count = v["count"].as_u64().unwrap_or(1).to_string();
+            let mut row: Vec<String> =
+                ["time", "task", "source", "kind", "destination", "reason"].iter().map(|k| field(v, k)).collect();
+            row.push(count);
+            row
         })
         .collect();
-    output::table(&["TIME", "TASK", "SOURCE", "KIND", "DESTINATION", "REASON", "REPEATED"], &table);
+    output::table(&["TIME", "TASK", "SOURCE", "KIND", "DESTINATION", "REASON", "COUNT"], &table);
     Ok(0)
 }

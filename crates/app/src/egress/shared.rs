@@ -25,7 +25,7 @@ impl Shared {
     }
 
     /// Appends one denial (JSON line) and says it on stderr (`docker logs` of the proxy), unless the same denial
-    /// was written moments ago: then it is counted, and the count goes with its next row.
+    /// was written moments ago: then it is counted, and its next row stands for it too.
     pub fn deny(&self, peer: IpAddr, kind: &str, destination: &str, reason: &str) {
         let task = self.task_of(peer);
         let key = Key {
@@ -34,22 +34,22 @@ impl Shared {
             destination: destination.to_owned(),
             reason: reason.to_owned(),
         };
-        if let Some(repeated) = self.log.admit(&key, &task, Instant::now()) {
-            self.write(&Row { key: &key, task: &task, repeated });
+        if let Some(count) = self.log.admit(&key, &task, Instant::now()) {
+            self.write(&Row { key: &key, task: &task, count });
         }
     }
 
-    /// Writes the counts of repeats no later row carried; the proxy calls it every window.
+    /// Writes a row for the repeats no later row stood for; the proxy calls it every window.
     pub fn flush_repeats(&self) {
-        for (key, task, repeated) in self.log.due(Instant::now()) {
-            self.write(&Row { key: &key, task: &task, repeated });
+        for (key, task, count) in self.log.due(Instant::now()) {
+            self.write(&Row { key: &key, task: &task, count });
         }
     }
 
     fn write(&self, row: &Row<'_>) {
         let line = row.line(&SystemClock.now().to_rfc3339(), &self.policy.to_string());
         let k = row.key;
-        let times = if row.repeated > 0 { format!(" (and {} more like it)", row.repeated) } else { String::new() };
+        let times = if row.count == 1 { String::new() } else { format!(" ({} times)", row.count) };
         eprintln!("denied {} {} from {} ({}): {}{times}", k.kind, k.destination, k.source, row.task, k.reason);
         self.log.write(&line);
     }
