@@ -29,7 +29,7 @@ pub const ALLOW_KEY: &str = "terminal.docker_allow_host_access";
 
 /// The host's kernel interfaces by path: processes, the kernel's objects and cgroups, devices (whatever filesystem
 /// the host has there: a tmpfs `/dev` or a cgroup v1 tmpfs holds the same).
-const KERNEL_PATHS: &[&str] = &["/proc", "/sys", "/dev"];
+const KERNEL_PATHS: &[(&str, &str)] = &[("/proc", "proc"), ("/sys", "sysfs"), ("/dev", "device")];
 
 /// The paths a sandbox must not reach, canonicalized once.
 #[derive(Clone, Debug)]
@@ -191,10 +191,10 @@ impl Protected {
             let sock = sock.display();
             return refuse(format!("it exposes the container engine's socket ({sock}), which is root on the host"));
         }
-        if let Some(kernel) = KERNEL_PATHS.iter().map(Path::new).find(|k| src.starts_with(k)) {
+        if let Some((path, fs)) = KERNEL_PATHS.iter().find(|(k, _)| src.starts_with(k)) {
             return refuse(format!(
-                "it is under the host's {}, the kernel's own (processes, cgroups, devices), a way to the host",
-                kernel.display()
+                "it is on the host's {fs} filesystem ({path}), the kernel's own: a way to the host's processes, \
+                 cgroups and devices"
             ));
         }
         if let Some(dir) = self.engine_dirs.iter().find(|d| d.starts_with(&src) || src.starts_with(d)) {
