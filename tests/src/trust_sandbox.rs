@@ -81,11 +81,22 @@ fn the_egress_proxy_serves_only_its_inside_leg() {
     assert_eq!(lab.status(&policy, &format!("http://{}:8000/", lab.host("ok"))), "200", "served inside");
     let network = home.inspect(&home.containers().pop().expect("the sandbox"), "{{.HostConfig.NetworkMode}}");
     let proxy = format!("{network}-proxy");
-    let outside_ip = home.inspect(&proxy, &format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", lab.net));
+    let outside_ip =
+        home.inspect(&proxy, &format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", lab.net));
     assert!(!outside_ip.is_empty(), "the proxy is on the outside network");
     let out = home.docker(&[
-        "run", "--rm", "--label", "berth.test=egress", "--network", &lab.net, IMAGE, "python3", "-c", CONNECT,
-        &outside_ip, "3128",
+        "run",
+        "--rm",
+        "--label",
+        "berth.test=egress",
+        "--network",
+        &lab.net,
+        IMAGE,
+        "python3",
+        "-c",
+        CONNECT,
+        &outside_ip,
+        "3128",
     ]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(!said.contains("connected"), "the proxy answered on its outside leg {outside_ip}: {said}{}", stderr(&out));
@@ -125,7 +136,8 @@ fn the_hosts_kernel_filesystems_are_refused_as_mounts() {
         let out = home.run(&["-c", &format!("terminal.docker_extra_args={extra}"), "run", "--task", "k", "--", "true"]);
         assert_refused(&home, &out, want, &format!("-v {volume}"));
         let mount = serde_json::to_string(&["--mount", &format!("type=bind,src={source},dst=/m")]).unwrap();
-        let out = home.cmd().env("TERMINAL_DOCKER_EXTRA_ARGS", &mount).args(["run", "--task", "k", "--", "true"]).output();
+        let out =
+            home.cmd().env("TERMINAL_DOCKER_EXTRA_ARGS", &mount).args(["run", "--task", "k", "--", "true"]).output();
         assert_refused(&home, &out.unwrap(), want, &format!("--mount {source}"));
         let volumes = serde_json::to_string(&[&volume]).unwrap();
         let out = home.run(&["config", "set", "terminal.docker_volumes", &volumes]);
@@ -137,7 +149,18 @@ fn the_hosts_kernel_filesystems_are_refused_as_mounts() {
     assert!(!home.path().join("config.yaml").exists(), "a refused value was written");
     // With the opt-in (either name) the operator's choice goes through.
     for allow in ["terminal.docker_allow_host_access=true", "terminal.docker_allow_host_mounts=true"] {
-        let out = home.run(&["-c", allow, "-c", r#"terminal.docker_extra_args=["-v","/dev:/hostdev:ro"]"#, "run", "--task", "k", "--", "ls", "/hostdev/null"]);
+        let out = home.run(&[
+            "-c",
+            allow,
+            "-c",
+            r#"terminal.docker_extra_args=["-v","/dev:/hostdev:ro"]"#,
+            "run",
+            "--task",
+            "k",
+            "--",
+            "ls",
+            "/hostdev/null",
+        ]);
         assert!(out.status.success(), "{allow}: {}", stderr(&out));
         home.ok(&["sandbox", "rm", "--task", "k"]);
     }
@@ -160,7 +183,12 @@ fn inside_only_capabilities_run_as_hermes_configs_give_them_and_host_reaching_on
     let bits = u64::from_str_radix(eff.split_whitespace().last().unwrap_or_default(), 16).expect("CapEff");
     assert!(bits & (1 << 19) != 0, "the sandbox lacks SYS_PTRACE: {eff}");
     // In config.yaml, as hermes's config.yaml gives it.
-    home.ok(&["config", "set", "terminal.docker_extra_args", r#"["--cap-add", "SYS_PTRACE", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_NICE", "--cap-add", "IPC_LOCK"]"#]);
+    home.ok(&[
+        "config",
+        "set",
+        "terminal.docker_extra_args",
+        r#"["--cap-add", "SYS_PTRACE", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_NICE", "--cap-add", "IPC_LOCK"]"#,
+    ]);
     let out = home.run(&["run", "--task", "dbg2", "--", "true"]);
     assert!(out.status.success(), "the inside-only capabilities from config.yaml: {}", stderr(&out));
     home.ok(&["config", "unset", "terminal.docker_extra_args"]);
@@ -262,7 +290,9 @@ fn denials_tail_reads_the_log_from_its_end() {
     f.set_len(1 << 30).unwrap(); // sparse: a gigabyte that takes no disk
     let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
     for i in 0..5 {
-        let row = format!(r#"{{"time":"2026-11-28T00:00:0{i}Z","task":"t{i}","source":"10.0.0.1","kind":"http","destination":"d{i}:80","reason":"r","policy":"p"}}"#);
+        let row = format!(
+            r#"{{"time":"2026-11-28T00:00:0{i}Z","task":"t{i}","source":"10.0.0.1","kind":"http","destination":"d{i}:80","reason":"r","policy":"p"}}"#
+        );
         std::io::Write::write_all(&mut f, format!("\n{row}").as_bytes()).unwrap();
     }
     std::io::Write::write_all(&mut f, b"\n").unwrap();
@@ -316,7 +346,16 @@ fn an_idle_stop_override_applies_to_a_shared_key_sandbox() {
     let overrides = format!("terminal.docker_idle_stop_seconds_overrides={{\"{}\": 2}}", home.profile);
     let gw = crate::support::Gateway::start(
         &home,
-        &["-c", "kanban.dispatch_in_gateway=false", "-c", &shared, "-c", "terminal.docker_idle_stop_seconds=0", "-c", &overrides],
+        &[
+            "-c",
+            "kanban.dispatch_in_gateway=false",
+            "-c",
+            &shared,
+            "-c",
+            "terminal.docker_idle_stop_seconds=0",
+            "-c",
+            &overrides,
+        ],
     );
     let stopped = crate::support::poll(Duration::from_secs(20), || home.inspect(&id, "{{.State.Running}}") == "false");
     let (_, _, log) = gw.stop();

@@ -105,6 +105,10 @@ pub fn settings_doc(mapped_flags: &[&str]) -> String {
     let caps: Vec<String> = domain::sandbox::ENGINE_DEFAULT_CAPABILITIES.iter().map(|c| format!("`{c}`")).collect();
     let _ = write!(s, "{}. Those that act only inside the sandbox's own namespaces: ", caps.join(", "));
     let inside: Vec<String> = domain::sandbox::NAMESPACED_CAPABILITIES.iter().map(|c| format!("`{c}`")).collect();
-    let _ = writeln!(s, "{} (tracing, its own network, priorities and locked memory of its own processes).", inside.join(", "));
+    let _ = writeln!(
+        s,
+        "{} (tracing, its own network, priorities and locked memory of its own processes).",
+        inside.join(", ")
+    );
     s
 }
