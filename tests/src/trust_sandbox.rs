@@ -362,3 +362,51 @@ fn an_idle_stop_override_applies_to_a_shared_key_sandbox() {
     assert!(stopped.is_ok(), "the profile's override did not stop its shared sandbox: {log}");
     assert_eq!(home.inspect(&id, "{{.State.Status}}"), "exited", "stopped, not removed");
 }
+
+/// Removes the named containers, however the test ends.
+struct RemoveNamed(Vec<String>);
+
+impl Drop for RemoveNamed {
+    fn drop(&mut self) {
+        for name in &self.0 {
+            crate::support::docker(&["rm", "-f", name]);
+        }
+    }
+}
+
+/// The hole of issue 38 (high 2) stays open on egress networks made before the fix (a bridge with a host address)
+/// unless they go: the next setup of any allowlist of the home retires them, their proxy removed, the containers
+/// still on them disconnected, the network removed.
+#[test]
+fn egress_networks_of_the_first_layout_are_retired() {
+    let home = Home::new();
+    let lab = Lab::new(&home);
+    let home_dir = std::fs::canonicalize(home.path()).expect("home");
+    let digest = domain::sandbox::home_digest(&home_dir.display().to_string());
+    // As the first layout made them: internal, labelled, a host address on the bridge; its proxy and a sandbox on it.
+    let old = format!("{}-old", lab.net);
+    let (proxy, stale) = (format!("{old}-proxy"), format!("{old}-sandbox"));
+    let _cleanup = RemoveNamed(vec![proxy.clone(), stale.clone()]);
+    let out = home.docker(&[
+        "network",
+        "create",
+        "--internal",
+        "--label",
+        &format!("berth.home={digest}"),
+        "--label",
+        "berth.egress-proxy=old",
+        "--label",
+        "berth.test=egress",
+        &old,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for name in [&proxy, &stale] {
+        let out = home.docker(&["run", "-d", "--name", name, "--network", &old, IMAGE, "sleep", "600"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    assert_eq!(lab.status(&lab.policy(), &format!("http://{}:8000/", lab.host("ok"))), "200");
+    assert!(!home.docker(&["network", "inspect", &old]).status.success(), "the first layout's network is still there");
+    assert!(!home.docker(&["inspect", &proxy]).status.success(), "its proxy is still there");
+    let networks = home.inspect(&stale, "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}");
+    assert!(!networks.contains(&old), "a container is still on it: {networks}");
+}

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use bollard::models::{
     ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, NetworkConnectRequest,
-    NetworkCreateRequest, NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
+    NetworkCreateRequest, NetworkDisconnectRequest, NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{CreateContainerOptions, InspectContainerOptions, StartContainerOptions};
 use domain::egress::EgressRoute;
@@ -36,6 +36,7 @@ impl EgressNetworks for DockerRuntime {
         let proxy_ip = proxy_address(&subnet)
             .ok_or_else(|| api(format!("egress network {} has an unusable subnet {subnet:?}", setup.name)))?;
         self.ensure_proxy(setup, &proxy_ip).await?;
+        self.retire_first_layout(setup).await;
         Ok(EgressRoute { network: setup.name.clone(), proxy_ip })
     }
 
@@ -196,6 +197,34 @@ impl DockerRuntime {
 }
 
 impl DockerRuntime {
+    /// Retires this home's egress networks of the first layout (a bridge with a host address, which let a sandbox
+    /// reach every host service): each one's proxy removed, every container still on it disconnected (a sandbox there
+    /// is recreated on its next use, its network no longer the policy's), the network removed. Best effort: what
+    /// fails is tried again at the next setup.
+    async fn retire_first_layout(&self, setup: &EgressSetup) {
+        let Some(home) = setup.labels.get(domain::label::LABEL_HOME) else { return };
+        let filters = HashMap::from([(
+            "label".to_owned(),
+            vec![format!("{}={home}", domain::label::LABEL_HOME), domain::egress::LABEL_EGRESS_PROXY.to_owned()],
+        )]);
+        let options = bollard::query_parameters::ListNetworksOptions { filters: Some(filters) };
+        let Ok(networks) = self.docker.list_networks(Some(options)).await else { return };
+        for n in networks {
+            let Some(name) = n.name else { continue };
+            if n.options.as_ref().and_then(|o| o.get(INHIBIT_IPV4)).is_some_and(|v| v == "true") || name == setup.name {
+                continue;
+            }
+            let force = bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() };
+            let _ = self.docker.remove_container(&format!("{name}-proxy"), Some(force)).await;
+            let attached = self.docker.inspect_network(&name, None).await.ok().and_then(|n| n.containers);
+            for id in attached.unwrap_or_default().into_keys() {
+                let request = NetworkDisconnectRequest { container: id, force: Some(true) };
+                let _ = self.docker.disconnect_network(&name, request).await;
+            }
+            let _ = self.docker.remove_network(&name).await;
+        }
+    }
+
     /// The last lines a container wrote, as one line of text.
     async fn tail_text(&self, name: &str) -> String {
         use futures_util::StreamExt;
