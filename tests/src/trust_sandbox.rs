@@ -276,6 +276,10 @@ fn a_flood_of_denials_is_counted_and_the_log_rotated_at_its_cap() {
     assert!(all.as_array().unwrap().iter().any(|r| r["task"] == "old"), "the rotated file's rows are shown too");
     let table = home.ok(&["sandbox", "denials", "--tail", "2"]);
     assert!(table.contains("COUNT"), "{table}");
+    // The proxy's own output (a line per denial written) is bounded by the engine too.
+    let network = home.inspect(&home.containers().pop().expect("the sandbox"), "{{.HostConfig.NetworkMode}}");
+    let logs = home.inspect(&format!("{network}-proxy"), "{{json .HostConfig.LogConfig}}");
+    assert!(logs.contains(r#""max-size":"1m""#), "{logs}");
 }
 
 /// `sandbox denials --tail 3` read the whole log into memory (165 MiB for a 24 MiB log); now it reads from the end:

@@ -10,8 +10,9 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use bollard::models::{
-    ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, NetworkConnectRequest,
-    NetworkCreateRequest, NetworkDisconnectRequest, NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, HostConfigLogConfig, Ipam, IpamConfig,
+    NetworkConnectRequest, NetworkCreateRequest, NetworkDisconnectRequest, NetworkingConfig, RestartPolicy,
+    RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{CreateContainerOptions, InspectContainerOptions, StartContainerOptions};
 use domain::egress::EgressRoute;
@@ -153,6 +154,14 @@ impl DockerRuntime {
                     maximum_retry_count: None,
                 }),
                 pids_limit: Some(256),
+                // Its own output (a line per denial) bounded like its denial log: the engine keeps 2 × 1 MiB.
+                log_config: Some(HostConfigLogConfig {
+                    typ: Some("json-file".into()),
+                    config: Some(HashMap::from([
+                        ("max-size".to_owned(), "1m".to_owned()),
+                        ("max-file".to_owned(), "2".to_owned()),
+                    ])),
+                }),
                 ..Default::default()
             }),
             networking_config: Some(NetworkingConfig {
