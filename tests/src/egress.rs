@@ -9,17 +9,17 @@ use crate::support::{Home, IMAGE, require_docker, wait_until};
 
 /// The suite's network and two servers on it: `ok.<id>.test` (its address listed) and `rebind.<id>.test` (its name
 /// listed, its address not), plus `other.<id>.test`, an unlisted name of the first.
-struct Lab<'a> {
+pub(crate) struct Lab<'a> {
     home: &'a Home,
-    net: String,
+    pub net: String,
     servers: Vec<String>,
-    ok_ip: String,
+    pub ok_ip: String,
     rebind_ip: String,
     id: String,
 }
 
 impl<'a> Lab<'a> {
-    fn new(home: &'a Home) -> Self {
+    pub fn new(home: &'a Home) -> Self {
         require_docker();
         let id = home.profile.to_ascii_lowercase();
         let net = format!("berth-test-egress-{id}");
@@ -31,7 +31,7 @@ impl<'a> Lab<'a> {
         lab
     }
 
-    fn host(&self, name: &str) -> String {
+    pub fn host(&self, name: &str) -> String {
         format!("{name}.{}.test", self.id)
     }
 
@@ -60,12 +60,12 @@ impl<'a> Lab<'a> {
     }
 
     /// The allowlist the tests use: both names, only the first server's address.
-    fn policy(&self) -> String {
+    pub fn policy(&self) -> String {
         format!("{},{},{}/32", self.host("ok"), self.host("rebind"), self.ok_ip)
     }
 
     /// `berth run` under `policy` with the proxy reaching out on the suite's network.
-    fn run(&self, policy: &str, task: &str, argv: &[&str]) -> Output {
+    pub fn run(&self, policy: &str, task: &str, argv: &[&str]) -> Output {
         let egress = format!("terminal.docker_egress={policy}");
         let outside = format!("terminal.docker_egress_network={}", self.net);
         let mut args = vec!["-c", &egress, "-c", &outside, "run", "--task", task, "--"];
@@ -74,7 +74,7 @@ impl<'a> Lab<'a> {
     }
 
     /// The HTTP status curl got for `url` through the sandbox's proxy variables ("000" when nothing answered).
-    fn status(&self, policy: &str, url: &str) -> String {
+    pub fn status(&self, policy: &str, url: &str) -> String {
         let out = self.run(policy, "t1", &["curl", "-sS", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}", url]);
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }

@@ -280,6 +280,31 @@ fn hermes_default_config_loads_without_warnings_and_berth_run_works() {
     assert_eq!(std::fs::read_to_string(home.path().join("config.yaml")).unwrap(), text);
 }
 
+/// The typical hermes config of the interop suite: hermes's own config.yaml with `docker_extra_args: ["--cap-add",
+/// "SYS_PTRACE"]` (for debuggers) runs unchanged, without a warning, and the sandbox has the capability: it acts
+/// inside the sandbox's own pid namespace only, so it needs no opt-in (issue 38; before, it was refused).
+#[test]
+fn a_hermes_config_adding_sys_ptrace_runs_unchanged() {
+    let Some((home, hermes)) = setup() else { return };
+    let v = hermes.driver(&["default-config"]);
+    let text = std::fs::read_to_string(v["path"].as_str().unwrap()).unwrap();
+    let text = text.replace("docker_extra_args: []", r#"docker_extra_args: ["--cap-add", "SYS_PTRACE"]"#);
+    assert!(text.contains("SYS_PTRACE"), "hermes's default config no longer says docker_extra_args: []");
+    std::fs::write(home.path().join("config.yaml"), &text).unwrap();
+    let out = home
+        .cmd()
+        .env("TERMINAL_DOCKER_IMAGE", image())
+        .args(["run", "--task", "dbg", "--", "grep", "CapEff", "/proc/self/status"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.trim().is_empty(), "{err}");
+    // CAP_SYS_PTRACE is bit 19 of the effective set.
+    let eff = String::from_utf8_lossy(&out.stdout);
+    let bits = u64::from_str_radix(eff.split_whitespace().last().unwrap_or_default(), 16).expect("CapEff");
+    assert!(bits & (1 << 19) != 0, "the sandbox lacks SYS_PTRACE: {eff}");
+}
+
 #[test]
 fn on_one_shared_home_each_tool_keeps_its_own_board() {
     let Some((home, hermes)) = setup() else { return };

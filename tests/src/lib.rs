@@ -73,6 +73,8 @@ mod trust_infra;
 #[cfg(test)]
 mod trust_mounts;
 #[cfg(test)]
+mod trust_sandbox;
+#[cfg(test)]
 mod trust_timeout;
 #[cfg(test)]
 mod trust_views;

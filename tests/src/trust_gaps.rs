@@ -367,8 +367,9 @@ fn a_built_in_worker_holds_one_board_connection() {
     });
 }
 
-/// What reaches the host past any mount needs `terminal.docker_allow_host_mounts`, like the engine's socket:
-/// `--privileged`, a capability beyond the engine's default set (however spelled: `sys_admin`, `CAP_SYS_ADMIN`,
+/// What reaches the host past any mount needs `terminal.docker_allow_host_access` (or its older name
+/// `terminal.docker_allow_host_mounts`), like the engine's socket: `--privileged`, a capability beyond the engine's
+/// default set and those acting inside the sandbox's namespaces only (however spelled: `sys_admin`, `CAP_SYS_ADMIN`,
 /// `ALL`), a confinement switched off (`--security-opt …=unconfined`), a host device, a namespace shared with the
 /// host (`--pid`, `--ipc`, `--uts`, `--userns`, `--cgroupns`, `--network`). Each is refused in one line naming the
 /// opt-in, at create (from `-c`, the environment and config.yaml) and at `config set`, and no sandbox is made.
@@ -380,7 +381,7 @@ fn host_wide_extra_args_need_the_host_mounts_opt_in() {
     let refused = |out: &std::process::Output, what: &str| {
         let err = stderr(out);
         assert_eq!(out.status.code(), Some(2), "{what}: {err}");
-        assert!(err.trim().lines().count() == 1 && err.contains("docker_allow_host_mounts"), "{what}: {err}");
+        assert!(err.trim().lines().count() == 1 && err.contains("docker_allow_host_access"), "{what}: {err}");
     };
     for args in [
         r#"["--privileged"]"#,
@@ -390,9 +391,9 @@ fn host_wide_extra_args_need_the_host_mounts_opt_in() {
         r#"["--cap-add=sys_admin"]"#,
         r#"["--cap-add","CAP_SYS_ADMIN"]"#,
         r#"["--cap-add","ALL"]"#,
-        r#"["--cap-add","SYS_PTRACE"]"#,
-        r#"["--cap-add","NET_ADMIN"]"#,
         r#"["--cap-add","DAC_READ_SEARCH"]"#,
+        r#"["--cap-add","SYS_MODULE"]"#,
+        r#"["--cap-add","SYS_RESOURCE"]"#,
         r#"["--security-opt","apparmor=unconfined"]"#,
         r#"["--security-opt","seccomp=unconfined"]"#,
         r#"["--security-opt=systempaths=unconfined"]"#,

@@ -1,6 +1,6 @@
 //! The second trust round (issue 23), what a mount can reach beyond this home: another berth home on the same
 //! machine (by its marker, or by its layout when no berth has marked it yet) and the engine's socket hard-linked
-//! somewhere inside a mounted folder. Each is refused in one line naming `terminal.docker_allow_host_mounts`, at
+//! somewhere inside a mounted folder. Each is refused in one line naming `terminal.docker_allow_host_access`, at
 //! create and at `config set`, and no sandbox is made; a folder too big or too deep to check is refused, not let
 //! through.
 
@@ -15,7 +15,7 @@ fn assert_refused(out: &Output, want: &str, what: &str) {
     assert_eq!(out.status.code(), Some(2), "{what}: {err}");
     assert_eq!(err.trim().lines().count(), 1, "{what}: one line expected: {err}");
     assert!(err.contains("refusing to mount") && err.contains(want), "{what}: {err}");
-    assert!(err.contains("terminal.docker_allow_host_mounts"), "{what}: {err}");
+    assert!(err.contains("terminal.docker_allow_host_access"), "{what}: {err}");
 }
 
 /// Tries `source` as a bind through the settings (`-c`), the extra arguments (environment) and `config set`.

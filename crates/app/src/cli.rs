@@ -87,6 +87,9 @@ pub enum Command {
         /// The denial log to append to.
         #[arg(long)]
         log: std::path::PathBuf,
+        /// The address to serve on (its address on the internal network); every address when absent.
+        #[arg(long)]
+        listen: Option<std::net::IpAddr>,
     },
     /// Print a shell completion script (bash, zsh, fish, …).
     ///

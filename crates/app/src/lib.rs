@@ -112,8 +112,8 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         return Ok(0);
     }
     // The egress proxy runs in its own container with no home: it needs only its policy and its log.
-    if let Command::EgressProxy { policy, log } = &cli.command {
-        return runtime()?.block_on(egress::proxy::serve(policy, log.clone()));
+    if let Command::EgressProxy { policy, log, listen } = &cli.command {
+        return runtime()?.block_on(egress::proxy::serve(policy, log.clone(), *listen));
     }
     // The dispatcher's gate: it opens once the tick recorded its workers (or the dispatcher is gone).
     let gate = match &cli.command {

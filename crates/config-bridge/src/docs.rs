@@ -91,16 +91,24 @@ pub fn settings_doc(mapped_flags: &[&str]) -> String {
          `--entrypoint`). With `terminal.docker_network: false`, a `--network` other than `none` is refused too.\n",
     );
     s.push_str(
-        "\nWithout `terminal.docker_allow_host_mounts`, what reaches the host past any mount is refused (one line \
-         naming the opt-in, at create and at `config set`, however it is spelled: the check reads the create spec \
-         the flags made): `--privileged`; a `--cap-add` beyond the engine's default capabilities (`ALL` too; any \
-         case, with or without `CAP_`); a `--security-opt` that switches a confinement off (`apparmor`, `seccomp` \
+        "\nWithout `terminal.docker_allow_host_access` (or its older name `terminal.docker_allow_host_mounts`), what \
+         reaches the host past any mount is refused (one line naming the opt-in, at create and at `config set`, \
+         however it is spelled: the check reads the create spec the flags made): `--privileged`; a `--cap-add` \
+         beyond the engine's default capabilities, but for those that act only inside the sandbox's own namespaces \
+         (listed below; `ALL` too; any case, with or without `CAP_`; behind an egress allowlist `NET_ADMIN` and \
+         `NET_RAW` too, at create); a `--security-opt` that switches a confinement off (`apparmor`, `seccomp` \
          or `systempaths` `unconfined`, a seccomp profile other than `builtin`, `label=disable` or an unconfined \
          SELinux type, `writable-cgroups=true`); any `--device` and `--device-cgroup-rule`; and `host` or \
          `container:…` for `--pid`, `--ipc`, `--uts`, `--userns`, `--cgroupns` and `--network`. `--gpus` needs no \
          opt-in. The default capabilities: ",
     );
     let caps: Vec<String> = domain::sandbox::ENGINE_DEFAULT_CAPABILITIES.iter().map(|c| format!("`{c}`")).collect();
-    let _ = writeln!(s, "{}.", caps.join(", "));
+    let _ = write!(s, "{}. Those that act only inside the sandbox's own namespaces: ", caps.join(", "));
+    let inside: Vec<String> = domain::sandbox::NAMESPACED_CAPABILITIES.iter().map(|c| format!("`{c}`")).collect();
+    let _ = writeln!(
+        s,
+        "{} (tracing, its own network, priorities and locked memory of its own processes).",
+        inside.join(", ")
+    );
     s
 }

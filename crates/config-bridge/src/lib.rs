@@ -443,6 +443,11 @@ impl Settings {
         }
     }
 
+    /// `terminal.docker_allow_host_access`, or its older name `terminal.docker_allow_host_mounts`.
+    pub fn allows_host_access(&self) -> bool {
+        self.terminal.docker_allow_host_access || self.terminal.docker_allow_host_mounts
+    }
+
     /// The egress policy of `profile`'s sandboxes: its override, else `terminal.docker_egress`; `none` whenever
     /// `terminal.docker_network` is false.
     pub fn egress_for(&self, profile: &str) -> domain::egress::EgressPolicy {

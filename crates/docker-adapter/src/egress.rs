@@ -1,12 +1,18 @@
 //! The network side of `terminal.docker_egress`: berth's internal network (no route out) and the proxy container
 //! that is the only way out of it, attached to that network at a fixed address and to a normal network.
+//!
+//! The internal network's bridge has no address of the host's (`com.docker.network.bridge.inhibit_ipv4`): an
+//! internal network only drops forwarded packets, so a gateway address on the bridge would be the host itself, every
+//! host service listening on 0.0.0.0 a sandbox's for the asking. Without it nothing on the host answers on that
+//! network (not even ARP), and the proxy, a container on both networks, needs none.
 
 use std::collections::HashMap;
 
 use async_trait::async_trait;
 use bollard::models::{
-    ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, Ipam, IpamConfig, NetworkConnectRequest,
-    NetworkCreateRequest, NetworkingConfig, RestartPolicy, RestartPolicyNameEnum,
+    ContainerCreateBody, EndpointIpamConfig, EndpointSettings, HostConfig, HostConfigLogConfig, Ipam, IpamConfig,
+    NetworkConnectRequest, NetworkCreateRequest, NetworkDisconnectRequest, NetworkingConfig, RestartPolicy,
+    RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{CreateContainerOptions, InspectContainerOptions, StartContainerOptions};
 use domain::egress::EgressRoute;
@@ -16,6 +22,9 @@ use crate::DockerRuntime;
 
 /// Where the binary lands inside the proxy container.
 const PROXY_EXE: &str = "/usr/local/bin/berth-egress";
+
+/// The bridge driver's option that leaves the bridge without an IPv4 address of the host's (Docker 20.10 on).
+const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4";
 
 #[async_trait]
 impl EgressNetworks for DockerRuntime {
@@ -28,6 +37,7 @@ impl EgressNetworks for DockerRuntime {
         let proxy_ip = proxy_address(&subnet)
             .ok_or_else(|| api(format!("egress network {} has an unusable subnet {subnet:?}", setup.name)))?;
         self.ensure_proxy(setup, &proxy_ip).await?;
+        self.retire_first_layout(setup).await;
         Ok(EgressRoute { network: setup.name.clone(), proxy_ip })
     }
 
@@ -64,6 +74,7 @@ impl DockerRuntime {
                 name: setup.name.clone(),
                 driver: Some("bridge".into()),
                 internal: Some(true),
+                options: Some(HashMap::from([(INHIBIT_IPV4.to_owned(), "true".to_owned())])),
                 labels: Some(setup.labels.clone()),
                 ipam: Some(Ipam {
                     config: Some(vec![IpamConfig {
@@ -122,6 +133,8 @@ impl DockerRuntime {
     async fn create_proxy(&self, setup: &EgressSetup, name: &str, proxy_ip: &str) -> Result<(), RuntimeError> {
         let mut cmd = vec![PROXY_EXE.to_owned()];
         cmd.extend(setup.args.iter().cloned());
+        // It serves the inside leg only: on the outside network any container could ask it, and write denial rows.
+        cmd.extend(["--listen".to_owned(), proxy_ip.to_owned()]);
         let body = ContainerCreateBody {
             image: Some(setup.image.clone()),
             cmd: Some(cmd),
@@ -141,6 +154,14 @@ impl DockerRuntime {
                     maximum_retry_count: None,
                 }),
                 pids_limit: Some(256),
+                // Its own output (a line per denial) bounded like its denial log: the engine keeps 2 × 1 MiB.
+                log_config: Some(HostConfigLogConfig {
+                    typ: Some("json-file".into()),
+                    config: Some(HashMap::from([
+                        ("max-size".to_owned(), "1m".to_owned()),
+                        ("max-file".to_owned(), "2".to_owned()),
+                    ])),
+                }),
                 ..Default::default()
             }),
             networking_config: Some(NetworkingConfig {
@@ -185,6 +206,34 @@ impl DockerRuntime {
 }
 
 impl DockerRuntime {
+    /// Retires this home's egress networks of the first layout (a bridge with a host address, which let a sandbox
+    /// reach every host service): each one's proxy removed, every container still on it disconnected (a sandbox there
+    /// is recreated on its next use, its network no longer the policy's), the network removed. Best effort: what
+    /// fails is tried again at the next setup.
+    async fn retire_first_layout(&self, setup: &EgressSetup) {
+        let Some(home) = setup.labels.get(domain::label::LABEL_HOME) else { return };
+        let filters = HashMap::from([(
+            "label".to_owned(),
+            vec![format!("{}={home}", domain::label::LABEL_HOME), domain::egress::LABEL_EGRESS_PROXY.to_owned()],
+        )]);
+        let options = bollard::query_parameters::ListNetworksOptions { filters: Some(filters) };
+        let Ok(networks) = self.docker.list_networks(Some(options)).await else { return };
+        for n in networks {
+            let Some(name) = n.name else { continue };
+            if n.options.as_ref().and_then(|o| o.get(INHIBIT_IPV4)).is_some_and(|v| v == "true") || name == setup.name {
+                continue;
+            }
+            let force = bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() };
+            let _ = self.docker.remove_container(&format!("{name}-proxy"), Some(force)).await;
+            let attached = self.docker.inspect_network(&name, None).await.ok().and_then(|n| n.containers);
+            for id in attached.unwrap_or_default().into_keys() {
+                let request = NetworkDisconnectRequest { container: id, force: Some(true) };
+                let _ = self.docker.disconnect_network(&name, request).await;
+            }
+            let _ = self.docker.remove_network(&name).await;
+        }
+    }
+
     /// The last lines a container wrote, as one line of text.
     async fn tail_text(&self, name: &str) -> String {
         use futures_util::StreamExt;

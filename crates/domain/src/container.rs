@@ -100,6 +100,12 @@ impl ContainerSummary {
         self.label(LABEL_PROFILE)
     }
 
+    /// The sanitized profile that made it: `berth.profile`, else (a hermes-made or older sandbox) `hermes-profile`,
+    /// which is the profile unless a shared container key replaced it.
+    pub fn made_by_profile(&self) -> Option<&str> {
+        self.label(crate::label::LABEL_MADE_BY).or_else(|| self.profile_label())
+    }
+
     /// Berth's identity digest, absent on containers hermes-agent made.
     pub fn identity(&self) -> Option<&str> {
         self.label(LABEL_IDENTITY)

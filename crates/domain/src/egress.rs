@@ -154,13 +154,21 @@ pub struct EgressRoute {
     pub proxy_ip: String,
 }
 
+/// The egress network's layout version, in its name's digest: empty for the first (a gateway address of the host's on
+/// the bridge), `|v2` since the bridge has none and the proxy serves its inside leg only.
+const EGRESS_LAYOUT: &str = "|v2";
+
 /// The port the proxy serves HTTP and CONNECT on.
 pub const PROXY_PORT: u16 = 3128;
 
 /// The internal network enforcing `policy` for the home `home` through a proxy that reaches out on the network
 /// `outside` (its proxy container is `<name>-proxy`): one per home, policy and outside network.
+///
+/// The digest covers the network's layout version ([`EGRESS_LAYOUT`]), so a sandbox on a network made before the
+/// layout changed (a bridge with a host address; a proxy serving both legs) moves to a new one: the network is part
+/// of its fingerprint, and a changed fingerprint recreates it.
 pub fn egress_name(home: &str, policy: &EgressPolicy, outside: &str) -> String {
-    let digest = sha256::hex_digest(format!("{policy}|{outside}").as_bytes());
+    let digest = sha256::hex_digest(format!("{policy}|{outside}{EGRESS_LAYOUT}").as_bytes());
     format!("berth-egress-{}-{}", &home[..home.len().min(12)], &digest[..12])
 }
 

@@ -27,6 +27,11 @@ pub const LABEL_FIELDS: &str = "berth.fields";
 /// Berth's own label: the lifecycle mode the container was made for (`persist` or `ephemeral`).
 pub const LABEL_MODE: &str = "berth.mode";
 
+/// Berth's own label: the sanitized profile whose command made the container. It is `hermes-profile` unless a shared
+/// container key (`terminal.docker_shared_container_key`) replaced the profile there; per-profile settings of a
+/// running sandbox (the idle-stop overrides) are looked up by it.
+pub const LABEL_MADE_BY: &str = "berth.profile";
+
 /// Berth's own label on ephemeral (opt-out) containers: `<host>:<pid>:<start>` of the process that owns it, so
 /// the reaper can remove a running one whose owner died.
 pub const LABEL_OWNER: &str = "berth.owner";

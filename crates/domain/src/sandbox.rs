@@ -18,7 +18,7 @@ pub use extra_args::{
     DeviceMapping, DeviceRequest, ExtraArgs, ExtraCreate, MountSource, MountSpec, NoExtraArgs, PortPublish, Ulimit,
     blank_spec, check_extra_args, mount_sources,
 };
-pub use host_access::{ENGINE_DEFAULT_CAPABILITIES, host_access};
+pub use host_access::{ENGINE_DEFAULT_CAPABILITIES, NAMESPACED_CAPABILITIES, host_access};
 pub use identity::{SandboxIdentity, home_digest, shared_profile_label};
 
 /// Why the settings cannot become a create spec; the app reports it as a usage error and creates nothing.

@@ -1,6 +1,7 @@
 //! Egress by allowlist at the edge: setting up a policy's internal network and proxy before a sandbox is created on
 //! it, the proxy itself (`proxy.rs`, `dns.rs`), and `berth sandbox denials`, which shows what the proxies refused.
 
+mod denial_log;
 mod dns;
 pub mod proxy;
 mod shared;
@@ -80,25 +81,30 @@ async fn setup_lock(dir: &std::path::Path) -> Result<std::fs::File, Failure> {
         .map_err(fail)
 }
 
-/// `berth sandbox denials`: what the egress proxies of this home refused, oldest first.
+/// `berth sandbox denials`: what the egress proxies of this home refused, oldest first (the log and the older file
+/// its rotation kept). `--tail N` reads from the end: N rows cost N rows, whatever the log's size.
 ///
 /// # Errors
 /// A failure when the log exists but cannot be read.
 pub fn denials(ctx: &Ctx, task: Option<&str>, tail: Option<usize>) -> Result<u8, Failure> {
     let path = log_dir(ctx).join(LOG_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(Failure::other(format!("cannot read {}: {e}", path.display()))),
-    };
-    let mut rows: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| task.is_none_or(|t| v["task"].as_str() == Some(domain::label::LabelValue::sanitize(t).as_str())))
-        .collect();
-    if let Some(n) = tail {
-        rows.drain(..rows.len().saturating_sub(n));
+    let wanted = task.map(|t| domain::label::LabelValue::sanitize(t).as_str().to_owned());
+    let limit = tail.unwrap_or(usize::MAX);
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for file in [path.clone(), denial_log::rotated(&path)] {
+        if rows.len() >= limit {
+            break;
+        }
+        denial_log::lines_from_end(&file, |line| {
+            let row = serde_json::from_slice::<serde_json::Value>(line).ok();
+            if let Some(v) = row.filter(|v| wanted.as_deref().is_none_or(|t| v["task"].as_str() == Some(t))) {
+                rows.push(v);
+            }
+            rows.len() < limit
+        })
+        .map_err(|e| Failure::other(format!("cannot read {}: {e}", file.display())))?;
     }
+    rows.reverse();
     if ctx.json {
         output::json(&serde_json::Value::Array(rows));
         return Ok(0);
@@ -106,8 +112,14 @@ pub fn denials(ctx: &Ctx, task: Option<&str>, tail: Option<usize>) -> Result<u8,
     let field = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_owned();
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|v| ["time", "task", "source", "kind", "destination", "reason"].iter().map(|k| field(v, k)).collect())
+        .map(|v| {
+            let count = v["count"].as_u64().unwrap_or(1).to_string();
+            let mut row: Vec<String> =
+                ["time", "task", "source", "kind", "destination", "reason"].iter().map(|k| field(v, k)).collect();
+            row.push(count);
+            row
+        })
         .collect();
-    output::table(&["TIME", "TASK", "SOURCE", "KIND", "DESTINATION", "REASON"], &table);
+    output::table(&["TIME", "TASK", "SOURCE", "KIND", "DESTINATION", "REASON", "COUNT"], &table);
     Ok(0)
 }

@@ -19,25 +19,30 @@ const MAX_HEAD: usize = 64 * 1024;
 const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves until killed.
+/// Serves on `listen` (every address when `None`) until killed.
 ///
 /// # Errors
 /// A failure when a port cannot be bound.
-pub async fn serve(policy: &str, log: PathBuf) -> Result<u8, Failure> {
+pub async fn serve(policy: &str, log: PathBuf, listen: Option<IpAddr>) -> Result<u8, Failure> {
     let policy = EgressPolicy::parse(policy).map_err(Failure::usage)?;
-    let file = std::fs::OpenOptions::new().create(true).append(true).open(&log);
-    if let Err(e) = &file {
-        eprintln!("cannot open the denial log {}: {e}", log.display());
-    }
-    let shared = Arc::new(Shared::new(policy, file.ok()));
-    let tcp = TcpListener::bind(("0.0.0.0", PROXY_PORT))
+    let shared = Arc::new(Shared::new(policy, super::denial_log::DenialLog::open(log)));
+    let at = listen.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let tcp = TcpListener::bind((at, PROXY_PORT))
         .await
-        .map_err(|e| Failure::other(format!("cannot listen on {PROXY_PORT}: {e}")))?;
-    let udp = tokio::net::UdpSocket::bind(("0.0.0.0", 53))
+        .map_err(|e| Failure::other(format!("cannot listen on {at}:{PROXY_PORT}: {e}")))?;
+    let udp = tokio::net::UdpSocket::bind((at, 53))
         .await
-        .map_err(|e| Failure::other(format!("cannot listen on 53/udp: {e}")))?;
+        .map_err(|e| Failure::other(format!("cannot listen on {at}:53/udp: {e}")))?;
     tokio::spawn(super::dns::serve(udp, shared.clone()));
-    eprintln!("egress proxy for {} listening on {PROXY_PORT} and 53/udp", shared.policy);
+    let flusher = shared.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(super::denial_log::REPEAT_WINDOW);
+        loop {
+            every.tick().await;
+            flusher.flush_repeats();
+        }
+    });
+    eprintln!("egress proxy for {} listening on {at}:{PROXY_PORT} and 53/udp", shared.policy);
     loop {
         let Ok((client, peer)) = tcp.accept().await else { continue };
         let _ = client.set_nodelay(true);

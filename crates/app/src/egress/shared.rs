@@ -4,42 +4,54 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use domain::egress::EgressPolicy;
 use domain::ports::Clock;
 
+use super::denial_log::{DenialLog, Key, Row};
 use crate::edge::context::SystemClock;
 
 /// What every connection shares: the policy, the log, and the task each sandbox address last named.
 pub(super) struct Shared {
     pub policy: EgressPolicy,
-    log: Mutex<Option<std::fs::File>>,
+    log: DenialLog,
     tasks: Mutex<HashMap<IpAddr, String>>,
 }
 
 impl Shared {
-    pub fn new(policy: EgressPolicy, log: Option<std::fs::File>) -> Self {
-        Self { policy, log: Mutex::new(log), tasks: Mutex::new(HashMap::new()) }
+    pub fn new(policy: EgressPolicy, log: DenialLog) -> Self {
+        Self { policy, log, tasks: Mutex::new(HashMap::new()) }
     }
 
-    /// Appends one denial (JSON line) and says it on stderr (`docker logs` of the proxy).
+    /// Appends one denial (JSON line) and says it on stderr (`docker logs` of the proxy), unless the same denial
+    /// was written moments ago: then it is counted, and its next row stands for it too.
     pub fn deny(&self, peer: IpAddr, kind: &str, destination: &str, reason: &str) {
         let task = self.task_of(peer);
-        let line = serde_json::json!({
-            "time": SystemClock.now().to_rfc3339(),
-            "task": task,
-            "source": peer.to_string(),
-            "kind": kind,
-            "destination": destination,
-            "reason": reason,
-            "policy": self.policy.to_string(),
-        });
-        eprintln!("denied {kind} {destination} from {peer} ({task}): {reason}");
-        if let Ok(mut guard) = self.log.lock()
-            && let Some(file) = guard.as_mut()
-        {
-            let _ = std::io::Write::write_all(file, format!("{line}\n").as_bytes());
+        let key = Key {
+            source: peer.to_string(),
+            kind: kind.to_owned(),
+            destination: destination.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if let Some(count) = self.log.admit(&key, &task, Instant::now()) {
+            self.write(&Row { key: &key, task: &task, count });
         }
+    }
+
+    /// Writes a row for the repeats no later row stood for; the proxy calls it every window.
+    pub fn flush_repeats(&self) {
+        for (key, task, count) in self.log.due(Instant::now()) {
+            self.write(&Row { key: &key, task: &task, count });
+        }
+    }
+
+    fn write(&self, row: &Row<'_>) {
+        let line = row.line(&SystemClock.now().to_rfc3339(), &self.policy.to_string());
+        let k = row.key;
+        let times = if row.count == 1 { String::new() } else { format!(" ({} times)", row.count) };
+        eprintln!("denied {} {} from {} ({}): {}{times}", k.kind, k.destination, k.source, row.task, k.reason);
+        self.log.write(&line);
     }
 
     fn task_of(&self, peer: IpAddr) -> String {

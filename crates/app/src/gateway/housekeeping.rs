@@ -206,7 +206,9 @@ impl Housekeeper {
             .map(|(c, procs)| IdleObservation {
                 id: c.id.clone(),
                 name: c.name.clone(),
-                profile_label: c.profile_label().map(str::to_owned),
+                // Overrides are per profile: a shared container key's sandbox carries the key's form in
+                // `hermes-profile`, its profile in `berth.profile`.
+                profile_label: c.made_by_profile().map(str::to_owned),
                 mode: c.label(domain::label::LABEL_MODE).map(str::to_owned),
                 state: c.state.clone(),
                 processes: procs.ok(),

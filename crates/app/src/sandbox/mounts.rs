@@ -1,6 +1,7 @@
 //! What a sandbox may mount from the host: never berth's home or other sandboxes' folders, and never another berth
-//! home, the engine's socket, or a folder holding either unless the operator opts in
-//! (`terminal.docker_allow_host_mounts`).
+//! home, the engine's socket, the kernel's own filesystems (`/proc`, `/sys`, `/dev`, the cgroup tree), or a folder
+//! holding any of them unless the operator opts in (`terminal.docker_allow_host_access`, or its older name
+//! `terminal.docker_allow_host_mounts`).
 //!
 //! A sandbox that could write `<home>/config.yaml` or `kanban.db` could give the next task the Docker socket (root on
 //! the host), so every host path that reaches a create call is checked here, canonicalized (symlinks, `..`, trailing
@@ -22,8 +23,13 @@ use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::open::extra_args_parser;
 
-/// The setting that lets mounts of the engine socket (or a folder holding it) through.
-pub const ALLOW_KEY: &str = "terminal.docker_allow_host_mounts";
+/// The setting that lets what reaches the host through (the engine socket, a kernel filesystem, a capability beyond
+/// the sandbox's namespaces, …); `terminal.docker_allow_host_mounts` is its older name.
+pub const ALLOW_KEY: &str = "terminal.docker_allow_host_access";
+
+/// The host's kernel interfaces by path: processes, the kernel's objects and cgroups, devices (whatever filesystem
+/// the host has there: a tmpfs `/dev` or a cgroup v1 tmpfs holds the same).
+const KERNEL_PATHS: &[(&str, &str)] = &[("/proc", "proc"), ("/sys", "sysfs"), ("/dev", "device")];
 
 /// The paths a sandbox must not reach, canonicalized once.
 #[derive(Clone, Debug)]
@@ -146,7 +152,7 @@ impl Protected {
             socket_ids: scan::file_ids(&sockets),
             sockets,
             engine_dirs: engine_dirs(ctx),
-            allow_sockets: ctx.settings.terminal.docker_allow_host_mounts,
+            allow_sockets: ctx.settings.allows_host_access(),
             own: own.filter(|_| dir.starts_with('/')).map(|i| canonical(Path::new(&i.host_dir(&dir)))),
         }
     }
@@ -184,6 +190,12 @@ impl Protected {
         if let Some(sock) = self.sockets.iter().find(|s| s.starts_with(&src) || same_file(s, &src)) {
             let sock = sock.display();
             return refuse(format!("it exposes the container engine's socket ({sock}), which is root on the host"));
+        }
+        if let Some((path, fs)) = KERNEL_PATHS.iter().find(|(k, _)| src.starts_with(k)) {
+            return refuse(format!(
+                "it is on the host's {fs} filesystem ({path}), the kernel's own: a way to the host's processes, \
+                 cgroups and devices"
+            ));
         }
         if let Some(dir) = self.engine_dirs.iter().find(|d| d.starts_with(&src) || src.starts_with(d)) {
             let dir = dir.display();

@@ -318,11 +318,15 @@ fn every_spelling_of_what_reaches_the_host_is_named() {
         &["--cap-add", "SYS_ADMIN"],
         &["--cap-add=sys_admin"],
         &["--cap-add", "CAP_SYS_ADMIN"],
-        &["--cap-add", "cap_sys_ptrace"],
         &["--cap-add", "ALL"],
         &["--cap-add", "SYS_MODULE"],
-        &["--cap-add", "NET_ADMIN"],
         &["--cap-add", "DAC_READ_SEARCH"],
+        &["--cap-add", "SYS_RESOURCE"],
+        &["--cap-add", "cap_syslog"],
+        &["--cap-add", "PERFMON"],
+        &["--cap-add", "MAC_ADMIN"],
+        &["--cap-add", "SYS_BOOT"],
+        &["--cap-add", "SYS_PTRACE", "--cap-add", "SYS_ADMIN"],
         &["--cap-add", "SYS_RAWIO"],
         &["--cap-add", "BPF"],
         &["--cap-add", "CHOWN", "--cap-add", "SYS_TIME"],
@@ -354,11 +358,32 @@ fn every_spelling_of_what_reaches_the_host_is_named() {
 }
 
 #[test]
+fn network_capabilities_reach_past_an_egress_allowlist_only() {
+    let spec = |args: &[&str], policy: &str| {
+        let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+        let mut spec = check_extra_args(&DockerRunFlags, &args).unwrap();
+        spec.labels.insert(domain::egress::LABEL_EGRESS_POLICY.to_owned(), policy.to_owned());
+        host_access(&spec)
+    };
+    for cap in ["NET_ADMIN", "cap_net_raw"] {
+        let why = spec(&["--cap-add", cap], "pypi.org:443").unwrap_or_else(|| panic!("{cap} behind an allowlist"));
+        assert!(why.contains("egress allowlist"), "{why}");
+        assert_eq!(spec(&["--cap-add", cap], "all"), None, "{cap}");
+        assert_eq!(spec(&["--cap-add", cap], "none"), None, "{cap}");
+    }
+    assert_eq!(spec(&["--cap-add", "SYS_PTRACE"], "pypi.org:443"), None);
+}
+
+#[test]
 fn the_default_confinement_and_private_namespaces_pass() {
     for args in [
         &[][..],
         &["--privileged=false"],
         &["--cap-add", "NET_BIND_SERVICE", "--cap-add=cap_kill", "--cap-drop", "ALL"],
+        // Those acting inside the sandbox's own namespaces only, as hermes configs add them.
+        &["--cap-add", "SYS_PTRACE"],
+        &["--cap-add", "cap_sys_ptrace", "--cap-add=net_admin", "--cap-add", "NET_RAW"],
+        &["--cap-add", "SYS_NICE", "--cap-add", "IPC_LOCK"],
         &["--security-opt", "no-new-privileges"],
         &["--security-opt", "apparmor=docker-default"],
         &["--security-opt", "seccomp=builtin"],

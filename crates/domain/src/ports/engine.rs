@@ -65,7 +65,8 @@ pub struct EgressSetup {
     pub user: Option<String>,
     /// The network the proxy reaches out through (`bridge` by default).
     pub outside: String,
-    /// The proxy's arguments after the binary.
+    /// The proxy's arguments after the binary; the runtime appends `--listen <address>`, the proxy's address on the
+    /// internal network, the only one it serves on.
     pub args: Vec<String>,
     /// A number picking the first candidate subnet (from the policy digest), so homes rarely collide.
     pub seed: u8,

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use super::{Bind, CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, container_cwd, parse_bytes};
 use crate::egress::{EgressPolicy, EgressRoute, proxy_env};
 use crate::label::{
-    LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MODE, LABEL_OWNER,
+    LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MADE_BY, LABEL_MODE, LABEL_OWNER,
+    LabelValue,
 };
 use crate::ports::ExtraArgsParser;
 
@@ -278,7 +279,7 @@ fn limits(settings: &SandboxSettings, host: &HostFacts, warnings: &mut Vec<Strin
     Ok(limits)
 }
 
-/// The labels that identify the sandbox (upstream's three, berth's identity, home and mode) and, for an
+/// The labels that identify the sandbox (upstream's three, berth's identity, home, mode and profile) and, for an
 /// ephemeral one, its owner, so the reaper can tell when it is orphaned.
 fn labels(
     identity: &SandboxIdentity,
@@ -292,6 +293,8 @@ fn labels(
         labels.insert(LABEL_HOME.to_owned(), home.clone());
     }
     labels.insert(LABEL_MODE.to_owned(), mode.as_str().to_owned());
+    // The profile itself, which a shared container key takes out of `hermes-profile`.
+    labels.insert(LABEL_MADE_BY.to_owned(), LabelValue::sanitize(identity.profile.as_str()).as_str().to_owned());
     // hermes 0.21 filters reuse on this label: `off` unless berth's egress proxy routes the sandbox.
     labels.insert(LABEL_EGRESS.to_owned(), egress.label());
     labels.insert(crate::egress::LABEL_EGRESS_POLICY.to_owned(), egress.to_string());

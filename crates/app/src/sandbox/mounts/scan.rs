@@ -105,8 +105,9 @@ pub enum Found {
     Socket(PathBuf),
     /// A berth home or sandboxes folder at this path.
     Berth(PathBuf, Kind),
-    /// A kernel filesystem (`proc`, `sysfs`) at this path: `/proc/<pid>/root` of any process the sandbox's user
-    /// may trace is that process's whole root filesystem, the engine's socket included.
+    /// A kernel filesystem ([`KERNEL_MAGICS`], the host's `/dev`) at this path: `/proc/<pid>/root` of any process
+    /// the sandbox's user may trace is that process's whole root filesystem, the engine's socket included; a cgroup
+    /// tree freezes host processes; a host terminal takes keystrokes.
     Kernel(PathBuf, &'static str),
     /// The walk stopped before it saw everything: why, in words.
     Unchecked(String),
@@ -118,6 +119,9 @@ pub fn scan(root: &Path, sockets: &[FileId]) -> Option<Found> {
 }
 
 fn scan_within(root: &Path, sockets: &[FileId], max_entries: usize, max_depth: usize) -> Option<Found> {
+    if let Some(fs) = kernel_fs(root) {
+        return Some(Found::Kernel(root.to_path_buf(), fs));
+    }
     if !std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir()) {
         return None;
     }
@@ -167,15 +171,60 @@ fn scan_within(root: &Path, sockets: &[FileId], max_entries: usize, max_depth: u
     None
 }
 
-/// The kernel filesystem `dir` is on, when it is one a mount must not hand a sandbox.
-fn kernel_fs(dir: &Path) -> Option<&'static str> {
-    const SYSFS_MAGIC: u64 = 0x6265_6572;
-    let kind = u64::try_from(rustix::fs::statfs(dir).ok()?.f_type).ok()?;
-    if kind == u64::try_from(rustix::fs::PROC_SUPER_MAGIC).ok()? {
-        Some("proc")
-    } else {
-        (kind == SYSFS_MAGIC).then_some("sysfs")
+/// The kernel filesystems a mount must not hand a sandbox, by their `statfs` magic: the host's processes and
+/// kernel objects, its cgroups (freeze, kill or starve any host process), its terminals, its message queues, and
+/// the kernel's debugging, tracing, security, BPF and firmware interfaces.
+const KERNEL_MAGICS: &[(u64, &str)] = &[
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+    (0x1cd1, "devpts"),
+    (0x1980_0202, "mqueue"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0x7363_6673, "securityfs"),
+    (0xcafe_4a11, "bpf"),
+    (0x6165_676c, "pstore"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x6265_6570, "configfs"),
+    (0x4249_4e4d, "binfmt_misc"),
+    (0xf97c_ff8c, "selinuxfs"),
+    (0x6573_5543, "fusectl"),
+    (0x6e73_6673, "nsfs"),
+];
+
+/// The host's device and shared-memory mounts, which carry a tmpfs's magic (`devtmpfs` is one): known by the device
+/// id of the filesystem mounted there, so a bind of them anywhere else is known too.
+const KERNEL_MOUNTS: &[(&str, &str)] = &[("/dev", "devtmpfs"), ("/dev/shm", "shared memory (/dev/shm)")];
+
+/// The kernel filesystem `path` is on, when it is one a mount must not hand a sandbox.
+fn kernel_fs(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    let kind = u64::try_from(rustix::fs::statfs(path).ok()?.f_type).ok()?;
+    if let Some((_, name)) = KERNEL_MAGICS.iter().find(|(magic, _)| *magic == kind) {
+        return Some(name);
     }
+    let dev = std::fs::metadata(path).ok()?.dev();
+    kernel_mounts().iter().find(|(d, _)| *d == dev).map(|(_, name)| *name)
+}
+
+/// The device ids of [`KERNEL_MOUNTS`] that are mount points on this host (a `/dev` on the root filesystem is not
+/// told this way: the path check covers it), read once.
+fn kernel_mounts() -> &'static [(u64, &'static str)] {
+    use std::os::unix::fs::MetadataExt;
+    static MOUNTS: std::sync::OnceLock<Vec<(u64, &'static str)>> = std::sync::OnceLock::new();
+    MOUNTS.get_or_init(|| {
+        let dev = |p: &Path| std::fs::metadata(p).ok().map(|m| m.dev());
+        KERNEL_MOUNTS
+            .iter()
+            .filter_map(|(path, name)| {
+                let path = Path::new(path);
+                let own = dev(path)?;
+                (Some(own) != path.parent().and_then(dev)).then_some((own, *name))
+            })
+            .collect()
+    })
 }
 
 fn is_socket(kind: &std::fs::FileType) -> bool {
@@ -243,8 +292,15 @@ mod tests {
         assert!(matches!(scan_within(wide.path(), &[], 4, 8), Some(Found::Unchecked(w)) if w.contains("4 entries")));
         assert_eq!(scan_within(wide.path(), &[], 5, 8), None);
         assert!(matches!(scan_within(root, &ids, 100, 1), Some(Found::Unchecked(w)) if w.contains("1 levels")));
-        // The process filesystem, whichever part of it.
+        // The process filesystem, whichever part of it; the host's cgroups and devices, a file of them too.
         let me = PathBuf::from(format!("/proc/{}", std::process::id()));
         assert!(matches!(scan(&me, &[]), Some(Found::Kernel(_, "proc"))));
+        if Path::new("/sys/fs/cgroup").exists() {
+            assert!(matches!(scan(Path::new("/sys/fs/cgroup"), &[]), Some(Found::Kernel(..))), "the cgroup tree");
+        }
+        assert!(matches!(scan(Path::new("/dev/pts"), &[]), Some(Found::Kernel(_, "devpts"))));
+        if !kernel_mounts().is_empty() {
+            assert!(matches!(scan(Path::new("/dev/null"), &[]), Some(Found::Kernel(_, "devtmpfs"))), "a device file");
+        }
     }
 }
