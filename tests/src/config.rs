@@ -145,3 +145,44 @@ fn yaml_merge_keys_in_config_yaml_are_applied() {
     assert_eq!((&v["value"], &v["source"]), (&serde_json::json!(30), &serde_json::json!("file")), "{v}");
     assert_eq!(home.json(&["config", "get", "terminal.lifetime_seconds"])["value"], 600);
 }
+
+/// `config set` on a file with YAML anchors, aliases and merge keys (issue 38 item 12) keeps them and every comment:
+/// a key written in the section changes in place, a key only reached through a merge is added beside the merge, a
+/// section that is an alias becomes a merge of it plus the key. An edit that would reach another mapping through an
+/// anchor, or that only a rewrite could make, is refused in one line (exit 2), the file byte for byte as it was.
+#[test]
+fn config_set_keeps_yaml_anchors_merges_and_comments() {
+    let home = Home::new();
+    let path = home.path().join("config.yaml");
+    let read = || std::fs::read_to_string(&path).unwrap();
+    let get = |key: &str| home.json(&["config", "get", key])["value"].clone();
+
+    let merged = "# shared\ndefaults: &base\n  timeout: 30 # s\n  lifetime_seconds: 900\nterminal:\n  <<: *base\n  # mine\n  lifetime_seconds: 600\n";
+    std::fs::write(&path, merged).unwrap();
+    home.ok(&["config", "set", "terminal.lifetime_seconds", "700"]);
+    assert_eq!(read(), merged.replace("600", "700"), "the written key changed in place");
+    home.ok(&["config", "set", "terminal.timeout", "45"]);
+    assert_eq!(read(), format!("{}  timeout: 45\n", merged.replace("600", "700")), "added beside the merge");
+    assert_eq!((get("terminal.timeout"), get("terminal.lifetime_seconds")), (45.into(), 700.into()));
+
+    let aliased = "# one for all\nshared: &shared\n  timeout: 30 # s\nterminal: *shared\n";
+    std::fs::write(&path, aliased).unwrap();
+    home.ok(&["config", "set", "terminal.lifetime_seconds", "50"]);
+    let want = "# one for all\nshared: &shared\n  timeout: 30 # s\nterminal:\n  <<: *shared\n  lifetime_seconds: 50\n";
+    assert_eq!(read(), want, "the alias kept as a merge");
+    assert_eq!((get("terminal.timeout"), get("terminal.lifetime_seconds")), (30.into(), 50.into()));
+
+    let shared = "terminal: &term\n  timeout: 30 # s\nother:\n  <<: *term\n";
+    for (file, args) in [
+        (shared, &["config", "set", "terminal.timeout", "45"][..]),
+        (aliased, &["config", "unset", "terminal.timeout"][..]),
+    ] {
+        std::fs::write(&path, file).unwrap();
+        let out = home.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains("anchors") && err.contains("terminal.timeout"), "{args:?}: {err}");
+        assert_eq!(read(), file, "{args:?}: the file untouched");
+    }
+}
