@@ -186,3 +186,39 @@ fn config_set_keeps_yaml_anchors_merges_and_comments() {
         assert_eq!(read(), file, "{args:?}: the file untouched");
     }
 }
+
+/// Every key hermes-agent 0.19–0.21 reads in `terminal:` and `kanban:` (its `DEFAULT_CONFIG`, its config bridge and
+/// its readers; issue 41) draws no warning, among them its stock `kanban.auto_subscribe_on_create`; a typo still
+/// does.
+#[test]
+fn every_key_hermes_reads_draws_no_warning() {
+    let home = Home::new();
+    let file = "\
+terminal:
+  backend: docker
+  env_type: docker
+  modal_mode: auto
+  credential_files: []
+  docker_snap_compat: false
+  singularity_image: docker://x
+  daytona_image: x
+  ssh_host: h
+  sudo_password: ''
+  persistent_shell: true
+kanban:
+  auto_subscribe_on_create: true
+  auto_promote_children: true
+  diagnostics: {}
+  done_sub_retention_days: 30
+  acceptance_checks: []
+  review_dispatch: true
+  auto_decompose: false
+";
+    std::fs::write(home.path().join("config.yaml"), file).unwrap();
+    let out = home.run(&["config", "ls"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.trim().is_empty(), "hermes's keys warned about:\n{err}");
+    std::fs::write(home.path().join("config.yaml"), "kanban:\n  auto_subscribe_on_creat: true\n").unwrap();
+    let err = String::from_utf8_lossy(&home.run(&["config", "ls"]).stderr).into_owned();
+    assert!(err.contains("unknown setting kanban.auto_subscribe_on_creat"), "{err}");
+}
