@@ -282,7 +282,9 @@ fn an_engine_hiccup_mid_command_never_runs_the_command_twice_at_once() {
     let v = home.json(&["kanban", "create", "hiccup", "--assignee", &home.profile, "--command", command]);
     let id = v["id"].as_str().unwrap().to_owned();
     let gw = Gateway::start(&home, &["-c", &volumes]);
-    crate::support::wait_until("the first run's start", Duration::from_secs(30), || !trace_lines(&trace_file).is_empty());
+    crate::support::wait_until("the first run's start", Duration::from_secs(30), || {
+        !trace_lines(&trace_file).is_empty()
+    });
     let container = crate::support::wait_until("the sandbox", Duration::from_secs(5), || home.containers().pop());
     proxy.down();
     std::thread::sleep(Duration::from_secs(6)); // scenario: the engine away for 6 s
@@ -298,7 +300,11 @@ fn an_engine_hiccup_mid_command_never_runs_the_command_twice_at_once() {
     let lines = trace_lines(&trace_file);
     let log = std::fs::read_to_string(home.path().join("kanban/logs").join(format!("{id}.log"))).unwrap_or_default();
     assert!(most <= 1, "{most} commands at once: {lines:?}\n{log}\n{err}");
-    assert_eq!(lines.iter().filter(|l| *l == "end").count(), 1, "the interrupted command finished too: {lines:?}\n{log}");
+    assert_eq!(
+        lines.iter().filter(|l| *l == "end").count(),
+        1,
+        "the interrupted command finished too: {lines:?}\n{log}"
+    );
     let runs = runs(&home, &id);
     assert!(runs.iter().any(|r| r["outcome"] == "infra_unavailable"), "{runs:?}");
     assert_eq!(home.json(&["kanban", "show", &id])["task"]["consecutive_failures"], 0);
