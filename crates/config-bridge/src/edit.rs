@@ -264,6 +264,22 @@ mod tests {
     }
 
     #[test]
+    fn an_aliased_section_becomes_a_merge_and_a_shared_anchor_is_not_edited() {
+        let src = "s: &s\n  timeout: 1 # c\nterminal: *s\n";
+        let mut expected = yaml(src);
+        expected["terminal"]["lifetime_seconds"] = Yaml::from(5);
+        let text = edited(src, "terminal", "lifetime_seconds", Some(&Yaml::from(5)), &expected);
+        assert_eq!(text.as_deref(), Some("s: &s\n  timeout: 1 # c\nterminal:\n  <<: *s\n  lifetime_seconds: 5\n"));
+        // Editing `terminal` would change `other` too, which merges it.
+        let shared = "terminal: &t\n  timeout: 1\nother:\n  <<: *t\n";
+        let mut expected = yaml(shared);
+        expected["terminal"]["timeout"] = Yaml::from(2);
+        assert_eq!(edited(shared, "terminal", "timeout", Some(&Yaml::from(2)), &expected), None);
+        assert!(shares_nodes(shared) && shares_nodes(src) && shares_nodes("a:\n  <<: {b: 1}\n"));
+        assert!(!shares_nodes("terminal:\n  cwd: 'a&b *c' # &d *e\n"));
+    }
+
+    #[test]
     fn an_edit_that_would_mean_something_else_is_refused() {
         // The caller's intended document disagrees with the edit: the caller then rewrites the file itself.
         let src = "terminal:\n  timeout: 1\n";
