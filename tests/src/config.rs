@@ -145,3 +145,80 @@ fn yaml_merge_keys_in_config_yaml_are_applied() {
     assert_eq!((&v["value"], &v["source"]), (&serde_json::json!(30), &serde_json::json!("file")), "{v}");
     assert_eq!(home.json(&["config", "get", "terminal.lifetime_seconds"])["value"], 600);
 }
+
+/// `config set` on a file with YAML anchors, aliases and merge keys (issue 38 item 12) keeps them and every comment:
+/// a key written in the section changes in place, a key only reached through a merge is added beside the merge, a
+/// section that is an alias becomes a merge of it plus the key. An edit that would reach another mapping through an
+/// anchor, or that only a rewrite could make, is refused in one line (exit 2), the file byte for byte as it was.
+#[test]
+fn config_set_keeps_yaml_anchors_merges_and_comments() {
+    let home = Home::new();
+    let path = home.path().join("config.yaml");
+    let read = || std::fs::read_to_string(&path).unwrap();
+    let get = |key: &str| home.json(&["config", "get", key])["value"].clone();
+
+    let merged = "# shared\ndefaults: &base\n  timeout: 30 # s\n  lifetime_seconds: 900\nterminal:\n  <<: *base\n  # mine\n  lifetime_seconds: 600\n";
+    std::fs::write(&path, merged).unwrap();
+    home.ok(&["config", "set", "terminal.lifetime_seconds", "700"]);
+    assert_eq!(read(), merged.replace("600", "700"), "the written key changed in place");
+    home.ok(&["config", "set", "terminal.timeout", "45"]);
+    assert_eq!(read(), format!("{}  timeout: 45\n", merged.replace("600", "700")), "added beside the merge");
+    assert_eq!((get("terminal.timeout"), get("terminal.lifetime_seconds")), (45.into(), 700.into()));
+
+    let aliased = "# one for all\nshared: &shared\n  timeout: 30 # s\nterminal: *shared\n";
+    std::fs::write(&path, aliased).unwrap();
+    home.ok(&["config", "set", "terminal.lifetime_seconds", "50"]);
+    let want = "# one for all\nshared: &shared\n  timeout: 30 # s\nterminal:\n  <<: *shared\n  lifetime_seconds: 50\n";
+    assert_eq!(read(), want, "the alias kept as a merge");
+    assert_eq!((get("terminal.timeout"), get("terminal.lifetime_seconds")), (30.into(), 50.into()));
+
+    let shared = "terminal: &term\n  timeout: 30 # s\nother:\n  <<: *term\n";
+    for (file, args) in [
+        (shared, &["config", "set", "terminal.timeout", "45"][..]),
+        (aliased, &["config", "unset", "terminal.timeout"][..]),
+    ] {
+        std::fs::write(&path, file).unwrap();
+        let out = home.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains("anchors") && err.contains("terminal.timeout"), "{args:?}: {err}");
+        assert_eq!(read(), file, "{args:?}: the file untouched");
+    }
+}
+
+/// Every key hermes-agent 0.19–0.21 reads in `terminal:` and `kanban:` (its `DEFAULT_CONFIG`, its config bridge and
+/// its readers; issue 41) draws no warning, among them its stock `kanban.auto_subscribe_on_create`; a typo still
+/// does.
+#[test]
+fn every_key_hermes_reads_draws_no_warning() {
+    let home = Home::new();
+    let file = "\
+terminal:
+  backend: docker
+  env_type: docker
+  modal_mode: auto
+  credential_files: []
+  docker_snap_compat: false
+  singularity_image: docker://x
+  daytona_image: x
+  ssh_host: h
+  sudo_password: ''
+  persistent_shell: true
+kanban:
+  auto_subscribe_on_create: true
+  auto_promote_children: true
+  diagnostics: {}
+  done_sub_retention_days: 30
+  acceptance_checks: []
+  review_dispatch: true
+  auto_decompose: false
+";
+    std::fs::write(home.path().join("config.yaml"), file).unwrap();
+    let out = home.run(&["config", "ls"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.trim().is_empty(), "hermes's keys warned about:\n{err}");
+    std::fs::write(home.path().join("config.yaml"), "kanban:\n  auto_subscribe_on_creat: true\n").unwrap();
+    let err = String::from_utf8_lossy(&home.run(&["config", "ls"]).stderr).into_owned();
+    assert!(err.contains("unknown setting kanban.auto_subscribe_on_creat"), "{err}");
+}

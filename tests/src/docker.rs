@@ -378,6 +378,9 @@ fn a_missing_image_is_a_clear_engine_error(e: &Engine) {
     assert_eq!(out.status.code(), Some(125));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("berth never pulls"), "{err}");
+    // The way out, named (issue 41): the pull to run.
+    assert!(err.contains("`docker pull berth-no-such-image:0`"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(home.containers().is_empty(), "no created leftover");
 }
 

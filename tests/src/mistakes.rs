@@ -388,3 +388,15 @@ fn a_missing_or_unexpected_argument_is_one_line_with_the_usage() {
     refused(&home, &["kanban", "dispatch", "--task"], 2, &["for --task: a value is required"]);
     assert!(!home.path().join("config.yaml").exists(), "a refused `config set` wrote the file");
 }
+
+/// Two neighbouring letters swapped, the commonest typo (issue 41): `alpah` gets "did you mean alpha", at
+/// `kanban create` and `kanban ls`.
+#[test]
+fn a_swapped_pair_of_letters_gets_the_nearest_name() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    let args = ["kanban", "create", "x", "--assignee", "alpah", "--command", "true"];
+    refused(&home, &args, 2, &["no profile \"alpah\" (did you mean alpha?)"]);
+    let out = home.run(&["kanban", "ls", "--assignee", "alpah"]);
+    assert!(stderr(&out).contains("did you mean alpha?"), "{out:?}");
+}

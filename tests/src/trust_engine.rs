@@ -189,3 +189,123 @@ fn a_run_whose_stdout_reader_goes_away_stops_its_command_and_exits_141() {
     assert!(top.lines().count() >= 2, "docker top listed the sandbox's processes: {top}");
     assert!(!top.lines().any(|l| l.trim_end().ends_with(" yes")), "yes is left in the sandbox:\n{top}");
 }
+
+/// A proxy on a unix socket in front of the real engine that can be taken down (every live connection cut, the
+/// socket gone, so a new connection is refused) and brought back up at the same path: an engine hiccup.
+struct EngineProxy {
+    _dir: tempfile::TempDir,
+    socket: PathBuf,
+    upstream: PathBuf,
+    live: std::sync::Arc<std::sync::Mutex<Vec<std::os::unix::net::UnixStream>>>,
+    accepting: Option<(std::sync::Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>)>,
+}
+
+impl EngineProxy {
+    fn start(engine: &Engine) -> Self {
+        let upstream = PathBuf::from(engine.endpoint.strip_prefix("unix://").expect("a unix socket engine"));
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("engine.sock");
+        let mut proxy = Self { _dir: dir, socket, upstream, live: Default::default(), accepting: None };
+        proxy.up();
+        proxy
+    }
+
+    fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    /// Listens again at the same path, forwarding each connection both ways to the engine.
+    fn up(&mut self) {
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let listener = UnixListener::bind(&self.socket).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, live, upstream) = (stop.clone(), self.live.clone(), self.upstream.clone());
+        let accept = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+                let (Ok(client), Ok(engine)) = (conn, UnixStream::connect(&upstream)) else { continue };
+                let pipe = |mut from: UnixStream, mut to: UnixStream| {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    })
+                };
+                let mut held = live.lock().unwrap();
+                held.push(client.try_clone().unwrap());
+                held.push(engine.try_clone().unwrap());
+                pipe(client.try_clone().unwrap(), engine.try_clone().unwrap());
+                pipe(engine, client);
+            }
+        });
+        self.accepting = Some((stop, accept));
+    }
+
+    /// Cuts every connection and removes the socket: calls in flight fail, new ones find no engine.
+    fn down(&mut self) {
+        let Some((stop, accept)) = self.accepting.take() else { return };
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::os::unix::net::UnixStream::connect(&self.socket); // wakes the accept loop, which ends
+        accept.join().unwrap();
+        std::fs::remove_file(&self.socket).unwrap();
+        for s in self.live.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// The lines of the trace file the task's command appends to.
+fn trace_lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+/// How many processes of `container` run `sleep 12` (the task's command), as the engine lists them.
+fn sleeps_in(container: &str) -> usize {
+    let top = crate::support::docker(&["top", container]);
+    String::from_utf8_lossy(&top.stdout).lines().filter(|l| l.trim_end().ends_with("sleep 12")).count()
+}
+
+/// Issue 38 item 11: the engine connection breaks mid-exec (the engine away for 6 s). The worker requeues its task
+/// as the engine's fault, but only once the first command is gone: it kills it by its marker when the engine is back,
+/// so the retry never runs beside it (`start start end end` before).
+#[test]
+fn an_engine_hiccup_mid_command_never_runs_the_command_twice_at_once() {
+    let engine = Engine::docker();
+    let mut proxy = EngineProxy::start(&engine);
+    let mut home = Home::new();
+    home.engine = Some(Engine { name: "proxied", endpoint: proxy.endpoint() });
+    let trace = tempfile::tempdir().unwrap();
+    let trace_file = trace.path().join("trace");
+    let volumes = format!("terminal.docker_volumes=[\"{}:/trace\"]", trace.path().display());
+    let command = "echo start >> /trace/trace; sleep 12; echo end >> /trace/trace";
+    let v = home.json(&["kanban", "create", "hiccup", "--assignee", &home.profile, "--command", command]);
+    let id = v["id"].as_str().unwrap().to_owned();
+    let gw = Gateway::start(&home, &["-c", &volumes]);
+    crate::support::wait_until("the first run's start", Duration::from_secs(30), || {
+        !trace_lines(&trace_file).is_empty()
+    });
+    let container = crate::support::wait_until("the sandbox", Duration::from_secs(5), || home.containers().pop());
+    proxy.down();
+    std::thread::sleep(Duration::from_secs(6)); // scenario: the engine away for 6 s
+    proxy.up();
+    // Sampled until the task is done: never two of its commands at once in the sandbox.
+    let mut most = 0;
+    crate::support::wait_until("the task done", Duration::from_secs(90), || {
+        most = most.max(sleeps_in(&container));
+        let show = home.json(&["kanban", "show", &id]);
+        (show["task"]["status"] == "done").then_some(()).ok_or(show["task"]["status"].clone())
+    });
+    let (_, _, err) = gw.stop();
+    let lines = trace_lines(&trace_file);
+    let log = std::fs::read_to_string(home.path().join("kanban/logs").join(format!("{id}.log"))).unwrap_or_default();
+    assert!(most <= 1, "{most} commands at once: {lines:?}\n{log}\n{err}");
+    assert_eq!(
+        lines.iter().filter(|l| *l == "end").count(),
+        1,
+        "the interrupted command finished too: {lines:?}\n{log}"
+    );
+    let runs = runs(&home, &id);
+    assert!(runs.iter().any(|r| r["outcome"] == "infra_unavailable"), "{runs:?}");
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["consecutive_failures"], 0);
+}

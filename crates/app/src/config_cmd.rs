@@ -136,7 +136,9 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
         ConfigCmd::Set { key, value } => set(ctx, key, value)?,
         ConfigCmd::Unset { key } => {
             let removed = config_bridge::unset_in_file(&ctx.config_path(), key).map_err(|e| match e {
-                config_bridge::ConfigError::UnknownKey(_) => Failure::usage_of(e),
+                config_bridge::ConfigError::UnknownKey(_) | config_bridge::ConfigError::SharedByAnchors { .. } => {
+                    Failure::usage_of(e)
+                }
                 other => Failure::other(other.to_string()),
             })?;
             if ctx.json {

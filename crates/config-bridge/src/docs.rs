@@ -57,9 +57,11 @@ pub fn settings_doc(mapped_flags: &[&str]) -> String {
          A key of `terminal:` or `kanban:` in the file that berth does not know is warned about on every command, with \
          the nearest setting; keys hermes-agent reads there (`terminal.backend`, `env_type`, `persistent_shell`, \
          `sudo_password`, `env_passthrough`, `shell_init_files`, `auto_source_bashrc`, `home_mode`, \
-         `daemon_term_grace_seconds`, `ssh_*`, `singularity_*`, `modal_*`, `daytona_*`, `vercel_*`; \
-         `kanban.orchestrator_profile`, `auto_decompose`, `auto_decompose_per_tick`, `dispatch_profiles`, \
-         `review_dispatch`, `reconcile_orphans`) and other sections (hermes-agent's) are left alone.\n\n\
+         `daemon_term_grace_seconds`, `credential_files`, `docker_snap_compat`, `ssh_*`, `singularity_*`, `modal_*`, \
+         `daytona_*`, `vercel_*`; `kanban.orchestrator_profile`, `auto_decompose`, `auto_decompose_per_tick`, \
+         `auto_promote_children`, `auto_subscribe_on_create`, `diagnostics`, `done_sub_retention_days`, \
+         `acceptance_checks`, `dispatch_profiles`, `review_dispatch`, `reconcile_orphans`: every key hermes-agent \
+         0.19–0.21 reads there) and other sections (hermes-agent's) are left alone.\n\n\
          | key | environment variable | type | default | meaning |\n|---|---|---|---|---|\n",
     );
     let mut rows = String::new();

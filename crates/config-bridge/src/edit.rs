@@ -38,7 +38,7 @@ pub fn set_in_file(path: &Path, key: &str, raw: &str) -> Result<Value, ConfigErr
     if let Yaml::Mapping(m) = section {
         m.insert(Yaml::String(s.name().to_owned()), value.to_yaml());
     }
-    write_edit(path, &doc, s.section(), s.name(), Some(&value.to_yaml()))?;
+    write_edit(path, &doc, s.key, Some(&value.to_yaml()))?;
     Ok(value)
 }
 
@@ -53,7 +53,7 @@ pub fn unset_in_file(path: &Path, key: &str) -> Result<bool, ConfigError> {
     let Some(mut doc) = load_file(path)? else { return Ok(false) };
     let removed = doc.get_mut(s.section()).and_then(Yaml::as_mapping_mut).and_then(|m| m.remove(s.name())).is_some();
     if removed {
-        write_edit(path, &doc, s.section(), s.name(), None)?;
+        write_edit(path, &doc, s.key, None)?;
     }
     Ok(removed)
 }
@@ -72,16 +72,21 @@ fn lock_for(path: &Path) -> Result<std::fs::File, ConfigError> {
     Ok(file)
 }
 
-/// Writes `doc` into `path`: the file as it was with only `section.name` changed (set to `value`, or removed) when
-/// the in-place editor can do that, else the whole document serialized anew.
-fn write_edit(path: &Path, doc: &Yaml, section: &str, name: &str, value: Option<&Yaml>) -> Result<(), ConfigError> {
+/// Writes `doc` into `path`: the file as it was with only `key` changed (set to `value`, or removed) when the
+/// in-place editor can do that, else the whole document serialized anew; but a file with YAML anchors, aliases or
+/// merge keys is never rewritten (a serializer expands them all and drops every comment): that edit is refused.
+fn write_edit(path: &Path, doc: &Yaml, key: &str, value: Option<&Yaml>) -> Result<(), ConfigError> {
     let original = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
     };
+    let (section, name) = key.split_once('.').unwrap_or(("", key));
     match edited(&original, section, name, value, doc) {
         Some(text) => write_text(path, &text),
+        None if shares_nodes(&original) => {
+            Err(ConfigError::SharedByAnchors { path: path.to_owned(), key: key.to_owned() })
+        }
         None => {
             let text =
                 serde_yaml_ng::to_string(doc).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })?;
@@ -142,12 +147,22 @@ pub(crate) fn edited(
     expected: &Yaml,
 ) -> Option<String> {
     let doc = Document::from_str(original).ok()?;
+    let alias = match doc.as_mapping().and_then(|m| m.get(section)) {
+        Some(yaml_edit::YamlNode::Alias(a)) => Some(a.name()),
+        _ => None,
+    };
     match value {
         Some(v) => {
             let node = value_doc(v)?;
             match doc.get_mapping(section) {
                 Some(m) => {
                     m.set(name, &node);
+                }
+                // `terminal: *base` becomes `terminal: {<<: *base, KEY: VALUE}`: the section still shares what
+                // the anchor holds, and the key written in it wins over the merged one.
+                None if alias.is_some() => {
+                    let text = format!("<<: *{}\n{name}: {}\n", alias?, flow_text(v)?);
+                    doc.set(section, &Document::from_str(&text).ok()?.as_mapping()?);
                 }
                 None => {
                     // A missing (or empty, or non-mapping) section becomes a mapping holding the one key.
@@ -162,7 +177,24 @@ pub(crate) fn edited(
     }
     let text = doc.to_string();
     let reparsed: Yaml = if text.trim().is_empty() { Yaml::Null } else { serde_yaml_ng::from_str(&text).ok()? };
-    (sections_normalized(reparsed) == sections_normalized(expected.clone())).then_some(text)
+    (meaning(reparsed) == meaning(expected.clone())).then_some(text)
+}
+
+/// What a document means to its readers (berth, and hermes-agent through PyYAML): its merge keys applied, a section
+/// left without keys read as empty. The edit is checked on this, so a change that reaches another mapping through
+/// an anchor (the section's own, merged elsewhere) is caught.
+fn meaning(mut doc: Yaml) -> Yaml {
+    let unmerged = doc.clone();
+    if crate::flatten_merges(&mut doc).is_err() {
+        doc = unmerged;
+    }
+    sections_normalized(doc)
+}
+
+/// Whether the text has YAML anchors, aliases or merge keys (nodes shared between places).
+fn shares_nodes(text: &str) -> bool {
+    use yaml_edit::SyntaxKind as K;
+    yaml_edit::lex(text).iter().any(|(kind, _)| matches!(kind, K::ANCHOR | K::REFERENCE | K::MERGE_KEY))
 }
 
 /// A section left with no keys reads as empty (`terminal:`) or `{}` depending on who wrote it; both mean the same.
@@ -229,6 +261,22 @@ mod tests {
         let src = "# top\nterminal:\n  timeout: 1 # x\n# end\n";
         let text = edited(src, "terminal", "timeout", None, &yaml("terminal: {}\n")).unwrap();
         assert!(text.starts_with("# top\nterminal:") && text.contains("# end") && !text.contains("timeout"), "{text}");
+    }
+
+    #[test]
+    fn an_aliased_section_becomes_a_merge_and_a_shared_anchor_is_not_edited() {
+        let src = "s: &s\n  timeout: 1 # c\nterminal: *s\n";
+        let mut expected = yaml(src);
+        expected["terminal"]["lifetime_seconds"] = Yaml::from(5);
+        let text = edited(src, "terminal", "lifetime_seconds", Some(&Yaml::from(5)), &expected);
+        assert_eq!(text.as_deref(), Some("s: &s\n  timeout: 1 # c\nterminal:\n  <<: *s\n  lifetime_seconds: 5\n"));
+        // Editing `terminal` would change `other` too, which merges it.
+        let shared = "terminal: &t\n  timeout: 1\nother:\n  <<: *t\n";
+        let mut expected = yaml(shared);
+        expected["terminal"]["timeout"] = Yaml::from(2);
+        assert_eq!(edited(shared, "terminal", "timeout", Some(&Yaml::from(2)), &expected), None);
+        assert!(shares_nodes(shared) && shares_nodes(src) && shares_nodes("a:\n  <<: {b: 1}\n"));
+        assert!(!shares_nodes("terminal:\n  cwd: 'a&b *c' # &d *e\n"));
     }
 
     #[test]

@@ -61,6 +61,13 @@ pub enum ConfigError {
     },
     #[error("cannot read config file {path}: the top level is not a mapping")]
     NotAMapping { path: PathBuf },
+    #[error(
+        "cannot change {key} in {path} without dropping its YAML anchors, aliases or merge keys (what it changes is \
+         shared through them); edit the file by hand, or give the value with -c or the environment",
+        path = path.display()
+    )]
+    /// The edit cannot be made in place, and rewriting the file would expand its shared nodes and drop its comments.
+    SharedByAnchors { path: PathBuf, key: String },
     #[error("cannot write config file {path}: {source}")]
     Write {
         path: PathBuf,
@@ -194,7 +201,7 @@ fn with_merge_keys(path: &Path, doc: &Yaml, warnings: &mut Vec<String>) -> Yaml 
 }
 
 /// Applies merge keys bottom-up (the parser bounds a document's depth, so the recursion is bounded too).
-fn flatten_merges(node: &mut Yaml) -> Result<(), &'static str> {
+pub(crate) fn flatten_merges(node: &mut Yaml) -> Result<(), &'static str> {
     match node {
         Yaml::Mapping(m) => {
             for v in m.values_mut() {

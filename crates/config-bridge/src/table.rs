@@ -152,7 +152,7 @@ macro_rules! settings {
 
 settings! {
     kanban: Kanban {
-        board_retry_seconds: Seconds = "300", "How long a worker keeps retrying its writes to the board (its confirmation, heartbeats, outcome) while the board is unreachable, before it gives up; a command that finished meanwhile is recorded when the board is back, never run again.";
+        board_retry_seconds: Seconds = "300", "How long a worker keeps retrying its writes to the board (its confirmation, heartbeats, outcome) while the board is unreachable, before it gives up; a command that finished meanwhile is recorded when the board is back, never run again. Also how long a worker whose container engine connection broke under its running command keeps asking the engine to kill that command before its task is requeued (past it the run fails, counted), so a retry never runs beside it.";
         claim_ttl_seconds: PositiveSeconds = "900", "Seconds a dispatcher's claim on a task lasts before housekeeping re-checks the worker.";
         dashboard_allow_remote: bool = "false", "Let the dashboard listen on an address other than loopback (`kanban.dashboard_bind`); without it such a bind is refused. Every route still needs the start's token.";
         dashboard_bind: String = "127.0.0.1", "The address the dashboard listens on; an address that is not loopback needs `kanban.dashboard_allow_remote`.";

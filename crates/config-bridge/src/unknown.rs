@@ -11,7 +11,9 @@ use crate::table::{SETTINGS, find};
 const SECTIONS: [&str; 2] = ["terminal", "kanban"];
 
 /// Keys hermes-agent reads in berth's sections that berth has no setting for (its local shell, its other backends,
-/// its decomposer, its review and profile allowlists), as its `DEFAULT_CONFIG` and config bridge name them;
+/// its decomposer, its review and profile allowlists, its subscriptions and diagnostics), as 0.19's `DEFAULT_CONFIG`,
+/// config bridge and readers name them, and 0.20–0.21's (`docker_snap_compat`, `done_sub_retention_days`,
+/// `acceptance_checks`);
 /// `docs/settings.md` lists them.
 const HERMES_KEYS: &[&str] = &[
     "terminal.backend",
@@ -23,7 +25,14 @@ const HERMES_KEYS: &[&str] = &[
     "terminal.auto_source_bashrc",
     "terminal.home_mode",
     "terminal.daemon_term_grace_seconds",
+    "terminal.credential_files",
+    "terminal.docker_snap_compat",
     "kanban.reconcile_orphans",
+    "kanban.auto_subscribe_on_create",
+    "kanban.auto_promote_children",
+    "kanban.diagnostics",
+    "kanban.done_sub_retention_days",
+    "kanban.acceptance_checks",
     "kanban.orchestrator_profile",
     "kanban.auto_decompose",
     "kanban.auto_decompose_per_tick",

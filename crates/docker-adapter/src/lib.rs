@@ -427,7 +427,10 @@ impl ContainerRuntime for DockerRuntime {
             Err(e) => Err(match e {
                 RuntimeError::Api { status: 404, message } => RuntimeError::Api {
                     status: 404,
-                    message: format!("{message} (build or load the image first; berth never pulls)"),
+                    message: format!(
+                        "{message} (berth never pulls: run `docker pull {}`, or build or load the image first)",
+                        spec.image
+                    ),
                 },
                 other => other,
             }),

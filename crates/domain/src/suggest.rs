@@ -1,20 +1,25 @@
 //! "Did you mean": the nearest of some known names to a mistyped one, so a refusal can name the fix.
 
-/// Edits (insertions, deletions, substitutions) from `a` to `b`, compared case-insensitively.
+/// Edits (insertions, deletions, substitutions, and a swap of two neighbouring characters, the commonest typo:
+/// `alpah` is one edit from `alpha`) from `a` to `b`, compared case-insensitively.
 fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.to_lowercase().chars().collect();
     let b: Vec<char> = b.to_lowercase().chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
+    // Three rows: two back (for the swap), the previous one, and the one being filled.
+    let mut before: Vec<usize> = Vec::new();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
+        let mut row = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != cb));
-            diagonal = above;
+            let mut d = (prev[j + 1] + 1).min(row[j] + 1).min(prev[j] + usize::from(ca != cb));
+            if i > 0 && j > 0 && *ca == b[j - 1] && a[i - 1] == *cb {
+                d = d.min(before[j - 1] + 1);
+            }
+            row[j + 1] = d;
         }
+        before = std::mem::replace(&mut prev, row);
     }
-    row[b.len()]
+    prev[b.len()]
 }
 
 /// The known name nearest to `word`, when it is near enough to be a typo of it (about one edit in three
@@ -46,5 +51,8 @@ mod tests {
         assert_eq!(closest("nobody", ["ralph", "default"]), None);
         assert_eq!(closest("ralph", ["ralph"]), None);
         assert_eq!(did_you_mean("x", ["yy"]), "");
+        assert_eq!(closest("alpah", ["alpha", "beta"]), Some("alpha"), "a swap of neighbours is one edit");
+        assert_eq!(distance("ab", "ba"), 1);
+        assert_eq!(distance("kitten", "sitting"), 3);
     }
 }

@@ -10,6 +10,7 @@ use domain::ids::{BoardSlug, ProfileName, TaskId};
 use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
 use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec};
+use domain::sandbox::SandboxIdentity;
 use domain::service;
 use kanban_core::{Confirmation, RunEnd, RunEnding, Task, record_run_end};
 
@@ -506,7 +507,12 @@ async fn run_in_sandbox(
     log_line(&format!("sandbox {} ({})", found.name, found.action.as_str()));
     let ran = service::run_from(&*rt, &req, Some(found), &exec, &mut sink).await;
     sink.finish();
-    let (acquired, outcome) = ran?;
+    let (acquired, outcome) = match ran.map_err(SandboxFault::from) {
+        // The engine went away with the command started: it may still run in the sandbox. The task is requeued
+        // only once it is gone, so its retry never runs beside it (bounded by the worker's patience).
+        Err(SandboxFault::Infra(e)) => return Err(stop_interrupted(ctx, &req.identity, marker, e).await),
+        ran => ran?,
+    };
     drop(lease);
     if !req.persist_across_processes {
         let _ = tokio::time::timeout(
@@ -516,6 +522,22 @@ async fn run_in_sandbox(
         .await;
     }
     Ok((outcome, sink.last_line, acquired.name))
+}
+
+/// The fault of a command whose engine connection broke: the engine's (the task requeued) once the command is
+/// killed by its marker, else (the engine away past `kanban.board_retry_seconds`) a failure of the run, counted,
+/// saying the command may still run.
+async fn stop_interrupted(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, e: Failure) -> SandboxFault {
+    log_line(&format!("the engine connection broke under the command ({}); stopping it before a retry", e.message));
+    let patience = outage::patience(ctx);
+    if sandbox::kill_marked_confirmed(ctx, identity, marker, patience).await {
+        return SandboxFault::Infra(e);
+    }
+    SandboxFault::Other(Failure::other(format!(
+        "{}; the engine did not answer for {}s after, so the command may still run in its sandbox",
+        e.message,
+        patience.as_secs()
+    )))
 }
 
 /// Runs the `kanban.worker_command` template rendered for the task as this (confirmed) worker's child, its output

@@ -179,6 +179,43 @@ pub async fn stop_marked(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, ow
     }
 }
 
+/// Kills the command carrying `marker` in `identity`'s sandboxes after the engine connection broke under it (the
+/// exec goes on inside the container without its caller), asking again on a fresh connection until the engine
+/// answers or `patience` has passed; whether the kill is confirmed: the kill ran in every running sandbox of the
+/// identity and left none of the marked processes (or their descendants). Only then may the task run again.
+pub async fn kill_marked_confirmed(ctx: &Ctx, identity: &SandboxIdentity, marker: &str, patience: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match kill_marked_once(ctx, identity, marker).await {
+            Ok(()) => return true,
+            Err(e) => tracing::debug!("killing the interrupted command: {}", e.message),
+        }
+        if tokio::time::Instant::now() + pause > deadline {
+            return false;
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// One try of [`kill_marked_confirmed`] on a fresh connection (the broken one may count the engine as stalled).
+async fn kill_marked_once(ctx: &Ctx, identity: &SandboxIdentity, marker: &str) -> Result<(), Failure> {
+    use domain::container::ContainerState;
+    let rt = connect(ctx).await?;
+    for c in identity_containers(&*rt, identity).await? {
+        // A stopped sandbox runs nothing; a removed one neither.
+        if !matches!(c.state, ContainerState::Running | ContainerState::Paused | ContainerState::Restarting) {
+            continue;
+        }
+        match rt.kill_marked(&c.id, marker).await {
+            Ok(()) | Err(domain::ports::RuntimeError::NotFound(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// The managed containers that belong to `identity` (any mode, hermes-made ones included).
 pub(crate) async fn identity_containers(
     rt: &dyn Engine,
