@@ -61,6 +61,8 @@ mod trust;
 #[cfg(test)]
 mod trust_board;
 #[cfg(test)]
+mod trust_dashboard;
+#[cfg(test)]
 mod trust_engine;
 #[cfg(test)]
 mod trust_files;
@@ -70,6 +72,8 @@ mod trust_gaps;
 mod trust_infra;
 #[cfg(test)]
 mod trust_mounts;
+#[cfg(test)]
+mod trust_secrets;
 #[cfg(test)]
 mod trust_timeout;
 #[cfg(test)]

@@ -207,14 +207,9 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
     let listener =
         UnixListener::bind(&path).map_err(|e| Failure::other(format!("cannot listen at {}: {e}", path.display())))?;
     // Each task holds a few descriptors (its log, pipes, gate, socket): as many as the hard limit allows.
-    if let Ok(l) = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum.ok_or(()) {
-        let _ = rustix::process::setrlimit(
-            rustix::process::Resource::Nofile,
-            rustix::process::Rlimit { current: Some(l), maximum: Some(l) },
-        );
-    }
-    // Its environment holds the board's URL: not readable by its commands through /proc.
-    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    process::raise_open_files_limit();
+    // Its environment holds the board's URL: not readable by its commands through /proc (`main` made every berth
+    // process non-dumpable).
     tracing::info!("runner: serving {} as pid {}", path.display(), std::process::id());
     let shared = Arc::new(Shared {
         board: board_identity(ctx),
@@ -495,7 +490,7 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
     std::thread::scope(|s| {
         // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
         if let Some(server) = &server {
-            s.spawn(|| server.serve(ctx, &t.task, t.run));
+            s.spawn(|| server.serve(ctx, &t.task, t.run, pid));
         }
         pump(&mut child, &mut sink);
         if let Some(server) = &server {
