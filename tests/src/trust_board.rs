@@ -134,3 +134,46 @@ fn kanban_migrate_takes_the_url_from_stdin_or_the_environment() {
         assert_eq!(report["copied"]["tasks"], 1, "{report}");
     }
 }
+
+/// A NUL byte in a task's text was accepted (by `create --from` and the dashboard) on a SQLite board and then stopped
+/// `kanban migrate` for the whole board (PostgreSQL stores no NUL in text): now refused where it is written, in one
+/// line, nothing written, and the board still migrates.
+#[test]
+fn a_nul_byte_in_a_tasks_text_is_refused_where_it_is_written() {
+    let home = Home::new();
+    let file = home.path().join("tasks.jsonl");
+    for line in [
+        r#"{"title": "a\u0000b", "command": "true"}"#,
+        r#"{"title": "fine", "body": "x\u0000y", "command": "true"}"#,
+        r#"{"title": "fine", "command": "echo \u0000"}"#,
+    ] {
+        std::fs::write(&file, format!("{{\"title\": \"first\", \"command\": \"true\"}}\n{line}\n")).unwrap();
+        let out = home.run(&["kanban", "create", "--from", file.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{line}: {err}");
+        assert!(err.contains("NUL") && err.trim().lines().count() == 1, "{line}: {err}");
+    }
+    assert_eq!(home.json(&["kanban", "ls"]).as_array().map(Vec::len), Some(0), "nothing was written");
+    let id = home.json(&["kanban", "create", "kept", "--command", "true"])["id"].as_str().unwrap().to_owned();
+    let d = crate::dashboard::Served::start(&home, &[]);
+    let (status, body) = d.post("/api/tasks", r#"{"board": "default", "title": "a\u0000b", "command": "true"}"#);
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = d.post(&format!("/api/tasks/{id}/edit"), r#"{"title": "a\u0000b"}"#);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(home.json(&["kanban", "ls"]).as_array().map(Vec::len), Some(1), "only the kept task");
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["title"], "kept");
+    drop(d);
+    if let Some(db) = crate::pg::TestDb::create() {
+        use std::io::Write;
+        let mut child = home
+            .cmd()
+            .args(["kanban", "migrate", "--to", "-"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(format!("{}\n", db.url).as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+}
