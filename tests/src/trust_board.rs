@@ -177,3 +177,34 @@ fn a_nul_byte_in_a_tasks_text_is_refused_where_it_is_written() {
         assert!(out.status.success(), "{}", stderr(&out));
     }
 }
+
+/// A home deleted under its runner (`kanban.worker_exit_outcome`) while a task's command runs: before, recording the
+/// command's exit made the home again, with an empty board; now the runner sees its home gone and stops, and nothing
+/// is made.
+#[test]
+fn a_runner_whose_home_was_deleted_stops_instead_of_making_it_again() {
+    let home = Home::new();
+    let outside = tempfile::tempdir().unwrap();
+    let stop = outside.path().join("stop");
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    let command =
+        format!("sh -c 'i=0; while [ ! -e {} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done'", stop.display());
+    home.ok(&["config", "set", "kanban.worker_command", &command]);
+    let id = home.json(&["kanban", "create", "long", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    crate::support::wait_until("the task running", Duration::from_secs(30), || {
+        home.json(&["kanban", "show", &id])["task"]["status"] == "running"
+    });
+    let runner =
+        crate::support::wait_until("the home's runner", Duration::from_secs(10), || crate::support::runner_of(&home));
+    std::fs::remove_dir_all(home.path()).unwrap();
+    std::fs::write(&stop, "").unwrap();
+    let alive = || std::fs::read_to_string(format!("/proc/{runner}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    let seen =
+        crate::support::wait_until("the runner to stop or the home to come back", Duration::from_secs(20), || {
+            let back = home.path().exists();
+            (back || !alive()).then_some(back)
+        });
+    assert!(!seen, "the home was made again: {:?}", std::fs::read_dir(home.path()).map(|d| d.count()));
+    assert!(!home.path().exists());
+}
