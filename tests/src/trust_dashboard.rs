@@ -33,7 +33,8 @@ fn a_task_id_that_names_another_file_reads_nothing() {
 /// Hundreds of idle connections to the gateway's dashboard (none sends a byte, so no token is ever checked), under a
 /// soft open-file limit of 256 as a service manager may give: before, they took every descriptor and the gateway
 /// stopped dispatching. Now the gateway raises its soft limit to the hard one, caps its open connections, and closes
-/// a connection that sends no request within its head timeout: tasks are dispatched and `/healthz` answers.
+/// a connection whose request head is not in within its head timeout (idle, or a byte at a time): tasks are
+/// dispatched and `/healthz` answers.
 #[test]
 fn idle_connections_to_the_dashboard_do_not_stop_dispatching() {
     let home = Home::new();
@@ -78,6 +79,24 @@ fn idle_connections_to_the_dashboard_do_not_stop_dispatching() {
             "an idle connection was still open after 30 s: {e}"
         ),
     }
+    // A slow client (slowloris): a request head a byte every 200 ms is cut off at the head timeout, not served.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    std::io::Write::write_all(&mut slow, b"GET /healthz HTTP/1.1\r\nhost: x\r\n").unwrap();
+    let started = std::time::Instant::now();
+    let closed = loop {
+        assert!(started.elapsed() < Duration::from_secs(40), "a slow request head was held for 40 s");
+        if std::io::Write::write_all(&mut slow, b"x").is_err() {
+            break true;
+        }
+        match slow.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => break false,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break true,
+        }
+    };
+    assert!(closed, "the server answered a request whose head never ended");
     let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
     let bearer = format!("Bearer {token}");
     wait_until("/healthz to answer", Duration::from_secs(30), || {
