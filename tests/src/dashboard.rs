@@ -104,10 +104,11 @@ const GETS: &[&str] = &[
     "/api/diagnostics",
     "/metrics",
     "/healthz",
-    "/assets/app.js",
-    "/assets/app.css",
     "/no/such/page",
 ];
+
+/// The two static assets: served to anyone (they hold no data; a page opened without the token needs its script).
+const ASSETS: &[&str] = &["/assets/app.js", "/assets/app.css"];
 const POSTS: &[&str] = &[
     "/api/tasks",
     "/api/tasks/ID/block",
@@ -137,6 +138,9 @@ fn dashboard_every_route_answers_401_without_its_token() {
             assert_eq!(d.get(&path).0, 200, "GET {path} with the token");
         }
     }
+    for path in ASSETS {
+        assert_eq!(http(&d.base, "GET", path, &[], "").0, 200, "GET {path} without a token");
+    }
     for path in ENGINE_GETS {
         assert_eq!(http(&d.base, "GET", path, &[], "").0, 401, "GET {path} without a token");
         let bearer = format!("Bearer {wrong}");
@@ -151,14 +155,32 @@ fn dashboard_every_route_answers_401_without_its_token() {
     }
     assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "ready", "nothing was written");
 
-    // The first load trades the token in the URL for a cookie and a clean address; the cookie then suffices.
-    let (status, _) = http(&d.base, "GET", &format!("/?board=default&token={}", d.token), &[], "");
-    assert_eq!(status, 303);
+    // The first load takes the token in the URL (the page's script keeps it and takes it out of the address); no
+    // cookie is set, and none opens the dashboard: cookies go to every port of the host (issue 38).
+    let first = format!("GET /?board=default&token={} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n", d.token);
+    let head = raw(&d.base, &first);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(!head.to_ascii_lowercase().contains("set-cookie"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("referrer-policy: no-referrer"), "{head}");
+    assert!(head.contains("guarded"), "{head}");
     let port = d.base.rsplit(':').next().unwrap();
     let cookie = format!("berth_token_{port}={}", d.token);
-    let (status, page) = http(&d.base, "GET", "/", &[("cookie", &cookie)], "");
-    assert_eq!(status, 200);
-    assert!(page.contains("guarded"), "{page}");
+    assert_eq!(http(&d.base, "GET", "/", &[("cookie", &cookie)], "").0, 401);
+    // A browser opening a page without the token gets the shell: its script, no data, the line for a new user.
+    let (status, page) = http(&d.base, "GET", "/", &[("accept", "text/html"), ("sec-fetch-mode", "navigate")], "");
+    assert_eq!(status, 401);
+    assert!(page.contains("data-shell") && page.contains("/assets/app.js"), "{page}");
+    assert!(page.contains("open the URL berth printed at start") && !page.contains("guarded"), "{page}");
+}
+
+/// The whole answer (head and body) to the raw request `req`.
+fn raw(base: &str, req: &str) -> String {
+    let mut s = TcpStream::connect(base.strip_prefix("http://").unwrap()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[test]
@@ -168,18 +190,16 @@ fn dashboard_refuses_cross_site_writes() {
     let d = Served::start(&home, &[]);
     let auth = format!("Bearer {}", d.token);
     let path = format!("/api/tasks/{id}/block");
-    let port = d.base.rsplit(':').next().unwrap();
-    let cookie = format!("berth_token_{port}={}", d.token);
     let attempts: [&[(&str, &str)]; 4] = [
-        // A form posted from another site: the cookie, but no custom header.
+        // A form posted from another site (were the token known to it): no custom header.
         &[
-            ("cookie", &cookie),
+            ("authorization", &auth),
             ("origin", "http://evil.example"),
             ("content-type", "application/x-www-form-urlencoded"),
         ],
         &[("authorization", &auth)],
         &[("authorization", &auth), ("x-berth-csrf", "1"), ("origin", "http://evil.example")],
-        &[("cookie", &cookie), ("x-berth-csrf", "1"), ("sec-fetch-site", "cross-site")],
+        &[("authorization", &auth), ("x-berth-csrf", "1"), ("sec-fetch-site", "cross-site")],
     ];
     for headers in attempts {
         let (status, body) = http(&d.base, "POST", &path, headers, "");

@@ -63,6 +63,8 @@ mod trust;
 #[cfg(test)]
 mod trust_board;
 #[cfg(test)]
+mod trust_dashboard;
+#[cfg(test)]
 mod trust_engine;
 #[cfg(test)]
 mod trust_files;
@@ -74,6 +76,8 @@ mod trust_infra;
 mod trust_mounts;
 #[cfg(test)]
 mod trust_sandbox;
+#[cfg(test)]
+mod trust_secrets;
 #[cfg(test)]
 mod trust_timeout;
 #[cfg(test)]

@@ -134,3 +134,77 @@ fn kanban_migrate_takes_the_url_from_stdin_or_the_environment() {
         assert_eq!(report["copied"]["tasks"], 1, "{report}");
     }
 }
+
+/// A NUL byte in a task's text was accepted (by `create --from` and the dashboard) on a SQLite board and then stopped
+/// `kanban migrate` for the whole board (PostgreSQL stores no NUL in text): now refused where it is written, in one
+/// line, nothing written, and the board still migrates.
+#[test]
+fn a_nul_byte_in_a_tasks_text_is_refused_where_it_is_written() {
+    let home = Home::new();
+    let file = home.path().join("tasks.jsonl");
+    for line in [
+        r#"{"title": "a\u0000b", "command": "true"}"#,
+        r#"{"title": "fine", "body": "x\u0000y", "command": "true"}"#,
+        r#"{"title": "fine", "command": "echo \u0000"}"#,
+    ] {
+        std::fs::write(&file, format!("{{\"title\": \"first\", \"command\": \"true\"}}\n{line}\n")).unwrap();
+        let out = home.run(&["kanban", "create", "--from", file.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{line}: {err}");
+        assert!(err.contains("NUL") && err.trim().lines().count() == 1, "{line}: {err}");
+    }
+    assert_eq!(home.json(&["kanban", "ls"]).as_array().map(Vec::len), Some(0), "nothing was written");
+    let id = home.json(&["kanban", "create", "kept", "--command", "true"])["id"].as_str().unwrap().to_owned();
+    let d = crate::dashboard::Served::start(&home, &[]);
+    let (status, body) = d.post("/api/tasks", r#"{"board": "default", "title": "a\u0000b", "command": "true"}"#);
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = d.post(&format!("/api/tasks/{id}/edit"), r#"{"title": "a\u0000b"}"#);
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(home.json(&["kanban", "ls"]).as_array().map(Vec::len), Some(1), "only the kept task");
+    assert_eq!(home.json(&["kanban", "show", &id])["task"]["title"], "kept");
+    drop(d);
+    if let Some(db) = crate::pg::TestDb::create() {
+        use std::io::Write;
+        let mut child = home
+            .cmd()
+            .args(["kanban", "migrate", "--to", "-"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(format!("{}\n", db.url).as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+}
+
+/// A home deleted under its runner (`kanban.worker_exit_outcome`) while a task's command runs: before, recording the
+/// command's exit made the home again, with an empty board; now the runner sees its home gone and stops, and nothing
+/// is made.
+#[test]
+fn a_runner_whose_home_was_deleted_stops_instead_of_making_it_again() {
+    let home = Home::new();
+    let outside = tempfile::tempdir().unwrap();
+    let stop = outside.path().join("stop");
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    let command =
+        format!("sh -c 'i=0; while [ ! -e {} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done'", stop.display());
+    home.ok(&["config", "set", "kanban.worker_command", &command]);
+    let id = home.json(&["kanban", "create", "long", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    crate::support::wait_until("the task running", Duration::from_secs(30), || {
+        home.json(&["kanban", "show", &id])["task"]["status"] == "running"
+    });
+    let runner =
+        crate::support::wait_until("the home's runner", Duration::from_secs(10), || crate::support::runner_of(&home));
+    std::fs::remove_dir_all(home.path()).unwrap();
+    std::fs::write(&stop, "").unwrap();
+    let alive = || std::fs::read_to_string(format!("/proc/{runner}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    let seen =
+        crate::support::wait_until("the runner to stop or the home to come back", Duration::from_secs(20), || {
+            let back = home.path().exists();
+            (back || !alive()).then_some(back)
+        });
+    assert!(!seen, "the home was made again: {:?}", std::fs::read_dir(home.path()).map(|d| d.count()));
+    assert!(!home.path().exists());
+}

@@ -29,6 +29,9 @@ use crate::edge::{log_format, private_files, redact};
 pub fn main() -> ExitCode {
     // Before anything can create a file: berth's files (logs, the board, caches, state) are its user's alone.
     private_files::enter();
+    // Before anything else: the environment (the board's password, forwarded secrets) is not readable by the
+    // commands berth runs, which are of the same user, through /proc/<pid>/environ.
+    edge::process::keep_memory_private();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {

@@ -49,6 +49,14 @@ impl TaskId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The id as the stem of a file name (a task's log is `<logs>/<id>.log`), when it can be one: not empty, not `.`
+    /// or `..`, and no `/`, `\` or NUL. An id from outside (a URL's path) that names another file is refused here.
+    pub fn as_file_stem(&self) -> Option<&str> {
+        let s = self.0.as_str();
+        let safe = !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\\', '\0']);
+        safe.then_some(s)
+    }
 }
 
 impl fmt::Display for TaskId {
@@ -156,6 +164,16 @@ mod tests {
         assert!(BoardSlug::parse("_x").is_err());
         assert!(BoardSlug::parse("a/b").is_err());
         assert!(BoardSlug::parse("").is_err());
+    }
+
+    #[test]
+    fn a_task_id_is_a_file_stem_only_when_it_names_no_other_file() {
+        let stem = |raw: &str| TaskId::parse(raw).unwrap().as_file_stem().map(str::to_owned);
+        assert_eq!(stem("t_0123456789ab").as_deref(), Some("t_0123456789ab"));
+        assert_eq!(stem("with:colon").as_deref(), Some("with:colon"));
+        for bad in ["", ".", "..", "../../etc/x", "a/b", "a\\b", "a\0b"] {
+            assert_eq!(stem(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -29,7 +29,6 @@ pub fn initial_status(new: &NewTask, parents: &[(&str, Option<TaskStatus>)]) -> 
     })
 }
 
-/// A new task's assignee as stored: trimmed, and none when blank.
 /// Refuses a title a board cannot show on one line: empty, or holding a line break (a listing's row would break).
 ///
 /// # Errors
@@ -44,6 +43,47 @@ pub fn check_title(title: &str) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a NUL byte in a task's text `field`: SQLite would keep it, PostgreSQL stores no NUL in text, so one such
+/// task would stop `kanban migrate` (and any write of it to a shared board) for the whole board.
+///
+/// # Errors
+/// [`StoreError::Invalid`] naming the field.
+pub fn check_text(field: &str, value: &str) -> Result<()> {
+    if value.contains('\0') {
+        return Err(StoreError::Invalid(format!("a task's {field} holds a NUL byte, which no board stores")));
+    }
+    Ok(())
+}
+
+/// A new task's checks, for every store: its title ([`check_title`]) and no NUL in any of its text.
+///
+/// # Errors
+/// [`StoreError::Invalid`] saying which.
+pub fn check_new(new: &NewTask) -> Result<()> {
+    check_title(&new.title)?;
+    check_text("title", &new.title)?;
+    let texts =
+        [("body", &new.body), ("command", &new.command), ("assignee", &new.assignee), ("creator", &new.created_by)];
+    for (field, value) in texts {
+        check_text(field, value.as_deref().unwrap_or(""))?;
+    }
+    new.parents.iter().try_for_each(|p| check_text("parent", p))
+}
+
+/// An edit's checks, for every store: a new title as a new task's, and no NUL in any text it sets.
+///
+/// # Errors
+/// [`StoreError::Invalid`] saying which.
+pub fn check_edit(edit: &crate::TaskEdit) -> Result<()> {
+    if let Some(title) = &edit.title {
+        check_title(title)?;
+    }
+    let texts =
+        [("title", &edit.title), ("body", &edit.body), ("command", &edit.command), ("assignee", &edit.assignee)];
+    texts.into_iter().try_for_each(|(field, value)| check_text(field, value.as_deref().unwrap_or("")))
+}
+
+/// A new task's assignee as stored: trimmed, and none when blank.
 pub fn assignee_of(new: &NewTask) -> Option<&str> {
     new.assignee.as_deref().map(str::trim).filter(|a| !a.is_empty())
 }
@@ -66,7 +106,7 @@ pub fn initial_statuses(
     let refused = |index, error| StoreError::Batch { index, error: Box::new(error) };
     let mut statuses = Vec::with_capacity(tasks.len());
     for (index, (_, new)) in tasks.iter().enumerate() {
-        check_title(&new.title).map_err(|e| refused(index, e))?;
+        check_new(new).map_err(|e| refused(index, e))?;
         let parents: Vec<(&str, Option<TaskStatus>)> =
             new.parents.iter().map(|p| (p.as_str(), found.get(p).copied())).collect();
         statuses.push(initial_status(new, &parents).map_err(|e| refused(index, e))?);

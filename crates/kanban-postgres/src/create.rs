@@ -25,7 +25,7 @@ pub(crate) fn create_task(
     new: &NewTask,
     now: Timestamp,
 ) -> PgResult<Task> {
-    kanban_core::rules::check_title(&new.title)?;
+    kanban_core::rules::check_new(new)?;
     let mut tx = c.transaction()?;
     read_board(&mut tx, board.as_str())?;
     let mut parents = Vec::with_capacity(new.parents.len());

@@ -12,9 +12,7 @@ use crate::client::GenericClient as _;
 
 impl PgKanbanStore {
     pub(crate) fn edit_task(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task, StoreError> {
-        if let Some(title) = &edit.title {
-            kanban_core::rules::check_title(title)?;
-        }
+        kanban_core::rules::check_edit(edit)?;
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;

@@ -18,9 +18,7 @@ impl SqliteKanbanStore {
     /// # Errors
     /// [`StoreError::NoTask`]; [`StoreError::Transition`] as above; [`StoreError::Invalid`] for an empty title.
     pub fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task> {
-        if let Some(title) = &edit.title {
-            kanban_core::rules::check_title(title)?;
-        }
+        kanban_core::rules::check_edit(edit)?;
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         if status == TaskStatus::Archived {

@@ -90,8 +90,10 @@ impl Server {
         format!("@{}", self.name)
     }
 
-    /// Answers the command's requests until [`Server::close`]: one request a connection, one at a time.
-    pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64) {
+    /// Answers the command's requests until [`Server::close`]: one request a connection, one at a time. Only a
+    /// process below `root` (the command's process, or the worker that runs it) is answered: the socket's name is
+    /// in `/proc/net/unix` for any process to see, and another task's command is of the same user.
+    pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64, root: u32) {
         let mut store: Option<Board> = None;
         for conn in self.listener.incoming() {
             if self.stop.load(Ordering::Acquire) {
@@ -99,12 +101,22 @@ impl Server {
             }
             let Ok(mut conn) = conn else { continue };
             // No file permission guards an abstract name: only this user's processes are answered.
-            let uid = rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid);
-            if uid != Ok(rustix::process::geteuid()) {
+            let Ok(peer) = rustix::net::sockopt::socket_peercred(&conn) else { continue };
+            if peer.uid != rustix::process::geteuid() {
                 continue;
             }
-            // The command writes its one line at once: a connection that does not is not held for long.
+            // The command writes its one line at once: a connection that does not is not held for long. Read
+            // before any refusal, so the refused peer gets its answer rather than a broken pipe.
             let Some(line) = socket_line::read(&conn) else { continue };
+            let peer_pid = u32::try_from(peer.pid.as_raw_nonzero().get()).unwrap_or(0);
+            if !crate::edge::process::descends_from(peer_pid, root) {
+                let refusal = format!(
+                    "the worker of {task} answers its own command only, not process {peer_pid}; nothing was changed"
+                );
+                let reply = Reply { error: Some(refusal), code: Some(Exit::USAGE), ..Reply::default() };
+                let _ = writeln!(conn, "{}", serde_json::to_string(&reply).unwrap_or_default());
+                continue;
+            }
             let answer = match serde_json::from_str::<Request>(&line) {
                 Ok(req) => perform(ctx, task, run, &mut store, &req),
                 Err(e) => Err(Failure::usage(format!("a request the worker cannot read: {e}"))),
@@ -245,13 +257,14 @@ pub(super) fn run_command(
         return super::external::run(command, &[], sink);
     }
     let server = run.and_then(|_| Server::open(ctx));
-    // Not readable by the command through /proc (this process's environment holds the URL); reset by its exec.
-    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    // This process's environment holds the URL: not readable by the command through /proc, since `main` made every
+    // berth process non-dumpable (`edge::process::keep_memory_private`).
     let env = command_env(ctx, server.as_ref());
     let Some(server) = server else { return super::external::run(command, &env, sink) };
     let run = run.unwrap_or_default();
     std::thread::scope(|s| {
-        s.spawn(|| server.serve(ctx, task, run));
+        // The command is this worker's child: its processes are below this one.
+        s.spawn(|| server.serve(ctx, task, run, std::process::id()));
         let code = super::external::run(command, &env, sink);
         server.close();
         code

@@ -149,6 +149,10 @@ pub(super) fn wanted(ctx: &Ctx) -> bool {
 
 /// What the runner's threads share.
 struct Shared {
+    /// The home, and the inode of the lock file the runner holds in it: a home deleted under the runner is seen by
+    /// its lock file gone or replaced.
+    home: PathBuf,
+    lock_inode: Option<u64>,
     board: String,
     /// The runner's one connection to the board: confirmations and outcomes, one at a time.
     store: Mutex<Option<Board>>,
@@ -207,16 +211,13 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
     let listener =
         UnixListener::bind(&path).map_err(|e| Failure::other(format!("cannot listen at {}: {e}", path.display())))?;
     // Each task holds a few descriptors (its log, pipes, gate, socket): as many as the hard limit allows.
-    if let Ok(l) = rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum.ok_or(()) {
-        let _ = rustix::process::setrlimit(
-            rustix::process::Resource::Nofile,
-            rustix::process::Rlimit { current: Some(l), maximum: Some(l) },
-        );
-    }
-    // Its environment holds the board's URL: not readable by its commands through /proc.
-    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    process::raise_open_files_limit();
+    // Its environment holds the board's URL: not readable by its commands through /proc (`main` made every berth
+    // process non-dumpable).
     tracing::info!("runner: serving {} as pid {}", path.display(), std::process::id());
     let shared = Arc::new(Shared {
+        home: ctx.home.clone(),
+        lock_inode: lock.metadata().map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok(),
         board: board_identity(ctx),
         store: Mutex::new(None),
         busy: AtomicUsize::new(0),
@@ -228,6 +229,7 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
     std::thread::spawn(move || {
         loop {
             std::thread::sleep(Duration::from_secs(1)); // the idle check's period
+            watch.stop_if_home_gone();
             let idle = watch.idle_since.lock().unwrap_or_else(PoisonError::into_inner).elapsed();
             if watch.busy.load(Ordering::SeqCst) == 0 && idle >= IDLE {
                 // The socket first: a launcher that finds none starts a new runner, which waits for this lock.
@@ -495,7 +497,7 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
     std::thread::scope(|s| {
         // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
         if let Some(server) = &server {
-            s.spawn(|| server.serve(ctx, &t.task, t.run));
+            s.spawn(|| server.serve(ctx, &t.task, t.run, pid));
         }
         pump(&mut child, &mut sink);
         if let Some(server) = &server {
@@ -534,12 +536,24 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
 }
 
 impl Shared {
+    /// Exits when the runner's home was deleted (its lock file gone or replaced): writing a task's outcome, or its
+    /// log, would make the home again with an empty board. Checked every second and before every write.
+    fn stop_if_home_gone(&self) {
+        let path = self.home.join("kanban").join("runner.lock");
+        let now = std::fs::metadata(path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok();
+        if self.lock_inode.is_some() && now != self.lock_inode {
+            tracing::warn!("runner: its home {} is gone; exiting", self.home.display());
+            std::process::exit(0);
+        }
+    }
+
     /// Confirms the run for its worker `pid` on the board (compare-and-swap: still claimed, not yet confirmed).
     fn confirm(&self, ctx: &Ctx, t: &TaskRun, pid: u32) -> bool {
         let host = ctx.host_id();
         let start = t.start.or_else(|| domain::ports::ProcessProbe::start_fingerprint(&ProcProbe, pid));
         let c = Confirmation { task: &t.task, run_id: t.run, pid, start, host: &host };
         let ttl = super::worker::claim_ttl(ctx);
+        self.stop_if_home_gone();
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         super::outage::retrying_blocking(ctx, "confirm the run", super::outage::patience(ctx), &mut store, |b| {
             let now = SystemClock.now();
@@ -557,6 +571,7 @@ impl Shared {
         code: &Result<u8, Failure>,
         last: &str,
     ) -> Result<(String, bool), Failure> {
+        self.stop_if_home_gone();
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         super::exit_outcome::record(ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
     }

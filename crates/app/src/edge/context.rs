@@ -67,6 +67,7 @@ impl Ctx {
             .map(|o| config_bridge::parse_override(o))
             .collect::<Result<_, _>>()
             .map_err(Failure::usage_of)?;
+        refuse_password_in_arguments(&overrides)?;
         let file_path = home.join("config.yaml");
         let doc = if read_file { config_bridge::load_file(&file_path).map_err(Failure::usage_of)? } else { None };
         let resolved = config_bridge::resolve(&Inputs {
@@ -190,6 +191,20 @@ impl ProfileResolver for DirProfiles {
     fn list(&self) -> Vec<String> {
         DirProfiles::list(self)
     }
+}
+
+/// A board password in `-c kanban.database_url=…` sits in the process's arguments, which every local user reads
+/// (`ps`, `/proc/<pid>/cmdline`), for as long as the process runs: refused, as `kanban migrate --to URL` refuses it.
+fn refuse_password_in_arguments(overrides: &[(String, String)]) -> Result<(), Failure> {
+    let holds_password =
+        |(k, v): &(String, String)| k == "kanban.database_url" && kanban_postgres::redact_url(v.trim()) != v.trim();
+    if overrides.iter().any(holds_password) {
+        return Err(Failure::usage(
+            "refusing a board password in -c kanban.database_url, where any local user can read it in the command \
+             line: set KANBAN_DATABASE_URL in the environment or kanban.database_url in config.yaml; nothing was changed",
+        ));
+    }
+    Ok(())
 }
 
 /// This host's name (claim locks and sandbox owner labels are host-scoped).

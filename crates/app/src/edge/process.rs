@@ -23,6 +23,40 @@ const POLL: Duration = Duration::from_millis(50);
 /// How long a stop waits for SIGKILL to take effect, to reap the worker when it is our child.
 const KILL_WAIT: Duration = Duration::from_secs(2);
 
+/// Makes this process non-dumpable: its `/proc/<pid>/environ`, memory and descriptors are then readable by no other
+/// process of its user (only by a privileged one), and it leaves no core dump. Every berth process may hold the
+/// board's password (`kanban.database_url`) or forwarded secrets in its environment, while the commands it runs
+/// are of the same user; a command's own exec makes it dumpable again, so this reaches no command.
+pub fn keep_memory_private() {
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+}
+
+/// Raises this process's soft limit of open files to its hard limit: a service holds a descriptor per connection,
+/// per worker and per log, and the usual soft limit (1024) is far below what the hard limit allows.
+pub fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    if let Some(hard) = getrlimit(Resource::Nofile).maximum {
+        let _ = setrlimit(Resource::Nofile, Rlimit { current: Some(hard), maximum: Some(hard) });
+    }
+}
+
+/// Whether process `pid` is `root` or one of its descendants, by the parent links of the process table (at most
+/// 4096 steps up). What a worker's socket asks of a peer (`board/handoff.rs`): another task's command, though of the
+/// same user, is not below this task's worker.
+pub fn descends_from(pid: u32, root: u32) -> bool {
+    let mut at = pid;
+    for _ in 0..4096 {
+        if at == root {
+            return true;
+        }
+        match stat_of(at) {
+            Some(s) if s.ppid > 0 => at = u32::try_from(s.ppid).unwrap_or(0),
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// The process table through `/proc`: liveness with a start-time check against pid reuse.
 pub struct ProcProbe;
 

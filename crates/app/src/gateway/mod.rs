@@ -127,6 +127,9 @@ async fn shutdown_signal() -> &'static str {
 /// A failure when another gateway holds this home.
 pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let _lock = take_lock(&ctx.home)?;
+    // Its workers, their logs, the board and the dashboard's connections each hold descriptors: the usual soft limit
+    // (1024) is reached long before the hard one.
+    crate::edge::process::raise_open_files_limit();
     // The dashboard, when asked for (`kanban.dashboard_port`), fed by this loop's board watch.
     let dashboard = crate::web::for_gateway(ctx).await?;
     let interval = interval_secs(ctx);

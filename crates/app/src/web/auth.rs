@@ -1,10 +1,15 @@
-//! The dashboard's lock: a random token per start, required on every route, and the cross-site check on writes.
+//! The dashboard's lock: a random token per start, required on every route but the two static assets, and the
+//! cross-site check on writes.
 //!
-//! A browser gets the token once in the URL (`/?token=…`), which answers with an HttpOnly, SameSite=Strict cookie
-//! and a redirect to the same page without it; afterwards only the event stream takes `?token=` (an `EventSource`
-//! cannot set headers). Scripts and Prometheus send `Authorization: Bearer …`. A write must carry the
-//! `x-berth-csrf` header (a cross-site page cannot send a custom header without a preflight, which is never
-//! granted) and, when the browser names one, come from the dashboard's own origin.
+//! No ambient credential: a browser is never given a cookie. Cookies are scoped to a host, not to a port, so a
+//! cookie set by `127.0.0.1:8080` is sent to every server on `127.0.0.1` the browser visits, and any local user's
+//! server on another port would receive it and replay it. The token is sent only by the dashboard's own script, as
+//! `Authorization: Bearer …`, from the origin's `localStorage` (origins include the port: a page of another port
+//! never reads it). A browser gets the token once in the URL (`/?token=…`): that page is served, and its script
+//! keeps the token and takes it out of the address. A page opened later without it (a link, a new tab, a reload)
+//! answers 401 with a small shell whose script fetches the page again with the token and shows it. The event
+//! stream takes `?token=` (an `EventSource` cannot set headers). Scripts and Prometheus send the header. A write
+//! must carry the `x-berth-csrf` header and, when the browser names one, come from the dashboard's own origin.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,7 +18,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 
 use super::Web;
 use crate::edge::error::Failure;
@@ -53,16 +58,6 @@ fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0_u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn cookie_token<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(k, v)| (k == name).then_some(v))
-}
-
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ")
 }
@@ -72,7 +67,7 @@ fn query_token(req: &Request) -> Option<&str> {
 }
 
 fn unauthorized() -> Response {
-    (StatusCode::UNAUTHORIZED, "the dashboard needs its token: open the URL berth printed at start\n").into_response()
+    (StatusCode::UNAUTHORIZED, UNAUTHORIZED).into_response()
 }
 
 /// Whether a write comes from the dashboard's own page: the custom header, and the browser's own word on where the
@@ -92,32 +87,36 @@ fn same_origin_write(headers: &HeaderMap) -> bool {
     }
 }
 
+/// What a browser gets for a page it opened without the token: the page's frame and its script, which fetches the
+/// page again with the token it keeps (or says how to get one), and no data.
+fn shell() -> Response {
+    let page = super::pages::shell(UNAUTHORIZED.trim_end());
+    (StatusCode::UNAUTHORIZED, axum::response::Html(page.into_string())).into_response()
+}
+
+const UNAUTHORIZED: &str = "the dashboard needs its token: open the URL berth printed at start\n";
+
+/// Whether a request is a browser opening a page (not a script's fetch): the shell is its answer.
+fn is_navigation(headers: &HeaderMap) -> bool {
+    let value = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("");
+    value("sec-fetch-mode") == "navigate" || value(header::ACCEPT.as_str()).contains("text/html")
+}
+
 /// The middleware in front of every route.
 pub(crate) async fn require(State(web): State<Arc<Web>>, req: Request, next: Next) -> Response {
     let headers = req.headers();
-    let by_header = cookie_token(headers, &web.cookie).or_else(|| bearer(headers)).is_some_and(|t| same(t, &web.token));
-    let query = query_token(&req).map(|t| same(t, &web.token));
+    let path = req.uri().path();
+    // The two static assets hold no data; the shell needs its script before it has a token to send.
+    if path.starts_with("/assets/") {
+        return next.run(req).await;
+    }
+    let by_header = bearer(headers).is_some_and(|t| same(t, &web.token));
     let is_read = matches!(*req.method(), Method::GET | Method::HEAD);
-    if !by_header {
-        match query {
-            // The event stream may carry the token in its URL (EventSource sends no headers).
-            Some(true) if req.uri().path() == "/events" => return next.run(req).await,
-            // The first load: the cookie, then the same page without the token in its address.
-            Some(true) if is_read => {
-                let path = req.uri().path().to_owned();
-                let rest: Vec<&str> = req
-                    .uri()
-                    .query()
-                    .unwrap_or("")
-                    .split('&')
-                    .filter(|p| !p.is_empty() && !p.starts_with("token="))
-                    .collect();
-                let to = if rest.is_empty() { path } else { format!("{path}?{}", rest.join("&")) };
-                let cookie = format!("{}={}; HttpOnly; SameSite=Strict; Path=/", web.cookie, web.token);
-                return ([(header::SET_COOKIE, cookie)], Redirect::to(&to)).into_response();
-            }
-            _ => return unauthorized(),
-        }
+    // A read may carry the token in its URL: the first load of a page (its script then keeps the token and takes it
+    // out of the address), and the event stream (an EventSource sends no headers).
+    let by_query = is_read && query_token(&req).is_some_and(|t| same(t, &web.token));
+    if !by_header && !by_query {
+        return if is_read && is_navigation(headers) { shell() } else { unauthorized() };
     }
     if !is_read && !same_origin_write(headers) {
         // Say what a script (curl) left out: a write without the header is refused however it came.
@@ -128,7 +127,10 @@ pub(crate) async fn require(State(web): State<Arc<Web>>, req: Request, next: Nex
         };
         return (StatusCode::FORBIDDEN, why).into_response();
     }
-    next.run(req).await
+    let mut response = next.run(req).await;
+    // A page's address may hold the token on its first load: never sent on to another site.
+    response.headers_mut().insert(header::REFERRER_POLICY, axum::http::HeaderValue::from_static("no-referrer"));
+    response
 }
 
 #[cfg(test)]

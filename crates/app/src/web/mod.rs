@@ -13,6 +13,7 @@ pub mod metrics;
 mod pages;
 mod routes;
 mod sandboxes;
+mod serve;
 pub mod views;
 
 use std::net::{IpAddr, SocketAddr};
@@ -28,9 +29,6 @@ use crate::edge::error::Failure;
 pub(crate) struct Web {
     pub(crate) ctx: Ctx,
     pub(crate) token: String,
-    /// The cookie carrying the token: named after the port, since cookies are per host and several dashboards
-    /// (one per home) may share 127.0.0.1.
-    pub(crate) cookie: String,
     pub(crate) live: watch::Receiver<u64>,
     /// Board reads bounded in time, and the answers kept for when the board does not answer (`bounded.rs`).
     pub(crate) reads: bounded::Reads,
@@ -107,25 +105,17 @@ pub fn listen_addr(ctx: &Ctx, bind: Option<&str>, port: u16) -> Result<SocketAdd
 /// # Errors
 /// A failure when the token cannot be written or the address cannot be bound.
 pub async fn start(ctx: &Ctx, addr: SocketAddr) -> Result<Dashboard, Failure> {
+    // A descriptor per connection besides the board's, the workers' and the logs': as many as the hard limit allows.
+    crate::edge::process::raise_open_files_limit();
     let token = auth::new_token(&ctx.home)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Failure::other(format!("cannot serve the dashboard on {addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| Failure::other(format!("cannot serve the dashboard: {e}")))?;
     let (tx, rx) = watch::channel(0_u64);
-    let state = Arc::new(Web {
-        ctx: copy_ctx(ctx),
-        token: token.clone(),
-        cookie: format!("berth_token_{}", local.port()),
-        live: rx,
-        reads: bounded::Reads::default(),
-    });
+    let state = Arc::new(Web { ctx: copy_ctx(ctx), token: token.clone(), live: rx, reads: bounded::Reads::default() });
     let router = routes::router(state);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            tracing::error!("dashboard: the server stopped: {e}");
-        }
-    });
+    tokio::spawn(serve::connections(listener, router));
     let url = format!("http://{local}/?token={token}");
     Ok(Dashboard { live: tx, url })
 }

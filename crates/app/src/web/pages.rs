@@ -37,6 +37,26 @@ pub(crate) fn layout(title: &str, body: Markup) -> Markup {
     }
 }
 
+/// The page a browser gets when it opens an address without the token (`auth.rs`): no data, the script that fetches
+/// the page with the token it keeps, and `message` for when it keeps none.
+pub(crate) fn shell(message: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { "berth" }
+                link rel="stylesheet" href="/assets/app.css";
+                script src="/assets/app.js" defer {}
+            }
+            body data-shell="1" {
+                p #shell-message { (message) }
+            }
+        }
+    }
+}
+
 /// An error line in place of a page.
 pub(crate) fn error(message: &str) -> Markup {
     layout("error", html! { p.err { (message) } })

@@ -128,7 +128,12 @@ async fn api_task(State(web): State<Arc<Web>>, uri: Uri, Path(id): Path<String>)
 }
 
 /// `GET /api/tasks/{id}/log?offset=N`: the log from byte N on, and the offset to ask for next.
+/// An id that would name another file (`..%2F..%2Fx`: the log is `<logs>/<id>.log`) is no task's: 404.
 async fn api_log(State(web): State<Arc<Web>>, uri: Uri, Path(id): Path<String>, Query(q): Params) -> Response {
+    if domain::ids::TaskId::parse(&id).ok().and_then(|t| t.as_file_stem().map(str::to_owned)).is_none() {
+        let error = format!("no task {:?}: a task id names no path", crate::edge::redact::redact(&id));
+        return (StatusCode::NOT_FOUND, axum::Json(views::ApiError { error })).into_response();
+    }
     let offset = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
     answer(&web, key_of(&uri), move |ctx| api(Ok(views::log_from(ctx, &id, offset)))).await
 }

@@ -3,6 +3,55 @@
 
 const $ = (sel) => document.querySelector(sel);
 
+// The dashboard's token, kept in this origin's localStorage and sent only by this script, as a header: never a
+// cookie, which the browser would send to every server on this host, whatever its port. The first page is opened
+// with the token in its address (`/?token=…`): it is kept, and taken out of the address.
+const TOKEN_KEY = "berth-token";
+function takeToken() {
+  const u = new URL(location.href);
+  const t = u.searchParams.get("token");
+  if (t) {
+    localStorage.setItem(TOKEN_KEY, t);
+    u.searchParams.delete("token");
+    history.replaceState(history.state, "", u.pathname + u.search + u.hash);
+  }
+  return localStorage.getItem(TOKEN_KEY) || "";
+}
+const token = takeToken();
+
+// A request of this page: the token in its header.
+function authed(init) {
+  const o = Object.assign({ credentials: "omit" }, init || {});
+  o.headers = Object.assign({}, o.headers, { authorization: "Bearer " + token });
+  return o;
+}
+
+// A page opened without the token in its address answers with a shell (no data): fetched again with the token, and
+// shown. Without a token (or with a stale one) the shell's own line says how to get one.
+async function unshell() {
+  const msg = $("#shell-message");
+  const said = msg ? msg.textContent : "";
+  if (!token) return false;
+  if (msg) msg.textContent = "";
+  const r = await fetch(location.href, authed());
+  if (r.status === 401) {
+    localStorage.removeItem(TOKEN_KEY);
+    if (msg) msg.textContent = said;
+    return false;
+  }
+  const text = await r.text();
+  if (!(r.headers.get("content-type") || "").includes("text/html")) {
+    const pre = document.createElement("pre");
+    pre.textContent = text;
+    document.body.replaceChildren(pre);
+    return false;
+  }
+  const doc = new DOMParser().parseFromString(text, "text/html");
+  document.title = doc.title;
+  document.body.replaceWith(document.importNode(doc.body, true));
+  return true;
+}
+
 function flash(text, ok) {
   const f = $("#flash");
   if (!f) return;
@@ -13,12 +62,11 @@ function flash(text, ok) {
 // Writes carry the custom header the server requires (a cross-site page cannot send it).
 async function post(url, body) {
   try {
-    const r = await fetch(url, {
+    const r = await fetch(url, authed({
       method: "POST",
-      credentials: "same-origin",
       headers: { "content-type": "application/json", "x-berth-csrf": "1" },
       body: JSON.stringify(body || {}),
-    });
+    }));
     const v = await r.json().catch(() => ({ error: "HTTP " + r.status }));
     flash(v.message || v.error, r.ok);
   } catch (e) {
@@ -36,7 +84,7 @@ async function refresh() {
   if (busy) { again = true; return; }
   busy = true;
   try {
-    const r = await fetch(live.dataset.fragment || live.dataset.refresh, { credentials: "same-origin" });
+    const r = await fetch(live.dataset.fragment || live.dataset.refresh, authed());
     if (r.ok) live.innerHTML = await r.text();
   } finally {
     busy = false;
@@ -46,7 +94,8 @@ async function refresh() {
 
 function listen() {
   const dot = $("#live");
-  const es = new EventSource("/events");
+  // An EventSource sends no headers: the token in its address (never shown in the page's).
+  const es = new EventSource("/events?token=" + encodeURIComponent(token));
   es.addEventListener("change", refresh);
   es.onopen = () => { if (dot) { dot.textContent = "●"; dot.className = "on"; } refresh(); };
   es.onerror = () => { if (dot) { dot.textContent = "○"; dot.className = ""; } };
@@ -67,8 +116,7 @@ async function tailLog(pre) {
   let offset = 0;
   for (;;) {
     try {
-      const r = await fetch(`/api/tasks/${encodeURIComponent(pre.dataset.task)}/log?offset=${offset}`,
-        { credentials: "same-origin" });
+      const r = await fetch(`/api/tasks/${encodeURIComponent(pre.dataset.task)}/log?offset=${offset}`, authed());
       if (r.ok) {
         const v = await r.json();
         if (v.offset < offset) pre.textContent = "";
@@ -80,7 +128,12 @@ async function tailLog(pre) {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
+  if (document.body.dataset.shell && !(await unshell())) return;
+  start();
+});
+
+function start() {
   document.addEventListener("click", (ev) => {
     const b = ev.target.closest("button[data-action]");
     if (b) post(`/api/tasks/${encodeURIComponent(b.dataset.task)}/${b.dataset.action}`, {});
@@ -116,4 +169,4 @@ document.addEventListener("DOMContentLoaded", () => {
   if (log) tailLog(log);
   if ($("[data-fragment]")) listen();
   setInterval(tick, 1000);
-});
+}

@@ -1,0 +1,145 @@
+//! The third trust round (issue 38), the board's secrets from outside: the gateway's environment (the board's
+//! password, forwarded secrets) is not readable through `/proc/<pid>/environ` by another process of its user, a
+//! task's command cannot record a result for another task through that task's worker socket, and `-c` refuses a
+//! board password on the command line.
+
+use crate::support::{Gateway, Home, berth_bin, wait_until};
+use std::os::unix::fs::MetadataExt;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const PASSWORD: &str = "pw-Sekr1t";
+
+/// The uid and gid of `nobody`: a user with no capability, as an operator's service user is.
+const NOBODY: &str = "65534";
+
+fn as_nobody(program: &std::path::Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", "--"]).arg(program);
+    c
+}
+
+fn chown_tree(path: &std::path::Path) {
+    let out = Command::new("chown").args(["-R", &format!("{NOBODY}:{NOBODY}")]).arg(path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The attack of issue 38: a gateway run by a user (here `nobody`) with the board's URL and a forwarded secret in
+/// its environment; a second process of the same user (what a task's command is) reads `/proc/<pid>/environ`.
+/// Before, it read the password; now the gateway is non-dumpable and the read is refused.
+#[test]
+fn the_gateways_environment_is_not_readable_by_a_process_of_its_user() {
+    let home = Home::new();
+    chown_tree(home.path());
+    assert_eq!(std::fs::metadata(home.path()).unwrap().uid(), 65534);
+    let url = format!("postgres://berth:{PASSWORD}@127.0.0.1:1/board");
+    let mut cmd = as_nobody(&berth_bin());
+    for var in config_bridge::hermetic_vars() {
+        cmd.env_remove(var);
+    }
+    cmd.env("BERTH_HOME", home.path())
+        .env("BERTH_PROFILE", &home.profile)
+        .env("KANBAN_DATABASE_URL", &url)
+        .env("TERMINAL_DOCKER_FORWARD_ENV", r#"["API_TOKEN"]"#)
+        .env("API_TOKEN", format!("tok-{PASSWORD}"))
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .args(["-c", "kanban.dispatch_in_gateway=false"]);
+    let gateway = Gateway::start_with(&home, &mut cmd);
+    let pid = gateway.pid();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let uid_line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    assert!(uid_line.split_whitespace().nth(1) == Some(NOBODY), "the gateway runs as nobody: {uid_line}");
+    // The read the attack makes, as the gateway's own user.
+    let read: Output = as_nobody(std::path::Path::new("/bin/cat"))
+        .arg(format!("/proc/{pid}/environ"))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&read.stdout);
+    assert!(!seen.contains(PASSWORD), "a process of the gateway's user read its environment: {seen}");
+    assert!(!read.status.success(), "the read is refused");
+    drop(gateway);
+}
+
+/// `-c kanban.database_url=…` with a password puts it in the process's arguments, which any local user reads:
+/// refused in one line naming the safe ways, on every command, the password not echoed; a URL without a password
+/// is taken as before.
+#[test]
+fn a_board_password_given_with_dash_c_is_refused() {
+    let home = Home::new();
+    home.ok(&["kanban", "create", "x", "--assignee", &home.profile, "--command", "true"]);
+    let before = home.json(&["kanban", "ls"]);
+    for url in [
+        format!("postgres://berth:{PASSWORD}@127.0.0.1:1/board"),
+        format!("host=127.0.0.1 port=1 user=berth password={PASSWORD} dbname=board"),
+        format!("postgres://berth@127.0.0.1:1/board?password={PASSWORD}"),
+    ] {
+        let set = format!("kanban.database_url={url}");
+        for args in [&["kanban", "ls"][..], &["gateway", "status"], &["config", "ls"]] {
+            let out = home.cmd().args(["-c", &set]).args(args).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?} {url}: {err}");
+            assert_eq!(err.trim().lines().count(), 1, "{err}");
+            assert!(err.contains("KANBAN_DATABASE_URL") && err.contains("config.yaml"), "{err}");
+            assert!(!err.contains(PASSWORD), "{err}");
+        }
+    }
+    assert_eq!(home.json(&["kanban", "ls"]), before, "the board is as it was");
+    // Without a password the setting is taken (here it fails to connect, as it should).
+    let out =
+        home.cmd().args(["-c", "kanban.database_url=postgres://berth@127.0.0.1:1/board", "kanban", "ls"]).output();
+    let err = String::from_utf8_lossy(&out.unwrap().stderr).into_owned();
+    assert!(err.contains("cannot reach the board database"), "{err}");
+}
+
+/// The forgery of issue 38: on a PostgreSQL board, one task's command finds the other running task's worker socket
+/// (its name is in `/proc/net/unix` and in that task's command's environment, which a process of the same user
+/// reads) and asks it to complete that task. Before, the victim was completed with the
+/// forged result; now its worker answers only processes below its own command, and the victim runs on.
+#[test]
+fn a_tasks_command_cannot_complete_another_task_through_its_worker_socket() {
+    let Some(home) = Home::on_postgres() else { return };
+    let bin = berth_bin();
+    let script = home.path().join("work.sh");
+    let s = script.display();
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = \"$(cat {s}.victim)\" ]; then echo $$ > {s}.running; i=0\n\
+             while [ ! -e {s}.stop ] && [ $i -lt 900 ]; do sleep 0.1; i=$((i+1)); done\n\
+             exec {bin} kanban complete \"$1\" --result own; fi\n\
+             sock=$(tr '\\0' '\\n' < /proc/$(cat {s}.running)/environ | sed -n 's/^BERTH_WORKER_SOCKET=//p')\n\
+             grep -q \"$sock\" /proc/net/unix && echo listed >> {s}.attack\n\
+             BERTH_WORKER_SOCKET=\"$sock\" {bin} kanban complete \"$(cat {s}.victim)\" --result forged >> {s}.attack 2>&1\n\
+             echo tried >> {s}.attack\n{bin} kanban complete \"$1\" --result attacker\n",
+            bin = bin.display(),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    home.ok(&["config", "set", "kanban.worker_command", &format!("{s} {{task_id}}")]);
+    let create = |title: &str| {
+        let v = home.json(&["kanban", "create", title, "--assignee", &home.profile]);
+        v["id"].as_str().unwrap().to_owned()
+    };
+    let victim = create("victim");
+    std::fs::write(format!("{s}.victim"), &victim).unwrap();
+    let gw = Gateway::start(&home, &[]);
+    wait_until("the victim to run", Duration::from_secs(60), || std::path::Path::new(&format!("{s}.running")).exists());
+    let attacker = create("attacker");
+    wait_until("the attacker done", Duration::from_secs(60), || {
+        home.json(&["kanban", "show", &attacker])["task"]["status"] == "done"
+    });
+    let attack = std::fs::read_to_string(format!("{s}.attack")).unwrap();
+    assert!(attack.contains("listed") && attack.contains("tried"), "{attack}");
+    let task = home.json(&["kanban", "show", &victim])["task"].clone();
+    assert_eq!(task["status"], "running", "the victim was completed by another task's command: {task}\n{attack}");
+    assert!(attack.contains("answers its own command only"), "{attack}");
+    // The victim's own command still completes it.
+    std::fs::write(format!("{s}.stop"), "").unwrap();
+    wait_until("the victim done", Duration::from_secs(60), || {
+        home.json(&["kanban", "show", &victim])["task"]["status"] == "done"
+    });
+    assert_eq!(home.json(&["kanban", "show", &victim])["task"]["result"], "own");
+    drop(gw);
+}
