@@ -117,8 +117,8 @@ fn busy_sqlite_board(path: &std::path::Path) {
         let c = Confirmation { task: "t_a", run_id: a.run_id, pid: 4242, start: Some(1), host: "src-host" };
         s.confirm_run(&c, Duration::from_secs(900), t0).unwrap();
         if round == 0 {
-            let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1) };
-            s.fail("t_a", Some(a.run_id), &end, 3, t0).unwrap();
+            let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1), retry_at: None };
+            s.fail("t_a", Some(a.run_id), &end, domain::kanban::Breaker::at_once(3), t0).unwrap();
         } else {
             s.complete("t_a", Some(a.run_id), Some("ok"), Some(0), t0).unwrap();
         }
@@ -219,8 +219,8 @@ fn a_failed_task_is_retried_first_on_the_host_holding_its_sandbox() {
     let run_and_fail = |store: &mut PgKanbanStore, host: &str, run: i64, at: Timestamp| {
         let c = Confirmation { task: "t_r", run_id: run, pid: 77, start: Some(1), host };
         store.confirm_run(&c, Duration::from_secs(900), at).unwrap();
-        let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1) };
-        store.fail("t_r", Some(run), &end, 5, at).unwrap();
+        let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1), retry_at: None };
+        store.fail("t_r", Some(run), &end, domain::kanban::Breaker::at_once(5), at).unwrap();
     };
     let secs = |s: u64| t0.plus(Duration::from_secs(s));
 

@@ -84,6 +84,9 @@ pub struct Task {
     /// When the worker confirmed the current run; `None` while the claim is only a spawn lease.
     #[serde(serialize_with = "rfc3339::opt")]
     pub confirmed_at: Option<i64>,
+    /// Not claimed before this time: scheduled (`--at`/`--in`), a retry's backoff, or a snooze (exit 75).
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub not_before: Option<i64>,
     pub parents: Vec<String>,
 }
 
@@ -153,6 +156,8 @@ pub struct RunEnd<'a> {
     pub outcome: &'static str,
     pub error: &'a str,
     pub exit_code: Option<i64>,
+    /// For a requeue: not claimed again before this time (a snooze); `None` at once.
+    pub retry_at: Option<i64>,
 }
 
 /// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
@@ -179,4 +184,6 @@ pub struct NewTask {
     pub max_runtime_seconds: Option<i64>,
     pub max_retries: Option<i64>,
     pub created_by: Option<String>,
+    /// Not claimed before this time (`--at`/`--in`), milliseconds since the epoch.
+    pub not_before: Option<i64>,
 }

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest};
+use domain::kanban::{
+    BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest,
+};
 use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
@@ -102,7 +104,7 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
         exit_code: Option<i64>,
         now: Timestamp,
     ) -> Result<Task>;
-    /// A worker's failure through the breaker.
+    /// A worker's failure through the breaker (a requeue waits its backoff).
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`].
@@ -111,9 +113,15 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
         id: &str,
         run: Option<i64>,
         end: &RunEnd<'_>,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome>;
+    /// Sets when a waiting task (ready, todo, triage or blocked) may be claimed (`None`: at once); one `scheduled`
+    /// event.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`]; [`StoreError::Transition`] for a running, done or archived task.
+    fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task>;
     /// A worker's run that ended for a reason outside the task (the container engine unreachable): the task goes back
     /// to `ready` with its failure count unchanged (a retry of the same write is a no-op).
     ///
@@ -222,9 +230,9 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
         id: &str,
         run: i64,
         error: &str,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
-        (**self).record_spawn_failure(id, run, error, failure_limit, now)
+        (**self).record_spawn_failure(id, run, error, breaker, now)
     }
 }

@@ -2,9 +2,10 @@
 //! breaker's change (status, count, events). Each store reads what a rule needs in its own SQL, calls the rule, and
 //! writes what it returns.
 
-use domain::kanban::{FailureOutcome, TaskStatus, record_failure};
+use domain::kanban::{Breaker, FailureOutcome, TaskStatus, record_failure};
+use domain::time::Timestamp;
 
-use crate::{BoardEvent, NewTask, Result, StoreError};
+use crate::{BoardEvent, NewTask, Result, RunEnd, StoreError};
 
 /// A new task's status: `triage` when asked, `todo` while a parent is unfinished, else `ready`. `parents` are the
 /// task's parents with their statuses (`None`: no such task).
@@ -27,6 +28,11 @@ pub fn initial_status(new: &NewTask, parents: &[(&str, Option<TaskStatus>)]) -> 
     } else {
         TaskStatus::Ready
     })
+}
+
+/// Whether a task in `status` waits and so can be given a time (`kanban schedule`): ready, todo, triage or blocked.
+pub fn schedulable(status: TaskStatus) -> bool {
+    matches!(status, TaskStatus::Ready | TaskStatus::Todo | TaskStatus::Triage | TaskStatus::Blocked)
 }
 
 /// A new task's assignee as stored: trimmed, and none when blank.
@@ -81,33 +87,51 @@ pub struct FailureChange<'a> {
     pub outcome: FailureOutcome,
     pub status: TaskStatus,
     pub failures: i64,
+    /// When a requeued task may run again (the backoff); `None` at once, or when blocked.
+    pub retry_at: Option<i64>,
     pub events: Vec<BoardEvent<'a>>,
 }
 
-/// The failure breaker on a task that failed with `kind` (`failed`, `crashed`, `spawn_failed`, …), given its
-/// consecutive failures so far and its own `max_retries`: requeue below the limit, block with `gave_up` at it.
+/// A number in [0, 1) drawn from the task and its failure count: retries of many tasks spread out, and the same
+/// failure recorded twice waits the same time.
+fn jitter(task: &str, failures: u32) -> f64 {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same on every host and every run.
+    let mut h = std::hash::DefaultHasher::new();
+    (task, failures).hash(&mut h);
+    (h.finish() >> 11) as f64 / (1_u64 << 53) as f64
+}
+
+/// The failure breaker on task `task` whose run ended as `end` (`failed`, `crashed`, `spawn_failed`, …), given its
+/// consecutive failures so far and its own `max_retries`: requeue below the limit, after the breaker's backoff, or
+/// block with `gave_up` at it.
 pub fn failure_change<'a>(
-    kind: &'static str,
-    error: &'a str,
-    exit_code: Option<i64>,
+    task: &str,
+    end: &RunEnd<'a>,
     consecutive: i64,
     max_retries: Option<i64>,
-    failure_limit: u32,
+    breaker: Breaker,
+    now: Timestamp,
 ) -> FailureChange<'a> {
     let outcome = record_failure(
         u32::try_from(consecutive).unwrap_or(0),
         max_retries.and_then(|m| u32::try_from(m).ok()),
-        failure_limit,
+        breaker.limit,
     );
     let (status, failures) = match outcome {
         FailureOutcome::Requeue { failures, .. } => (TaskStatus::Ready, failures),
         FailureOutcome::GiveUp { failures, .. } => (TaskStatus::Blocked, failures),
     };
-    let mut events = vec![BoardEvent::Failed { outcome: kind, error, exit_code, failures: i64::from(failures) }];
+    let delay = breaker.backoff.delay(failures, jitter(task, failures));
+    let retry_at = (status == TaskStatus::Ready && !delay.is_zero())
+        .then(|| now.as_millis().saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)));
+    let (kind, error, exit_code) = (end.outcome, end.error, end.exit_code);
+    let failed = i64::from(failures);
+    let mut events = vec![BoardEvent::Failed { outcome: kind, error, exit_code, failures: failed, retry_at }];
     if let FailureOutcome::GiveUp { failures, limit } = outcome {
         events.push(BoardEvent::GaveUp { failures, effective_limit: limit, error, trigger_outcome: kind });
     }
-    FailureChange { outcome, status, failures: i64::from(failures), events }
+    FailureChange { outcome, status, failures: failed, retry_at, events }
 }
 
 /// A failure already recorded (a retry of the same write): what the breaker made of it, from the task as it is.
@@ -137,12 +161,35 @@ mod tests {
 
     #[test]
     fn the_breaker_requeues_below_the_limit_and_gives_up_at_it_with_its_event() {
-        let c = failure_change("crashed", "gone", None, 0, None, 2);
-        assert_eq!((c.status, c.failures, c.events.len()), (TaskStatus::Ready, 1, 1));
-        let c = failure_change("crashed", "gone", None, 1, None, 2);
+        let now = Timestamp::from_millis(1_000_000);
+        let crash = RunEnd { outcome: "crashed", error: "gone", exit_code: None, retry_at: None };
+        let c = failure_change("t", &crash, 0, None, Breaker::at_once(2), now);
+        assert_eq!((c.status, c.failures, c.events.len(), c.retry_at), (TaskStatus::Ready, 1, 1, None));
+        let c = failure_change("t", &crash, 1, None, Breaker::at_once(2), now);
         assert_eq!((c.status, c.failures), (TaskStatus::Blocked, 2));
         assert_eq!(c.events[1].kind(), "gave_up");
         assert!(matches!(c.events[1], BoardEvent::GaveUp { trigger_outcome: "crashed", .. }));
-        assert_eq!(failure_change("failed", "x", Some(1), 1, Some(5), 2).status, TaskStatus::Ready, "max_retries wins");
+        let failed = RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None };
+        let c = failure_change("t", &failed, 1, Some(5), Breaker::at_once(2), now);
+        assert_eq!(c.status, TaskStatus::Ready, "max_retries wins");
+    }
+
+    #[test]
+    fn a_requeued_failure_waits_a_doubling_backoff_of_which_at_least_half_and_a_blocked_one_none() {
+        use std::time::Duration;
+        let now = Timestamp::from_millis(1_000_000);
+        let failed = RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None };
+        let backoff = domain::kanban::RetryBackoff { base: Duration::from_secs(10), max: Duration::from_secs(600) };
+        let breaker = Breaker { limit: 20, backoff };
+        for (consecutive, full_ms) in [(0, 10_000), (1, 20_000), (2, 40_000), (9, 600_000)] {
+            for task in ["a", "b", "c"] {
+                let c = failure_change(task, &failed, consecutive, None, breaker, now);
+                let wait = c.retry_at.unwrap() - now.as_millis();
+                assert!(wait >= full_ms / 2 && wait <= full_ms, "{task} after {consecutive}: {wait} of {full_ms}");
+                assert_eq!(c.retry_at, failure_change(task, &failed, consecutive, None, breaker, now).retry_at);
+            }
+        }
+        let blocked = failure_change("a", &failed, 19, None, breaker, now);
+        assert_eq!((blocked.status, blocked.retry_at), (TaskStatus::Blocked, None));
     }
 }

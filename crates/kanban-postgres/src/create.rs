@@ -15,7 +15,8 @@ use crate::board::{event, read_board, read_task, status_of};
 use crate::client::GenericClient as _;
 
 const INSERT_TASK: &str = "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, \
-    created_by, created_at, max_runtime_seconds, max_retries) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
+    created_by, created_at, max_runtime_seconds, max_retries, not_before) \
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
 /// Creates one task (see `BoardStore::create_task`).
 pub(crate) fn create_task(
@@ -50,6 +51,7 @@ pub(crate) fn create_task(
             &now.as_millis(),
             &new.max_runtime_seconds,
             &new.max_retries,
+            &new.not_before,
         ],
     )?;
     for p in &new.parents {
@@ -65,11 +67,11 @@ pub(crate) fn create_task(
 }
 
 const INSERT_TASKS: &str = "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, \
-    created_by, created_at, max_runtime_seconds, max_retries) \
+    created_by, created_at, max_runtime_seconds, max_retries, not_before) \
     SELECT u.id, $2, u.title, u.body, u.command, u.assignee, u.status, u.priority, u.author, $4, u.runtime, \
-    u.retries FROM unnest($1::text[], $3::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], \
-    $10::bigint[], $11::bigint[], $12::bigint[]) WITH ORDINALITY \
-    AS u(id, author, title, body, command, assignee, status, priority, runtime, retries, n) ORDER BY u.n";
+    u.retries, u.not_before FROM unnest($1::text[], $3::text[], $5::text[], $6::text[], $7::text[], $8::text[], \
+    $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[]) WITH ORDINALITY \
+    AS u(id, author, title, body, command, assignee, status, priority, runtime, retries, not_before, n) ORDER BY u.n";
 
 const INSERT_LINKS: &str = "INSERT INTO berth.task_links (parent_id, child_id) \
     SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING";
@@ -106,6 +108,7 @@ pub(crate) fn create_tasks(
     let priorities: Vec<i64> = tasks.iter().map(|(_, n)| n.priority).collect();
     let runtimes: Vec<Option<i64>> = tasks.iter().map(|(_, n)| n.max_runtime_seconds).collect();
     let retries: Vec<Option<i64>> = tasks.iter().map(|(_, n)| n.max_retries).collect();
+    let not_before: Vec<Option<i64>> = tasks.iter().map(|(_, n)| n.not_before).collect();
     let created_by = col(&|n| n.created_by.clone());
     tx.execute(
         INSERT_TASKS,
@@ -122,6 +125,7 @@ pub(crate) fn create_tasks(
             &priorities,
             &runtimes,
             &retries,
+            &not_before,
         ],
     )?;
     let (mut parents, mut children) = (Vec::new(), Vec::new());

@@ -145,8 +145,8 @@ impl SqliteKanbanStore {
             let mut task = tx
                 .prepare(
                     "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, \
-                     created_at, max_runtime_seconds, max_retries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
-                     ?11, ?12)",
+                     created_at, max_runtime_seconds, max_retries, not_before) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+                     ?8, ?9, ?10, ?11, ?12, ?13)",
                 )
                 .sql()?;
             let mut link =
@@ -171,7 +171,8 @@ impl SqliteKanbanStore {
                     new.created_by,
                     now.as_millis(),
                     new.max_runtime_seconds,
-                    new.max_retries
+                    new.max_retries,
+                    new.not_before
                 ])
                 .sql()?;
                 for p in &new.parents {

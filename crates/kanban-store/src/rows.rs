@@ -6,7 +6,7 @@ use crate::{Result, StoreError, Task};
 
 pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
     completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
-    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at";
+    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, not_before";
 
 /// The status column, as a conversion error for rusqlite when unknown.
 pub(crate) fn status_col(raw: &str) -> rusqlite::Result<TaskStatus> {
@@ -46,6 +46,7 @@ pub(crate) fn task_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         result: r.get(22)?,
         worker_host: r.get(23)?,
         confirmed_at: r.get(24)?,
+        not_before: r.get(25)?,
         parents: Vec::new(),
     })
 }

@@ -95,4 +95,11 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE hosts (id TEXT PRIMARY KEY, seen_at INTEGER NOT NULL) WITHOUT ROWID;
     "#,
+    // 5: tasks in time. A ready task is not claimed before `not_before` (scheduled, a retry's backoff, a snooze);
+    // the dispatch index covers it, so a tick still plans from the index alone.
+    r#"
+    ALTER TABLE tasks ADD COLUMN not_before INTEGER;
+    DROP INDEX tasks_dispatch;
+    CREATE INDEX tasks_dispatch ON tasks(board, status, priority DESC, created_at, id, assignee, claim_lock, not_before);
+    "#,
 ];

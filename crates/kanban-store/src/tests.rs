@@ -275,15 +275,24 @@ fn spawn_failure_requeues_then_gives_up() {
     let id = f.add(Some("alpha"));
     let out = f.tick_on(&board(), &cfg(None), false);
     assert_eq!(out.claimed.len(), 1);
-    let res = f.store.record_spawn_failure(&id, out.claimed[0].run_id, "no such program", 2, f.now).unwrap();
+    let res = f
+        .store
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .unwrap();
     assert!(matches!(res, FailureOutcome::Requeue { failures: 1, limit: 2 }));
     let t = f.store.task(&id).unwrap();
     assert_eq!((t.status, t.claim_lock), (TaskStatus::Ready, None));
     // The same failure again (a retry: its run is over): a no-op, nothing counted twice.
-    let again = f.store.record_spawn_failure(&id, out.claimed[0].run_id, "no such program", 2, f.now).unwrap();
+    let again = f
+        .store
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .unwrap();
     assert!(matches!(again, FailureOutcome::Requeue { failures: 1, .. }));
     let out = f.tick_on(&board(), &cfg(None), false);
-    let res = f.store.record_spawn_failure(&id, out.claimed[0].run_id, "no such program", 2, f.now).unwrap();
+    let res = f
+        .store
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .unwrap();
     assert!(matches!(res, FailureOutcome::GiveUp { failures: 2, limit: 2 }));
     assert_eq!(f.status(&id), TaskStatus::Blocked);
     let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
@@ -497,7 +506,13 @@ fn a_superseded_run_cannot_finish_the_task() {
     let second = f.tick(&cfg(None)).claimed[0].run_id;
     assert!(matches!(f.store.complete(&id, Some(first), None, Some(0), f.now), Err(StoreError::Moved { .. })));
     assert!(matches!(
-        f.store.fail(&id, Some(first), &RunEnd { outcome: "failed", error: "x", exit_code: Some(1) }, 2, f.now),
+        f.store.fail(
+            &id,
+            Some(first),
+            &RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None },
+            domain::kanban::Breaker::at_once(2),
+            f.now
+        ),
         Err(StoreError::Moved { .. })
     ));
     assert_eq!(f.status(&id), TaskStatus::Running);

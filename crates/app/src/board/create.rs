@@ -34,6 +34,8 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         triage,
         max_runtime,
         max_retries,
+        at,
+        in_,
         from,
         board: _,
     } = cmd
@@ -54,6 +56,7 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         max_runtime_seconds: *max_runtime,
         max_retries: *max_retries,
         created_by: Some(ctx.profile.as_str().to_owned()),
+        not_before: at.or_else(|| in_.map(|d| now.plus(d))).map(Timestamp::as_millis),
     };
     let flags =
         Flags { title: title.as_deref().unwrap_or_default(), new, allow_unknown_assignee: *allow_unknown_assignee };
@@ -176,6 +179,7 @@ pub(crate) fn from_file(
             max_runtime_seconds: line.max_runtime_seconds,
             max_retries: line.max_retries,
             created_by: Some(ctx.profile.as_str().to_owned()),
+            not_before: None,
         };
         checks.task(&new).map_err(at)?;
         lines.push(n);
