@@ -333,11 +333,11 @@ pub enum KanbanCmd {
         title: Option<String>,
         /// Create every task of FILE (`-`: stdin) in one transaction, all or none: one JSON object per line with
         /// the flags' fields (title, body, command, assignee, priority, parents, max_runtime_seconds, max_retries,
-        /// triage).
+        /// triage, idempotency_key).
         #[arg(
             long,
             value_name = "FILE",
-            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "max_runtime", "max_retries", "at", "in_"]
+            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "max_runtime", "max_retries", "at", "in_", "idempotency_key"]
         )]
         from: Option<String>,
         /// Profile that works on it (must exist unless --allow-unknown-assignee).
@@ -373,6 +373,9 @@ pub enum KanbanCmd {
         /// Not started before this long from now (30s, 5m, 2h, 1d).
         #[arg(long = "in", id = "in_", value_name = "DURATION", value_parser = crate::cli_values::duration)]
         in_: Option<std::time::Duration>,
+        /// Create it once: a create with the same key on the same board returns that task and changes nothing.
+        #[arg(long, value_name = "KEY", value_parser = crate::cli_values::idempotency_key)]
+        idempotency_key: Option<String>,
         #[command(flatten)]
         board: BoardArg,
     },

@@ -57,6 +57,18 @@ pub fn duration(raw: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("{EXPECTED}, at most ten years"))
 }
 
+/// `--idempotency-key`: one non-empty line of at most 200 characters (the board core's rule).
+///
+/// # Errors
+/// What the flag expects, when `raw` is not such a key.
+pub fn idempotency_key(raw: &str) -> Result<String, String> {
+    match kanban_core::rules::check_idempotency_key(raw) {
+        Ok(()) => Ok(raw.to_owned()),
+        Err(kanban_core::StoreError::Invalid(why)) => Err(why),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// `--max-retries`: a count of failures, at least 1.
 ///
 /// # Errors

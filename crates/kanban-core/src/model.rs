@@ -87,6 +87,8 @@ pub struct Task {
     /// Not claimed before this time: scheduled (`--at`/`--in`), a retry's backoff, or a snooze (exit 75).
     #[serde(serialize_with = "rfc3339::opt")]
     pub not_before: Option<i64>,
+    /// The key it was created under (`--idempotency-key`): a create with the same key on its board returns it.
+    pub idempotency_key: Option<String>,
     pub parents: Vec<String>,
 }
 
@@ -186,4 +188,16 @@ pub struct NewTask {
     pub created_by: Option<String>,
     /// Not claimed before this time (`--at`/`--in`), milliseconds since the epoch.
     pub not_before: Option<i64>,
+    /// At most one task per key on a board (`--idempotency-key`): a create under a key the board holds returns that
+    /// task and writes nothing.
+    pub idempotency_key: Option<String>,
+}
+
+/// One entry of a batch as the store left it: the task's id and status; `existing` when its idempotency key named a
+/// task already on the board (or earlier in the batch), so nothing was written for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Created {
+    pub id: String,
+    pub status: TaskStatus,
+    pub existing: bool,
 }

@@ -13,7 +13,7 @@ use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
 use crate::{
-    Board, Confirmation, Event, HostSeen, NewTask, Result, Run, RunEnd, StoreError, Task, TaskEdit, WorkerRef,
+    Board, Confirmation, Created, Event, HostSeen, NewTask, Result, Run, RunEnd, StoreError, Task, TaskEdit, WorkerRef,
 };
 
 /// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
@@ -36,24 +36,22 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// A storage error.
     fn boards(&self) -> Result<Vec<Board>>;
-    /// Creates a task: `ready`, `todo` while parents are unfinished, or `triage`.
+    /// Creates a task: `ready`, `todo` while parents are unfinished, or `triage`. Under an idempotency key the board
+    /// already holds, it is that task, returned as it is, with nothing written (also when a concurrent create under
+    /// the same key wins the race, on another host too).
     ///
     /// # Errors
     /// [`StoreError::NoBoard`], [`StoreError::NoTask`] for a missing parent, [`StoreError::Invalid`].
     fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task>;
-    /// Creates every `(id, task)` of `tasks` in one transaction, all or none, each as [`BoardStore::create_task`]
-    /// would (its first status by `rules::initial_status`, one `created` event); returns each one's status, in
-    /// order. Parents must already be on the board (not in the batch).
+    /// Creates every `(id, task)` of `tasks` in one transaction, all or none, as `rules::plan_creation` says: a new
+    /// task in its first status with one `created` event, or the task its idempotency key already names (nothing
+    /// written); returns each entry's task, in order. Parents must already be on the board (not in the batch).
     ///
     /// # Errors
-    /// [`StoreError::NoBoard`]; [`StoreError::Batch`] naming the first entry refused (an empty title, a missing
-    /// parent), with nothing written; a storage error.
-    fn create_tasks(
-        &mut self,
-        board: &BoardSlug,
-        tasks: &[(String, NewTask)],
-        now: Timestamp,
-    ) -> Result<Vec<TaskStatus>>;
+    /// [`StoreError::NoBoard`]; [`StoreError::Batch`] naming the first entry refused (a bad key, an empty title, a
+    /// missing parent), with nothing written; a storage error.
+    fn create_tasks(&mut self, board: &BoardSlug, tasks: &[(String, NewTask)], now: Timestamp)
+    -> Result<Vec<Created>>;
     /// One task with its parents.
     ///
     /// # Errors

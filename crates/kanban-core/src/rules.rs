@@ -1,6 +1,8 @@
-//! The board's rules a store applies without deciding anything: a new task's first status, and the failure
-//! breaker's change (status, count, events). Each store reads what a rule needs in its own SQL, calls the rule, and
-//! writes what it returns.
+//! The board's rules a store applies without deciding anything: a new task's first status, or the task its
+//! idempotency key already names (`plan_creation`), and the failure breaker's change (status, count, events). Each
+//! store reads what a rule needs in its own SQL, calls the rule, and writes what it returns.
+
+use std::collections::HashMap;
 
 use domain::kanban::{Breaker, FailureOutcome, TaskStatus, record_failure};
 use domain::time::Timestamp;
@@ -59,25 +61,74 @@ pub fn created<'a>(new: &'a NewTask, status: TaskStatus, board: &'a str) -> Boar
     BoardEvent::Created { assignee: assignee_of(new), status, parents: &new.parents, board }
 }
 
-/// The first statuses of a batch of new tasks ([`initial_status`] for each), given the statuses the store found
-/// for their parents (a parent missing from `found` does not exist). The first entry refused (an empty title, a
-/// missing parent) is named by its index, so a store writes nothing of the batch.
+/// The longest idempotency key, in characters.
+pub const IDEMPOTENCY_KEY_MAX: usize = 200;
+
+/// Refuses an idempotency key that is not one non-empty line of at most [`IDEMPOTENCY_KEY_MAX`] characters.
+///
+/// # Errors
+/// [`StoreError::Invalid`] saying which.
+pub fn check_idempotency_key(key: &str) -> Result<()> {
+    if key.trim().is_empty() {
+        return Err(StoreError::Invalid("an idempotency key must not be empty".into()));
+    }
+    if key.contains(['\n', '\r']) {
+        return Err(StoreError::Invalid("an idempotency key is one line (it has a line break)".into()));
+    }
+    let n = key.chars().count();
+    if n > IDEMPOTENCY_KEY_MAX {
+        return Err(StoreError::Invalid(format!(
+            "an idempotency key has at most {IDEMPOTENCY_KEY_MAX} characters (this one has {n})"
+        )));
+    }
+    Ok(())
+}
+
+/// What a create does with one entry of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Creation {
+    /// Write it, in this first status.
+    New(TaskStatus),
+    /// Its idempotency key names this task (on the board, or an earlier entry of the batch): write nothing.
+    Existing(String),
+}
+
+/// The one rule of creating tasks: for each entry of a batch, in order, either the task its idempotency key already
+/// names on the board (`keyed`: key to task id, as the store found them), or an earlier entry's with the same key,
+/// or a new task in its first status ([`initial_status`], given the statuses the store found for the parents: a
+/// parent missing from `found` does not exist). The first entry refused (a bad key, an empty title, a missing parent)
+/// is named by its index, so a store writes nothing of the batch.
 ///
 /// # Errors
 /// [`StoreError::Batch`].
-pub fn initial_statuses(
+pub fn plan_creation(
     tasks: &[(String, NewTask)],
-    found: &std::collections::HashMap<String, TaskStatus>,
-) -> Result<Vec<TaskStatus>> {
+    found: &HashMap<String, TaskStatus>,
+    keyed: &HashMap<String, String>,
+) -> Result<Vec<Creation>> {
     let refused = |index, error| StoreError::Batch { index, error: Box::new(error) };
-    let mut statuses = Vec::with_capacity(tasks.len());
-    for (index, (_, new)) in tasks.iter().enumerate() {
+    let mut batch: HashMap<&str, &str> = HashMap::new();
+    let mut plan = Vec::with_capacity(tasks.len());
+    for (index, (id, new)) in tasks.iter().enumerate() {
+        if let Some(key) = new.idempotency_key.as_deref() {
+            check_idempotency_key(key).map_err(|e| refused(index, e))?;
+            if let Some(existing) = keyed.get(key).map(String::as_str).or_else(|| batch.get(key).copied()) {
+                plan.push(Creation::Existing(existing.to_owned()));
+                continue;
+            }
+            batch.insert(key, id);
+        }
         check_title(&new.title).map_err(|e| refused(index, e))?;
         let parents: Vec<(&str, Option<TaskStatus>)> =
             new.parents.iter().map(|p| (p.as_str(), found.get(p).copied())).collect();
-        statuses.push(initial_status(new, &parents).map_err(|e| refused(index, e))?);
+        plan.push(Creation::New(initial_status(new, &parents).map_err(|e| refused(index, e))?));
     }
-    Ok(statuses)
+    Ok(plan)
+}
+
+/// The idempotency keys of a batch, for the store to look up on the board.
+pub fn keys_of(tasks: &[(String, NewTask)]) -> Vec<&str> {
+    tasks.iter().filter_map(|(_, new)| new.idempotency_key.as_deref()).collect()
 }
 
 /// What a failure does to a task: the breaker's outcome, the status and failure count to write, and the events
@@ -157,6 +208,39 @@ mod tests {
         assert!(matches!(initial_status(&new, &[("gone", None)]), Err(StoreError::NoTask(id)) if id == "gone"));
         let triage = NewTask { triage: true, ..NewTask::default() };
         assert_eq!(initial_status(&triage, &[("a", Some(TaskStatus::Running))]).unwrap(), TaskStatus::Triage);
+    }
+
+    #[test]
+    fn a_key_the_board_or_the_batch_holds_names_that_task_and_a_bad_key_is_refused() {
+        let keyed = |title: &str, key: Option<&str>| NewTask {
+            title: title.to_owned(),
+            idempotency_key: key.map(str::to_owned),
+            ..NewTask::default()
+        };
+        let tasks = vec![
+            ("t_1".to_owned(), keyed("one", Some("k"))),
+            ("t_2".to_owned(), keyed("two", Some("new"))),
+            ("t_3".to_owned(), keyed("three", Some("new"))),
+            ("t_4".to_owned(), keyed("four", None)),
+        ];
+        let on_board = HashMap::from([("k".to_owned(), "t_old".to_owned())]);
+        let plan = plan_creation(&tasks, &HashMap::new(), &on_board).unwrap();
+        assert_eq!(
+            plan,
+            [
+                Creation::Existing("t_old".into()),
+                Creation::New(TaskStatus::Ready),
+                Creation::Existing("t_2".into()),
+                Creation::New(TaskStatus::Ready),
+            ]
+        );
+        assert_eq!(keys_of(&tasks), ["k", "new", "new"]);
+        for bad in ["", "  ", "a\nb", &"x".repeat(201)] {
+            let tasks = vec![("t_1".to_owned(), keyed("ok", None)), ("t_2".to_owned(), keyed("one", Some(bad)))];
+            let refused = plan_creation(&tasks, &HashMap::new(), &HashMap::new());
+            assert!(matches!(refused, Err(StoreError::Batch { index: 1, .. })), "{bad:?}: {refused:?}");
+        }
+        assert!(check_idempotency_key(&"é".repeat(200)).is_ok(), "200 characters, not bytes");
     }
 
     #[test]

@@ -14,54 +14,12 @@ use kanban_core::{AssignedBy, BoardEvent};
 use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
 use serde_json::Value as Json;
 
+pub(crate) use crate::rows::status_of;
+use crate::rows::{TASK_COLUMNS, board_from_row, task_from_row};
 use crate::{PgKanbanStore, PgResult};
-
-pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
-    completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
-    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, not_before";
 
 /// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
 pub(crate) const CLEAR_CLAIM: &str = "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL";
-
-pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
-    Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
-}
-
-pub(crate) fn task_from_row(r: &tokio_postgres::Row) -> PgResult<Task> {
-    Ok(Task {
-        id: r.try_get(0)?,
-        board: r.try_get(1)?,
-        title: r.try_get(2)?,
-        body: r.try_get(3)?,
-        command: r.try_get(4)?,
-        assignee: r.try_get(5)?,
-        status: status_of(r.try_get(6)?)?,
-        priority: r.try_get(7)?,
-        created_by: r.try_get(8)?,
-        created_at: r.try_get(9)?,
-        started_at: r.try_get(10)?,
-        completed_at: r.try_get(11)?,
-        claim_lock: r.try_get(12)?,
-        claim_expires: r.try_get(13)?,
-        worker_pid: r.try_get(14)?,
-        worker_start: r.try_get(15)?,
-        consecutive_failures: r.try_get(16)?,
-        last_failure_error: r.try_get(17)?,
-        max_runtime_seconds: r.try_get(18)?,
-        max_retries: r.try_get(19)?,
-        last_heartbeat_at: r.try_get(20)?,
-        current_run_id: r.try_get(21)?,
-        result: r.try_get(22)?,
-        worker_host: r.try_get(23)?,
-        confirmed_at: r.try_get(24)?,
-        not_before: r.try_get(25)?,
-        parents: Vec::new(),
-    })
-}
-
-fn board_from_row(r: &tokio_postgres::Row) -> PgResult<Board> {
-    Ok(Board { slug: r.try_get(0)?, name: r.try_get(1)?, created_at: r.try_get(2)? })
-}
 
 fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> PgResult<&'static Transition> {
     Ok(transition(command, status).map_err(|e| StoreError::Transition {
@@ -223,7 +181,7 @@ pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> 
     );
     let row = c.query_opt(&sql, &[&id])?.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
     let mut t = task_from_row(&row)?;
-    t.parents = row.try_get(26)?;
+    t.parents = row.try_get(27)?;
     Ok(t)
 }
 
@@ -302,7 +260,7 @@ impl BoardStore for PgKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<TaskStatus>, StoreError> {
+    ) -> Result<Vec<kanban_core::Created>, StoreError> {
         self.with(|c| crate::create::create_tasks(&mut c.client, board, tasks, now))
     }
 

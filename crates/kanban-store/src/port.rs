@@ -97,7 +97,7 @@ impl BoardStore for SqliteKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<TaskStatus>> {
+    ) -> Result<Vec<kanban_core::Created>> {
         Self::create_tasks(self, board, tasks, now)
     }
     fn task(&self, id: &str) -> Result<Task> {

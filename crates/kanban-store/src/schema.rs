@@ -102,4 +102,10 @@ pub const MIGRATIONS: &[&str] = &[
     DROP INDEX tasks_dispatch;
     CREATE INDEX tasks_dispatch ON tasks(board, status, priority DESC, created_at, id, assignee, claim_lock, not_before);
     "#,
+    // 6: idempotency keys. At most one task per key on a board: a create under a key the board holds returns that
+    // task (looked up by this index).
+    r#"
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_idempotency ON tasks(board, idempotency_key) WHERE idempotency_key IS NOT NULL;
+    "#,
 ];
