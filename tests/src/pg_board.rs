@@ -93,7 +93,8 @@ fn busy_sqlite_board(path: &std::path::Path) {
     };
     s.create_task(&b, "t_a", &new("a", &[]), t0).unwrap();
     s.create_task(&b, "t_b", &new("b", &["t_a"]), t0).unwrap();
-    s.create_task(&b, "t_c", &new("c", &[]), t0).unwrap();
+    let keyed = NewTask { idempotency_key: Some("c-key".to_owned()), ..new("c", &[]) };
+    s.create_task(&b, "t_c", &keyed, t0).unwrap();
     s.create_task(&b, "t_gone", &new("gone", &[]), t0).unwrap();
     BoardStore::create_board(&mut s, &BoardSlug::parse("side").unwrap(), Some("Side"), t0).unwrap();
     s.create_task(&BoardSlug::parse("side").unwrap(), "t_side", &new("side", &[]), t0).unwrap();
@@ -173,6 +174,8 @@ fn kanban_migrate_copies_a_board_with_its_ids_events_and_runs_and_leaves_the_fil
     let last_event = dst.events(&id, 0).unwrap()[0].id;
     let copied_max = src.events("t_a", 0).unwrap().iter().map(|e| e.id).max().unwrap();
     assert!(last_event > copied_max);
+    let again = home.json(&["kanban", "create", "c again", "--command", "true", "--idempotency-key", "c-key"]);
+    assert_eq!(again["id"], "t_c", "the copied key still names its task");
     assert_eq!(home.json(&["kanban", "ls"]).as_array().unwrap().len(), 4);
 
     // A second copy into a board that now holds tasks is refused, with nothing changed.
