@@ -31,7 +31,18 @@ fn eight_concurrent_creates_under_one_key_make_one_task_and_all_print_its_id(hom
         .map(|i| {
             let (title, host) = (format!("racer {i}"), format!("kanban.host_id=host-{i}"));
             home.cmd()
-                .args(["-c", &host, "kanban", "create", &title, "--command", "true", "--idempotency-key", "k", "--json"])
+                .args([
+                    "-c",
+                    &host,
+                    "kanban",
+                    "create",
+                    &title,
+                    "--command",
+                    "true",
+                    "--idempotency-key",
+                    "k",
+                    "--json",
+                ])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -72,7 +83,17 @@ fn a_second_create_under_the_key_returns_the_task_and_changes_nothing(home: Home
     assert_eq!(show["idempotency_key"], "r-1");
     // The key is the board's: another board makes its own task under it.
     home.ok(&["kanban", "board", "create", "other"]);
-    let other = home.json(&["kanban", "create", "elsewhere", "--command", "true", "--idempotency-key", "r-1", "--board", "other"]);
+    let other = home.json(&[
+        "kanban",
+        "create",
+        "elsewhere",
+        "--command",
+        "true",
+        "--idempotency-key",
+        "r-1",
+        "--board",
+        "other",
+    ]);
     assert_ne!(other["id"], first["id"], "{other}");
     // Without a key, the same create twice is two tasks.
     home.ok(&["kanban", "create", "plain", "--command", "true"]);
@@ -119,8 +140,11 @@ fn a_bad_key_is_refused_in_one_line_and_nothing_is_written(home: Home) {
     }
     let file = home.path().join("bad.jsonl");
     let good = r#"{"title": "fine", "command": "true", "idempotency_key": "ok"}"#;
-    std::fs::write(&file, format!("{good}\n{{\"title\": \"bad\", \"command\": \"true\", \"idempotency_key\": \"\"}}\n"))
-        .unwrap();
+    std::fs::write(
+        &file,
+        format!("{good}\n{{\"title\": \"bad\", \"command\": \"true\", \"idempotency_key\": \"\"}}\n"),
+    )
+    .unwrap();
     let out = home.run(&["kanban", "create", "--from", file.to_str().unwrap()]);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");

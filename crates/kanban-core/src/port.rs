@@ -50,8 +50,7 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoBoard`]; [`StoreError::Batch`] naming the first entry refused (a bad key, an empty title, a
     /// missing parent), with nothing written; a storage error.
-    fn create_tasks(&mut self, board: &BoardSlug, tasks: &[(String, NewTask)], now: Timestamp)
-    -> Result<Vec<Created>>;
+    fn create_tasks(&mut self, board: &BoardSlug, tasks: &[(String, NewTask)], now: Timestamp) -> Result<Vec<Created>>;
     /// One task with its parents.
     ///
     /// # Errors
