@@ -44,7 +44,7 @@ pub(super) fn record(
         RunEnding::Requeued(_) => "requeue the snoozed task",
         RunEnding::Failed(_) => "record the failure",
     };
-    let breaker = super::report::breaker(ctx, limit);
+    let breaker = ctx.breaker(limit);
     let recorded = outage::retrying_blocking(ctx, what, outage::patience(ctx), store, |b| {
         match record_run_end(&mut **b, task, Some(run), &ending, breaker, now) {
             Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),

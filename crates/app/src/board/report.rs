@@ -98,20 +98,6 @@ pub struct TickTally<'a> {
     pub auto_blocked: Vec<&'a str>,
 }
 
-/// `kanban.retry_backoff_seconds` and `kanban.retry_backoff_max_seconds`.
-pub fn retry_backoff(ctx: &Ctx) -> domain::kanban::RetryBackoff {
-    let k = &ctx.settings.kanban;
-    domain::kanban::RetryBackoff {
-        base: k.retry_backoff_seconds.duration(),
-        max: k.retry_backoff_max_seconds.duration(),
-    }
-}
-
-/// What a failure does, at `limit` (`kanban.failure_limit`, or a dispatch's `--failure-limit`).
-pub fn breaker(ctx: &Ctx, limit: u32) -> domain::kanban::Breaker {
-    domain::kanban::Breaker { limit, backoff: retry_backoff(ctx) }
-}
-
 /// The tick configuration from the settings, the flags and the profiles (read once, here at the edge).
 pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolver) -> TickConfig {
     let mut caps = ctx.settings.caps();
@@ -124,7 +110,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         default_assignee: ctx.settings.default_assignee(),
         profiles: profiles.list().into_iter().collect::<BTreeSet<_>>(),
         failure_limit,
-        retry_backoff: retry_backoff(ctx),
+        retry_backoff: ctx.retry_backoff(),
         stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
         sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),

@@ -297,7 +297,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
     let claim_ttl = claim_ttl(ctx);
     let task = if confirmed { task } else { confirm(ctx, &mut store, task_id, run, claim_ttl).await? };
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-    let breaker = super::report::breaker(ctx, ctx.settings.kanban.failure_limit.get());
+    let breaker = ctx.breaker(ctx.settings.kanban.failure_limit.get());
     let mut store = Outcome { ctx, task: task_id, run, patience, store, breaker };
     // A log or working directory this worker could not set up fails the run with the reason, on the board where
     // `kanban show` gives it (the log may be what could not be opened).
@@ -365,7 +365,7 @@ async fn run_in_own_sandbox(
     // A finished task (done, or failed at its limit) no longer needs its sandbox; a requeued one keeps it for the
     // retry. The sandbox goes before the outcome is recorded: a worker killed in between leaves a running task that
     // crash detection requeues, never a finished task with a sandbox nobody will remove.
-    let snoozed = matches!(result, Ok((ExecOutcome::Exited(code), _, _)) if i64::from(code) == EX_TEMPFAIL);
+    let snoozed = matches!(result, Ok((ExecOutcome::Exited(code), _, _)) if code == EX_TEMPFAIL);
     let limit_reached = !snoozed
         && matches!(
             domain::kanban::record_failure(
@@ -408,11 +408,11 @@ impl Outcome<'_> {
                 log_line("completed");
                 0
             }
-            Ok((ExecOutcome::Exited(code), _, _)) if i64::from(code) == EX_TEMPFAIL => {
+            Ok((ExecOutcome::Exited(code), _, _)) if code == EX_TEMPFAIL => {
                 let cooldown = self.ctx.settings.kanban.tempfail_cooldown_seconds.duration();
                 let (task, run, breaker, now) = (self.task, Some(self.run), self.breaker, SystemClock.now());
                 let error = format!("command exited {code} (EX_TEMPFAIL): snoozed for {}s", cooldown.as_secs());
-                let ending = ending_of_exit(i64::from(code), None, &error, cooldown, now);
+                let ending = ending_of_exit(code, None, &error, cooldown, now);
                 outage::retrying(self.ctx, "requeue the snoozed task", self.patience, &mut self.store, |b| {
                     record_run_end(&mut **b, task, run, &ending, breaker, now)
                 })
