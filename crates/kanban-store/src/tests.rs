@@ -564,6 +564,32 @@ fn migration_3_counts_running_workers_already_recorded_as_confirmed() {
     assert_eq!(s.task("b").unwrap().confirmed_at, None);
 }
 
+#[test]
+fn a_board_an_older_berth_made_is_read_after_its_schema_is_brought_up_to_date() {
+    // The schema of four migrations ago (before tasks in time and idempotency keys), with one task.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        for m in &MIGRATIONS[..4] {
+            c.execute_batch(m).unwrap();
+        }
+        c.pragma_update(None, "user_version", 4).unwrap();
+        c.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+        c.execute_batch(
+            "INSERT INTO boards (slug, name, created_at) VALUES ('default', 'default', 0);
+             INSERT INTO tasks (id, board, title, status, created_at) VALUES ('a', 'default', 'a', 'ready', 0);",
+        )
+        .unwrap();
+    }
+    let s = SqliteKanbanStore::open_read_only(&path).unwrap();
+    let t = s.task("a").unwrap();
+    assert_eq!((t.title.as_str(), t.not_before), ("a", None));
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
+}
+
 const FROZEN_MIGRATION_1: &str = "dbf4093aa3336ad8";
 
 #[test]
