@@ -86,7 +86,7 @@ impl KanbanStore for AnyBoard {
         id: &str,
         run: i64,
         error: &str,
-        limit: u32,
+        limit: domain::kanban::Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
         self.store.record_spawn_failure(id, run, error, limit, now)

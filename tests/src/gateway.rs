@@ -167,7 +167,8 @@ fn stuck_work_gives_the_stuck_warning() {
     // Every spawn fails (the log directory is a file), and the failure limit is high: work sits, nothing starts.
     std::fs::create_dir_all(home.path().join("kanban")).unwrap();
     std::fs::write(home.path().join("kanban/logs"), b"not a directory").unwrap();
-    let gw = Gateway::start(&home, &["-c", "kanban.failure_limit=1000"]);
+    // No pause between tries: a task waiting out its backoff is not stuck.
+    let gw = Gateway::start(&home, &["-c", "kanban.failure_limit=1000", "-c", "kanban.retry_backoff_seconds=0"]);
     wait_until("six bad ticks", Duration::from_secs(20), || home.gateway_status()["ticks"].as_u64().unwrap_or(0) >= 7);
     let (code, _, err) = gw.stop();
     assert_eq!(code, Some(0));

@@ -456,6 +456,8 @@ fn spawn_failures_count_toward_the_failure_limit() {
 
 fn spawn_failures_count_toward_the_failure_limit_on(home: Home) {
     profiles(&home, &["alpha"]);
+    // The second dispatch retries at once (no backoff between tries).
+    home.ok(&["config", "set", "kanban.retry_backoff_seconds", "0"]);
     let id = create(&home, &["x", "--assignee", "alpha"]);
     // A home that cannot hold logs makes every spawn fail.
     std::fs::create_dir_all(home.path().join("kanban")).unwrap();

@@ -37,6 +37,10 @@ mod hermes;
 #[cfg(test)]
 mod homes;
 #[cfg(test)]
+mod idempotency;
+#[cfg(test)]
+mod in_time;
+#[cfg(test)]
 mod kanban;
 #[cfg(test)]
 mod lifecycle;

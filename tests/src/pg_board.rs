@@ -93,7 +93,8 @@ fn busy_sqlite_board(path: &std::path::Path) {
     };
     s.create_task(&b, "t_a", &new("a", &[]), t0).unwrap();
     s.create_task(&b, "t_b", &new("b", &["t_a"]), t0).unwrap();
-    s.create_task(&b, "t_c", &new("c", &[]), t0).unwrap();
+    let keyed = NewTask { idempotency_key: Some("c-key".to_owned()), ..new("c", &[]) };
+    s.create_task(&b, "t_c", &keyed, t0).unwrap();
     s.create_task(&b, "t_gone", &new("gone", &[]), t0).unwrap();
     BoardStore::create_board(&mut s, &BoardSlug::parse("side").unwrap(), Some("Side"), t0).unwrap();
     s.create_task(&BoardSlug::parse("side").unwrap(), "t_side", &new("side", &[]), t0).unwrap();
@@ -117,8 +118,8 @@ fn busy_sqlite_board(path: &std::path::Path) {
         let c = Confirmation { task: "t_a", run_id: a.run_id, pid: 4242, start: Some(1), host: "src-host" };
         s.confirm_run(&c, Duration::from_secs(900), t0).unwrap();
         if round == 0 {
-            let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1) };
-            s.fail("t_a", Some(a.run_id), &end, 3, t0).unwrap();
+            let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1), retry_at: None };
+            s.fail("t_a", Some(a.run_id), &end, domain::kanban::Breaker::at_once(3), t0).unwrap();
         } else {
             s.complete("t_a", Some(a.run_id), Some("ok"), Some(0), t0).unwrap();
         }
@@ -173,6 +174,8 @@ fn kanban_migrate_copies_a_board_with_its_ids_events_and_runs_and_leaves_the_fil
     let last_event = dst.events(&id, 0).unwrap()[0].id;
     let copied_max = src.events("t_a", 0).unwrap().iter().map(|e| e.id).max().unwrap();
     assert!(last_event > copied_max);
+    let again = home.json(&["kanban", "create", "c again", "--command", "true", "--idempotency-key", "c-key"]);
+    assert_eq!(again["id"], "t_c", "the copied key still names its task");
     assert_eq!(home.json(&["kanban", "ls"]).as_array().unwrap().len(), 4);
 
     // A second copy into a board that now holds tasks is refused, with nothing changed.
@@ -219,8 +222,8 @@ fn a_failed_task_is_retried_first_on_the_host_holding_its_sandbox() {
     let run_and_fail = |store: &mut PgKanbanStore, host: &str, run: i64, at: Timestamp| {
         let c = Confirmation { task: "t_r", run_id: run, pid: 77, start: Some(1), host };
         store.confirm_run(&c, Duration::from_secs(900), at).unwrap();
-        let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1) };
-        store.fail("t_r", Some(run), &end, 5, at).unwrap();
+        let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1), retry_at: None };
+        store.fail("t_r", Some(run), &end, domain::kanban::Breaker::at_once(5), at).unwrap();
     };
     let secs = |s: u64| t0.plus(Duration::from_secs(s));
 

@@ -336,11 +336,11 @@ pub enum KanbanCmd {
         title: Option<String>,
         /// Create every task of FILE (`-`: stdin) in one transaction, all or none: one JSON object per line with
         /// the flags' fields (title, body, command, assignee, priority, parents, max_runtime_seconds, max_retries,
-        /// triage).
+        /// triage, idempotency_key).
         #[arg(
             long,
             value_name = "FILE",
-            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "max_runtime", "max_retries"]
+            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "max_runtime", "max_retries", "at", "in_", "idempotency_key"]
         )]
         from: Option<String>,
         /// Profile that works on it (must exist unless --allow-unknown-assignee).
@@ -370,8 +370,32 @@ pub enum KanbanCmd {
         /// Failures before the task is blocked (overrides kanban.failure_limit).
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::retries)]
         max_retries: Option<i64>,
+        /// Not started before this time (RFC 3339, e.g. 2026-12-01T03:00:00Z).
+        #[arg(long, value_name = "TIME", conflicts_with = "in_", value_parser = crate::cli_values::at)]
+        at: Option<domain::time::Timestamp>,
+        /// Not started before this long from now (30s, 5m, 2h, 1d).
+        #[arg(long = "in", id = "in_", value_name = "DURATION", value_parser = crate::cli_values::duration)]
+        in_: Option<std::time::Duration>,
+        /// Create it once: a create with the same key on the same board returns that task and changes nothing.
+        #[arg(long, value_name = "KEY", value_parser = crate::cli_values::idempotency_key)]
+        idempotency_key: Option<String>,
         #[command(flatten)]
         board: BoardArg,
+    },
+    /// Set when a waiting task (ready, todo, triage, blocked) may start; `--now` clears its time.
+    #[command(group(clap::ArgGroup::new("when").required(true).args(["at", "in_", "now"])))]
+    Schedule {
+        /// Task id (on any board).
+        id: String,
+        /// Not started before this time (RFC 3339, e.g. 2026-12-01T03:00:00Z).
+        #[arg(long, value_name = "TIME", value_parser = crate::cli_values::at)]
+        at: Option<domain::time::Timestamp>,
+        /// Not started before this long from now (30s, 5m, 2h, 1d).
+        #[arg(long = "in", id = "in_", value_name = "DURATION", value_parser = crate::cli_values::duration)]
+        in_: Option<std::time::Duration>,
+        /// Start as soon as it can (clears its time).
+        #[arg(long)]
+        now: bool,
     },
     /// List tasks.
     Ls {

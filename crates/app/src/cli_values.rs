@@ -26,6 +26,49 @@ pub fn runtime_seconds(raw: &str) -> Result<i64, String> {
     whole(raw, EXPECTED).and_then(|n| if n >= 1 { Ok(n) } else { Err(format!("expected {EXPECTED}")) })
 }
 
+/// `--at`: an RFC 3339 time with its zone (`2026-12-01T03:00:00Z`, `2026-12-01T04:00:00+01:00`).
+///
+/// # Errors
+/// What the flag expects, when `raw` is not such a time.
+pub fn at(raw: &str) -> Result<domain::time::Timestamp, String> {
+    domain::time::Timestamp::parse_docker(raw)
+        .ok_or_else(|| "expected an RFC 3339 time with its zone, e.g. 2026-12-01T03:00:00Z".to_owned())
+}
+
+/// `--in`: a duration, a whole number with a unit (`30s`, `5m`, `2h`, `1d`; bare seconds too).
+///
+/// # Errors
+/// What the flag expects, when `raw` is not such a duration.
+pub fn duration(raw: &str) -> Result<std::time::Duration, String> {
+    const EXPECTED: &str = "expected a duration such as 30s, 5m, 2h or 1d";
+    let raw = raw.trim();
+    let (number, unit) = raw.split_at(raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len()));
+    let n: u64 = number.parse().map_err(|_| EXPECTED.to_owned())?;
+    let secs = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(EXPECTED.to_owned()),
+    };
+    n.checked_mul(secs)
+        .filter(|s| *s <= 10 * 365 * 86_400)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("{EXPECTED}, at most ten years"))
+}
+
+/// `--idempotency-key`: one non-empty line of at most 200 characters (the board core's rule).
+///
+/// # Errors
+/// What the flag expects, when `raw` is not such a key.
+pub fn idempotency_key(raw: &str) -> Result<String, String> {
+    match kanban_core::rules::check_idempotency_key(raw) {
+        Ok(()) => Ok(raw.to_owned()),
+        Err(kanban_core::StoreError::Invalid(why)) => Err(why),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// `--max-retries`: a count of failures, at least 1.
 ///
 /// # Errors

@@ -231,7 +231,7 @@ where
                     &claimed.task_id,
                     claimed.run_id,
                     &e.0,
-                    req.cfg.failure_limit,
+                    req.cfg.breaker(),
                     clock.now(),
                 )?;
                 if res.gave_up() {

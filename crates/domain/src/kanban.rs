@@ -102,6 +102,8 @@ pub struct TaskRow {
     /// For a ready task retried after a failure on another host of a shared board: when that run ended. Its sandbox
     /// (its files) is there, so this host leaves it to that one for `TickConfig::sandbox_affinity_secs`.
     pub sandbox_elsewhere_since: Option<Timestamp>,
+    /// For a ready task: not claimed before this time (scheduled, a retry's backoff, a snooze).
+    pub not_before: Option<Timestamp>,
 }
 
 impl TaskRow {
@@ -133,6 +135,7 @@ impl TaskRow {
             max_retries: None,
             parents_done: false,
             sandbox_elsewhere_since: None,
+            not_before: None,
         }
     }
 }
@@ -176,6 +179,9 @@ pub struct TickConfig {
     /// The profiles that exist (spawnable assignees).
     pub profiles: BTreeSet<String>,
     pub failure_limit: u32,
+    /// `kanban.retry_backoff_seconds` and `kanban.retry_backoff_max_seconds`: the pause before a failed task's next
+    /// try.
+    pub retry_backoff: RetryBackoff,
     /// `kanban.dispatch_stale_timeout_seconds`; 0 disables stale detection.
     pub stale_timeout_secs: i64,
     /// Dispatch only this task (`--task ID`).
@@ -193,6 +199,13 @@ pub struct TickConfig {
     /// not claimed again until it has, so its exit code (an engine fault's back-off) is seen first and a task never
     /// has two workers of one host, even a dying one.
     pub held: BTreeSet<String>,
+}
+
+impl TickConfig {
+    /// What a failure the tick records does (a crash, a lapsed lease, a timeout, a spawn failure).
+    pub fn breaker(&self) -> Breaker {
+        Breaker { limit: self.failure_limit, backoff: self.retry_backoff }
+    }
 }
 
 /// A running task as a store reads it, before its worker is judged.
@@ -242,6 +255,7 @@ impl TaskRow {
             max_retries: r.max_retries,
             parents_done: false,
             sandbox_elsewhere_since: None,
+            not_before: None,
         }
     }
 }
@@ -257,6 +271,38 @@ pub enum FailureOutcome {
     Requeue { failures: u32, limit: u32 },
     /// At the limit: `blocked`, with a `gave_up` event.
     GiveUp { failures: u32, limit: u32 },
+}
+
+/// How long a failed task waits before its next try: `base` × 2^(failures − 1), at most `max`, then drawn within
+/// its upper half by `jitter` (0 ≤ jitter < 1; the store draws it per task), so retries of many tasks spread out
+/// and none comes back sooner than half its delay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetryBackoff {
+    pub base: std::time::Duration,
+    pub max: std::time::Duration,
+}
+
+impl RetryBackoff {
+    /// The delay before the try after `failures` consecutive failures (zero with a zero base).
+    pub fn delay(&self, failures: u32, jitter: f64) -> std::time::Duration {
+        let doubled = self.base.saturating_mul(1_u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX));
+        let full = doubled.min(self.max.max(self.base));
+        full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+    }
+}
+
+/// What a failure does: the breaker's limit (`kanban.failure_limit`) and the pause before the next try.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Breaker {
+    pub limit: u32,
+    pub backoff: RetryBackoff,
+}
+
+impl Breaker {
+    /// A breaker at `limit` that retries at once (a hand-made dispatch, or a board with no backoff).
+    pub fn at_once(limit: u32) -> Self {
+        Self { limit, backoff: RetryBackoff::default() }
+    }
 }
 
 /// The failure breaker: the per-task `max_retries` wins over the configured `failure_limit`.

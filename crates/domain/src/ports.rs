@@ -326,7 +326,7 @@ pub trait KanbanStore {
         id: &str,
         run: i64,
         error: &str,
-        failure_limit: u32,
+        breaker: crate::kanban::Breaker,
         now: Timestamp,
     ) -> Result<crate::kanban::FailureOutcome, Self::Error>;
 }

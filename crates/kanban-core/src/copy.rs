@@ -11,7 +11,8 @@ pub const TABLES: &[(&str, &str)] = &[
         "tasks",
         "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
          completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
-         max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at",
+         max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, \
+         not_before, idempotency_key",
     ),
     ("task_links", "parent_id, child_id"),
     ("task_events", "id, task_id, run_id, kind, payload, created_at"),

@@ -46,6 +46,9 @@ pub enum BoardEvent<'a> {
         error: &'a str,
         exit_code: Option<i64>,
         failures: i64,
+        /// When the retry may start (the backoff), when it waits.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_at: Option<i64>,
     },
     /// The breaker tripped on the failure just before it.
     GaveUp {
@@ -59,6 +62,13 @@ pub enum BoardEvent<'a> {
         #[serde(skip)]
         outcome: &'static str,
         error: &'a str,
+        /// When the task may run again (a snooze), when it waits.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        retry_at: Option<i64>,
+    },
+    /// A waiting task's time set (`kanban schedule`), or cleared (`None`: at once).
+    Scheduled {
+        run_at: Option<i64>,
     },
     /// A housekeeping verdict that requeued its task (`lease_expired`, `reclaimed`, `stale`, `host_lost`): the
     /// verdict is the payload.
@@ -133,6 +143,7 @@ impl BoardEvent<'_> {
                 HousekeepingChange::Extend => "claim_extended",
                 HousekeepingChange::Fail { outcome, .. } | HousekeepingChange::Requeue { outcome, .. } => outcome,
             },
+            Self::Scheduled { .. } => "scheduled",
             Self::ClaimExtended { .. } => "claim_extended",
             Self::Claimed { .. } => "claimed",
             Self::Spawned { .. } => "spawned",
@@ -169,7 +180,8 @@ mod tests {
     fn each_event_is_its_kind_and_its_fields() {
         let e = BoardEvent::Spawned { pid: 7, log: "/l", host: "h" };
         assert_eq!((e.kind(), parsed(&e)), ("spawned", serde_json::json!({"pid": 7, "log": "/l", "host": "h"})));
-        let e = BoardEvent::Failed { outcome: "timed_out", error: "slow", exit_code: None, failures: 2 };
+        let e =
+            BoardEvent::Failed { outcome: "timed_out", error: "slow", exit_code: None, failures: 2, retry_at: None };
         assert_eq!(e.kind(), "timed_out");
         assert_eq!(parsed(&e), serde_json::json!({"error": "slow", "exit_code": null, "failures": 2}));
         assert_eq!(parsed(&BoardEvent::Promoted { parent: None }), serde_json::json!({}));

@@ -20,6 +20,6 @@ pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerR
 pub use edit::{EditableFields, TaskEdit};
 pub use error::{Result, StoreError};
 pub use event::{AssignedBy, BoardEvent};
-pub use model::{Board, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, Task};
+pub use model::{Board, Confirmation, Created, Event, HostSeen, NewTask, Run, RunEnd, Task};
 pub use port::BoardStore;
-pub use run_end::{RunEnding, RunRecorded, record_run_end};
+pub use run_end::{EX_TEMPFAIL, RunEnding, RunRecorded, ending_of_exit, record_run_end};

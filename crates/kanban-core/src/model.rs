@@ -84,6 +84,11 @@ pub struct Task {
     /// When the worker confirmed the current run; `None` while the claim is only a spawn lease.
     #[serde(serialize_with = "rfc3339::opt")]
     pub confirmed_at: Option<i64>,
+    /// Not claimed before this time: scheduled (`--at`/`--in`), a retry's backoff, or a snooze (exit 75).
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub not_before: Option<i64>,
+    /// The key it was created under (`--idempotency-key`): a create with the same key on its board returns it.
+    pub idempotency_key: Option<String>,
     pub parents: Vec<String>,
 }
 
@@ -153,6 +158,8 @@ pub struct RunEnd<'a> {
     pub outcome: &'static str,
     pub error: &'a str,
     pub exit_code: Option<i64>,
+    /// For a requeue: not claimed again before this time (a snooze); `None` at once.
+    pub retry_at: Option<i64>,
 }
 
 /// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
@@ -179,4 +186,18 @@ pub struct NewTask {
     pub max_runtime_seconds: Option<i64>,
     pub max_retries: Option<i64>,
     pub created_by: Option<String>,
+    /// Not claimed before this time (`--at`/`--in`), milliseconds since the epoch.
+    pub not_before: Option<i64>,
+    /// At most one task per key on a board (`--idempotency-key`): a create under a key the board holds returns that
+    /// task and writes nothing.
+    pub idempotency_key: Option<String>,
+}
+
+/// One entry of a batch as the store left it: the task's id and status; `existing` when its idempotency key named a
+/// task already on the board (or earlier in the batch), so nothing was written for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Created {
+    pub id: String,
+    pub status: TaskStatus,
+    pub existing: bool,
 }

@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest};
+use domain::kanban::{
+    BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest,
+};
 use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
 use crate::{
-    Board, Confirmation, Event, HostSeen, NewTask, Result, Run, RunEnd, StoreError, Task, TaskEdit, WorkerRef,
+    Board, Confirmation, Created, Event, HostSeen, NewTask, Result, Run, RunEnd, StoreError, Task, TaskEdit, WorkerRef,
 };
 
 /// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
@@ -34,24 +36,21 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// A storage error.
     fn boards(&self) -> Result<Vec<Board>>;
-    /// Creates a task: `ready`, `todo` while parents are unfinished, or `triage`.
+    /// Creates a task: `ready`, `todo` while parents are unfinished, or `triage`. Under an idempotency key the board
+    /// already holds, it is that task, returned as it is, with nothing written (also when a concurrent create under
+    /// the same key wins the race, on another host too).
     ///
     /// # Errors
     /// [`StoreError::NoBoard`], [`StoreError::NoTask`] for a missing parent, [`StoreError::Invalid`].
     fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task>;
-    /// Creates every `(id, task)` of `tasks` in one transaction, all or none, each as [`BoardStore::create_task`]
-    /// would (its first status by `rules::initial_status`, one `created` event); returns each one's status, in
-    /// order. Parents must already be on the board (not in the batch).
+    /// Creates every `(id, task)` of `tasks` in one transaction, all or none, as `rules::plan_creation` says: a new
+    /// task in its first status with one `created` event, or the task its idempotency key already names (nothing
+    /// written); returns each entry's task, in order. Parents must already be on the board (not in the batch).
     ///
     /// # Errors
-    /// [`StoreError::NoBoard`]; [`StoreError::Batch`] naming the first entry refused (an empty title, a missing
-    /// parent), with nothing written; a storage error.
-    fn create_tasks(
-        &mut self,
-        board: &BoardSlug,
-        tasks: &[(String, NewTask)],
-        now: Timestamp,
-    ) -> Result<Vec<TaskStatus>>;
+    /// [`StoreError::NoBoard`]; [`StoreError::Batch`] naming the first entry refused (a bad key, an empty title, a
+    /// missing parent), with nothing written; a storage error.
+    fn create_tasks(&mut self, board: &BoardSlug, tasks: &[(String, NewTask)], now: Timestamp) -> Result<Vec<Created>>;
     /// One task with its parents.
     ///
     /// # Errors
@@ -102,7 +101,7 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
         exit_code: Option<i64>,
         now: Timestamp,
     ) -> Result<Task>;
-    /// A worker's failure through the breaker.
+    /// A worker's failure through the breaker (a requeue waits its backoff).
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`].
@@ -111,9 +110,15 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
         id: &str,
         run: Option<i64>,
         end: &RunEnd<'_>,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome>;
+    /// Sets when a waiting task (ready, todo, triage or blocked) may be claimed (`None`: at once); one `scheduled`
+    /// event.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`]; [`StoreError::Transition`] for a running, done or archived task.
+    fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task>;
     /// A worker's run that ended for a reason outside the task (the container engine unreachable): the task goes back
     /// to `ready` with its failure count unchanged (a retry of the same write is a no-op).
     ///
@@ -222,9 +227,9 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
         id: &str,
         run: i64,
         error: &str,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
-        (**self).record_spawn_failure(id, run, error, failure_limit, now)
+        (**self).record_spawn_failure(id, run, error, breaker, now)
     }
 }

@@ -1,10 +1,13 @@
-//! The board's rules a store applies without deciding anything: a new task's first status, and the failure
-//! breaker's change (status, count, events). Each store reads what a rule needs in its own SQL, calls the rule, and
-//! writes what it returns.
+//! The board's rules a store applies without deciding anything: a new task's first status, or the task its
+//! idempotency key already names (`plan_creation`), and the failure breaker's change (status, count, events). Each
+//! store reads what a rule needs in its own SQL, calls the rule, and writes what it returns.
 
-use domain::kanban::{FailureOutcome, TaskStatus, record_failure};
+use std::collections::HashMap;
 
-use crate::{BoardEvent, NewTask, Result, StoreError};
+use domain::kanban::{Breaker, FailureOutcome, TaskStatus, record_failure};
+use domain::time::Timestamp;
+
+use crate::{BoardEvent, NewTask, Result, RunEnd, StoreError};
 
 /// A new task's status: `triage` when asked, `todo` while a parent is unfinished, else `ready`. `parents` are the
 /// task's parents with their statuses (`None`: no such task).
@@ -27,6 +30,11 @@ pub fn initial_status(new: &NewTask, parents: &[(&str, Option<TaskStatus>)]) -> 
     } else {
         TaskStatus::Ready
     })
+}
+
+/// Whether a task in `status` waits and so can be given a time (`kanban schedule`): ready, todo, triage or blocked.
+pub fn schedulable(status: TaskStatus) -> bool {
+    matches!(status, TaskStatus::Ready | TaskStatus::Todo | TaskStatus::Triage | TaskStatus::Blocked)
 }
 
 /// Refuses a title a board cannot show on one line: empty, or holding a line break (a listing's row would break).
@@ -93,25 +101,74 @@ pub fn created<'a>(new: &'a NewTask, status: TaskStatus, board: &'a str) -> Boar
     BoardEvent::Created { assignee: assignee_of(new), status, parents: &new.parents, board }
 }
 
-/// The first statuses of a batch of new tasks ([`initial_status`] for each), given the statuses the store found
-/// for their parents (a parent missing from `found` does not exist). The first entry refused (an empty title, a
-/// missing parent) is named by its index, so a store writes nothing of the batch.
+/// The longest idempotency key, in characters.
+pub const IDEMPOTENCY_KEY_MAX: usize = 200;
+
+/// Refuses an idempotency key that is not one non-empty line of at most [`IDEMPOTENCY_KEY_MAX`] characters.
+///
+/// # Errors
+/// [`StoreError::Invalid`] saying which.
+pub fn check_idempotency_key(key: &str) -> Result<()> {
+    if key.trim().is_empty() {
+        return Err(StoreError::Invalid("an idempotency key must not be empty".into()));
+    }
+    if key.contains(['\n', '\r']) {
+        return Err(StoreError::Invalid("an idempotency key is one line (it has a line break)".into()));
+    }
+    let n = key.chars().count();
+    if n > IDEMPOTENCY_KEY_MAX {
+        return Err(StoreError::Invalid(format!(
+            "an idempotency key has at most {IDEMPOTENCY_KEY_MAX} characters (this one has {n})"
+        )));
+    }
+    Ok(())
+}
+
+/// What a create does with one entry of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Creation {
+    /// Write it, in this first status.
+    New(TaskStatus),
+    /// Its idempotency key names this task (on the board, or an earlier entry of the batch): write nothing.
+    Existing(String),
+}
+
+/// The one rule of creating tasks: for each entry of a batch, in order, either the task its idempotency key already
+/// names on the board (`keyed`: key to task id, as the store found them), or an earlier entry's with the same key,
+/// or a new task in its first status ([`initial_status`], given the statuses the store found for the parents: a
+/// parent missing from `found` does not exist). The first entry refused (a bad key, an empty title, a missing parent)
+/// is named by its index, so a store writes nothing of the batch.
 ///
 /// # Errors
 /// [`StoreError::Batch`].
-pub fn initial_statuses(
+pub fn plan_creation(
     tasks: &[(String, NewTask)],
-    found: &std::collections::HashMap<String, TaskStatus>,
-) -> Result<Vec<TaskStatus>> {
+    found: &HashMap<String, TaskStatus>,
+    keyed: &HashMap<String, String>,
+) -> Result<Vec<Creation>> {
     let refused = |index, error| StoreError::Batch { index, error: Box::new(error) };
-    let mut statuses = Vec::with_capacity(tasks.len());
-    for (index, (_, new)) in tasks.iter().enumerate() {
+    let mut batch: HashMap<&str, &str> = HashMap::new();
+    let mut plan = Vec::with_capacity(tasks.len());
+    for (index, (id, new)) in tasks.iter().enumerate() {
+        if let Some(key) = new.idempotency_key.as_deref() {
+            check_idempotency_key(key).map_err(|e| refused(index, e))?;
+            if let Some(existing) = keyed.get(key).map(String::as_str).or_else(|| batch.get(key).copied()) {
+                plan.push(Creation::Existing(existing.to_owned()));
+                continue;
+            }
+            batch.insert(key, id);
+        }
         check_new(new).map_err(|e| refused(index, e))?;
         let parents: Vec<(&str, Option<TaskStatus>)> =
             new.parents.iter().map(|p| (p.as_str(), found.get(p).copied())).collect();
-        statuses.push(initial_status(new, &parents).map_err(|e| refused(index, e))?);
+        plan.push(Creation::New(initial_status(new, &parents).map_err(|e| refused(index, e))?));
     }
-    Ok(statuses)
+    Ok(plan)
+}
+
+/// The idempotency keys of a batch, for the store to look up on the board.
+pub fn keys_of(tasks: &[(String, NewTask)]) -> Vec<&str> {
+    tasks.iter().filter_map(|(_, new)| new.idempotency_key.as_deref()).collect()
 }
 
 /// What a failure does to a task: the breaker's outcome, the status and failure count to write, and the events
@@ -121,33 +178,51 @@ pub struct FailureChange<'a> {
     pub outcome: FailureOutcome,
     pub status: TaskStatus,
     pub failures: i64,
+    /// When a requeued task may run again (the backoff); `None` at once, or when blocked.
+    pub retry_at: Option<i64>,
     pub events: Vec<BoardEvent<'a>>,
 }
 
-/// The failure breaker on a task that failed with `kind` (`failed`, `crashed`, `spawn_failed`, …), given its
-/// consecutive failures so far and its own `max_retries`: requeue below the limit, block with `gave_up` at it.
+/// A number in [0, 1) drawn from the task and its failure count: retries of many tasks spread out, and the same
+/// failure recorded twice waits the same time.
+fn jitter(task: &str, failures: u32) -> f64 {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same on every host and every run.
+    let mut h = std::hash::DefaultHasher::new();
+    (task, failures).hash(&mut h);
+    (h.finish() >> 11) as f64 / (1_u64 << 53) as f64
+}
+
+/// The failure breaker on task `task` whose run ended as `end` (`failed`, `crashed`, `spawn_failed`, …), given its
+/// consecutive failures so far and its own `max_retries`: requeue below the limit, after the breaker's backoff, or
+/// block with `gave_up` at it.
 pub fn failure_change<'a>(
-    kind: &'static str,
-    error: &'a str,
-    exit_code: Option<i64>,
+    task: &str,
+    end: &RunEnd<'a>,
     consecutive: i64,
     max_retries: Option<i64>,
-    failure_limit: u32,
+    breaker: Breaker,
+    now: Timestamp,
 ) -> FailureChange<'a> {
     let outcome = record_failure(
         u32::try_from(consecutive).unwrap_or(0),
         max_retries.and_then(|m| u32::try_from(m).ok()),
-        failure_limit,
+        breaker.limit,
     );
     let (status, failures) = match outcome {
         FailureOutcome::Requeue { failures, .. } => (TaskStatus::Ready, failures),
         FailureOutcome::GiveUp { failures, .. } => (TaskStatus::Blocked, failures),
     };
-    let mut events = vec![BoardEvent::Failed { outcome: kind, error, exit_code, failures: i64::from(failures) }];
+    let delay = breaker.backoff.delay(failures, jitter(task, failures));
+    let retry_at = (status == TaskStatus::Ready && !delay.is_zero())
+        .then(|| now.as_millis().saturating_add(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)));
+    let (kind, error, exit_code) = (end.outcome, end.error, end.exit_code);
+    let failed = i64::from(failures);
+    let mut events = vec![BoardEvent::Failed { outcome: kind, error, exit_code, failures: failed, retry_at }];
     if let FailureOutcome::GiveUp { failures, limit } = outcome {
         events.push(BoardEvent::GaveUp { failures, effective_limit: limit, error, trigger_outcome: kind });
     }
-    FailureChange { outcome, status, failures: i64::from(failures), events }
+    FailureChange { outcome, status, failures: failed, retry_at, events }
 }
 
 /// A failure already recorded (a retry of the same write): what the breaker made of it, from the task as it is.
@@ -176,13 +251,69 @@ mod tests {
     }
 
     #[test]
+    fn a_key_the_board_or_the_batch_holds_names_that_task_and_a_bad_key_is_refused() {
+        let keyed = |title: &str, key: Option<&str>| NewTask {
+            title: title.to_owned(),
+            idempotency_key: key.map(str::to_owned),
+            ..NewTask::default()
+        };
+        let tasks = vec![
+            ("t_1".to_owned(), keyed("one", Some("k"))),
+            ("t_2".to_owned(), keyed("two", Some("new"))),
+            ("t_3".to_owned(), keyed("three", Some("new"))),
+            ("t_4".to_owned(), keyed("four", None)),
+        ];
+        let on_board = HashMap::from([("k".to_owned(), "t_old".to_owned())]);
+        let plan = plan_creation(&tasks, &HashMap::new(), &on_board).unwrap();
+        assert_eq!(
+            plan,
+            [
+                Creation::Existing("t_old".into()),
+                Creation::New(TaskStatus::Ready),
+                Creation::Existing("t_2".into()),
+                Creation::New(TaskStatus::Ready),
+            ]
+        );
+        assert_eq!(keys_of(&tasks), ["k", "new", "new"]);
+        for bad in ["", "  ", "a\nb", &"x".repeat(201)] {
+            let tasks = vec![("t_1".to_owned(), keyed("ok", None)), ("t_2".to_owned(), keyed("one", Some(bad)))];
+            let refused = plan_creation(&tasks, &HashMap::new(), &HashMap::new());
+            assert!(matches!(refused, Err(StoreError::Batch { index: 1, .. })), "{bad:?}: {refused:?}");
+        }
+        assert!(check_idempotency_key(&"é".repeat(200)).is_ok(), "200 characters, not bytes");
+    }
+
+    #[test]
     fn the_breaker_requeues_below_the_limit_and_gives_up_at_it_with_its_event() {
-        let c = failure_change("crashed", "gone", None, 0, None, 2);
-        assert_eq!((c.status, c.failures, c.events.len()), (TaskStatus::Ready, 1, 1));
-        let c = failure_change("crashed", "gone", None, 1, None, 2);
+        let now = Timestamp::from_millis(1_000_000);
+        let crash = RunEnd { outcome: "crashed", error: "gone", exit_code: None, retry_at: None };
+        let c = failure_change("t", &crash, 0, None, Breaker::at_once(2), now);
+        assert_eq!((c.status, c.failures, c.events.len(), c.retry_at), (TaskStatus::Ready, 1, 1, None));
+        let c = failure_change("t", &crash, 1, None, Breaker::at_once(2), now);
         assert_eq!((c.status, c.failures), (TaskStatus::Blocked, 2));
         assert_eq!(c.events[1].kind(), "gave_up");
         assert!(matches!(c.events[1], BoardEvent::GaveUp { trigger_outcome: "crashed", .. }));
-        assert_eq!(failure_change("failed", "x", Some(1), 1, Some(5), 2).status, TaskStatus::Ready, "max_retries wins");
+        let failed = RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None };
+        let c = failure_change("t", &failed, 1, Some(5), Breaker::at_once(2), now);
+        assert_eq!(c.status, TaskStatus::Ready, "max_retries wins");
+    }
+
+    #[test]
+    fn a_requeued_failure_waits_a_doubling_backoff_of_which_at_least_half_and_a_blocked_one_none() {
+        use std::time::Duration;
+        let now = Timestamp::from_millis(1_000_000);
+        let failed = RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None };
+        let backoff = domain::kanban::RetryBackoff { base: Duration::from_secs(10), max: Duration::from_secs(600) };
+        let breaker = Breaker { limit: 20, backoff };
+        for (consecutive, full_ms) in [(0, 10_000), (1, 20_000), (2, 40_000), (9, 600_000)] {
+            for task in ["a", "b", "c"] {
+                let c = failure_change(task, &failed, consecutive, None, breaker, now);
+                let wait = c.retry_at.unwrap() - now.as_millis();
+                assert!(wait >= full_ms / 2 && wait <= full_ms, "{task} after {consecutive}: {wait} of {full_ms}");
+                assert_eq!(c.retry_at, failure_change(task, &failed, consecutive, None, breaker, now).retry_at);
+            }
+        }
+        let blocked = failure_change("a", &failed, 19, None, breaker, now);
+        assert_eq!((blocked.status, blocked.retry_at), (TaskStatus::Blocked, None));
     }
 }

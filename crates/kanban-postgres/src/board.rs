@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::client::GenericClient;
 use domain::ids::BoardSlug;
-use domain::kanban::{FailureOutcome, TaskStatus, WorkerRef};
+use domain::kanban::{Breaker, FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use kanban_core::rules::failure_change;
@@ -14,53 +14,12 @@ use kanban_core::{AssignedBy, BoardEvent};
 use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
 use serde_json::Value as Json;
 
+pub(crate) use crate::rows::status_of;
+use crate::rows::{TASK_COLUMNS, board_from_row, task_from_row};
 use crate::{PgKanbanStore, PgResult};
-
-pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
-    completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
-    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at";
 
 /// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
 pub(crate) const CLEAR_CLAIM: &str = "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL";
-
-pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
-    Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
-}
-
-pub(crate) fn task_from_row(r: &tokio_postgres::Row) -> PgResult<Task> {
-    Ok(Task {
-        id: r.try_get(0)?,
-        board: r.try_get(1)?,
-        title: r.try_get(2)?,
-        body: r.try_get(3)?,
-        command: r.try_get(4)?,
-        assignee: r.try_get(5)?,
-        status: status_of(r.try_get(6)?)?,
-        priority: r.try_get(7)?,
-        created_by: r.try_get(8)?,
-        created_at: r.try_get(9)?,
-        started_at: r.try_get(10)?,
-        completed_at: r.try_get(11)?,
-        claim_lock: r.try_get(12)?,
-        claim_expires: r.try_get(13)?,
-        worker_pid: r.try_get(14)?,
-        worker_start: r.try_get(15)?,
-        consecutive_failures: r.try_get(16)?,
-        last_failure_error: r.try_get(17)?,
-        max_runtime_seconds: r.try_get(18)?,
-        max_retries: r.try_get(19)?,
-        last_heartbeat_at: r.try_get(20)?,
-        current_run_id: r.try_get(21)?,
-        result: r.try_get(22)?,
-        worker_host: r.try_get(23)?,
-        confirmed_at: r.try_get(24)?,
-        parents: Vec::new(),
-    })
-}
-
-fn board_from_row(r: &tokio_postgres::Row) -> PgResult<Board> {
-    Ok(Board { slug: r.try_get(0)?, name: r.try_get(1)?, created_at: r.try_get(2)? })
-}
 
 fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> PgResult<&'static Transition> {
     Ok(transition(command, status).map_err(|e| StoreError::Transition {
@@ -158,21 +117,19 @@ fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -
 pub(crate) fn record_task_failure(
     tx: &mut impl GenericClient,
     id: &str,
-    outcome: &'static str,
-    error: &str,
-    exit_code: Option<i64>,
-    failure_limit: u32,
+    end: &RunEnd<'_>,
+    breaker: Breaker,
     now: Timestamp,
 ) -> PgResult<FailureOutcome> {
     let row = tx.query_one("SELECT consecutive_failures, max_retries FROM berth.tasks WHERE id = $1", &[&id])?;
-    let change = failure_change(outcome, error, exit_code, row.try_get(0)?, row.try_get(1)?, failure_limit);
-    let run = close_run(tx, id, outcome, Some(error), exit_code, now)?;
+    let change = failure_change(id, end, row.try_get(0)?, row.try_get(1)?, breaker, now);
+    let run = close_run(tx, id, end.outcome, Some(end.error), end.exit_code, now)?;
     tx.execute(
         &format!(
-            "UPDATE berth.tasks SET status = $2, consecutive_failures = $3, last_failure_error = $4, {CLEAR_CLAIM} \
-             WHERE id = $1"
+            "UPDATE berth.tasks SET status = $2, consecutive_failures = $3, last_failure_error = $4, \
+             not_before = $5, {CLEAR_CLAIM} WHERE id = $1"
         ),
-        &[&id, &change.status.as_str(), &change.failures, &error],
+        &[&id, &change.status.as_str(), &change.failures, &end.error, &change.retry_at],
     )?;
     for e in &change.events {
         event(tx, id, run, e, now)?;
@@ -224,7 +181,7 @@ pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> 
     );
     let row = c.query_opt(&sql, &[&id])?.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
     let mut t = task_from_row(&row)?;
-    t.parents = row.try_get(25)?;
+    t.parents = row.try_get(27)?;
     Ok(t)
 }
 
@@ -303,7 +260,7 @@ impl BoardStore for PgKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<TaskStatus>, StoreError> {
+    ) -> Result<Vec<kanban_core::Created>, StoreError> {
         self.with(|c| crate::create::create_tasks(&mut c.client, board, tasks, now))
     }
 
@@ -448,15 +405,15 @@ impl BoardStore for PgKanbanStore {
         id: &str,
         run: Option<i64>,
         end: &RunEnd<'_>,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             if guarded(&mut tx, id, TaskCommand::Fail, run, end.outcome)? == Guarded::AlreadyDone {
-                return already_failed(&mut tx, id, failure_limit);
+                return already_failed(&mut tx, id, breaker.limit);
             }
-            let res = record_task_failure(&mut tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
+            let res = record_task_failure(&mut tx, id, end, breaker, now)?;
             tx.commit()?;
             Ok(res)
         })
@@ -469,10 +426,30 @@ impl BoardStore for PgKanbanStore {
                 return Ok(());
             }
             close_run(&mut tx, id, end.outcome, Some(end.error), end.exit_code, now)?;
-            tx.execute(&format!("UPDATE berth.tasks SET status = 'ready', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, Some(run), &BoardEvent::Requeued { outcome: end.outcome, error: end.error }, now)?;
+            tx.execute(
+                &format!("UPDATE berth.tasks SET status = 'ready', not_before = $2, {CLEAR_CLAIM} WHERE id = $1"),
+                &[&id, &end.retry_at],
+            )?;
+            let requeued = BoardEvent::Requeued { outcome: end.outcome, error: end.error, retry_at: end.retry_at };
+            event(&mut tx, id, Some(run), &requeued, now)?;
             tx.commit()?;
             Ok(())
+        })
+    }
+
+    fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task, StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            if !kanban_core::rules::schedulable(status) {
+                return Err(StoreError::Transition { task: id.to_owned(), status, action: "schedule" }.into());
+            }
+            let run_at = at.map(Timestamp::as_millis);
+            tx.execute("UPDATE berth.tasks SET not_before = $2 WHERE id = $1", &[&id, &run_at])?;
+            event(&mut tx, id, None, &BoardEvent::Scheduled { run_at }, now)?;
+            let task = read_task(&mut tx, id)?;
+            tx.commit()?;
+            Ok(task)
         })
     }
 
@@ -498,7 +475,7 @@ impl BoardStore for PgKanbanStore {
             allowed(TaskCommand::Unblock, id, status)?;
             let next = if parents_done(&mut tx, id)? { TaskStatus::Ready } else { TaskStatus::Todo };
             tx.execute(
-                "UPDATE berth.tasks SET status = $2, consecutive_failures = 0 WHERE id = $1",
+                "UPDATE berth.tasks SET status = $2, consecutive_failures = 0, not_before = NULL WHERE id = $1",
                 &[&id, &next.as_str()],
             )?;
             event(&mut tx, id, None, &BoardEvent::Unblocked { status: next }, now)?;

@@ -31,6 +31,7 @@ mod create;
 mod edit;
 mod listen;
 mod open;
+mod rows;
 mod schema;
 mod tick;
 

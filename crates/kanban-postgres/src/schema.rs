@@ -115,6 +115,21 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE berth.hosts (id TEXT PRIMARY KEY, seen_at BIGINT NOT NULL);
     "#,
+    // 5: tasks in time. A ready task is not claimed before `not_before` (scheduled, a retry's backoff, a snooze);
+    // a change of it wakes the dispatchers, which wake again when the soonest is due.
+    r#"
+    ALTER TABLE berth.tasks ADD COLUMN not_before BIGINT;
+    DROP TRIGGER tasks_notify ON berth.tasks;
+    CREATE TRIGGER tasks_notify AFTER INSERT OR DELETE
+        OR UPDATE OF board, status, assignee, priority, claim_lock, max_runtime_seconds, max_retries, not_before
+        ON berth.tasks FOR EACH STATEMENT EXECUTE FUNCTION berth.notify_board();
+    "#,
+    // 6: idempotency keys. At most one task per key on a board, on every host: a create under a key the board holds
+    // returns that task, and of two concurrent creates under one key the index lets one in (the other reads it).
+    r#"
+    ALTER TABLE berth.tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_idempotency ON berth.tasks(board, idempotency_key) WHERE idempotency_key IS NOT NULL;
+    "#,
 ];
 
 /// The channel berth's schema notifies when the board changed in a way a dispatcher should see at once

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
+use domain::kanban::Breaker;
 use domain::kanban::{
     BoardSnapshot, Claimed, FailureOutcome, RunningRow, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickConfig,
     TickOutcome, TickRequest,
@@ -25,7 +26,7 @@ use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
 use kanban_core::{AssignedBy, BoardEvent};
-use kanban_core::{BoardStore, StoreError};
+use kanban_core::{BoardStore, RunEnd, StoreError};
 
 use crate::board::{CLEAR_CLAIM, close_run, guarded, record_task_failure, status_of, worker_of};
 use crate::client::GenericClient;
@@ -44,7 +45,7 @@ const SNAPSHOT_OPEN: &str = "SELECT t.id, t.assignee, t.status, t.priority, t.cr
      CASE WHEN t.consecutive_failures > 0 THEN (SELECT r.worker_host FROM berth.task_runs r WHERE r.task_id = t.id \
           ORDER BY r.id DESC LIMIT 1) END, \
      CASE WHEN t.consecutive_failures > 0 THEN (SELECT r.ended_at FROM berth.task_runs r WHERE r.task_id = t.id \
-          ORDER BY r.id DESC LIMIT 1) END \
+          ORDER BY r.id DESC LIMIT 1) END, t.not_before \
      FROM berth.tasks t WHERE t.board = $1 AND t.status IN ('ready', 'todo')";
 
 /// A running task with how long its worker's host has been silent, by the server's clock and counted at most from
@@ -76,6 +77,7 @@ fn snapshot(tx: &mut impl GenericClient, req: &TickRequest<'_>) -> PgResult<Boar
             claimed: r.try_get(5)?,
             parents_done: r.try_get(6)?,
             sandbox_elsewhere_since: elsewhere,
+            not_before: r.try_get::<_, Option<i64>>(9)?.map(Timestamp::from_millis),
             ..TaskRow::waiting(id, assignee, status, r.try_get(3)?, Timestamp::from_millis(r.try_get(4)?))
         });
     }
@@ -159,7 +161,7 @@ const CLAIM: &str = "WITH won AS (SELECT t.id, t.assignee FROM berth.tasks t \
        ORDER BY u.n RETURNING id, task_id) \
      UPDATE berth.tasks t SET status = 'running', claim_lock = $3, claim_expires = $4, started_at = $5, \
        worker_pid = NULL, worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL, \
-       current_run_id = runs.id \
+       not_before = NULL, current_run_id = runs.id \
      FROM runs WHERE t.id = runs.task_id RETURNING t.id, t.assignee, runs.id";
 
 /// Applies one tick in one transaction under [`TICK_LOCK`]: snapshot, `plan`, housekeeping, promotion, default
@@ -278,7 +280,8 @@ fn apply_housekeeping(
             if stop_worker {
                 out.stop_workers.extend(worker_of(tx, id, host)?);
             }
-            record_task_failure(tx, id, outcome, &error, None, req.cfg.failure_limit, now)?;
+            let end = RunEnd { outcome, error: &error, exit_code: None, retry_at: None };
+            record_task_failure(tx, id, &end, req.cfg.breaker(), now)?;
         }
         HousekeepingChange::Requeue { outcome, stop_worker } => {
             if stop_worker {
@@ -407,15 +410,16 @@ impl KanbanStore for PgKanbanStore {
         id: &str,
         run: i64,
         error: &str,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             if guarded(&mut tx, id, TaskCommand::Fail, Some(run), "spawn_failed")? == Guarded::AlreadyDone {
-                return crate::board::already_failed(&mut tx, id, failure_limit);
+                return crate::board::already_failed(&mut tx, id, breaker.limit);
             }
-            let res = record_task_failure(&mut tx, id, "spawn_failed", error, None, failure_limit, now)?;
+            let end = RunEnd { outcome: "spawn_failed", error, exit_code: None, retry_at: None };
+            let res = record_task_failure(&mut tx, id, &end, breaker, now)?;
             tx.commit()?;
             Ok(res)
         })

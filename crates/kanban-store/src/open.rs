@@ -145,7 +145,9 @@ impl SqliteKanbanStore {
         Ok(store)
     }
 
-    /// Opens an existing board database read-only (dry runs, listings); nothing is ever written through it.
+    /// Opens an existing board database read-only (dry runs, listings); nothing is ever written through it. A board
+    /// an older berth made is first brought up to this version's schema (its migrations, as any write's open runs
+    /// them; its rows are not touched), so every read finds the columns it names.
     ///
     /// # Errors
     /// As [`SqliteKanbanStore::open`]; a missing file is reported as corrupt-free but empty by the caller.
@@ -155,6 +157,12 @@ impl SqliteKanbanStore {
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .sql()?;
         conn.busy_timeout(Duration::from_secs(30)).sql()?;
+        let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).sql()?;
+        if (1..MIGRATIONS.len() as i64).contains(&version) {
+            drop(conn);
+            drop(Self::open(path)?);
+            return Self::open_read_only(path);
+        }
         Ok(Self { conn, path: path.to_owned(), host: String::new() })
     }
 

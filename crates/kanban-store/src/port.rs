@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest};
+use domain::kanban::{BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest};
 use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
@@ -69,10 +69,10 @@ impl KanbanStore for SqliteKanbanStore {
         id: &str,
         run: i64,
         error: &str,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
-        SqliteKanbanStore::record_spawn_failure(self, id, run, error, failure_limit, now)
+        SqliteKanbanStore::record_spawn_failure(self, id, run, error, breaker, now)
     }
 }
 
@@ -97,7 +97,7 @@ impl BoardStore for SqliteKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<TaskStatus>> {
+    ) -> Result<Vec<kanban_core::Created>> {
         Self::create_tasks(self, board, tasks, now)
     }
     fn task(&self, id: &str) -> Result<Task> {
@@ -133,10 +133,13 @@ impl BoardStore for SqliteKanbanStore {
         id: &str,
         run: Option<i64>,
         end: &RunEnd<'_>,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
-        Self::fail(self, id, run, end, failure_limit, now)
+        Self::fail(self, id, run, end, breaker, now)
+    }
+    fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task> {
+        Self::schedule(self, id, at, now)
     }
     fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()> {
         Self::requeue(self, id, run, end, now)

@@ -1,8 +1,12 @@
 //! Reads and creations: boards, tasks (with their links), events and runs.
 
+use std::collections::HashMap;
+
 use domain::ids::BoardSlug;
 use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
+use kanban_core::Created;
+use kanban_core::rules::Creation;
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value as Json;
 
@@ -20,6 +24,34 @@ pub(crate) fn host_seen_at(conn: &rusqlite::Connection) -> Result<std::collectio
     };
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).sql()?;
     rows.collect::<rusqlite::Result<_>>().sql()
+}
+
+/// What `rules::plan_creation` needs of the board: the statuses of a batch's parents, and the tasks its idempotency
+/// keys name on `board`.
+fn creation_reads(
+    tx: &rusqlite::Transaction<'_>,
+    board: &BoardSlug,
+    tasks: &[(String, NewTask)],
+) -> Result<(HashMap<String, TaskStatus>, HashMap<String, String>)> {
+    let (mut found, mut keyed) = (HashMap::new(), HashMap::new());
+    let mut stmt = tx.prepare("SELECT status FROM tasks WHERE id = ?1").sql()?;
+    for p in tasks.iter().flat_map(|(_, new)| &new.parents) {
+        if found.contains_key(p) {
+            continue;
+        }
+        let status: Option<String> = stmt.query_row([p], |r| r.get(0)).optional().sql()?;
+        if let Some(status) = status {
+            found.insert(p.clone(), crate::rows::status_of(&status)?);
+        }
+    }
+    let mut stmt = tx.prepare("SELECT id FROM tasks WHERE board = ?1 AND idempotency_key = ?2").sql()?;
+    for key in kanban_core::rules::keys_of(tasks) {
+        let id: Option<String> = stmt.query_row([board.as_str(), key], |r| r.get(0)).optional().sql()?;
+        if let Some(id) = id {
+            keyed.insert(key.to_owned(), id);
+        }
+    }
+    Ok((found, keyed))
 }
 
 impl SqliteKanbanStore {
@@ -100,22 +132,24 @@ impl SqliteKanbanStore {
 
     // ----- tasks -----
 
-    /// Creates a task: `ready` without unfinished parents, `todo` with them, `triage` when asked.
+    /// Creates a task: `ready` without unfinished parents, `todo` with them, `triage` when asked; under an
+    /// idempotency key the board holds, that task (nothing written).
     ///
     /// # Errors
     /// [`StoreError::NoBoard`], [`StoreError::NoTask`] for a missing parent, or an SQLite error.
     pub fn create_task(&mut self, board: &BoardSlug, id: &str, new: &NewTask, now: Timestamp) -> Result<Task> {
         // A batch of one: one way to write a task, its links and its `created` event.
-        self.create_tasks(board, &[(id.to_owned(), new.clone())], now).map_err(|e| match e {
+        let created = self.create_tasks(board, &[(id.to_owned(), new.clone())], now).map_err(|e| match e {
             StoreError::Batch { error, .. } => *error,
             other => other,
         })?;
-        self.task(id)
+        self.task(created.first().map_or(id, |c| c.id.as_str()))
     }
 
     /// Creates a batch of tasks in one `BEGIN IMMEDIATE` transaction, all or none (see `BoardStore::create_tasks`):
-    /// the parents are read first, every entry is checked, then rows, links and events go in through statements
-    /// prepared once.
+    /// the parents and the tasks the batch's idempotency keys name are read first (under the write lock, so no
+    /// concurrent create slips in between), `rules::plan_creation` decides, then rows, links and events go in
+    /// through statements prepared once.
     ///
     /// # Errors
     /// [`StoreError::NoBoard`], [`StoreError::Batch`] for a refused entry (nothing written), or an SQLite error.
@@ -124,65 +158,67 @@ impl SqliteKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<TaskStatus>> {
+    ) -> Result<Vec<Created>> {
         self.board(board)?;
         let tx = self.write()?;
-        let mut found = std::collections::HashMap::new();
-        {
-            let mut stmt = tx.prepare("SELECT status FROM tasks WHERE id = ?1").sql()?;
-            for p in tasks.iter().flat_map(|(_, new)| &new.parents) {
-                if found.contains_key(p) {
-                    continue;
-                }
-                let status: Option<String> = stmt.query_row([p], |r| r.get(0)).optional().sql()?;
-                if let Some(status) = status {
-                    found.insert(p.clone(), crate::rows::status_of(&status)?);
-                }
-            }
-        }
-        let statuses = kanban_core::rules::initial_statuses(tasks, &found)?;
+        let (found, keyed) = creation_reads(&tx, board, tasks)?;
+        let plan = kanban_core::rules::plan_creation(tasks, &found, &keyed)?;
+        let mut created = Vec::with_capacity(plan.len());
         {
             let mut task = tx
                 .prepare(
                     "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, \
-                     created_at, max_runtime_seconds, max_retries) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
-                     ?11, ?12)",
+                     created_at, max_runtime_seconds, max_retries, not_before, idempotency_key) VALUES (?1, ?2, ?3, \
+                     ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                 )
                 .sql()?;
             let mut link =
                 tx.prepare("INSERT OR IGNORE INTO task_links (parent_id, child_id) VALUES (?1, ?2)").sql()?;
-            let mut created = tx
+            let mut event = tx
                 .prepare(
                     "INSERT INTO task_events (task_id, run_id, kind, payload, created_at) \
                      VALUES (?1, NULL, 'created', ?2, ?3)",
                 )
                 .sql()?;
-            for ((id, new), status) in tasks.iter().zip(&statuses) {
-                let assignee = kanban_core::rules::assignee_of(new);
+            let mut status_of = tx.prepare("SELECT status FROM tasks WHERE id = ?1").sql()?;
+            for ((id, new), planned) in tasks.iter().zip(plan) {
+                let status = match planned {
+                    Creation::Existing(existing) => {
+                        // Read after the entries before it went in: an earlier entry of this batch is found too.
+                        let status: String = status_of.query_row([&existing], |r| r.get(0)).sql()?;
+                        let status = crate::rows::status_of(&status)?;
+                        created.push(Created { id: existing, status, existing: true });
+                        continue;
+                    }
+                    Creation::New(status) => status,
+                };
                 task.execute(params![
                     id,
                     board.as_str(),
                     new.title,
                     new.body,
                     new.command,
-                    assignee,
+                    kanban_core::rules::assignee_of(new),
                     status.as_str(),
                     new.priority,
                     new.created_by,
                     now.as_millis(),
                     new.max_runtime_seconds,
-                    new.max_retries
+                    new.max_retries,
+                    new.not_before,
+                    new.idempotency_key
                 ])
                 .sql()?;
                 for p in &new.parents {
                     link.execute(params![p, id]).sql()?;
                 }
-                let payload = kanban_core::rules::created(new, *status, board.as_str()).payload();
-                created.execute(params![id, payload, now.as_millis()]).sql()?;
+                let payload = kanban_core::rules::created(new, status, board.as_str()).payload();
+                event.execute(params![id, payload, now.as_millis()]).sql()?;
+                created.push(Created { id: id.clone(), status, existing: false });
             }
         }
         tx.commit().sql()?;
-        Ok(statuses)
+        Ok(created)
     }
 
     /// One task with its parents.

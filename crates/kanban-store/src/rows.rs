@@ -6,7 +6,8 @@ use crate::{Result, StoreError, Task};
 
 pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
     completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
-    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at";
+    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, not_before, \
+    idempotency_key";
 
 /// The status column, as a conversion error for rusqlite when unknown.
 pub(crate) fn status_col(raw: &str) -> rusqlite::Result<TaskStatus> {
@@ -46,6 +47,8 @@ pub(crate) fn task_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         result: r.get(22)?,
         worker_host: r.get(23)?,
         confirmed_at: r.get(24)?,
+        not_before: r.get(25)?,
+        idempotency_key: r.get(26)?,
         parents: Vec::new(),
     })
 }

@@ -95,4 +95,17 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE hosts (id TEXT PRIMARY KEY, seen_at INTEGER NOT NULL) WITHOUT ROWID;
     "#,
+    // 5: tasks in time. A ready task is not claimed before `not_before` (scheduled, a retry's backoff, a snooze);
+    // the dispatch index covers it, so a tick still plans from the index alone.
+    r#"
+    ALTER TABLE tasks ADD COLUMN not_before INTEGER;
+    DROP INDEX tasks_dispatch;
+    CREATE INDEX tasks_dispatch ON tasks(board, status, priority DESC, created_at, id, assignee, claim_lock, not_before);
+    "#,
+    // 6: idempotency keys. At most one task per key on a board: a create under a key the board holds returns that
+    // task (looked up by this index).
+    r#"
+    ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
+    CREATE UNIQUE INDEX tasks_idempotency ON tasks(board, idempotency_key) WHERE idempotency_key IS NOT NULL;
+    "#,
 ];

@@ -275,15 +275,24 @@ fn spawn_failure_requeues_then_gives_up() {
     let id = f.add(Some("alpha"));
     let out = f.tick_on(&board(), &cfg(None), false);
     assert_eq!(out.claimed.len(), 1);
-    let res = f.store.record_spawn_failure(&id, out.claimed[0].run_id, "no such program", 2, f.now).unwrap();
+    let res = f
+        .store
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .unwrap();
     assert!(matches!(res, FailureOutcome::Requeue { failures: 1, limit: 2 }));
     let t = f.store.task(&id).unwrap();
     assert_eq!((t.status, t.claim_lock), (TaskStatus::Ready, None));
     // The same failure again (a retry: its run is over): a no-op, nothing counted twice.
-    let again = f.store.record_spawn_failure(&id, out.claimed[0].run_id, "no such program", 2, f.now).unwrap();
+    let again = f
+        .store
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .unwrap();
     assert!(matches!(again, FailureOutcome::Requeue { failures: 1, .. }));
     let out = f.tick_on(&board(), &cfg(None), false);
-    let res = f.store.record_spawn_failure(&id, out.claimed[0].run_id, "no such program", 2, f.now).unwrap();
+    let res = f
+        .store
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .unwrap();
     assert!(matches!(res, FailureOutcome::GiveUp { failures: 2, limit: 2 }));
     assert_eq!(f.status(&id), TaskStatus::Blocked);
     let kinds: Vec<String> = f.store.events(&id, 0).unwrap().into_iter().map(|e| e.kind).collect();
@@ -497,7 +506,13 @@ fn a_superseded_run_cannot_finish_the_task() {
     let second = f.tick(&cfg(None)).claimed[0].run_id;
     assert!(matches!(f.store.complete(&id, Some(first), None, Some(0), f.now), Err(StoreError::Moved { .. })));
     assert!(matches!(
-        f.store.fail(&id, Some(first), &RunEnd { outcome: "failed", error: "x", exit_code: Some(1) }, 2, f.now),
+        f.store.fail(
+            &id,
+            Some(first),
+            &RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None },
+            domain::kanban::Breaker::at_once(2),
+            f.now
+        ),
         Err(StoreError::Moved { .. })
     ));
     assert_eq!(f.status(&id), TaskStatus::Running);
@@ -547,6 +562,32 @@ fn migration_3_counts_running_workers_already_recorded_as_confirmed() {
     let s = SqliteKanbanStore::open(&path).unwrap();
     assert_eq!(s.task("a").unwrap().confirmed_at, Some(5));
     assert_eq!(s.task("b").unwrap().confirmed_at, None);
+}
+
+#[test]
+fn a_board_an_older_berth_made_is_read_after_its_schema_is_brought_up_to_date() {
+    // The schema of four migrations ago (before tasks in time and idempotency keys), with one task.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kanban.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        for m in &MIGRATIONS[..4] {
+            c.execute_batch(m).unwrap();
+        }
+        c.pragma_update(None, "user_version", 4).unwrap();
+        c.pragma_update(None, "application_id", APPLICATION_ID).unwrap();
+        c.execute_batch(
+            "INSERT INTO boards (slug, name, created_at) VALUES ('default', 'default', 0);
+             INSERT INTO tasks (id, board, title, status, created_at) VALUES ('a', 'default', 'a', 'ready', 0);",
+        )
+        .unwrap();
+    }
+    let s = SqliteKanbanStore::open_read_only(&path).unwrap();
+    let t = s.task("a").unwrap();
+    assert_eq!((t.title.as_str(), t.not_before), ("a", None));
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
 }
 
 const FROZEN_MIGRATION_1: &str = "dbf4093aa3336ad8";

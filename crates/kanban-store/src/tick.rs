@@ -15,7 +15,7 @@ use rusqlite::{Connection, params};
 use crate::Sql;
 use crate::rows::status_of;
 use crate::transitions::{close_run, event, guarded, record_task_failure, worker_of};
-use crate::{Result, SqliteKanbanStore, StoreError};
+use crate::{Result, RunEnd, SqliteKanbanStore, StoreError};
 
 fn opt_ts(ms: Option<i64>) -> Option<Timestamp> {
     ms.map(Timestamp::from_millis)
@@ -40,10 +40,10 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
     let sql = if ready {
         "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, \
          CASE WHEN t.status = 'todo' THEN NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON p.id = l.parent_id \
-              WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE 0 END \
+              WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived')) ELSE 0 END, t.not_before \
          FROM tasks t WHERE t.board = ?1 AND t.status IN ('ready', 'todo') ORDER BY t.status, t.priority DESC, t.created_at"
     } else {
-        "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, 1 FROM tasks t \
+        "SELECT t.id, t.assignee, t.status, t.priority, t.created_at, t.claim_lock IS NOT NULL, 1, t.not_before FROM tasks t \
          WHERE t.board = ?1 AND t.status = 'todo' AND NOT EXISTS (SELECT 1 FROM task_links l JOIN tasks p ON \
          p.id = l.parent_id WHERE l.child_id = t.id AND p.status NOT IN ('done', 'archived'))"
     };
@@ -54,6 +54,7 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
         tasks.push(TaskRow {
             claimed: r.get(5).sql()?,
             parents_done: r.get(6).sql()?,
+            not_before: r.get::<_, Option<i64>>(7).sql()?.map(Timestamp::from_millis),
             ..TaskRow::waiting(
                 r.get(0).sql()?,
                 r.get(1).sql()?,
@@ -168,7 +169,7 @@ fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink
     let mut extra = extra.into_iter().peekable();
     let mut stmt = conn
         .prepare_cached(
-            "SELECT id, assignee, priority, created_at FROM tasks INDEXED BY tasks_dispatch \
+            "SELECT id, assignee, priority, created_at, not_before FROM tasks INDEXED BY tasks_dispatch \
          WHERE board = ?1 AND status = 'ready' AND claim_lock IS NULL ORDER BY priority DESC, created_at, id",
         )
         .sql()?;
@@ -181,6 +182,7 @@ fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink
             created_at: Timestamp::from_millis(r.get(3).sql()?),
             // SQLite boards live on one host: no retry waits for another.
             sandbox_elsewhere_since: None,
+            not_before: r.get::<_, Option<i64>>(4).sql()?.map(Timestamp::from_millis),
         };
         while let Some(e) = extra.next_if(|e| e.dispatch_order(&t).is_lt()) {
             if let Some(d) = planner.decide(e) {
@@ -279,6 +281,8 @@ impl PlanSink for Applied<'_> {
     fn decision(&mut self, d: &DecisionRef<'_>) {
         if d.auto_assigned || d.decision == Decision::Spawn {
             self.plan.decision(d);
+        } else {
+            self.plan.note_due(&d.decision);
         }
         self.sink.decision(d);
     }
@@ -311,7 +315,8 @@ fn apply_housekeeping(
             if stop_worker {
                 out.stop_workers.extend(worker_of(tx, id, &req.cfg.host)?);
             }
-            record_task_failure(tx, id, outcome, &error, None, req.cfg.failure_limit, now)?;
+            let end = RunEnd { outcome, error: &error, exit_code: None, retry_at: None };
+            record_task_failure(tx, id, &end, req.cfg.breaker(), now)?;
         }
         HousekeepingChange::Requeue { outcome, stop_worker } => {
             if stop_worker {
@@ -369,7 +374,8 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
         let n = tx
             .prepare_cached(
                 "UPDATE tasks SET status = 'running', claim_lock = ?2, claim_expires = ?3, started_at = ?4, worker_pid = NULL, \
-                 worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
+                 worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL, not_before = NULL \
+                 WHERE id = ?1 AND status = 'ready' AND claim_lock IS NULL",
             ).sql()?
             .execute(params![d.task_id, req.claimer, expires, now.as_millis()]).sql()?;
         if n != 1 {

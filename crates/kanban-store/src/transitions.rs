@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use domain::kanban::{FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
+use domain::kanban::{Breaker, FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use kanban_core::rules::failure_change;
@@ -101,14 +101,14 @@ impl SqliteKanbanStore {
         id: &str,
         run: Option<i64>,
         end: &RunEnd<'_>,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
         let tx = self.write()?;
         if guarded(&tx, id, TaskCommand::Fail, run, end.outcome)? == Guarded::AlreadyDone {
-            return already_failed(&tx, id, failure_limit);
+            return already_failed(&tx, id, breaker.limit);
         }
-        let res = record_task_failure(&tx, id, end.outcome, end.error, end.exit_code, failure_limit, now)?;
+        let res = record_task_failure(&tx, id, end, breaker, now)?;
         tx.commit().sql()?;
         Ok(res)
     }
@@ -124,8 +124,13 @@ impl SqliteKanbanStore {
             return Ok(());
         }
         close_run(&tx, id, end.outcome, Some(end.error), end.exit_code, now).sql()?;
-        tx.execute(concat!("UPDATE tasks SET status = 'ready', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
-        event(&tx, id, Some(run), &BoardEvent::Requeued { outcome: end.outcome, error: end.error }, now).sql()?;
+        tx.execute(
+            concat!("UPDATE tasks SET status = 'ready', not_before = ?2, ", clear_claim!(), " WHERE id = ?1"),
+            params![id, end.retry_at],
+        )
+        .sql()?;
+        let requeued = BoardEvent::Requeued { outcome: end.outcome, error: end.error, retry_at: end.retry_at };
+        event(&tx, id, Some(run), &requeued, now).sql()?;
         tx.commit().sql()?;
         Ok(())
     }
@@ -156,8 +161,11 @@ impl SqliteKanbanStore {
         let status = status_in(&tx, id)?;
         allowed(TaskCommand::Unblock, id, status)?;
         let next = if parents_done(&tx, id).sql()? { TaskStatus::Ready } else { TaskStatus::Todo };
-        tx.execute("UPDATE tasks SET status = ?2, consecutive_failures = 0 WHERE id = ?1", params![id, next.as_str()])
-            .sql()?;
+        tx.execute(
+            "UPDATE tasks SET status = ?2, consecutive_failures = 0, not_before = NULL WHERE id = ?1",
+            params![id, next.as_str()],
+        )
+        .sql()?;
         event(&tx, id, None, &BoardEvent::Unblocked { status: next }, now).sql()?;
         tx.commit().sql()?;
         self.task(id)
@@ -202,6 +210,23 @@ impl SqliteKanbanStore {
         event(&tx, id, run, &BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() }, now).sql()?;
         tx.commit().sql()?;
         Ok(pid)
+    }
+
+    /// Sets when a waiting task may be claimed (see [`crate::BoardStore::schedule`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`]; [`StoreError::Transition`] for a running, done or archived task.
+    pub fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        if !kanban_core::rules::schedulable(status) {
+            return Err(StoreError::Transition { task: id.to_owned(), status, action: "schedule" });
+        }
+        let run_at = at.map(Timestamp::as_millis);
+        tx.execute("UPDATE tasks SET not_before = ?2 WHERE id = ?1", params![id, run_at]).sql()?;
+        event(&tx, id, None, &BoardEvent::Scheduled { run_at }, now).sql()?;
+        tx.commit().sql()?;
+        self.task(id)
     }
 
     /// Records a heartbeat (with an event when there is a note).
@@ -346,14 +371,15 @@ impl SqliteKanbanStore {
         id: &str,
         run: i64,
         error: &str,
-        failure_limit: u32,
+        breaker: Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome> {
         let tx = self.write()?;
         if guarded(&tx, id, TaskCommand::Fail, Some(run), "spawn_failed")? == Guarded::AlreadyDone {
-            return already_failed(&tx, id, failure_limit);
+            return already_failed(&tx, id, breaker.limit);
         }
-        let res = record_task_failure(&tx, id, "spawn_failed", error, None, failure_limit, now)?;
+        let end = RunEnd { outcome: "spawn_failed", error, exit_code: None, retry_at: None };
+        let res = record_task_failure(&tx, id, &end, breaker, now)?;
         tx.commit().sql()?;
         Ok(res)
     }
@@ -467,10 +493,8 @@ pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestam
 pub(crate) fn record_task_failure(
     tx: &Transaction<'_>,
     id: &str,
-    outcome: &'static str,
-    error: &str,
-    exit_code: Option<i64>,
-    failure_limit: u32,
+    end: &RunEnd<'_>,
+    breaker: Breaker,
     now: Timestamp,
 ) -> Result<FailureOutcome> {
     let (failures, max_retries): (i64, Option<i64>) = tx
@@ -478,15 +502,15 @@ pub(crate) fn record_task_failure(
             Ok((r.get(0)?, r.get(1)?))
         })
         .sql()?;
-    let change = failure_change(outcome, error, exit_code, failures, max_retries, failure_limit);
-    let run = close_run(tx, id, outcome, Some(error), exit_code, now).sql()?;
+    let change = failure_change(id, end, failures, max_retries, breaker, now);
+    let run = close_run(tx, id, end.outcome, Some(end.error), end.exit_code, now).sql()?;
     tx.execute(
         concat!(
-            "UPDATE tasks SET status = ?2, consecutive_failures = ?3, last_failure_error = ?4, ",
+            "UPDATE tasks SET status = ?2, consecutive_failures = ?3, last_failure_error = ?4, not_before = ?5, ",
             clear_claim!(),
             " WHERE id = ?1"
         ),
-        params![id, change.status.as_str(), change.failures, error],
+        params![id, change.status.as_str(), change.failures, end.error, change.retry_at],
     )
     .sql()?;
     for e in &change.events {

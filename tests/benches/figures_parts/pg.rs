@@ -147,7 +147,7 @@ impl KanbanStore for BoxRef<'_> {
         id: &str,
         r: i64,
         e: &str,
-        l: u32,
+        l: domain::kanban::Breaker,
         n: domain::time::Timestamp,
     ) -> Result<domain::kanban::FailureOutcome, Self::Error> {
         self.0.record_spawn_failure(id, r, e, l, n)

@@ -1,7 +1,8 @@
 //! `berth kanban create`: one task from the flags, or a batch from a file of JSON lines (`--from FILE`, `-` for
 //! stdin) in one transaction. Every line gets the checks one task gets (a title, an assignee that is a profile, a
-//! command for the built-in worker, limits of at least 1) before anything is written; the first bad line is
-//! refused with its number and nothing is created.
+//! command for the built-in worker, limits of at least 1, a good idempotency key) before anything is written; the
+//! first bad line is refused with its number and nothing is created. A task whose idempotency key the board already
+//! holds is that task, printed as a create prints it (the store writes nothing for it).
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -34,6 +35,9 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         triage,
         max_runtime,
         max_retries,
+        at,
+        in_,
+        idempotency_key,
         from,
         board: _,
     } = cmd
@@ -54,6 +58,8 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         max_runtime_seconds: *max_runtime,
         max_retries: *max_retries,
         created_by: Some(ctx.profile.as_str().to_owned()),
+        not_before: at.or_else(|| in_.map(|d| now.plus(d))).map(Timestamp::as_millis),
+        idempotency_key: idempotency_key.clone(),
     };
     let flags =
         Flags { title: title.as_deref().unwrap_or_default(), new, allow_unknown_assignee: *allow_unknown_assignee };
@@ -76,6 +82,7 @@ struct Line {
     max_retries: Option<i64>,
     #[serde(default)]
     triage: bool,
+    idempotency_key: Option<String>,
 }
 
 /// What `kanban create` checks on every task before the store sees it.
@@ -102,6 +109,9 @@ impl Checks<'_> {
         }
         if new.max_retries.is_some_and(|m| m < 1) {
             return Err(Failure::usage("max_retries must be at least 1"));
+        }
+        if let Some(key) = &new.idempotency_key {
+            crate::cli_values::idempotency_key(key).map_err(Failure::usage)?;
         }
         Ok(())
     }
@@ -176,14 +186,17 @@ pub(crate) fn from_file(
             max_runtime_seconds: line.max_runtime_seconds,
             max_retries: line.max_retries,
             created_by: Some(ctx.profile.as_str().to_owned()),
+            not_before: None,
+            idempotency_key: line.idempotency_key,
         };
         checks.task(&new).map_err(at)?;
         lines.push(n);
         tasks.push(new);
     }
     let tasks: Vec<(String, NewTask)> = batch_ids(tasks.len()).into_iter().zip(tasks).collect();
-    let statuses = match open_store(ctx)?.create_tasks(board, &tasks, now) {
-        Ok(s) => s,
+    let mut store = open_store(ctx)?;
+    let created = match store.create_tasks(board, &tasks, now) {
+        Ok(c) => c,
         Err(StoreError::Batch { index, error }) => {
             let n = lines.get(index).copied().unwrap_or(index + 1);
             return Err(Failure::usage(format!("line {n}: {error}")));
@@ -191,11 +204,13 @@ pub(crate) fn from_file(
         Err(e) => return Err(e.into()),
     };
     if ctx.json {
-        output::json(&tasks.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>());
+        output::json(&created.iter().map(|c| c.id.as_str()).collect::<Vec<_>>());
     } else {
         let mut out = String::new();
-        for ((id, new), status) in tasks.iter().zip(&statuses) {
-            out += &format!("{id}  {status}  {}\n", new.title);
+        for ((_, new), c) in tasks.iter().zip(&created) {
+            // A line whose key named a task already there shows that task's own title.
+            let title = if c.existing { store.task(&c.id)?.title } else { new.title.clone() };
+            out += &format!("{}  {}  {title}\n", c.id, c.status);
         }
         print!("{out}");
     }

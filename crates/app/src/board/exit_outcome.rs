@@ -2,7 +2,7 @@
 //! (`worker.rs`) or by the home's runner (`runner.rs`).
 
 use domain::ports::Clock;
-use kanban_core::{RunEnd, RunEnding, StoreError, record_run_end};
+use kanban_core::{RunEnd, RunEnding, StoreError, ending_of_exit, record_run_end};
 
 use super::outage;
 use crate::edge::context::{Ctx, SystemClock};
@@ -31,20 +31,37 @@ pub(super) fn record(
         Ok(c) => Some(format!("command exited with {c}")),
         Err(f) => Some(f.message.clone()),
     };
-    let exit_code = code.as_ref().ok().map(|c| i64::from(*c));
-    let (what, ending) = match &error {
-        None => ("record the completion", RunEnding::Completed { result: Some(last), exit_code: Some(0) }),
-        Some(error) => ("record the failure", RunEnding::Failed(RunEnd { outcome: "failed", error, exit_code })),
+    let cooldown = ctx.settings.kanban.tempfail_cooldown_seconds.duration();
+    let ending = match (code, &error) {
+        (Ok(c), _) => ending_of_exit(i64::from(*c), Some(last), error.as_deref().unwrap_or_default(), cooldown, now),
+        (Err(_), error) => {
+            let error = error.as_deref().unwrap_or_default();
+            RunEnding::Failed(RunEnd { outcome: "failed", error, exit_code: None, retry_at: None })
+        }
     };
+    let what = match ending {
+        RunEnding::Completed { .. } => "record the completion",
+        RunEnding::Requeued(_) => "requeue the snoozed task",
+        RunEnding::Failed(_) => "record the failure",
+    };
+    let breaker = ctx.breaker(limit);
     let recorded = outage::retrying_blocking(ctx, what, outage::patience(ctx), store, |b| {
-        match record_run_end(&mut **b, task, Some(run), &ending, limit, now) {
+        match record_run_end(&mut **b, task, Some(run), &ending, breaker, now) {
             Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),
             other => other.map(|r| Ok(r.finished())),
         }
     })?;
     Ok(match recorded {
         Ok(finished) => {
-            (error.map_or_else(|| "the command exited 0: completed".into(), |e| format!("failed: {e}")), finished)
+            let said = match ending {
+                RunEnding::Completed { .. } => "the command exited 0: completed".to_owned(),
+                RunEnding::Requeued(_) => format!(
+                    "the command exited 75 (EX_TEMPFAIL): snoozed for {}s, no failure counted",
+                    cooldown.as_secs()
+                ),
+                RunEnding::Failed(_) => format!("failed: {}", error.unwrap_or_default()),
+            };
+            (said, finished)
         }
         Err(e) => (format!("the command's exit is not the outcome: {e}"), false),
     })

@@ -135,6 +135,12 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("blocked {id}"));
         }
+        KanbanCmd::Schedule { id, at, in_, now: _ } => {
+            let at = at.or_else(|| in_.map(|d| now.plus(d)));
+            let t = open_store(ctx)?.schedule(id, at, now)?;
+            let when = at.map_or_else(|| "as soon as it can".to_owned(), |at| format!("not before {at}"));
+            done(ctx, &t, &format!("scheduled {}: {when}", t.id));
+        }
         KanbanCmd::Unblock { id } => {
             let t = open_store(ctx)?.unblock(id, now)?;
             done(ctx, &t, &format!("unblocked {} ({})", t.id, t.status));
@@ -280,7 +286,8 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     let (before, t) = crate::board::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
         let before = if run.is_some() { None } else { Some(s.task(id)?) };
         let ending = kanban_core::RunEnding::Completed { result, exit_code: None };
-        let t = match kanban_core::record_run_end(&mut **s, id, run, &ending, 0, now)? {
+        let t = match kanban_core::record_run_end(&mut **s, id, run, &ending, domain::kanban::Breaker::at_once(1), now)?
+        {
             kanban_core::RunRecorded::Done(t) => *t,
             _ => s.task(id)?,
         };

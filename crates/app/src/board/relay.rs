@@ -77,7 +77,7 @@ pub(super) fn apply(
     match op {
         "complete" => {
             let ending = RunEnding::Completed { result: text, exit_code: None };
-            match record_run_end(&mut **b, task, Some(run), &ending, 0, now)? {
+            match record_run_end(&mut **b, task, Some(run), &ending, domain::kanban::Breaker::at_once(1), now)? {
                 RunRecorded::Done(t) => Ok(*t),
                 _ => b.task(task),
             }

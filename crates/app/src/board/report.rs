@@ -110,6 +110,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         default_assignee: ctx.settings.default_assignee(),
         profiles: profiles.list().into_iter().collect::<BTreeSet<_>>(),
         failure_limit,
+        retry_backoff: ctx.retry_backoff(),
         stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
         sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),

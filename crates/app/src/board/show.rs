@@ -129,6 +129,13 @@ pub(super) fn show_text(shown: &TaskShow) {
         output::line(&format!("  parents:   {}", task.parents.join(", ")));
     }
     output::line(&format!("  created:   {}", ms(Some(task.created_at))));
+    if let Some(key) = &task.idempotency_key {
+        output::line(&format!("  key:       {key}"));
+    }
+    if let Some(at) = task.not_before.filter(|_| task.status != TaskStatus::Running) {
+        // Scheduled, a retry's backoff, or a snooze: when the next try may start.
+        output::line(&format!("  next try:  not before {}", ms(Some(at))));
+    }
     output::line(&format!("  failures:  {}", task.consecutive_failures));
     if let Some(r) = &task.result {
         output::line(&format!("  result:    {r}"));

@@ -433,7 +433,8 @@ impl PlanSink for ReportWriter {
             Decision::DeferredMaxInProgress { .. }
             | Decision::DeferredMaxSpawn { .. }
             | Decision::DeferredSandboxElsewhere { .. }
-            | Decision::DeferredEngineUnavailable { .. } => {
+            | Decision::DeferredEngineUnavailable { .. }
+            | Decision::DeferredScheduled { .. } => {
                 let reason = d.decision.code();
                 if json {
                     self.deferred.push(ITEM_SEP, |b| {

@@ -12,7 +12,7 @@ use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use kanban_core::{Confirmation, RunEnd, RunEnding, Task, record_run_end};
+use kanban_core::{Confirmation, EX_TEMPFAIL, RunEnd, RunEnding, Task, ending_of_exit, record_run_end};
 
 use crate::edge::open::Board;
 
@@ -298,8 +298,8 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
     let claim_ttl = claim_ttl(ctx);
     let task = if confirmed { task } else { confirm(ctx, &mut store, task_id, run, claim_ttl).await? };
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-    let failure_limit = ctx.settings.kanban.failure_limit.get();
-    let mut store = Outcome { ctx, task: task_id, run, patience, store, failure_limit };
+    let breaker = ctx.breaker(ctx.settings.kanban.failure_limit.get());
+    let mut store = Outcome { ctx, task: task_id, run, patience, store, breaker };
     // A log or working directory this worker could not set up fails the run with the reason, on the board where
     // `kanban show` gives it (the log may be what could not be opened).
     if let Some(setup) = setup {
@@ -366,14 +366,16 @@ async fn run_in_own_sandbox(
     // A finished task (done, or failed at its limit) no longer needs its sandbox; a requeued one keeps it for the
     // retry. The sandbox goes before the outcome is recorded: a worker killed in between leaves a running task that
     // crash detection requeues, never a finished task with a sandbox nobody will remove.
-    let limit_reached = matches!(
-        domain::kanban::record_failure(
-            u32::try_from(task.consecutive_failures).unwrap_or(0),
-            task.max_retries.and_then(|m| u32::try_from(m).ok()),
-            store.failure_limit,
-        ),
-        FailureOutcome::GiveUp { .. }
-    );
+    let snoozed = matches!(result, Ok((ExecOutcome::Exited(code), _, _)) if code == EX_TEMPFAIL);
+    let limit_reached = !snoozed
+        && matches!(
+            domain::kanban::record_failure(
+                u32::try_from(task.consecutive_failures).unwrap_or(0),
+                task.max_retries.and_then(|m| u32::try_from(m).ok()),
+                store.breaker.limit,
+            ),
+            FailureOutcome::GiveUp { .. }
+        );
     let succeeded = matches!(result, Ok((ExecOutcome::Exited(0), _, _)));
     if succeeded || limit_reached {
         super::release::remove_task_sandbox(ctx, task_id, ctx.profile.as_str()).await;
@@ -388,7 +390,7 @@ struct Outcome<'a> {
     run: i64,
     patience: Duration,
     store: Option<Board>,
-    failure_limit: u32,
+    breaker: domain::kanban::Breaker,
 }
 
 impl Outcome<'_> {
@@ -398,13 +400,25 @@ impl Outcome<'_> {
             Ok((ExecOutcome::Exited(0), last, _)) => {
                 // Masked where it is stored, whatever masked it on the way.
                 let last = crate::edge::redact::redact(&last);
-                let (task, run, limit, now) = (self.task, Some(self.run), self.failure_limit, SystemClock.now());
+                let (task, run, breaker, now) = (self.task, Some(self.run), self.breaker, SystemClock.now());
                 let ending = RunEnding::Completed { result: Some(&last), exit_code: Some(0) };
                 outage::retrying(self.ctx, "record the completion", self.patience, &mut self.store, |b| {
-                    record_run_end(&mut **b, task, run, &ending, limit, now)
+                    record_run_end(&mut **b, task, run, &ending, breaker, now)
                 })
                 .await?;
                 log_line("completed");
+                0
+            }
+            Ok((ExecOutcome::Exited(code), _, _)) if code == EX_TEMPFAIL => {
+                let cooldown = self.ctx.settings.kanban.tempfail_cooldown_seconds.duration();
+                let (task, run, breaker, now) = (self.task, Some(self.run), self.breaker, SystemClock.now());
+                let error = format!("command exited {code} (EX_TEMPFAIL): snoozed for {}s", cooldown.as_secs());
+                let ending = ending_of_exit(code, None, &error, cooldown, now);
+                outage::retrying(self.ctx, "requeue the snoozed task", self.patience, &mut self.store, |b| {
+                    record_run_end(&mut **b, task, run, &ending, breaker, now)
+                })
+                .await?;
+                log_line(&format!("snoozed: {error}; no failure counted"));
                 0
             }
             Ok((ExecOutcome::Exited(code), _, _)) => {
@@ -428,10 +442,11 @@ impl Outcome<'_> {
     async fn engine_unavailable(&mut self, e: &Failure) -> Result<u8, Failure> {
         let error = format!("sandbox: {}", e.message);
         log_line(&format!("infra_unavailable: {error}; the task is requeued without counting a failure"));
-        let (task, run, limit, now) = (self.task, self.run, self.failure_limit, SystemClock.now());
-        let ending = RunEnding::Requeued(RunEnd { outcome: "infra_unavailable", error: &error, exit_code: None });
+        let (task, run, breaker, now) = (self.task, self.run, self.breaker, SystemClock.now());
+        let end = RunEnd { outcome: "infra_unavailable", error: &error, exit_code: None, retry_at: None };
+        let ending = RunEnding::Requeued(end);
         outage::retrying(self.ctx, "requeue the task", self.patience, &mut self.store, |b| {
-            record_run_end(&mut **b, task, Some(run), &ending, limit, now)
+            record_run_end(&mut **b, task, Some(run), &ending, breaker, now)
         })
         .await?;
         Ok(Exit::ENGINE)
@@ -441,10 +456,10 @@ impl Outcome<'_> {
     async fn fail(&mut self, outcome: &'static str, error: &str, code: Option<i64>) -> Result<(), Failure> {
         let error = &crate::edge::redact::redact(error);
         log_line(&format!("{outcome}: {error}"));
-        let (task, run, limit, now) = (self.task, Some(self.run), self.failure_limit, SystemClock.now());
-        let ending = RunEnding::Failed(RunEnd { outcome, error, exit_code: code });
+        let (task, run, breaker, now) = (self.task, Some(self.run), self.breaker, SystemClock.now());
+        let ending = RunEnding::Failed(RunEnd { outcome, error, exit_code: code, retry_at: None });
         outage::retrying(self.ctx, "record the failure", self.patience, &mut self.store, |b| {
-            record_run_end(&mut **b, task, run, &ending, limit, now)
+            record_run_end(&mut **b, task, run, &ending, breaker, now)
         })
         .await
         .map(drop)

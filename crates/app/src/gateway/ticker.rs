@@ -26,6 +26,8 @@ pub(super) struct TickSummary {
     pub(super) spawned: usize,
     /// Some board had work a worker could have started.
     pub(super) pending: bool,
+    /// The soonest a task waiting for its time is due, on any board.
+    pub(super) next_due: Option<domain::time::Timestamp>,
 }
 
 /// What a tick hands back to the gateway's loop.
@@ -97,7 +99,13 @@ impl TickState {
         let summary = tick_all(ctx, self, until, &mut stops).await;
         let took = started.elapsed();
         crate::web::metrics::observe_tick(took);
-        let next = self.backoff.sooner(next, SystemClock.now());
+        let now = SystemClock.now();
+        let mut next = self.backoff.sooner(next, now);
+        if let Some(due) = summary.next_due {
+            // A millisecond past it: a task is due once its time is no longer ahead.
+            let wait = Duration::from_millis(u64::try_from(due.as_millis() - now.as_millis() + 1).unwrap_or(0));
+            next = next.min(Instant::now() + wait);
+        }
         Ticked { summary, stops, next, took }
     }
 }
@@ -135,7 +143,7 @@ async fn tick_all(
     stops: &mut Vec<process::Worker>,
 ) -> TickSummary {
     let TickState { kept, quarantined, task_log, .. } = state;
-    let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false };
+    let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false, next_due: None };
     // Boards are re-listed every tick, so new boards need no restart.
     let boards = match kept.boards(ctx) {
         Ok(b) => b,
@@ -166,6 +174,10 @@ async fn tick_all(
                 let spawned = r.spawned.len();
                 summary.spawned += spawned;
                 summary.pending |= r.had_spawnable();
+                summary.next_due = match (summary.next_due, r.plan.next_due) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 let t = r.tally();
                 crate::web::metrics::record_tally(&t);
                 task_log.tick(&board.slug, &t);

@@ -101,6 +101,7 @@ fn card(c: &Card) -> Markup {
             }
             @if c.shown_status != c.status.as_str() { div.warn { (c.shown_status) } }
             @if let Some(e) = &c.last_error { div.err title="last error" { (e) } }
+            @if let Some(s) = c.starts_in_secs { div.muted title="waits for its time" { "starts in " (s) " s" } }
             (actions(&c.id, c.status, false))
         }
     }

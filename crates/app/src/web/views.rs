@@ -31,6 +31,8 @@ pub(crate) struct Card {
     pub failures: i64,
     pub host: Option<String>,
     pub last_error: Option<String>,
+    /// Seconds until it may start, while it waits for its time (scheduled, a retry's backoff, a snooze).
+    pub starts_in_secs: Option<i64>,
 }
 
 /// A status column.
@@ -139,6 +141,10 @@ fn card(ctx: &Ctx, store: &Board, t: &Task, now: Timestamp) -> Card {
         failures: t.consecutive_failures,
         host: t.worker_host.clone(),
         last_error: t.last_failure_error.as_deref().map(redact),
+        starts_in_secs: t
+            .not_before
+            .filter(|at| *at > now.as_millis() && t.status != TaskStatus::Running)
+            .map(|at| (at - now.as_millis() + 999) / 1000),
     }
 }
 

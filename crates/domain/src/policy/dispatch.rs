@@ -57,6 +57,13 @@ pub enum Decision {
     /// The container engine was unreachable for this host's recent workers: nothing is claimed until the backoff
     /// ends, so an outage of the infrastructure costs the tasks time, not attempts.
     DeferredEngineUnavailable { wait_secs: i64 },
+    /// The task waits for its time: scheduled (`--at`/`--in`), a retry's backoff, or a snooze (exit 75).
+    DeferredScheduled {
+        wait_secs: i64,
+        /// When it is due (the gateway wakes for the soonest).
+        #[serde(skip)]
+        until: Timestamp,
+    },
     /// `--task ID` names a task that is not ready (blocked, done, …): not considered.
     NotReady { status: TaskStatus },
     /// `--task ID` names a task that already runs: not considered.
@@ -77,6 +84,7 @@ impl Decision {
             Self::DeferredMaxSpawn { .. } => "deferred_max_spawn",
             Self::DeferredSandboxElsewhere { .. } => "deferred_sandbox_elsewhere",
             Self::DeferredEngineUnavailable { .. } => "deferred_engine_unavailable",
+            Self::DeferredScheduled { .. } => "deferred_scheduled",
             Self::NotReady { .. } => "not_ready",
             Self::AlreadyRunning => "already_running",
             Self::WaitingOnParents => "waiting_on_parents",
@@ -132,9 +140,18 @@ pub struct TickPlan {
     pub promoted: Vec<String>,
     /// One decision per ready task considered, in dispatch order.
     pub decisions: Vec<TaskDecision>,
+    /// The soonest time a task waiting for its time is due (the gateway wakes for it).
+    pub next_due: Option<Timestamp>,
 }
 
 impl TickPlan {
+    /// Notes when a task waiting for its time is due (every decision passes here, kept or not).
+    pub fn note_due(&mut self, decision: &Decision) {
+        if let Decision::DeferredScheduled { until, .. } = decision {
+            self.next_due = Some(self.next_due.map_or(*until, |due| due.min(*until)));
+        }
+    }
+
     /// The tasks planned to spawn, with their assignees.
     pub fn spawns(&self) -> impl Iterator<Item = &TaskDecision> {
         self.decisions.iter().filter(|d| d.decision == Decision::Spawn)
@@ -224,6 +241,8 @@ pub struct ReadyTask<'a> {
     pub created_at: Timestamp,
     /// Since when the task (a retry) waits for another host that holds its sandbox (shared boards only).
     pub sandbox_elsewhere_since: Option<Timestamp>,
+    /// Not claimed before this time (scheduled, a retry's backoff, a snooze).
+    pub not_before: Option<Timestamp>,
 }
 
 impl<'a> ReadyTask<'a> {
@@ -235,6 +254,7 @@ impl<'a> ReadyTask<'a> {
             priority: t.priority,
             created_at: t.created_at,
             sandbox_elsewhere_since: t.sandbox_elsewhere_since,
+            not_before: t.not_before,
         }
     }
 
@@ -295,6 +315,7 @@ impl PlanSink for TickPlan {
         self.promoted.push(task_id.to_owned());
     }
     fn decision(&mut self, decision: &DecisionRef<'_>) {
+        self.note_due(&decision.decision);
         self.decisions.push(decision.to_decision());
     }
 }
@@ -362,6 +383,10 @@ impl<'c> Planner<'c> {
         // A deferred task still names its assignee, so `--explain` says whose task waits.
         let named = t.assignee.filter(|a| !a.trim().is_empty());
         let mut d = DecisionRef { task_id: t.id, assignee: named, auto_assigned: false, decision: Decision::Spawn };
+        if let Some(at) = t.not_before.filter(|at| *at > self.now) {
+            d.decision = Decision::DeferredScheduled { wait_secs: at.secs_since(self.now).ceil() as i64, until: at };
+            return Some(d);
+        }
         if let Some(until) = cfg.engine_backoff_until.filter(|until| *until > self.now) {
             d.decision = Decision::DeferredEngineUnavailable { wait_secs: until.secs_since(self.now).ceil() as i64 };
             return Some(d);

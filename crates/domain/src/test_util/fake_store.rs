@@ -260,6 +260,7 @@ impl KanbanStore for FakeKanbanStore {
             let start = t.worker.and_then(|w| w.start).and_then(|s| u64::try_from(s).ok());
             snap.tasks.push(TaskRow {
                 sandbox_elsewhere_since: None,
+                not_before: None,
                 id: t.id.clone(),
                 assignee: t.assignee.clone(),
                 status: t.status,
@@ -386,12 +387,12 @@ impl KanbanStore for FakeKanbanStore {
         id: &str,
         _run: i64,
         _error: &str,
-        failure_limit: u32,
+        breaker: crate::kanban::Breaker,
         _now: Timestamp,
     ) -> Result<FailureOutcome, Self::Error> {
         if !self.tasks.contains_key(id) {
             return Err(FakeStoreError::NoTask(id.to_owned()));
         }
-        Ok(self.failure(id, "spawn_failed", failure_limit))
+        Ok(self.failure(id, "spawn_failed", breaker.limit))
     }
 }

@@ -1,0 +1,52 @@
+//! Decoding the board's rows from PostgreSQL (as `kanban-store`'s `rows.rs` does from SQLite).
+
+use domain::kanban::TaskStatus;
+use kanban_core::{Board, StoreError, Task};
+
+use crate::PgResult;
+
+pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
+    completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
+    max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, not_before, \
+    idempotency_key";
+
+pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
+    Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
+}
+
+pub(crate) fn task_from_row(r: &tokio_postgres::Row) -> PgResult<Task> {
+    Ok(Task {
+        id: r.try_get(0)?,
+        board: r.try_get(1)?,
+        title: r.try_get(2)?,
+        body: r.try_get(3)?,
+        command: r.try_get(4)?,
+        assignee: r.try_get(5)?,
+        status: status_of(r.try_get(6)?)?,
+        priority: r.try_get(7)?,
+        created_by: r.try_get(8)?,
+        created_at: r.try_get(9)?,
+        started_at: r.try_get(10)?,
+        completed_at: r.try_get(11)?,
+        claim_lock: r.try_get(12)?,
+        claim_expires: r.try_get(13)?,
+        worker_pid: r.try_get(14)?,
+        worker_start: r.try_get(15)?,
+        consecutive_failures: r.try_get(16)?,
+        last_failure_error: r.try_get(17)?,
+        max_runtime_seconds: r.try_get(18)?,
+        max_retries: r.try_get(19)?,
+        last_heartbeat_at: r.try_get(20)?,
+        current_run_id: r.try_get(21)?,
+        result: r.try_get(22)?,
+        worker_host: r.try_get(23)?,
+        confirmed_at: r.try_get(24)?,
+        not_before: r.try_get(25)?,
+        idempotency_key: r.try_get(26)?,
+        parents: Vec::new(),
+    })
+}
+
+pub(crate) fn board_from_row(r: &tokio_postgres::Row) -> PgResult<Board> {
+    Ok(Board { slug: r.try_get(0)?, name: r.try_get(1)?, created_at: r.try_get(2)? })
+}
