@@ -1,8 +1,10 @@
 //! `SqliteKanbanStore`: the board on one SQLite file (`<home>/berth-kanban.db`) holding boards, tasks, links, an
 //! append-only event log and one run row per attempt; the domain's `KanbanStore` port (`port.rs`).
 //!
-//! `board.rs` is the whole board as one trait (`BoardStore`, which `kanban-postgres` implements too), `open.rs` verifies and migrates the file, `rows.rs` holds the row types, `queries.rs` the reads, `transitions.rs`
-//! the state changes (through the domain's transition table), `tick.rs` the dispatch tick, `error.rs` the errors.
+//! `port.rs` implements `kanban_core::BoardStore` (the whole board as one trait, which `kanban-postgres` implements
+//! too), `open.rs` verifies and migrates the file, `schema.rs` holds the migrations, `rows.rs` the row decoding,
+//! `queries.rs` the reads and creations, `transitions.rs` the state changes, `edit.rs` edit and remove, `tick.rs` the
+//! dispatch tick; the errors are `kanban_core::StoreError`.
 //!
 //! WAL, a busy timeout and `BEGIN IMMEDIATE` for every read-then-write; a whole dispatch tick (housekeeping,
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.

@@ -19,6 +19,7 @@ pub mod relay;
 pub mod release;
 pub(crate) mod report;
 pub mod retention;
+mod run_outcome;
 pub mod runner;
 mod script;
 pub(crate) mod show;

@@ -12,12 +12,13 @@ use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use kanban_core::{Confirmation, EX_TEMPFAIL, RunEnd, RunEnding, Task, ending_of_exit, record_run_end};
+use kanban_core::{Confirmation, EX_TEMPFAIL, Task};
 
 use crate::edge::open::Board;
 
 pub use super::gate::Gate;
 use super::log_sink::{LogSink, log_line};
+use super::run_outcome::Outcome;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
 use crate::sandbox::fault::SandboxFault;
@@ -381,89 +382,6 @@ async fn run_in_own_sandbox(
         super::release::remove_task_sandbox(ctx, task_id, ctx.profile.as_str()).await;
     }
     store.record(result).await
-}
-
-/// Where a worker records how its run ended: its board (opened again after an outage), guarded by its run.
-struct Outcome<'a> {
-    ctx: &'a Ctx,
-    task: &'a str,
-    run: i64,
-    patience: Duration,
-    store: Option<Board>,
-    breaker: domain::kanban::Breaker,
-}
-
-impl Outcome<'_> {
-    /// Records how the command ended: done on exit 0, otherwise a failure through the breaker; the worker's exit code.
-    async fn record(&mut self, result: Result<(ExecOutcome, String, String), Failure>) -> Result<u8, Failure> {
-        Ok(match result {
-            Ok((ExecOutcome::Exited(0), last, _)) => {
-                // Masked where it is stored, whatever masked it on the way.
-                let last = crate::edge::redact::redact(&last);
-                let (task, run, breaker, now) = (self.task, Some(self.run), self.breaker, SystemClock.now());
-                let ending = RunEnding::Completed { result: Some(&last), exit_code: Some(0) };
-                outage::retrying(self.ctx, "record the completion", self.patience, &mut self.store, |b| {
-                    record_run_end(&mut **b, task, run, &ending, breaker, now)
-                })
-                .await?;
-                log_line("completed");
-                0
-            }
-            Ok((ExecOutcome::Exited(code), _, _)) if code == EX_TEMPFAIL => {
-                let cooldown = self.ctx.settings.kanban.tempfail_cooldown_seconds.duration();
-                let (task, run, breaker, now) = (self.task, Some(self.run), self.breaker, SystemClock.now());
-                let error = format!("command exited {code} (EX_TEMPFAIL): snoozed for {}s", cooldown.as_secs());
-                let ending = ending_of_exit(code, None, &error, cooldown, now);
-                outage::retrying(self.ctx, "requeue the snoozed task", self.patience, &mut self.store, |b| {
-                    record_run_end(&mut **b, task, run, &ending, breaker, now)
-                })
-                .await?;
-                log_line(&format!("snoozed: {error}; no failure counted"));
-                0
-            }
-            Ok((ExecOutcome::Exited(code), _, _)) => {
-                self.fail("failed", &format!("command exited with {code}"), Some(code)).await?;
-                1
-            }
-            Ok((ExecOutcome::TimedOut, _, _)) => {
-                self.fail("timed_out", "max runtime exceeded", None).await?;
-                1
-            }
-            Err(e) => {
-                self.fail("failed", &format!("sandbox: {}", e.message), None).await?;
-                1
-            }
-        })
-    }
-
-    /// The sandbox could not be had because the container engine is unreachable: not the task's failure. The run
-    /// ends as `infra_unavailable`, the task goes back to `ready` with its failure count unchanged, and the worker
-    /// exits 125, which the gateway takes as the signal to back off.
-    async fn engine_unavailable(&mut self, e: &Failure) -> Result<u8, Failure> {
-        let error = format!("sandbox: {}", e.message);
-        log_line(&format!("infra_unavailable: {error}; the task is requeued without counting a failure"));
-        let (task, run, breaker, now) = (self.task, self.run, self.breaker, SystemClock.now());
-        let end = RunEnd { outcome: "infra_unavailable", error: &error, exit_code: None, retry_at: None };
-        let ending = RunEnding::Requeued(end);
-        outage::retrying(self.ctx, "requeue the task", self.patience, &mut self.store, |b| {
-            record_run_end(&mut **b, task, Some(run), &ending, breaker, now)
-        })
-        .await?;
-        Ok(Exit::ENGINE)
-    }
-
-    /// The run failed: through the breaker, waiting out an outage of the board.
-    async fn fail(&mut self, outcome: &'static str, error: &str, code: Option<i64>) -> Result<(), Failure> {
-        let error = &crate::edge::redact::redact(error);
-        log_line(&format!("{outcome}: {error}"));
-        let (task, run, breaker, now) = (self.task, Some(self.run), self.breaker, SystemClock.now());
-        let ending = RunEnding::Failed(RunEnd { outcome, error, exit_code: code, retry_at: None });
-        outage::retrying(self.ctx, "record the failure", self.patience, &mut self.store, |b| {
-            record_run_end(&mut **b, task, run, &ending, breaker, now)
-        })
-        .await
-        .map(drop)
-    }
 }
 
 /// `kanban.claim_ttl_seconds`: how long a confirmed claim lasts between heartbeats.

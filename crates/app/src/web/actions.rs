@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use domain::ids::{BoardSlug, ProfileName};
 use domain::ports::Clock;
-use kanban_store::{NewTask, TaskEdit, WorkerRef};
+use kanban_core::{NewTask, TaskEdit, WorkerRef};
 use serde::Deserialize;
 
 use super::Web;

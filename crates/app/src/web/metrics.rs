@@ -105,7 +105,7 @@ pub fn observe_tick(took: Duration) {
 
 /// Counts completions and failures since the last scrape: a task now done that was not (or, seen for the first time,
 /// finished after this process started), and every rise of a task's consecutive failures.
-fn observe_tasks(tasks: &[kanban_store::Task]) {
+fn observe_tasks(tasks: &[kanban_core::Task]) {
     let c = &*COUNTERS;
     let Ok(mut seen) = c.seen.lock() else { return };
     // Rebuilt at each scrape, so a task taken off the board leaves the map too.

@@ -6,7 +6,7 @@ use domain::ids::BoardSlug;
 use domain::kanban::TaskStatus;
 use domain::ports::Clock;
 use domain::time::Timestamp;
-use kanban_store::{Event, Run, Task};
+use kanban_core::{Event, Run, Task};
 use serde::Serialize;
 use serde_json::Value as Json;
 
