@@ -108,3 +108,39 @@ fn idle_connections_to_the_dashboard_do_not_stop_dispatching() {
     assert_eq!((cols[3], cols[4]), ("8192", "8192"), "the soft limit raised to the hard one: {files}");
     drop(gw);
 }
+
+/// The raw head of one GET (the status line and headers, lower-cased).
+fn head_of(base: &str, path: &str, headers: &[(&str, &str)]) -> String {
+    let host = base.strip_prefix("http://").unwrap();
+    let mut s = TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    std::io::Write::write_all(&mut s, req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).to_lowercase();
+    text.split("\r\n\r\n").next().unwrap_or_default().to_owned()
+}
+
+/// A page on another port of the same host framed the dashboard (Chromium shares the origin's storage across ports
+/// of 127.0.0.1 for the frame, so it found its token) and clicked its buttons: every answer, the board, the 401 shell
+/// and a refusal, now forbids framing (`X-Frame-Options: DENY`, CSP `frame-ancestors 'none'`).
+#[test]
+fn no_answer_of_the_dashboard_may_be_framed() {
+    let home = Home::new();
+    let d = Served::start(&home, &[]);
+    let bearer = format!("Bearer {}", d.token);
+    let answers = [
+        ("the board", head_of(&d.base, "/", &[("authorization", &bearer)])),
+        ("the shell", head_of(&d.base, "/", &[("accept", "text/html"), ("sec-fetch-mode", "navigate")])),
+        ("a refusal", head_of(&d.base, "/api/boards", &[])),
+    ];
+    for (what, head) in answers {
+        assert!(head.contains("x-frame-options: deny"), "{what}: {head}");
+        assert!(head.contains("content-security-policy: frame-ancestors 'none'"), "{what}: {head}");
+    }
+}

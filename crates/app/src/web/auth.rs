@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -102,8 +102,20 @@ fn is_navigation(headers: &HeaderMap) -> bool {
     value("sec-fetch-mode") == "navigate" || value(header::ACCEPT.as_str()).contains("text/html")
 }
 
-/// The middleware in front of every route.
+/// The middleware in front of every route: the token check, then headers on every answer, refusals and the shell
+/// included: no referrer (a page's address may hold the token on its first load), and no framing by any other page
+/// (a page on another port of the same host would otherwise show the dashboard, which finds its token in the
+/// origin's storage, in a frame and have its buttons clicked: clickjacking).
 pub(crate) async fn require(State(web): State<Arc<Web>>, req: Request, next: Next) -> Response {
+    let mut response = checked(&web, req, next).await;
+    let headers = response.headers_mut();
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("frame-ancestors 'none'"));
+    response
+}
+
+async fn checked(web: &Web, req: Request, next: Next) -> Response {
     let headers = req.headers();
     let path = req.uri().path();
     // The two static assets hold no data; the shell needs its script before it has a token to send.
@@ -127,10 +139,7 @@ pub(crate) async fn require(State(web): State<Arc<Web>>, req: Request, next: Nex
         };
         return (StatusCode::FORBIDDEN, why).into_response();
     }
-    let mut response = next.run(req).await;
-    // A page's address may hold the token on its first load: never sent on to another site.
-    response.headers_mut().insert(header::REFERRER_POLICY, axum::http::HeaderValue::from_static("no-referrer"));
-    response
+    next.run(req).await
 }
 
 #[cfg(test)]
