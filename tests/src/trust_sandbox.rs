@@ -214,8 +214,16 @@ fn network_capabilities_behind_an_allowlist_need_the_opt_in() {
     let home = Home::new();
     let lab = Lab::new(&home);
     let policy = lab.policy();
-    for cap in ["NET_ADMIN", "net_raw"] {
-        let pair = format!(r#"terminal.docker_extra_args=["--cap-add","{cap}"]"#);
+    // A re-attack turned IPv6 on behind the allowlist with a sysctl, and reached a host service on the internal
+    // bridge's link-local address: a `net.*` sysctl changes the network as the two capabilities do.
+    let flags = [
+        r#"["--cap-add","NET_ADMIN"]"#,
+        r#"["--cap-add","net_raw"]"#,
+        r#"["--sysctl","net.ipv6.conf.all.disable_ipv6=0"]"#,
+    ];
+    for flag in flags {
+        let cap = flag;
+        let pair = format!("terminal.docker_extra_args={flag}");
         let egress = format!("terminal.docker_egress={policy}");
         let outside = format!("terminal.docker_egress_network={}", lab.net);
         let out = home.run(&["-c", &pair, "-c", &egress, "-c", &outside, "run", "--task", "n", "--", "true"]);

@@ -12,7 +12,7 @@
 //!   (opens host files by handle), `SYS_TIME`, `SYS_BOOT`, `BPF`, `PERFMON`, `SYSLOG`, `MAC_ADMIN`, `MAC_OVERRIDE`,
 //!   `AUDIT_CONTROL`, `SYS_RESOURCE` (the disk space and system-wide limits the kernel keeps for the host's root),
 //!   `WAKE_ALARM`, `BLOCK_SUSPEND`, `LINUX_IMMUTABLE`, `CHECKPOINT_RESTORE`, and any the engine may learn later;
-//! - behind an egress allowlist, `NET_ADMIN` and `NET_RAW` too: there the network is what confines the sandbox, and
+//! - behind an egress allowlist, `NET_ADMIN`, `NET_RAW` and any `net.*` sysctl too: there the network is what confines the sandbox, and
 //!   with them it could take another address on the internal network the policy's sandboxes share (the proxy's);
 //! - a security option that switches a confinement off (`apparmor`, `seccomp` or `systempaths` `unconfined`, a
 //!   seccomp profile other than the engine's own, SELinux `label=disable` or an unconfined type,
@@ -75,6 +75,14 @@ pub fn host_access(spec: &CreateSpec) -> Option<String> {
     {
         return Some(format!(
             "--cap-add {cap} changes the sandbox's network, which is what confines it behind the egress allowlist"
+        ));
+    }
+    if behind_allowlist(spec)
+        && let Some(key) = spec.extra.sysctls.keys().find(|k| k.trim().to_ascii_lowercase().starts_with("net."))
+    {
+        return Some(format!(
+            "--sysctl {key} changes the sandbox's network (IPv6 on the internal bridge reaches the host), which is \
+             what confines it behind the egress allowlist"
         ));
     }
     if let Some(opt) = spec.security_opt.iter().find(|o| lifts_confinement(o)) {
