@@ -160,6 +160,26 @@ fn a_volume_that_binds_a_protected_host_folder_is_refused() {
         assert!(second.containers().is_empty(), "{name}: a sandbox was made");
     }
     assert!(!a.join("config.yaml").exists(), "the other home's config.yaml was written");
+    // A volume that mounts a kernel filesystem of its own (a re-attack of issue 38: `type=proc` gave the sandbox the
+    // host's processes and a writable /proc/sys/kernel/core_pattern; `type=sysfs` the host's /sys) is that folder.
+    for (fs, want) in [("proc", "/proc"), ("sysfs", "/sys")] {
+        let name = format!("{}-{fs}", second.profile);
+        let out = second.docker(&[
+            "volume",
+            "create",
+            "--opt",
+            &format!("type={fs}"),
+            "--opt",
+            &format!("device={fs}"),
+            &name,
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let _volume = Volume(&second, name.clone());
+        let pair = format!("terminal.docker_volumes=[\"{name}:/p\"]");
+        let out = second.run(&["-c", &pair, "run", "--task", "v", "--", "cat", "/p/1/comm"]);
+        assert_refused(&out, want, &pair);
+        assert!(second.containers().is_empty(), "{name}: a sandbox was made");
+    }
     // A plain bind volume of an ordinary folder mounts.
     let plain = tempfile::tempdir().unwrap();
     std::fs::write(plain.path().join("data.txt"), "plain").unwrap();
