@@ -143,3 +143,55 @@ fn a_tasks_command_cannot_complete_another_task_through_its_worker_socket() {
     assert_eq!(home.json(&["kanban", "show", &victim])["task"]["result"], "own");
     drop(gw);
 }
+
+/// A re-attack of issue 38: any process of the user could connect to the home's runner, say hello with a command of
+/// its choosing, start it as another task's run and claim the run confirmed: the runner ran the forger's command as
+/// that task and recorded its result. The runner now takes "confirmed" only from its own executable; a forger's start
+/// is confirmed on the board, where the run its real worker holds is refused, and nothing of the forger's runs.
+#[test]
+fn a_forged_start_on_the_runners_socket_runs_nothing_and_records_nothing() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["config", "set", "kanban.worker_command", "sleep 30"]);
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    let id = home.json(&["kanban", "create", "victim", "--assignee", "alpha"])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let run = wait_until("the victim confirmed", Duration::from_secs(20), || {
+        let t = home.json(&["kanban", "show", &id])["task"].clone();
+        t["confirmed_at"].is_string().then(|| t["current_run_id"].as_i64()).flatten()
+    });
+    let marker = home.path().join("forged-ran");
+    let board = home.path().join(kanban_store::BOARD_FILE).display().to_string();
+    let hello = serde_json::json!({
+        "board": domain::sha256::hex_digest(board.as_bytes()),
+        "template": format!("touch {}; echo FORGED", marker.display()),
+        "env": [["BERTH_HOME", home.path().display().to_string()], ["KANBAN_WORKER_EXIT_OUTCOME", "true"],
+                ["PATH", std::env::var("PATH").unwrap_or_default()]],
+        "failure_limit": 2,
+    });
+    let start = serde_json::json!({
+        "task": id, "run": run, "assignee": "alpha", "board": "default",
+        "log": home.path().join("forged.log"), "workdir": home.path(),
+        "env": [["BERTH_KANBAN_TASK", id], ["BERTH_KANBAN_RUN_ID", run.to_string()]],
+    });
+    let mut conn = std::os::unix::net::UnixStream::connect(home.path().join("kanban/sockets/runner.sock")).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answers = BufReader::new(conn.try_clone().unwrap()).lines();
+    writeln!(conn, "{hello}").unwrap();
+    let said: serde_json::Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+    assert!(said["error"].is_null(), "the hello was taken: {said}");
+    writeln!(conn, "{start}").unwrap();
+    let said = answers.next().unwrap().unwrap();
+    writeln!(conn, "{}", serde_json::json!({"confirmed": true})).unwrap();
+    drop(conn);
+    eprintln!("the runner answered the forged start: {said}");
+    // The forged worker is let go or refused within its confirmation; give it time to have run, were it allowed.
+    for _ in 0..30 {
+        let t = home.json(&["kanban", "show", &id])["task"].clone();
+        assert_eq!(t["status"], "running", "the victim is untouched: {t}");
+        assert!(!marker.exists(), "the forger's command ran");
+        std::thread::sleep(Duration::from_millis(100)); // scenario: the window the forged start had
+    }
+    home.ok(&["kanban", "archive", &id]);
+}

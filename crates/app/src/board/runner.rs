@@ -286,6 +286,10 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
     if !answer(&mut conn, &Answer::default()) {
         return;
     }
+    // The dispatcher's word that it confirmed the runs is taken only from berth itself: another process of the user
+    // (a task's command) could claim any run confirmed and have its own command recorded as that task's. Its starts
+    // are confirmed on the board instead, where a run another worker holds is refused.
+    let trusted = peer_runs_this_binary(&conn);
     let mut gates: Vec<Sender<bool>> = Vec::new();
     let confirmed = loop {
         let Some(Ok(line)) = lines.next() else { break false };
@@ -312,8 +316,18 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
         }
     };
     for gate in gates {
-        let _ = gate.send(confirmed);
+        let _ = gate.send(confirmed && trusted);
     }
+}
+
+/// Whether the process at the other end of `conn` runs the same executable file as this one (the kernel's word on
+/// its pid, then the file's identity: a berth at another path, or a replaced binary, is not taken for it).
+fn peer_runs_this_binary(conn: &UnixStream) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(peer) = rustix::net::sockopt::socket_peercred(conn) else { return false };
+    let id = |path: &str| std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let theirs = id(&format!("/proc/{}/exe", peer.pid.as_raw_nonzero()));
+    theirs.is_some() && theirs == id("/proc/self/exe")
 }
 
 /// A task the runner started: what its thread needs.
