@@ -175,13 +175,27 @@ fn titles_are_one_line_and_settings_are_checked_when_set() {
 fn config_set_and_get_mask_the_board_password() {
     let home = Home::new();
     let url = "postgres://berth:hunter2secret@db.invalid:5432/berth";
+    // The URL with its password comes on standard input (`-`): on the command line it is refused.
+    let with_input = |args: &[&str]| {
+        use std::io::Write;
+        let mut child = home
+            .cmd()
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(child.stdin.take().unwrap(), "{url}").unwrap();
+        child.wait_with_output().unwrap()
+    };
     for args in [
-        &["config", "set", "kanban.database_url", url][..],
-        &["config", "set", "kanban.database_url", url, "--json"][..],
+        &["config", "set", "kanban.database_url", "-"][..],
+        &["config", "set", "kanban.database_url", "-", "--json"][..],
         &["config", "get", "kanban.database_url"][..],
         &["config", "get", "kanban.database_url", "--json"][..],
     ] {
-        let out = home.run(args);
+        let out = if args[1] == "set" { with_input(args) } else { home.run(args) };
         assert!(out.status.success(), "{args:?}: {}", stderr(&out));
         let printed = format!("{}{}", stdout(&out), stderr(&out));
         assert!(!printed.contains("hunter2secret") && printed.contains("berth:***@db.invalid"), "{args:?}: {printed}");

@@ -195,3 +195,33 @@ fn a_forged_start_on_the_runners_socket_runs_nothing_and_records_nothing() {
     }
     home.ok(&["kanban", "archive", &id]);
 }
+
+/// A re-attack of issue 38: `config set kanban.database_url postgres://u:PASSWORD@…` put the password in the
+/// command line (world-readable while it runs). It is refused in one line, the file untouched; `-` reads the value
+/// from standard input instead, and it is stored (and echoed masked).
+#[test]
+fn config_set_takes_a_board_password_from_standard_input_only() {
+    use std::io::Write;
+    let home = Home::new();
+    let url = "postgres://berth:S3CRET-PW@%2Ftmp%2Fnowhere:5432/postgres";
+    let out = home.run(&["config", "set", "kanban.database_url", url]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("standard input") && !err.contains("S3CRET-PW"), "{err}");
+    assert!(!home.path().join("config.yaml").exists(), "the refused value was written");
+    let mut child = home
+        .cmd()
+        .args(["config", "set", "kanban.database_url", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(child.stdin.take().unwrap(), "{url}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("S3CRET-PW"), "echoed masked");
+    let file = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
+    assert!(file.contains(url), "{file}");
+}

@@ -289,7 +289,8 @@ pub enum ConfigCmd {
     Set {
         /// Setting key, e.g. `terminal.timeout`.
         key: String,
-        /// The new value, checked by the setting's type and rules.
+        /// The new value, checked by the setting's type and rules; `-` reads it from standard input (a board URL
+        /// with its password must come that way).
         // Negative numbers are values here (`config set k -5`), left for the table's rules to judge.
         #[arg(allow_negative_numbers = true, allow_hyphen_values = true)]
         value: String,

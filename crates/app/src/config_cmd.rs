@@ -133,7 +133,7 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
                 output::line(&shown(&e.value.to_text()));
             }
         }
-        ConfigCmd::Set { key, value } => set(ctx, key, value)?,
+        ConfigCmd::Set { key, value } => set(ctx, key, &value_of(key, value)?)?,
         ConfigCmd::Unset { key } => {
             let removed = config_bridge::unset_in_file(&ctx.config_path(), key).map_err(|e| match e {
                 config_bridge::ConfigError::UnknownKey(_) | config_bridge::ConfigError::SharedByAnchors { .. } => {
@@ -166,6 +166,25 @@ pub fn command(ctx: &Ctx, cmd: &ConfigCmd) -> Result<u8, Failure> {
 }
 
 /// `berth config set KEY VALUE`: checked by the table's rules and the edge's (mounts, the board URL), then written.
+/// The value `config set` was given: its argument, or with `-` the first line of standard input. A board password
+/// in the argument is refused (every local user reads a command line while it runs); `-` keeps it out of argv.
+fn value_of(key: &str, value: &str) -> Result<String, Failure> {
+    if value == "-" {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(|e| Failure::other(format!("cannot read the value from standard input: {e}")))?;
+        return Ok(line.trim_end_matches(['\n', '\r']).to_owned());
+    }
+    if key == "kanban.database_url" && kanban_postgres::redact_url(value.trim()) != value.trim() {
+        return Err(Failure::usage(
+            "refusing a board password on the command line, where any local user can read it: give `-` and the URL \
+             on standard input (`berth config set kanban.database_url - < url.txt`); nothing was changed",
+        ));
+    }
+    Ok(value.to_owned())
+}
+
 fn set(ctx: &Ctx, key: &str, value: &str) -> Result<(), Failure> {
     // The mount rules are checked before the file is touched, so a refused value never lands in it.
     let parsed = config_bridge::validate(key, value).map_err(Failure::usage_of)?;
