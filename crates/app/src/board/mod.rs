@@ -399,7 +399,7 @@ fn migrate(ctx: &Ctx, to: &str) -> Result<(), Failure> {
             .map(|(t, n)| if *n == 1 { format!("1 {}", t.strip_suffix('s').unwrap_or(t)) } else { format!("{n} {t}") })
             .collect();
         output::line(&format!("copied {} into {} ({}); counts verified", source.display(), target, counts.join(", ")));
-        output::line("to use it: berth config set kanban.database_url URL (the URL given to --to)");
+        output::line("to use it: berth config set kanban.database_url - (the URL given to --to, on standard input)");
     }
     Ok(())
 }
