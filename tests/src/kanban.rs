@@ -869,6 +869,7 @@ mod on_postgres {
     }
 
     on_postgres!(
+        promote_takes_a_task_out_of_triage_and_block_takes_a_positional_reason => promote_takes_a_task_out_of_triage_and_block_takes_a_positional_reason_on,
         seed_example_five_alpha_three_beta_cap_two => seed_example_five_alpha_three_beta_cap_two_on,
         default_assignee_unassigned_and_nonspawnable => default_assignee_unassigned_and_nonspawnable_on,
         explain_and_exact_task_dispatch => explain_and_exact_task_dispatch_on,
@@ -878,4 +879,30 @@ mod on_postgres {
         task_lifecycle_commands_and_bad_input => task_lifecycle_commands_and_bad_input_on,
         bulk_create_is_all_or_none_and_names_the_bad_line => bulk_create_is_all_or_none_and_names_the_bad_line_on,
     );
+}
+
+/// A task created in triage leaves it by `kanban promote` (a new user found it could not: `unblock` refused it):
+/// ready, or todo while a parent is unfinished; anything not in triage is refused in one line. `kanban block ID
+/// REASON` takes the reason as hermes passes it, positionally.
+#[test]
+fn promote_takes_a_task_out_of_triage_and_block_takes_a_positional_reason() {
+    promote_takes_a_task_out_of_triage_and_block_takes_a_positional_reason_on(Home::new());
+}
+
+fn promote_takes_a_task_out_of_triage_and_block_takes_a_positional_reason_on(home: Home) {
+    profiles(&home, &["alpha"]);
+    let t = create(&home, &["looked at", "--assignee", "alpha", "--triage"]);
+    assert_eq!(status(&home, &t), "triage");
+    let v = home.json(&["kanban", "promote", &t]);
+    assert_eq!(v["status"], "ready", "{v}");
+    let parent = create(&home, &["first", "--assignee", "alpha"]);
+    let child = create(&home, &["then", "--assignee", "alpha", "--triage", "--parent", &parent]);
+    assert_eq!(home.json(&["kanban", "promote", &child])["status"], "todo");
+    let out = home.run(&["kanban", "promote", &t]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), err.trim().lines().count()), (Some(2), 1), "a ready task: {err}");
+    home.ok(&["kanban", "block", &parent, "waits for a human"]);
+    let events = home.json(&["kanban", "show", &parent])["events"].clone();
+    let blocked = events.as_array().unwrap().iter().find(|e| e["kind"] == "blocked").cloned().unwrap();
+    assert_eq!(blocked["payload"]["reason"], "waits for a human", "{events}");
 }

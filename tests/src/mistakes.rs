@@ -397,7 +397,7 @@ fn a_missing_or_unexpected_argument_is_one_line_with_the_usage() {
     refused(&home, &["kanban", "show"], 2, &["missing <ID>", "berth kanban show <ID>"]);
     refused(&home, &["config", "set", "terminal.timeout"], 2, &["missing <VALUE>", "<KEY> <VALUE>"]);
     refused(&home, &["run", "--tsk", "demo", "--", "ls"], 2, &["\"--tsk\"", "did you mean --task?", "usage: "]);
-    refused(&home, &["kanban", "block", "t_1234", "waiting"], 2, &["\"waiting\"", "[OPTIONS] <ID>"]);
+    refused(&home, &["kanban", "unblock", "t_1234", "waiting"], 2, &["\"waiting\"", "<ID>"]);
     // A flag last on the line with no value (found by a helper): not "expected one of " and nothing after it.
     refused(&home, &["kanban", "dispatch", "--task"], 2, &["for --task: a value is required"]);
     assert!(!home.path().join("config.yaml").exists(), "a refused `config set` wrote the file");

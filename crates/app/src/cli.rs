@@ -371,12 +371,8 @@ pub enum KanbanCmd {
         /// Failures before the task is blocked (overrides kanban.failure_limit).
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::retries)]
         max_retries: Option<i64>,
-        /// Not started before this time (RFC 3339, e.g. 2026-12-01T03:00:00Z).
-        #[arg(long, value_name = "TIME", conflicts_with = "in_", value_parser = crate::cli_values::at)]
-        at: Option<domain::time::Timestamp>,
-        /// Not started before this long from now (30s, 5m, 2h, 1d).
-        #[arg(long = "in", id = "in_", value_name = "DURATION", value_parser = crate::cli_values::duration)]
-        in_: Option<std::time::Duration>,
+        #[command(flatten)]
+        when: crate::cli_values::When,
         /// Create it once: a create with the same key on the same board returns that task and changes nothing.
         #[arg(long, value_name = "KEY", value_parser = crate::cli_values::idempotency_key)]
         idempotency_key: Option<String>,
@@ -388,12 +384,8 @@ pub enum KanbanCmd {
     Schedule {
         /// Task id (on any board).
         id: String,
-        /// Not started before this time (RFC 3339, e.g. 2026-12-01T03:00:00Z).
-        #[arg(long, value_name = "TIME", value_parser = crate::cli_values::at)]
-        at: Option<domain::time::Timestamp>,
-        /// Not started before this long from now (30s, 5m, 2h, 1d).
-        #[arg(long = "in", id = "in_", value_name = "DURATION", value_parser = crate::cli_values::duration)]
-        in_: Option<std::time::Duration>,
+        #[command(flatten)]
+        when: crate::cli_values::When,
         /// Start as soon as it can (clears its time).
         #[arg(long)]
         now: bool,
@@ -487,9 +479,17 @@ pub enum KanbanCmd {
     Block {
         /// Task id (on any board).
         id: String,
+        /// Why, recorded with the block event (as hermes takes it: `kanban block ID "reason"`).
+        #[arg(value_name = "REASON", conflicts_with = "reason")]
+        why: Option<String>,
         /// Why, recorded with the block event.
         #[arg(long)]
         reason: Option<String>,
+    },
+    /// Take a task out of triage: ready, or todo while a parent is unfinished.
+    Promote {
+        /// Task id (on any board).
+        id: String,
     },
     /// Unblock a task.
     Unblock {

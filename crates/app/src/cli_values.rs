@@ -1,4 +1,5 @@
-//! The command line's number flags, checked where they are typed, and clap's refusals as one line each.
+//! The command line's value flags (numbers, times, durations, keys), checked where they are typed, and clap's
+//! refusals as one line each.
 //!
 //! clap's own number parsing says "invalid digit found in string" and takes `-1` for a flag; these parsers accept
 //! negative input as a value (so the range is what refuses it) and say what the flag expects.
@@ -210,6 +211,24 @@ fn context_list(e: &clap::Error, kind: ContextKind) -> Option<String> {
         ContextValue::Strings(v) => Some(v.join(", ")),
         ContextValue::String(s) => Some(s.clone()),
         _ => None,
+    }
+}
+
+/// When a task may start: `--at` a time or `--in` a while from now.
+#[derive(Debug, clap::Args)]
+pub struct When {
+    /// Not started before this time (RFC 3339, e.g. 2026-12-01T03:00:00Z).
+    #[arg(long, value_name = "TIME", conflicts_with = "in_", value_parser = crate::cli_values::at)]
+    pub at: Option<domain::time::Timestamp>,
+    /// Not started before this long from now (30s, 5m, 2h, 1d).
+    #[arg(long = "in", id = "in_", value_name = "DURATION", value_parser = crate::cli_values::duration)]
+    pub in_: Option<std::time::Duration>,
+}
+
+impl When {
+    /// The time it names, `now` being now.
+    pub fn at(&self, now: domain::time::Timestamp) -> Option<domain::time::Timestamp> {
+        self.at.or_else(|| self.in_.map(|d| now.plus(d)))
     }
 }
 

@@ -28,6 +28,8 @@ pub enum TaskCommand {
     Claim,
     /// The tick promotes a `todo` task whose parents are all done.
     Promote,
+    /// `kanban promote`: a task out of triage (ready, or todo while a parent is unfinished).
+    PromoteTriage,
 }
 
 /// Where a command takes a task.
@@ -134,6 +136,14 @@ pub const TRANSITIONS: &[Transition] = &[
         command: TaskCommand::Promote,
         from: &[Todo],
         to: Target::To(Ready),
+        event: "promoted",
+        action: "promote",
+        clears_claim: false,
+    },
+    Transition {
+        command: TaskCommand::PromoteTriage,
+        from: &[Triage],
+        to: Target::ReadyOrTodo,
         event: "promoted",
         action: "promote",
         clears_claim: false,
@@ -278,7 +288,7 @@ mod tests {
     #[test]
     fn every_command_has_exactly_one_row() {
         use TaskCommand::*;
-        for c in [Assign, Complete, Fail, Block, Unblock, Archive, Reclaim, Heartbeat, Claim, Promote] {
+        for c in [Assign, Complete, Fail, Block, Unblock, Archive, Reclaim, Heartbeat, Claim, Promote, PromoteTriage] {
             assert_eq!(TRANSITIONS.iter().filter(|t| t.command == c).count(), 1, "{c:?}");
         }
     }

@@ -100,6 +100,9 @@ pub enum BoardEvent<'a> {
     Promoted {
         #[serde(skip_serializing_if = "Option::is_none")]
         parent: Option<&'a str>,
+        /// Out of triage by hand (`kanban promote`): where it went, ready or todo.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<TaskStatus>,
     },
     Blocked {
         reason: Option<&'a str>,
@@ -184,8 +187,9 @@ mod tests {
             BoardEvent::Failed { outcome: "timed_out", error: "slow", exit_code: None, failures: 2, retry_at: None };
         assert_eq!(e.kind(), "timed_out");
         assert_eq!(parsed(&e), serde_json::json!({"error": "slow", "exit_code": null, "failures": 2}));
-        assert_eq!(parsed(&BoardEvent::Promoted { parent: None }), serde_json::json!({}));
-        assert_eq!(parsed(&BoardEvent::Promoted { parent: Some("p") }), serde_json::json!({"parent": "p"}));
+        assert_eq!(parsed(&BoardEvent::Promoted { parent: None, status: None }), serde_json::json!({}));
+        let e = BoardEvent::Promoted { parent: Some("p"), status: None };
+        assert_eq!(parsed(&e), serde_json::json!({"parent": "p"}));
         let e = BoardEvent::Assigned { assignee: Some("a"), source: AssignedBy::DefaultAssignee };
         assert_eq!(parsed(&e)["source"], "kanban.default_assignee");
         let e = BoardEvent::Archived { prev_status: TaskStatus::Blocked };

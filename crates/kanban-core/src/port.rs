@@ -135,6 +135,11 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`].
     fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task>;
+    /// Takes a task out of triage: `ready`, or `todo` while a parent is unfinished (one `promoted` event).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless in triage.
+    fn promote(&mut self, id: &str, now: Timestamp) -> Result<Task>;
     /// Archives a task; returns the worker to stop.
     ///
     /// # Errors

@@ -107,7 +107,7 @@ fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -
     for c in children {
         if parents_done(tx, &c)? {
             tx.execute("UPDATE berth.tasks SET status = 'ready' WHERE id = $1 AND status = 'todo'", &[&c])?;
-            event(tx, &c, None, &BoardEvent::Promoted { parent: Some(parent) }, now)?;
+            event(tx, &c, None, &BoardEvent::Promoted { parent: Some(parent), status: None }, now)?;
         }
     }
     Ok(())
@@ -434,6 +434,20 @@ impl BoardStore for PgKanbanStore {
             event(&mut tx, id, Some(run), &requeued, now)?;
             tx.commit()?;
             Ok(())
+        })
+    }
+
+    fn promote(&mut self, id: &str, now: Timestamp) -> Result<Task, StoreError> {
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let status = status_in(&mut tx, id)?;
+            allowed(TaskCommand::PromoteTriage, id, status)?;
+            let next = if parents_done(&mut tx, id)? { TaskStatus::Ready } else { TaskStatus::Todo };
+            tx.execute("UPDATE berth.tasks SET status = $2 WHERE id = $1", &[&id, &next.as_str()])?;
+            event(&mut tx, id, None, &BoardEvent::Promoted { parent: None, status: Some(next) }, now)?;
+            let task = read_task(&mut tx, id)?;
+            tx.commit()?;
+            Ok(task)
         })
     }
 

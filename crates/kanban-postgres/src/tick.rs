@@ -203,7 +203,7 @@ fn apply_tick(
             &[&plan.promoted],
         )?;
         for id in &plan.promoted {
-            events.push(id, None, &BoardEvent::Promoted { parent: None });
+            events.push(id, None, &BoardEvent::Promoted { parent: None, status: None });
         }
     }
     let (mut assign_ids, mut assign_who) = (Vec::new(), Vec::new());

@@ -138,6 +138,9 @@ impl BoardStore for SqliteKanbanStore {
     ) -> Result<FailureOutcome> {
         Self::fail(self, id, run, end, breaker, now)
     }
+    fn promote(&mut self, id: &str, now: Timestamp) -> Result<Task> {
+        Self::promote(self, id, now)
+    }
     fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task> {
         Self::schedule(self, id, at, now)
     }

@@ -352,7 +352,7 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
     plan.housekeeping = applied;
     for id in &plan.promoted {
         tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [id]).sql()?;
-        event(tx, id, None, &BoardEvent::Promoted { parent: None }, now).sql()?;
+        event(tx, id, None, &BoardEvent::Promoted { parent: None, status: None }, now).sql()?;
     }
     for d in &plan.decisions {
         if d.auto_assigned {

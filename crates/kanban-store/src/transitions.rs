@@ -171,6 +171,21 @@ impl SqliteKanbanStore {
         self.task(id)
     }
 
+    /// Takes a task out of triage (see [`crate::BoardStore::promote`]).
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless in triage.
+    pub fn promote(&mut self, id: &str, now: Timestamp) -> Result<Task> {
+        let tx = self.write()?;
+        let status = status_in(&tx, id)?;
+        allowed(TaskCommand::PromoteTriage, id, status)?;
+        let next = if parents_done(&tx, id).sql()? { TaskStatus::Ready } else { TaskStatus::Todo };
+        tx.execute("UPDATE tasks SET status = ?2 WHERE id = ?1", params![id, next.as_str()]).sql()?;
+        event(&tx, id, None, &BoardEvent::Promoted { parent: None, status: Some(next) }, now).sql()?;
+        tx.commit().sql()?;
+        self.task(id)
+    }
+
     /// Archives a task; returns the worker to stop, if one ran.
     ///
     /// # Errors
@@ -483,7 +498,7 @@ pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestam
     for c in children {
         if parents_done(tx, &c)? {
             tx.execute("UPDATE tasks SET status = 'ready' WHERE id = ?1 AND status = 'todo'", [&c])?;
-            event(tx, &c, None, &BoardEvent::Promoted { parent: Some(parent) }, now)?;
+            event(tx, &c, None, &BoardEvent::Promoted { parent: Some(parent), status: None }, now)?;
         }
     }
     Ok(())

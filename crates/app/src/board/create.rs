@@ -35,8 +35,7 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         triage,
         max_runtime,
         max_retries,
-        at,
-        in_,
+        when,
         idempotency_key,
         from,
         board: _,
@@ -58,7 +57,7 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         max_runtime_seconds: *max_runtime,
         max_retries: *max_retries,
         created_by: Some(ctx.profile.as_str().to_owned()),
-        not_before: at.or_else(|| in_.map(|d| now.plus(d))).map(Timestamp::as_millis),
+        not_before: when.at(now).map(Timestamp::as_millis),
         idempotency_key: idempotency_key.clone(),
     };
     let flags =

@@ -237,7 +237,9 @@ pub fn handed_off(cmd: &crate::cli::Command) -> Option<(&'static str, &str, Opti
     use crate::cli::{Command, KanbanCmd};
     match cmd {
         Command::Kanban(KanbanCmd::Complete { id, result }) => Some(("complete", id, result.as_deref())),
-        Command::Kanban(KanbanCmd::Block { id, reason }) => Some(("block", id, reason.as_deref())),
+        Command::Kanban(KanbanCmd::Block { id, why, reason }) => {
+            Some(("block", id, reason.as_deref().or(why.as_deref())))
+        }
         Command::Kanban(KanbanCmd::Heartbeat { id, note }) => Some(("heartbeat", id, note.as_deref())),
         _ => None,
     }

@@ -128,16 +128,21 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &t, &format!("assigned {} to {}", t.id, t.assignee.as_deref().unwrap_or("nobody")));
         }
         KanbanCmd::Complete { id, result } => complete(ctx, id, result.as_deref(), now).await?,
-        KanbanCmd::Block { id, reason } => {
+        KanbanCmd::Promote { id } => {
+            let t = open_store(ctx)?.promote(id, now)?;
+            done(ctx, &t, &format!("promoted {} out of triage ({})", t.id, t.status));
+        }
+        KanbanCmd::Block { id, why, reason } => {
+            let reason = reason.as_deref().or(why.as_deref());
             let mut store = open_store(ctx)?;
             // Masked before the board stores it, as a result is (a worker command may pass on what its agent said).
-            let reason = reason.as_deref().map(crate::edge::redact::redact);
+            let reason = reason.map(crate::edge::redact::redact);
             let w = store.block(id, reason.as_deref(), now)?;
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("blocked {id}"));
         }
-        KanbanCmd::Schedule { id, at, in_, now: _ } => {
-            let at = at.or_else(|| in_.map(|d| now.plus(d)));
+        KanbanCmd::Schedule { id, when, now: _ } => {
+            let at = when.at(now);
             let t = open_store(ctx)?.schedule(id, at, now)?;
             let when = at.map_or_else(|| "as soon as it can".to_owned(), |at| format!("not before {at}"));
             done(ctx, &t, &format!("scheduled {}: {when}", t.id));

@@ -22,6 +22,8 @@ fn named_id(cmd: &mut Command) -> Option<&mut String> {
         | KanbanCmd::Complete { id, .. }
         | KanbanCmd::Block { id, .. }
         | KanbanCmd::Unblock { id }
+        | KanbanCmd::Promote { id }
+        | KanbanCmd::Schedule { id, .. }
         | KanbanCmd::Archive { id, .. }
         | KanbanCmd::Reclaim { id, .. }
         | KanbanCmd::Tail { id, .. }

@@ -145,6 +145,13 @@ pub(crate) async fn act(
             })
             .await
         }
+        "promote" => {
+            blocking(&web, move |ctx| {
+                let t = crate::edge::open::open_store(ctx)?.promote(&id, SystemClock.now())?;
+                Ok(format!("promoted {} out of triage ({})", t.id, t.status))
+            })
+            .await
+        }
         "block" | "reclaim" | "archive" | "remove" => stopping(&web, id, action, reason).await,
         "edit" => blocking(&web, move |ctx| edit(ctx, &id, r.edit)).await,
         other => Err(Failure::usage(format!("no action {other:?}"))),

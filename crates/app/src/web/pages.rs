@@ -68,6 +68,7 @@ fn actions(id: &str, status: domain::kanban::TaskStatus, remove: bool) -> Markup
     let mut acts: Vec<&str> = Vec::new();
     match status {
         S::Blocked => acts.push("unblock"),
+        S::Triage => acts.extend(["promote", "block"]),
         S::Running => acts.extend(["block", "reclaim"]),
         S::Done | S::Archived => {}
         _ => acts.push("block"),
