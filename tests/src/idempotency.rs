@@ -157,18 +157,6 @@ fn a_bad_key_is_refused_in_one_line_and_nothing_is_written(home: Home) {
     assert_eq!(t["idempotency_key"].as_str(), Some(key.as_str()));
 }
 
-/// Each scenario once per store: `sqlite::NAME` and `postgres::NAME`.
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[test] fn $name() { super::$name(crate::support::Home::new()); } )*
-        }
-        mod postgres {
-            $( #[test] fn $name() { if let Some(home) = crate::support::Home::on_postgres() { super::$name(home); } } )*
-        }
-    };
-}
-
 on_both_stores!(
     eight_concurrent_creates_under_one_key_make_one_task_and_all_print_its_id,
     a_second_create_under_the_key_returns_the_task_and_changes_nothing,

@@ -129,18 +129,6 @@ fn a_command_that_exits_75_is_snoozed_without_a_failure(home: Home) {
     assert_eq!(code, Some(0), "{err}");
 }
 
-/// Each scenario once per store: `sqlite::NAME` and `postgres::NAME`.
-macro_rules! on_both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $( #[test] fn $name() { super::$name(crate::support::Home::new()); } )*
-        }
-        mod postgres {
-            $( #[test] fn $name() { if let Some(home) = crate::support::Home::on_postgres() { super::$name(home); } } )*
-        }
-    };
-}
-
 on_both_stores!(
     a_task_due_in_five_seconds_starts_between_five_and_six_and_a_half,
     kanban_schedule_moves_a_waiting_task_and_a_bad_time_is_refused,

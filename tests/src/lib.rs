@@ -1,6 +1,20 @@
 //! Berth's cross-crate tests, by concern: the CLI as a process, sandboxes on the real Docker Engine, config
 //! surfaces, and tidy checks of the workspace itself. Everything lives in test modules of this one crate.
 
+/// Each scenario once per store, on a home of each: `sqlite::NAME` and `postgres::NAME` (the latter skipped, said,
+/// without a test server outside CI). A test module calls it with the names of its `fn NAME(home: Home)`.
+#[cfg(test)]
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $name() { super::$name(crate::support::Home::new()); } )*
+        }
+        mod postgres {
+            $( #[test] fn $name() { if let Some(home) = crate::support::Home::on_postgres() { super::$name(home); } } )*
+        }
+    };
+}
+
 #[cfg(test)]
 mod pg;
 #[cfg(test)]

@@ -7,18 +7,25 @@ use super::views::{BoardView, Card, Diagnostic, HostsView, ProfilesView, TaskVie
 
 pub(crate) use crate::edge::output::age;
 
+/// Every page's head, the 401 shell's too: its title, the stylesheet and the script.
+fn head(title: &str) -> Markup {
+    html! {
+        head {
+            meta charset="utf-8";
+            meta name="viewport" content="width=device-width, initial-scale=1";
+            title { (title) }
+            link rel="stylesheet" href="/assets/app.css";
+            script src="/assets/app.js" defer {}
+        }
+    }
+}
+
 /// The frame every page shares: navigation, the line where actions answer, the page itself.
 pub(crate) fn layout(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · berth" }
-                link rel="stylesheet" href="/assets/app.css";
-                script src="/assets/app.js" defer {}
-            }
+            (head(&format!("{title} · berth")))
             body {
                 nav {
                     strong { "berth" }
@@ -43,13 +50,7 @@ pub(crate) fn shell(message: &str) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "berth" }
-                link rel="stylesheet" href="/assets/app.css";
-                script src="/assets/app.js" defer {}
-            }
+            (head("berth"))
             body data-shell="1" {
                 p #shell-message { (message) }
             }
