@@ -337,11 +337,11 @@ pub enum KanbanCmd {
         title: Option<String>,
         /// Create every task of FILE (`-`: stdin) in one transaction, all or none: one JSON object per line with
         /// the flags' fields (title, body, command, assignee, priority, parents, max_runtime_seconds, max_retries,
-        /// triage, idempotency_key).
+        /// triage, review, idempotency_key).
         #[arg(
             long,
             value_name = "FILE",
-            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "max_runtime", "max_retries", "at", "in_", "idempotency_key"]
+            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "review", "max_runtime", "max_retries", "at", "in_", "idempotency_key"]
         )]
         from: Option<String>,
         /// Profile that works on it (must exist unless --allow-unknown-assignee).
@@ -365,6 +365,9 @@ pub enum KanbanCmd {
         /// Start in triage instead of ready.
         #[arg(long)]
         triage: bool,
+        /// A successful run ends in review, not done: `kanban approve` or `kanban request-changes` decide.
+        #[arg(long)]
+        review: bool,
         /// Kill and requeue a run that takes longer than this many seconds.
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS", allow_negative_numbers = true, value_parser = crate::cli_values::runtime_seconds)]
         max_runtime: Option<i64>,
@@ -485,11 +488,36 @@ pub enum KanbanCmd {
         /// Why, recorded with the block event.
         #[arg(long)]
         reason: Option<String>,
+        /// What it waits for: dependency (back to todo while a parent is open), needs-input, capability, transient.
+        /// The same kind and reason a second time sends the task to triage.
+        #[arg(long, value_name = "KIND", value_parser = crate::cli_values::block_kind)]
+        kind: Option<domain::kanban::BlockKind>,
     },
     /// Take a task out of triage: ready, or todo while a parent is unfinished.
     Promote {
         /// Task id (on any board).
         id: String,
+    },
+    /// Send a running task (its worker is stopped) or a done one to review.
+    Review {
+        /// Task id (on any board).
+        id: String,
+        /// What to look at, recorded with the event.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Approve a task in review: done, its children promoted.
+    Approve {
+        /// Task id (on any board).
+        id: String,
+    },
+    /// Send a task in review back to run, with a note its next run is given (BERTH_REVIEW_NOTE) and `show` prints.
+    RequestChanges {
+        /// Task id (on any board).
+        id: String,
+        /// What to change.
+        #[arg(long)]
+        note: String,
     },
     /// Unblock a task.
     Unblock {

@@ -214,6 +214,14 @@ fn context_list(e: &clap::Error, kind: ContextKind) -> Option<String> {
     }
 }
 
+/// `kanban block --kind`: one of the kinds, or a one-line refusal naming them.
+///
+/// # Errors
+/// The refusal.
+pub fn block_kind(raw: &str) -> Result<domain::kanban::BlockKind, String> {
+    raw.parse()
+}
+
 /// When a task may start: `--at` a time or `--in` a while from now.
 #[derive(Debug, clap::Args)]
 pub struct When {

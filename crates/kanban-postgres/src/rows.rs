@@ -1,6 +1,6 @@
 //! Decoding the board's rows from PostgreSQL (as `kanban-store`'s `rows.rs` does from SQLite).
 
-use domain::kanban::TaskStatus;
+use domain::kanban::{BlockKind, TaskStatus};
 use kanban_core::{Board, StoreError, Task};
 
 use crate::PgResult;
@@ -8,7 +8,7 @@ use crate::PgResult;
 pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
     completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
     max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, not_before, \
-    idempotency_key";
+    idempotency_key, review, review_note, block_kind, block_reason";
 
 pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
     Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
@@ -43,6 +43,10 @@ pub(crate) fn task_from_row(r: &tokio_postgres::Row) -> PgResult<Task> {
         confirmed_at: r.try_get(24)?,
         not_before: r.try_get(25)?,
         idempotency_key: r.try_get(26)?,
+        review: r.try_get::<_, i64>(27)? != 0,
+        review_note: r.try_get(28)?,
+        block_kind: r.try_get::<_, Option<&str>>(29)?.and_then(BlockKind::from_db),
+        block_reason: r.try_get(30)?,
         parents: Vec::new(),
     })
 }

@@ -168,8 +168,8 @@ impl SqliteKanbanStore {
             let mut task = tx
                 .prepare(
                     "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, \
-                     created_at, max_runtime_seconds, max_retries, not_before, idempotency_key) VALUES (?1, ?2, ?3, \
-                     ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                     created_at, max_runtime_seconds, max_retries, not_before, idempotency_key, review) VALUES (?1, \
+                     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 )
                 .sql()?;
             let mut link =
@@ -206,7 +206,8 @@ impl SqliteKanbanStore {
                     new.max_runtime_seconds,
                     new.max_retries,
                     new.not_before,
-                    new.idempotency_key
+                    new.idempotency_key,
+                    i64::from(new.review)
                 ])
                 .sql()?;
                 for p in &new.parents {

@@ -23,6 +23,9 @@ fn named_id(cmd: &mut Command) -> Option<&mut String> {
         | KanbanCmd::Block { id, .. }
         | KanbanCmd::Unblock { id }
         | KanbanCmd::Promote { id }
+        | KanbanCmd::Review { id, .. }
+        | KanbanCmd::Approve { id }
+        | KanbanCmd::RequestChanges { id, .. }
         | KanbanCmd::Schedule { id, .. }
         | KanbanCmd::Archive { id, .. }
         | KanbanCmd::Reclaim { id, .. }

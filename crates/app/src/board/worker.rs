@@ -105,7 +105,8 @@ pub(super) fn sandbox_name(ctx: &Ctx, task: &str, assignee: &str) -> String {
     }
 }
 
-/// The variables naming a worker's run, beside the dispatch's shared ones ([`WorkerEnv`]).
+/// The variables naming a worker's run, beside the dispatch's shared ones ([`WorkerEnv`]), and the reviewer's note
+/// when changes were requested.
 pub(super) fn task_vars(board: &BoardSlug, task: &Claimed, assignee: &str) -> Vec<(String, String)> {
     let run = task.run_id.to_string();
     [
@@ -119,9 +120,13 @@ pub(super) fn task_vars(board: &BoardSlug, task: &Claimed, assignee: &str) -> Ve
         ("HERMES_PROFILE", assignee),
     ]
     .into_iter()
+    .chain(task.review_note.as_deref().map(|note| (REVIEW_NOTE_VAR, note)))
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect()
 }
+
+/// The variable holding the note of the task's last `kanban request-changes`, in each later run's environment.
+pub const REVIEW_NOTE_VAR: &str = "BERTH_REVIEW_NOTE";
 
 /// What every worker of one dispatch shares, worked out once: the executable and the environment (every resolved
 /// setting, the home, the board's database).
@@ -425,6 +430,9 @@ async fn run_in_sandbox(
         task.max_runtime_seconds.and_then(|s| u64::try_from(s).ok()).filter(|s| *s > 0).map(Duration::from_secs);
     let mut env = sandbox::forwarded_env(ctx);
     env.push(marker.to_owned());
+    if let Some(note) = &task.review_note {
+        env.push(format!("{REVIEW_NOTE_VAR}={note}"));
+    }
     let exec = ExecSpec {
         argv: vec!["sh".into(), "-c".into(), command.to_owned()],
         env,

@@ -112,12 +112,16 @@ pub(crate) struct Reason {
     reason: Option<String>,
     #[serde(default)]
     profile: Option<String>,
+    /// For `request-changes`: what to change (its next run is given it).
+    #[serde(default)]
+    note: Option<String>,
     /// For `edit`: the fields to change.
     #[serde(flatten)]
     edit: Edit,
 }
 
-/// `POST /api/tasks/{id}/{action}`: assign, block, unblock, reclaim, archive.
+/// `POST /api/tasks/{id}/{action}`: assign, block, unblock, promote, approve, request-changes, reclaim, archive,
+/// remove, edit.
 pub(crate) async fn act(
     State(web): State<Arc<Web>>,
     Path((id, action)): Path<(String, String)>,
@@ -152,6 +156,22 @@ pub(crate) async fn act(
             })
             .await
         }
+        "approve" => {
+            blocking(&web, move |ctx| {
+                let t = crate::edge::open::open_store(ctx)?.approve(&id, SystemClock.now())?;
+                Ok(format!("approved {}: done", t.id))
+            })
+            .await
+        }
+        "request-changes" => {
+            let note = blank_to_none(r.note).map(|n| crate::edge::redact::redact(&n));
+            blocking(&web, move |ctx| {
+                let note = note.ok_or_else(|| Failure::usage("a request for changes needs a note"))?;
+                let t = crate::edge::open::open_store(ctx)?.request_changes(&id, &note, SystemClock.now())?;
+                Ok(format!("changes requested on {} ({})", t.id, t.status))
+            })
+            .await
+        }
         "block" | "reclaim" | "archive" | "remove" => stopping(&web, id, action, reason).await,
         "edit" => blocking(&web, move |ctx| edit(ctx, &id, r.edit)).await,
         other => Err(Failure::usage(format!("no action {other:?}"))),
@@ -169,7 +189,7 @@ async fn stopping(web: &Arc<Web>, id: String, action: String, reason: Option<Str
             let now = SystemClock.now();
             let had_runs = !store.runs(&id)?.is_empty();
             let (w, t) = match action.as_str() {
-                "block" => (store.block(&id, reason.as_deref(), now)?, store.task(&id)?),
+                "block" => (store.block(&id, None, reason.as_deref(), now)?, store.task(&id)?),
                 "reclaim" => (store.reclaim(&id, reason.as_deref(), now)?, store.task(&id)?),
                 "archive" => (store.archive(&id, now)?, store.task(&id)?),
                 _ => {

@@ -71,6 +71,7 @@ fn actions(id: &str, status: domain::kanban::TaskStatus, remove: bool) -> Markup
         S::Blocked => acts.push("unblock"),
         S::Triage => acts.extend(["promote", "block"]),
         S::Running => acts.extend(["block", "reclaim"]),
+        S::Review => acts.extend(["approve", "request-changes"]),
         S::Done | S::Archived => {}
         _ => acts.push("block"),
     }
@@ -104,6 +105,8 @@ fn card(c: &Card) -> Markup {
             @if c.shown_status != c.status.as_str() { div.warn { (c.shown_status) } }
             @if let Some(e) = &c.last_error { div.err title="last error" { (e) } }
             @if let Some(s) = c.starts_in_secs { div.muted title="waits for its time" { "starts in " (s) " s" } }
+            @if let Some(b) = &c.block { div.warn title="block" { (b) } }
+            @if let Some(n) = &c.review_note { div.muted title="changes requested" { "changes: " (n) } }
             (actions(&c.id, c.status, false))
         }
     }

@@ -33,6 +33,10 @@ pub(crate) struct Card {
     pub last_error: Option<String>,
     /// Seconds until it may start, while it waits for its time (scheduled, a retry's backoff, a snooze).
     pub starts_in_secs: Option<i64>,
+    /// While blocked (or back in todo or triage by a block): the block's kind and reason.
+    pub block: Option<String>,
+    /// The last request for changes' note, until the task is done.
+    pub review_note: Option<String>,
 }
 
 /// A status column.
@@ -145,6 +149,8 @@ fn card(ctx: &Ctx, store: &Board, t: &Task, now: Timestamp) -> Card {
             .not_before
             .filter(|at| *at > now.as_millis() && t.status != TaskStatus::Running)
             .map(|at| (at - now.as_millis() + 999) / 1000),
+        block: crate::board::show::block_line(t).map(|b| redact(&b)),
+        review_note: t.review_note.as_deref().filter(|_| t.status != TaskStatus::Done).map(redact),
     }
 }
 

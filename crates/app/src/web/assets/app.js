@@ -136,7 +136,11 @@ document.addEventListener("DOMContentLoaded", async () => {
 function start() {
   document.addEventListener("click", (ev) => {
     const b = ev.target.closest("button[data-action]");
-    if (b) post(`/api/tasks/${encodeURIComponent(b.dataset.task)}/${b.dataset.action}`, {});
+    if (b) {
+      // A request for changes carries its note, which the task's next run is given.
+      const note = b.dataset.action === "request-changes" ? prompt("What should change?") : "";
+      if (note !== null) post(`/api/tasks/${encodeURIComponent(b.dataset.task)}/${b.dataset.action}`, note ? { note } : {});
+    }
     // A sandbox's stop or remove; the table (not live: its listing asks the engine) is fetched again after it.
     const sb = ev.target.closest("button[data-sandbox-action]");
     if (sb) {
