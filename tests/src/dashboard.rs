@@ -113,6 +113,8 @@ const POSTS: &[&str] = &[
     "/api/tasks",
     "/api/tasks/ID/block",
     "/api/tasks/ID/archive",
+    "/api/tasks/ID/approve",
+    "/api/tasks/ID/request-changes",
     "/api/dispatch",
     "/api/sandboxes/SB/stop",
     "/api/sandboxes/SB/remove",
@@ -580,6 +582,44 @@ fn dashboard_actions_go_through_the_board_as_the_cli_does() {
     assert_eq!(d.post(&format!("/api/tasks/{other}/block"), "{}").0, 200);
     assert_eq!(d.post(&format!("/api/tasks/{other}/remove"), "{}").0, 200);
     assert!(!home.run(&["kanban", "show", &other]).status.success(), "removed from the board");
+}
+
+#[test]
+fn dashboard_review_column_approves_and_requests_changes_as_the_cli_does() {
+    let home = Home::new();
+    let t = home.json(&["kanban", "create", "check my work", "--command", "true", "--review"]);
+    let id = t["id"].as_str().unwrap().to_owned();
+    let status = || home.json(&["kanban", "show", &id])["task"]["status"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "complete", &id]);
+    assert_eq!(status(), "review", "a --review task's completion waits in review");
+    let d = Served::start(&home, &[]);
+    let (code, page) = d.get("/");
+    assert_eq!(code, 200);
+    let column = page.split("data-status=\"review\"").nth(1).expect("a review column").split("</section>").next().unwrap();
+    assert!(column.contains(&id), "the card is in the REVIEW column");
+    for act in ["approve", "request-changes"] {
+        assert!(column.contains(&format!("data-action=\"{act}\"")), "{act} button: {column}");
+    }
+    let metrics = scrape(&d.base, &d.token);
+    assert_eq!(value(&metrics, "berth_tasks", &[("status", "review")]), 1.0, "/metrics counts it");
+    // Cross-site: refused as the other buttons are (no custom header), nothing written.
+    let auth = format!("Bearer {}", d.token);
+    let approve = format!("/api/tasks/{id}/approve");
+    assert_eq!(http(&d.base, "POST", &approve, &[("authorization", &auth)], "").0, 403);
+    assert_eq!(status(), "review");
+    // A request for changes needs its note.
+    let (code, body) = d.post(&format!("/api/tasks/{id}/request-changes"), "{}");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("note"), "{body}");
+    let (code, body) = d.post(&format!("/api/tasks/{id}/request-changes"), r#"{"note": "add a test"}"#);
+    assert_eq!(code, 200, "{body}");
+    let t = home.json(&["kanban", "show", &id])["task"].clone();
+    assert_eq!((t["status"].as_str(), t["review_note"].as_str()), (Some("ready"), Some("add a test")), "{t}");
+    home.ok(&["kanban", "complete", &id]);
+    let (code, body) = d.post(&approve, "{}");
+    assert_eq!((code, body.contains("approved")), (200, true), "{body}");
+    assert_eq!(status(), "done");
+    assert_eq!(d.post(&approve, "{}").0, 400, "a done task is not approved twice");
 }
 
 /// Opens `/events` and returns a reader positioned after the response headers.

@@ -395,7 +395,7 @@ pub enum KanbanCmd {
     },
     /// List tasks.
     Ls {
-        /// Only tasks in this status: triage, todo, ready, running, blocked, done or archived.
+        /// Only tasks in this status: triage, todo, ready, running, blocked, review, done or archived.
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "STATUS")]
         status: Option<String>,
         /// Only tasks assigned to this profile.
@@ -470,7 +470,7 @@ pub enum KanbanCmd {
         /// Task id (on any board).
         id: String,
     },
-    /// Mark a task done.
+    /// Mark a task done (review, for a task created with --review).
     Complete {
         /// Task id (on any board).
         id: String,

@@ -329,7 +329,8 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     } else if let Some(assignee) = &t.assignee {
         release::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
     }
-    done(ctx, &t, &format!("completed {}", t.id));
+    let waits = if t.status == TaskStatus::Review { ": it waits in review" } else { "" };
+    done(ctx, &t, &format!("completed {}{waits}", t.id));
     Ok(())
 }
 
