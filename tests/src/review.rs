@@ -136,6 +136,7 @@ fn typed_blocks_wait_for_parents_repeat_into_triage_and_refuse_an_unknown_kind(h
     assert_eq!(blocked["payload"]["reason"], "waits for a human");
 
     // The same kind and reason a second time: triage.
+    home.ok(&["kanban", "unblock", &t]);
     let v = home.json(&["kanban", "block", &t, "the API key", "--kind", "needs-input"]);
     assert_eq!((v["status"].as_str(), v["block_kind"].as_str()), (Some("blocked"), Some("needs-input")), "{v}");
     let text = home.ok(&["kanban", "show", &t]);

@@ -15,7 +15,7 @@ use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run
 use serde_json::Value as Json;
 
 pub(crate) use crate::rows::status_of;
-use crate::rows::{TASK_COLUMNS, board_from_row, task_from_row};
+use crate::rows::{TASK_COLUMN_COUNT, TASK_COLUMNS, board_from_row, task_from_row};
 use crate::{PgKanbanStore, PgResult};
 
 /// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
@@ -181,7 +181,7 @@ pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> 
     );
     let row = c.query_opt(&sql, &[&id])?.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
     let mut t = task_from_row(&row)?;
-    t.parents = row.try_get(27)?;
+    t.parents = row.try_get(TASK_COLUMN_COUNT)?;
     Ok(t)
 }
 

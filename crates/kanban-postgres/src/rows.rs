@@ -10,6 +10,9 @@ pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee
     max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, not_before, \
     idempotency_key, review, review_note, block_kind, block_reason";
 
+/// How many columns [`TASK_COLUMNS`] names: the index of a column a query selects after them.
+pub(crate) const TASK_COLUMN_COUNT: usize = 31;
+
 pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
     Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
 }
@@ -49,6 +52,14 @@ pub(crate) fn task_from_row(r: &tokio_postgres::Row) -> PgResult<Task> {
         block_reason: r.try_get(30)?,
         parents: Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_column_count_counts_the_columns() {
+        assert_eq!(super::TASK_COLUMNS.split(',').count(), super::TASK_COLUMN_COUNT);
+    }
 }
 
 pub(crate) fn board_from_row(r: &tokio_postgres::Row) -> PgResult<Board> {
