@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::cli_worker::WorkerCmd;
+
 /// Long-lived, leak-free Docker sandboxes for coding-agent workers, and a task board dispatched onto them.
 ///
 /// Each task gets its own container, reused across processes and removed when the task is done; the board hands
@@ -498,27 +500,9 @@ pub enum KanbanCmd {
         /// Task id (on any board).
         id: String,
     },
-    /// Send a running task (its worker is stopped) or a done one to review.
-    Review {
-        /// Task id (on any board).
-        id: String,
-        /// What to look at, recorded with the event.
-        #[arg(long)]
-        note: Option<String>,
-    },
-    /// Approve a task in review: done, its children promoted.
-    Approve {
-        /// Task id (on any board).
-        id: String,
-    },
-    /// Send a task in review back to run, with a note its next run is given (BERTH_REVIEW_NOTE) and `show` prints.
-    RequestChanges {
-        /// Task id (on any board).
-        id: String,
-        /// What to change.
-        #[arg(long)]
-        note: String,
-    },
+    /// Review: `kanban review`, `approve`, `request-changes` (`cli_review.rs`).
+    #[command(flatten)]
+    Review(crate::cli_review::ReviewCmd),
     /// Unblock a task.
     Unblock {
         /// Task id (on any board).
@@ -597,28 +581,4 @@ pub enum KanbanCmd {
         #[command(flatten)]
         board: BoardArg,
     },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum WorkerCmd {
-    /// Run a claimed task's command in its sandbox, heartbeating, then complete or fail it.
-    Run {
-        /// Task id of the claimed task.
-        task: String,
-        #[command(flatten)]
-        board: BoardArg,
-        /// Append stdout and stderr to this file (created when missing, rotated past
-        /// `kanban.worker_log_rotate_bytes`), before anything else.
-        #[arg(long, value_name = "FILE")]
-        log: Option<std::path::PathBuf>,
-        /// Work in this directory (created when missing).
-        #[arg(long, value_name = "DIR")]
-        workdir: Option<std::path::PathBuf>,
-        /// Wait until stdin closes before doing anything (a dispatcher closes it once it recorded its workers).
-        #[arg(long)]
-        after_stdin_closes: bool,
-    },
-    /// Run this home's `kanban.worker_exit_outcome` commands (started by the dispatcher; leaves when idle).
-    #[command(hide = true)]
-    Runner,
 }

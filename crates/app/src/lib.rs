@@ -4,7 +4,9 @@
 // `gateway` (the service), `config_cmd`, all on the `edge` (context, errors, output, processes).
 pub mod board;
 pub mod cli;
+pub mod cli_review;
 pub mod cli_values;
+pub mod cli_worker;
 pub mod config_cmd;
 pub mod edge;
 pub mod egress;

@@ -37,6 +37,7 @@ use kanban_core::{StoreError, Task};
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
+use crate::cli_review::ReviewCmd;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
@@ -147,22 +148,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             };
             done(ctx, &t, &said);
         }
-        KanbanCmd::Review { id, note } => {
-            let mut store = open_store(ctx)?;
-            let note = note.as_deref().map(crate::edge::redact::redact);
-            let w = store.review(id, note.as_deref(), now)?;
-            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
-            done(ctx, &store.task(id)?, &format!("{id} waits in review"));
-        }
-        KanbanCmd::Approve { id } => {
-            let t = open_store(ctx)?.approve(id, now)?;
-            done(ctx, &t, &format!("approved {}: done", t.id));
-        }
-        KanbanCmd::RequestChanges { id, note } => {
-            let note = crate::edge::redact::redact(note);
-            let t = open_store(ctx)?.request_changes(id, &note, now)?;
-            done(ctx, &t, &format!("changes requested on {} ({})", t.id, t.status));
-        }
+        KanbanCmd::Review(cmd) => review(ctx, cmd, now).await?,
         KanbanCmd::Schedule { id, when, now: _ } => {
             let at = when.at(now);
             let t = open_store(ctx)?.schedule(id, at, now)?;
@@ -331,6 +317,29 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     }
     let waits = if t.status == TaskStatus::Review { ": it waits in review" } else { "" };
     done(ctx, &t, &format!("completed {}{waits}", t.id));
+    Ok(())
+}
+
+/// `kanban review|approve|request-changes`: a running task's worker is stopped by the verified stop, as a block's.
+async fn review(ctx: &Ctx, cmd: &ReviewCmd, now: domain::time::Timestamp) -> Result<(), Failure> {
+    match cmd {
+        ReviewCmd::Review { id, note } => {
+            let mut store = open_store(ctx)?;
+            let note = note.as_deref().map(crate::edge::redact::redact);
+            let w = store.review(id, note.as_deref(), now)?;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            done(ctx, &store.task(id)?, &format!("{id} waits in review"));
+        }
+        ReviewCmd::Approve { id } => {
+            let t = open_store(ctx)?.approve(id, now)?;
+            done(ctx, &t, &format!("approved {}: done", t.id));
+        }
+        ReviewCmd::RequestChanges { id, note } => {
+            let note = crate::edge::redact::redact(note);
+            let t = open_store(ctx)?.request_changes(id, &note, now)?;
+            done(ctx, &t, &format!("changes requested on {} ({})", t.id, t.status));
+        }
+    }
     Ok(())
 }
 

@@ -23,14 +23,12 @@ fn named_id(cmd: &mut Command) -> Option<&mut String> {
         | KanbanCmd::Block { id, .. }
         | KanbanCmd::Unblock { id }
         | KanbanCmd::Promote { id }
-        | KanbanCmd::Review { id, .. }
-        | KanbanCmd::Approve { id }
-        | KanbanCmd::RequestChanges { id, .. }
         | KanbanCmd::Schedule { id, .. }
         | KanbanCmd::Archive { id, .. }
         | KanbanCmd::Reclaim { id, .. }
         | KanbanCmd::Tail { id, .. }
         | KanbanCmd::Dispatch { task: Some(id), .. } => Some(id),
+        KanbanCmd::Review(r) => Some(r.id_mut()),
         _ => None,
     }
 }
