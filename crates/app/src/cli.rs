@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use crate::cli_values::BoardArg;
 pub use crate::cli_worker::WorkerCmd;
 
 /// Long-lived, leak-free Docker sandboxes for coding-agent workers, and a task board dispatched onto them.
@@ -304,13 +305,6 @@ pub enum ConfigCmd {
     },
     /// The `export` lines the gateway hands to workers.
     Env,
-}
-
-#[derive(Debug, Args)]
-pub struct BoardArg {
-    /// Board slug (default: `default`).
-    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SLUG", default_value = "default")]
-    pub board: String,
 }
 
 #[derive(Debug, Subcommand)]

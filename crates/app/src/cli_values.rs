@@ -222,6 +222,14 @@ pub fn block_kind(raw: &str) -> Result<domain::kanban::BlockKind, String> {
     raw.parse()
 }
 
+/// `--board SLUG` of the kanban commands that work on one board.
+#[derive(Debug, clap::Args)]
+pub struct BoardArg {
+    /// Board slug (default: `default`).
+    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SLUG", default_value = "default")]
+    pub board: String,
+}
+
 /// When a task may start: `--at` a time or `--in` a while from now.
 #[derive(Debug, clap::Args)]
 pub struct When {

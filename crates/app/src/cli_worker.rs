@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use crate::cli::BoardArg;
+use crate::cli_values::BoardArg;
 
 #[derive(Debug, Subcommand)]
 pub enum WorkerCmd {
