@@ -595,7 +595,13 @@ fn dashboard_review_column_approves_and_requests_changes_as_the_cli_does() {
     let d = Served::start(&home, &[]);
     let (code, page) = d.get("/");
     assert_eq!(code, 200);
-    let column = page.split("<section class=\"col\" data-status=\"review\"").nth(1).expect("a review column").split("</section>").next().unwrap();
+    let column = page
+        .split("<section class=\"col\" data-status=\"review\"")
+        .nth(1)
+        .expect("a review column")
+        .split("</section>")
+        .next()
+        .unwrap();
     assert!(column.contains(&id), "the card is in the REVIEW column");
     for act in ["approve", "request-changes"] {
         assert!(column.contains(&format!("data-action=\"{act}\"")), "{act} button: {column}");

@@ -95,7 +95,10 @@ fn a_review_task_waits_in_review_and_request_changes_runs_it_again_with_the_note
     // A done task goes back to review by hand.
     assert_eq!(home.json(&["kanban", "review", &id, "--note", "one more look"])["status"], "review");
     let back = events(&home, &id).into_iter().rfind(|e| e["kind"] == "review_requested").unwrap();
-    assert_eq!((back["payload"]["prev_status"].as_str(), back["payload"]["note"].as_str()), (Some("done"), Some("one more look")));
+    assert_eq!(
+        (back["payload"]["prev_status"].as_str(), back["payload"]["note"].as_str()),
+        (Some("done"), Some("one more look"))
+    );
 }
 
 fn review_on_a_running_task_stops_its_worker(home: Home) {
@@ -145,7 +148,10 @@ fn typed_blocks_wait_for_parents_repeat_into_triage_and_refuse_an_unknown_kind(h
     let v = home.json(&["kanban", "block", &t, "--reason", "the API key", "--kind", "needs_input"]);
     assert_eq!(v["status"], "triage", "the same block twice: {v}");
     let last = events(&home, &t).into_iter().rfind(|e| e["kind"] == "blocked").unwrap();
-    assert_eq!((last["payload"]["kind"].as_str(), last["payload"]["status"].as_str()), (Some("needs-input"), Some("triage")));
+    assert_eq!(
+        (last["payload"]["kind"].as_str(), last["payload"]["status"].as_str()),
+        (Some("needs-input"), Some("triage"))
+    );
     home.ok(&["kanban", "promote", &t]);
     let v = home.json(&["kanban", "block", &t, "another cause", "--kind", "needs-input"]);
     assert_eq!(v["status"], "blocked", "another reason is a new block: {v}");

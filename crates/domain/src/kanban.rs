@@ -25,16 +25,8 @@ pub enum TaskStatus {
 }
 
 impl TaskStatus {
-    pub const ALL: [TaskStatus; 8] = [
-        Self::Triage,
-        Self::Todo,
-        Self::Ready,
-        Self::Running,
-        Self::Blocked,
-        Self::Review,
-        Self::Done,
-        Self::Archived,
-    ];
+    pub const ALL: [TaskStatus; 8] =
+        [Self::Triage, Self::Todo, Self::Ready, Self::Running, Self::Blocked, Self::Review, Self::Done, Self::Archived];
 
     pub fn as_str(self) -> &'static str {
         match self {

@@ -302,7 +302,10 @@ mod tests {
         use BlockKind::*;
         let none = (None, None);
         let c = |kind, reason, last, open| block_change(kind, reason, last, open);
-        assert_eq!(c(Some(Dependency), None, none, true), BlockChange { status: TaskStatus::Todo, kind: Some(Dependency) });
+        assert_eq!(
+            c(Some(Dependency), None, none, true),
+            BlockChange { status: TaskStatus::Todo, kind: Some(Dependency) }
+        );
         let lone = c(Some(Dependency), Some("x"), none, false);
         assert_eq!(lone, BlockChange { status: TaskStatus::Blocked, kind: Some(NeedsInput) });
         assert_eq!(c(Some(Dependency), Some("x"), (Some(NeedsInput), Some("x")), false).status, TaskStatus::Triage);

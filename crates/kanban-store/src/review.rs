@@ -9,7 +9,9 @@ use kanban_core::BoardEvent;
 use rusqlite::params;
 
 use crate::Sql;
-use crate::transitions::{allowed, clear_claim, close_run, event, parents_done, promote_children, status_in, worker_of};
+use crate::transitions::{
+    allowed, clear_claim, close_run, event, parents_done, promote_children, status_in, worker_of,
+};
 use crate::{Result, SqliteKanbanStore, Task};
 
 impl SqliteKanbanStore {

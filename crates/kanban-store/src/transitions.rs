@@ -163,7 +163,11 @@ impl SqliteKanbanStore {
         let change = block_change(kind, reason, last, !parents_done(&tx, id).sql()?);
         let run = close_run(&tx, id, t.event, reason, None, now).sql()?;
         tx.execute(
-            concat!("UPDATE tasks SET status = ?2, block_kind = ?3, block_reason = ?4, ", clear_claim!(), " WHERE id = ?1"),
+            concat!(
+                "UPDATE tasks SET status = ?2, block_kind = ?3, block_reason = ?4, ",
+                clear_claim!(),
+                " WHERE id = ?1"
+            ),
             params![id, change.status.as_str(), change.kind.map(BlockKind::as_str), reason],
         )
         .sql()?;
