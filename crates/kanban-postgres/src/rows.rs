@@ -54,14 +54,14 @@ pub(crate) fn task_from_row(r: &tokio_postgres::Row) -> PgResult<Task> {
     })
 }
 
+pub(crate) fn board_from_row(r: &tokio_postgres::Row) -> PgResult<Board> {
+    Ok(Board { slug: r.try_get(0)?, name: r.try_get(1)?, created_at: r.try_get(2)? })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_column_count_counts_the_columns() {
         assert_eq!(super::TASK_COLUMNS.split(',').count(), super::TASK_COLUMN_COUNT);
     }
-}
-
-pub(crate) fn board_from_row(r: &tokio_postgres::Row) -> PgResult<Board> {
-    Ok(Board { slug: r.try_get(0)?, name: r.try_get(1)?, created_at: r.try_get(2)? })
 }
