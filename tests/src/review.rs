@@ -5,7 +5,8 @@
 //! an unknown kind is refused in one line with the task untouched.
 //!
 //! Each home's worker is `kanban.worker_command` under the home's runner (`kanban.worker_exit_outcome`): a script that
-//! appends the run's `BERTH_REVIEW_NOTE` (or `-`) to a file, then sleeps while a `slow-<task>` file exists.
+//! appends the run's `BERTH_REVIEW_NOTE` (or `-`) to a file, blocks its own task with a kind when a `block-<task>`
+//! file exists (on PostgreSQL through its worker's socket), then sleeps while a `slow-<task>` file exists.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,8 +19,12 @@ fn home_with_worker(home: Home) -> (Home, PathBuf) {
     let notes = home.path().join("notes");
     let script = home.path().join("worker.sh");
     let dir = home.path().display().to_string();
+    let berth = crate::support::berth_bin().display().to_string();
     let text = format!(
         "printf '%s\\n' \"${{BERTH_REVIEW_NOTE:--}}\" >> '{}'\n\
+         if [ -e '{dir}/block-'\"$BERTH_KANBAN_TASK\" ]; then\n\
+           '{berth}' kanban block \"$BERTH_KANBAN_TASK\" 'needs a key' --kind needs-input || exit 9\n\
+         fi\n\
          while [ -e '{dir}/slow-'\"$BERTH_KANBAN_TASK\" ]; do sleep 0.1; done\nexit 0\n",
         notes.display()
     );
@@ -164,6 +169,8 @@ fn typed_blocks_wait_for_parents_repeat_into_triage_and_refuse_an_unknown_kind(h
     assert_eq!((v["status"].as_str(), v["block_kind"].as_str()), (Some("todo"), Some("dependency")), "{v}");
     let v = home.json(&["kanban", "block", &lone, "--kind", "dependency"]);
     assert_eq!((v["status"].as_str(), v["block_kind"].as_str()), (Some("blocked"), Some("needs-input")), "{v}");
+    home.ok(&["kanban", "complete", &parent]);
+    assert_eq!(status(&home, &child), "ready", "the dependency's parent done: the child is promoted");
 
     // An unknown kind: one line, exit 2, nothing written.
     let ready = mk("ready", &[]);
@@ -173,7 +180,29 @@ fn typed_blocks_wait_for_parents_repeat_into_triage_and_refuse_an_unknown_kind(h
     assert_eq!((status(&home, &ready), events(&home, &ready).len()), ("ready".to_owned(), before));
 }
 
+fn a_worker_command_blocks_its_own_task_with_a_kind(home: Home) {
+    let (home, _) = home_with_worker(home);
+    let id = create(&home, &["stuck"]);
+    std::fs::write(home.path().join(format!("block-{id}")), "").unwrap();
+    home.ok(&["kanban", "dispatch"]);
+    wait_until("the task blocked by its command", Duration::from_secs(30), || status(&home, &id) == "blocked");
+    let t = task(&home, &id);
+    assert_eq!(
+        (t["block_kind"].as_str(), t["block_reason"].as_str()),
+        (Some("needs-input"), Some("needs a key")),
+        "{t}"
+    );
+    // The command's exit 0 after it blocked its task completes nothing (its run was ended by the block).
+    let log = home.path().join(format!("kanban/logs/{id}.log"));
+    let said = "the command's exit is not the outcome";
+    wait_until("the exit recorded", Duration::from_secs(15), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains(said))
+    });
+    assert_eq!(status(&home, &id), "blocked");
+}
+
 on_both_stores!(
+    a_worker_command_blocks_its_own_task_with_a_kind,
     a_review_task_waits_in_review_and_request_changes_runs_it_again_with_the_note,
     review_on_a_running_task_stops_its_worker,
     typed_blocks_wait_for_parents_repeat_into_triage_and_refuse_an_unknown_kind,
