@@ -1,7 +1,7 @@
 //! The dashboard in a real browser: Debian's chromium driven through chromium-driver (WebDriver) with fantoccini.
 //! It opens the dashboard with the token, sees the tasks it created, blocks one through the page, sees a task the
 //! CLI creates appear without a reload within 1 s, watches a worker's log live, stops a sandbox from its page, and
-//! takes the README's screenshot (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`). A server on
+//! takes the guide's screenshot (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`). A server on
 //! another loopback port the browser visits gets nothing that opens the dashboard (issue 38).
 
 use std::io::{BufRead, BufReader, Write};
@@ -170,7 +170,7 @@ fn dashboard_in_a_real_browser() {
     });
 }
 
-/// The README's picture: into `docs/` when asked (`BERTH_UPDATE_SCREENSHOT=1`), else checked and dropped.
+/// The guide's picture (docs/dashboard.md): into `docs/` when asked (`BERTH_UPDATE_SCREENSHOT=1`), else checked and dropped.
 async fn screenshot(c: &Client) {
     let png = c.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");

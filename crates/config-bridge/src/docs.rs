@@ -9,7 +9,7 @@ use crate::table::SETTINGS;
 pub const PRECEDENCE_NOTE: &str = "precedence: default < config file < environment < -c; hermes-agent differs: there \
 a `terminal:` key in config.yaml overrides its TERMINAL_* variable, here the environment wins over the file";
 
-/// The sandbox lifecycle from create to reap, with the settings of each step (the README carries the same story).
+/// The sandbox lifecycle from create to reap, with the settings of each step (the guide's docs/sandboxes.md carries the same story).
 const LIFECYCLE_DOC: &str = "
 ## Sandbox lifecycle
 
