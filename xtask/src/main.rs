@@ -57,7 +57,8 @@ fn man() -> Result<(), String> {
     Ok(())
 }
 
-/// The mdBook release the guide is built with; `cargo xtask guide` installs it under `target/tools` when missing.
+/// The mdBook release the guide is built with; `cargo xtask guide` installs it under `target/tools` when missing
+/// (a debug build: it compiles faster, and renders a guide this size at once).
 const MDBOOK_VERSION: &str = "0.5.4";
 
 /// Builds the guide (`book.toml`, pages in `docs/`) into `target/book` with mdBook, installed first (pinned, from
@@ -75,7 +76,7 @@ fn guide() -> Result<(), String> {
     if !installed {
         eprintln!("xtask: installing mdBook {MDBOOK_VERSION} into {}", tools.display());
         run(Command::new(&cargo)
-            .args(["install", "mdbook", "--locked", "--version", MDBOOK_VERSION, "--no-default-features"])
+            .args(["install", "mdbook", "--locked", "--debug", "--version", MDBOOK_VERSION, "--no-default-features"])
             .args(["--features", "search", "--root"])
             .arg(&tools))?;
     }
@@ -107,12 +108,56 @@ fn bench(quick: bool) -> Result<(), String> {
     run(&mut cmd)
 }
 
-/// The CI steps, in order: format, lints, the guide, the image, every test.
+/// The CI steps, in order: format, lints, then the guide beside the image and every test.
 fn ci(allow_skips: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     run(Command::new(&cargo).args(["fmt", "--all", "--check"]))?;
     run(Command::new(&cargo).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    guide()?;
+    // The guide's build (mdBook's first install compiles it) shares nothing with the tests: it runs beside them.
+    let guide = GuideBuild::start()?;
+    let tests = ci_tests(allow_skips);
+    guide.finish()?;
+    tests
+}
+
+/// `cargo xtask guide` as a child process, its output kept in `target/ci/guide.log` and shown only if it fails.
+struct GuideBuild {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl GuideBuild {
+    fn start() -> Result<Self, String> {
+        let dir = demo::target_dir().join("ci");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let log = dir.join("guide.log");
+        let file = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let child = Command::new(exe)
+            .arg("guide")
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file)
+            .spawn()
+            .map_err(|e| format!("cannot start the guide's build: {e}"))?;
+        Ok(Self { child, log })
+    }
+
+    fn finish(mut self) -> Result<(), String> {
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if status.success() {
+            eprintln!("xtask: {}", log.lines().last().unwrap_or("the guide built"));
+            Ok(())
+        } else {
+            eprintln!("{log}");
+            Err(format!("the guide did not build ({status}); its log: {}", self.log.display()))
+        }
+    }
+}
+
+/// The image, then every test: the Podman half of the sandbox suite and the exactly-once suite beside the rest.
+fn ci_tests(allow_skips: bool) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     image::build(false)?;
     let extra = extra_engines();
     for (name, endpoint) in &extra {
