@@ -303,7 +303,7 @@ fn read_as_root(
                     seen.push((pid, args.join(" ")));
                 }
             }
-            std::thread::sleep(Duration::from_millis(2)); // the reader's pace
+            std::thread::sleep(Duration::from_millis(2)); // scenario: the reader's pace
         }
         seen.sort();
         seen.dedup();
