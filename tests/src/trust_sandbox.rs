@@ -168,9 +168,10 @@ fn the_hosts_kernel_filesystems_are_refused_as_mounts() {
 
 /// A re-attack of issue 38: the host's system folders (`/etc`, `/boot`, `/lib/modules`, `/var/log`, what is inside
 /// them and what holds them), `--security-opt no-new-privileges=false` and any `--cgroup-parent` were accepted
-/// without the opt-in: a sandbox read the host's shadow file and wrote its cron, loaded the host's modules folder,
-/// regained set-user-id privileges and ran in a host cgroup of its choosing. Each is refused in one line naming
-/// `terminal.docker_allow_host_access`, at create and at `config set`, nothing made; the opt-in lets them through.
+/// without the opt-in (the old binary made a sandbox with the host's `/etc` mounted: its users, passwords, cron;
+/// `no-new-privileges=false` lets a set-user-id program gain privileges; a cgroup parent puts the sandbox in a host
+/// cgroup of the caller's choosing). Each is refused in one line naming `terminal.docker_allow_host_access`, at create
+/// and at `config set`, nothing made; the opt-in lets them through.
 #[test]
 fn host_system_folders_privilege_gain_and_cgroup_parents_need_the_opt_in() {
     require_docker();
@@ -199,8 +200,7 @@ fn host_system_folders_privilege_gain_and_cgroup_parents_need_the_opt_in() {
         (r#"["--cgroup-parent","/"]"#, "--cgroup-parent /"),
         (r#"["--cgroup-parent=system.slice"]"#, "--cgroup-parent system.slice"),
     ] {
-        let out =
-            home.run(&["-c", &format!("terminal.docker_extra_args={args}"), "run", "--task", "s", "--", "true"]);
+        let out = home.run(&["-c", &format!("terminal.docker_extra_args={args}"), "run", "--task", "s", "--", "true"]);
         assert_refused(&home, &out, want, args);
         let out = home.run(&["config", "set", "terminal.docker_extra_args", args]);
         assert_refused(&home, &out, want, &format!("config set {args}"));
@@ -209,7 +209,8 @@ fn host_system_folders_privilege_gain_and_cgroup_parents_need_the_opt_in() {
     // The operator's choice goes through with the opt-in; berth's own no-new-privileges stays without it.
     let allow = "terminal.docker_allow_host_access=true";
     let etc = r#"terminal.docker_extra_args=["-v","/etc:/x:ro","--security-opt","no-new-privileges=false"]"#;
-    let out = home.run(&["-c", allow, "-c", etc, "run", "--task", "s", "--", "grep", "NoNewPrivs", "/proc/self/status"]);
+    let out =
+        home.run(&["-c", allow, "-c", etc, "run", "--task", "s", "--", "grep", "NoNewPrivs", "/proc/self/status"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains('0'), "{}", String::from_utf8_lossy(&out.stdout));
     home.ok(&["sandbox", "rm", "--task", "s"]);

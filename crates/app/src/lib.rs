@@ -128,9 +128,9 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> 
     // A worker never reads the config file: its dispatcher resolved every setting into its environment. Without the
     // board's URL it was handed, it would open another board (the home's SQLite file): it stops instead.
     let read_file = !matches!(cli.command, Command::Worker(_));
-    let resolved = handed.map_err(Failure::other).and_then(|()| {
-        Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file)
-    });
+    let resolved = handed
+        .map_err(Failure::other)
+        .and_then(|()| Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file));
     let ctx = match resolved {
         Ok(ctx) => ctx,
         Err(f) => {
