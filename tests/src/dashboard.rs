@@ -731,7 +731,6 @@ fn console_api(home: Home) {
     // Its worker exits without a word: each later tick finds it crashed, until the breaker blocks it.
     wait_until("the task to give up", Duration::from_secs(60), || {
         d.post("/api/dispatch", r#"{"board": "default"}"#);
-        std::thread::sleep(Duration::from_millis(300));
         home.json(&["kanban", "show", &crash])["task"]["status"] == "blocked"
     });
     let shown = home.json(&["kanban", "show", &crash]);

@@ -148,7 +148,7 @@ pub(crate) fn board(v: &BoardView) -> Markup {
                 input name="title" placeholder="new task title" required;
                 input name="assignee" placeholder="assignee";
                 input name="command" placeholder="command";
-                input name="priority" type="number" value="0" title="priority";
+                input name="priority" type="number" placeholder="priority (0)" title="priority: higher runs first";
                 button type="submit" { "create" }
             }
             (super::console::tools())
