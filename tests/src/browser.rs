@@ -3,8 +3,9 @@
 //! sees a task the CLI creates appear without a reload within 1 s, watches a worker's log live, stops a sandbox from
 //! its page, and takes the README's screenshot (written to `docs/dashboard.png` when `BERTH_UPDATE_SCREENSHOT=1`).
 //! A server on another loopback port the browser visits gets nothing that opens the dashboard (issue 38). As an
-//! operator's console (issue 41): a dismissed confirmation changes nothing, the filter, complete and bulk retry from
-//! the page, why a card waits, local times, no horizontal scroll at 390 px, and no foreign sandbox listed or acted on.
+//! operator's console (issue 41): a dismissed confirmation changes nothing, the filter, complete, bulk retry and a
+//! confirmed archive from the page, the archived column kept across live updates, why a card waits, local times, no
+//! horizontal scroll at 390 px, and no foreign sandbox listed or acted on.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -320,6 +321,19 @@ fn dashboard_is_an_operators_console() {
         assert!(asked.contains("2 task"), "{asked}");
         appears(&c, &format!("section[data-status=ready] #card-{zebra}"), Duration::from_secs(3)).await;
         assert_eq!(home.json(&["kanban", "show", &zebra])["task"]["status"], "ready");
+
+        // Archive, confirmed: archived; "show archived" shows its column, which stays across live updates.
+        click(&c, &format!("#card-{keep} button[data-action=archive]")).await;
+        dialog(&c, Answer::Accept).await;
+        crate::support::wait_until("the task to be archived", Duration::from_secs(5), || {
+            home.json(&["kanban", "show", &keep])["task"]["status"] == "archived"
+        });
+        click(&c, "#archived-toggle").await;
+        appears(&c, &format!("section[data-status=archived] #card-{keep}"), Duration::from_secs(5)).await;
+        appears(&c, "#live.on", Duration::from_secs(5)).await;
+        let later = create("made while archived are shown", &[]);
+        appears(&c, &format!("section[data-status=ready] #card-{later}"), Duration::from_secs(2)).await;
+        c.find(Locator::Css(&format!("section[data-status=archived] #card-{keep}"))).await.unwrap();
 
         // The task page: its event times are local time strings, not epoch numbers or raw RFC 3339.
         c.goto(&format!("{}/tasks/{finish}", d.base)).await.unwrap();

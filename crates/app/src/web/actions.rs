@@ -1,7 +1,6 @@
 //! The dashboard's writes: create, edit, assign, block, unblock, promote, retry, complete, reclaim, archive, remove
-//! and dispatch now, each through the same
-//! `BoardStore` calls and checks as its `berth kanban` command, answering `{"ok": true, "message": …}` or
-//! `{"error": …}` (one line) with a 4xx/5xx status.
+//! and dispatch now, each through the same `BoardStore` calls and checks as its `berth kanban` command, answering
+//! `{"ok": true, "message": …}` or `{"error": …}` (one line) with a 4xx/5xx status.
 
 use std::sync::Arc;
 

@@ -72,10 +72,16 @@ pub(crate) fn waiting_on_parents() -> Waiting {
     Waiting { code: d.code(), reason: "waits for its parents to be done".to_owned() }
 }
 
-/// The filter and the bulk actions over the cards that are selected (the script does the rest).
-pub(crate) fn tools() -> Markup {
+/// The filter, the bulk actions over the cards that are selected (the script does the rest), and the archived
+/// column shown or hidden.
+pub(crate) fn tools(board: &str, archived: bool) -> Markup {
     html! {
         div #tools {
+            @if archived {
+                a #archived-toggle href={ "/?board=" (board) } { "hide archived" }
+            } @else {
+                a #archived-toggle href={ "/?board=" (board) "&archived=1" } { "show archived" }
+            }
             input #filter type="search" placeholder="filter: title, id, profile, status" aria-label="filter the cards";
             label { input #select-all type="checkbox"; " select shown" }
             span #selected-n { "0 selected" }

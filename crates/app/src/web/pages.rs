@@ -151,7 +151,7 @@ pub(crate) fn board(v: &BoardView) -> Markup {
                 input name="priority" type="number" placeholder="priority (0)" title="priority: higher runs first";
                 button type="submit" { "create" }
             }
-            (super::console::tools())
+            (super::console::tools(&v.board, v.archived))
             div #columns data-fragment={ "/?board=" (v.board) "&fragment=1" (if v.archived { "&archived=1" } else { "" }) } { (columns(v)) }
             div #chart-box data-chart={ "/chart?board=" (v.board) } {}
         },

@@ -172,7 +172,8 @@ function act(action, id) {
     return;
   }
   if (CONFIRM[action] && !confirm(CONFIRM[action](id))) return;
-  post(url, {});
+  // A task removed from its own page has no page left: back to its board.
+  post(url, {}).then((ok) => { if (ok && action === "remove" && $("#detail")) location.href = "/"; });
 }
 
 // A bulk action over the selected cards that are shown, one request each, after one confirmation.
