@@ -200,9 +200,18 @@ async fn dialog(c: &Client, answer: Answer<'_>) -> String {
     text
 }
 
-/// Clicks the first element `css` matches.
+/// Clicks the first element `css` matches; found again when the page swapped its live part in between (a board
+/// change redraws every card).
 async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}")).click().await.unwrap();
+    for _ in 0..5 {
+        let found = c.find(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        match found.click().await {
+            Ok(()) => return,
+            Err(e) if e.is_stale_element_reference() => {}
+            Err(e) => panic!("click {css}: {e}"),
+        }
+    }
+    panic!("{css} was redrawn under every click");
 }
 
 /// Whether the page is wider than its window (a horizontal scroll bar).

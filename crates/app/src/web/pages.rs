@@ -15,6 +15,7 @@ fn head(title: &str) -> Markup {
             meta name="viewport" content="width=device-width, initial-scale=1";
             title { (title) }
             link rel="stylesheet" href="/assets/app.css";
+            link rel="icon" href="data:,";
             script src="/assets/app.js" defer {}
         }
     }
@@ -100,10 +101,10 @@ fn card(c: &Card) -> Markup {
             div.meta {
                 span.id { (c.id) }
                 span { "@" (c.assignee.as_deref().unwrap_or("-")) }
-                span title="age" { (age(c.age_secs)) }
-                @if c.failures > 0 { span.bad title="consecutive failures" { "✗" (c.failures) } }
-                @if let Some(h) = &c.host { span title="worker host" { "⌂" (h) } }
-                @if let Some(r) = c.running_secs { span.timer data-since=(r) title="running for" { (age(r)) } }
+                span title="made this long ago" { "age " (age(c.age_secs)) }
+                @if c.failures > 0 { span.bad title="consecutive failures" { "failed ×" (c.failures) } }
+                @if let Some(h) = &c.host { span title="worker host" { "on " (h) } }
+                @if let Some(r) = c.running_secs { span title="running for" { "running " span.timer data-since=(r) { (age(r)) } } }
             }
             @if c.shown_status != c.status.as_str() { div.warn { (c.shown_status) } }
             @if let Some(e) = &c.last_error { div.err title="last error" { (e) } }
