@@ -292,6 +292,23 @@ impl BoardStore for PgKanbanStore {
         })
     }
 
+    fn board_event_times(
+        &self,
+        board: &BoardSlug,
+        since: i64,
+        kinds: &[&str],
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT e.kind, e.created_at FROM berth.task_events e JOIN berth.tasks t ON t.id = e.task_id \
+                 WHERE t.board = $1 AND e.created_at >= $2 AND e.kind = ANY($3) ORDER BY e.id",
+                &[&board.as_str(), &since, &kinds],
+            )?;
+            rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
+        })
+    }
+
     fn events(&self, task: &str, after: i64) -> Result<Vec<Event>, StoreError> {
         self.with(|c| {
             let rows = c.client.query(
