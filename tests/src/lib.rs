@@ -71,6 +71,8 @@ mod pg_bound;
 #[cfg(test)]
 mod pg_wake;
 #[cfg(test)]
+mod recurring;
+#[cfg(test)]
 mod signals;
 #[cfg(test)]
 mod slow_board;

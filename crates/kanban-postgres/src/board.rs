@@ -224,6 +224,22 @@ impl BoardStore for PgKanbanStore {
         })
     }
 
+    fn add_cron(&mut self, board: &BoardSlug, cron: &kanban_core::NewCron, now: Timestamp) -> Result<kanban_core::Cron, StoreError> {
+        self.with(|c| crate::crons::add(&mut c.client, board, cron, now))
+    }
+
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>, StoreError> {
+        self.with(|c| crate::crons::list(&mut c.client, board))
+    }
+
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron, StoreError> {
+        self.with(|c| crate::crons::remove(&mut c.client, board, name))
+    }
+
+    fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<(), StoreError> {
+        self.with(|c| crate::crons::made(&mut c.client, board, name, slot))
+    }
+
     fn create_board(
         &mut self,
         slug: &BoardSlug,

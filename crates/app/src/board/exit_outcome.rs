@@ -21,6 +21,7 @@ pub(super) fn record(
     store: &mut Option<Board>,
     task: &str,
     run: i64,
+    assignee: &str,
     limit: u32,
     code: &Result<u8, Failure>,
     last: &str,
@@ -44,7 +45,7 @@ pub(super) fn record(
         RunEnding::Requeued(_) => "requeue the snoozed task",
         RunEnding::Failed(_) => "record the failure",
     };
-    let breaker = ctx.breaker(limit);
+    let breaker = ctx.breaker(limit, Some(assignee));
     let recorded = outage::retrying_blocking(ctx, what, outage::patience(ctx), store, |b| {
         match record_run_end(&mut **b, task, Some(run), &ending, breaker, now) {
             Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),

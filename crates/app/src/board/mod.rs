@@ -3,6 +3,7 @@
 
 pub mod boards;
 mod create;
+mod cron;
 pub mod edit;
 mod exit_outcome;
 mod external;
@@ -141,6 +142,7 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
             done(ctx, &store.task(id)?, &format!("blocked {id}"));
         }
+        KanbanCmd::Cron(cmd) => cron::command(ctx, cmd, now)?,
         KanbanCmd::Schedule { id, when, now: _ } => {
             let at = when.at(now);
             let t = open_store(ctx)?.schedule(id, at, now)?;
