@@ -224,7 +224,12 @@ impl BoardStore for PgKanbanStore {
         })
     }
 
-    fn add_cron(&mut self, board: &BoardSlug, cron: &kanban_core::NewCron, now: Timestamp) -> Result<kanban_core::Cron, StoreError> {
+    fn add_cron(
+        &mut self,
+        board: &BoardSlug,
+        cron: &kanban_core::NewCron,
+        now: Timestamp,
+    ) -> Result<kanban_core::Cron, StoreError> {
         self.with(|c| crate::crons::add(&mut c.client, board, cron, now))
     }
 

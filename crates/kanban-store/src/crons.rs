@@ -72,8 +72,10 @@ impl SqliteKanbanStore {
     /// # Errors
     /// An SQLite error.
     pub fn crons(&self, board: &BoardSlug) -> Result<Vec<Cron>> {
-        let mut stmt =
-            self.conn.prepare_cached(&format!("SELECT {COLUMNS} FROM schedules WHERE board = ?1 ORDER BY name")).sql()?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!("SELECT {COLUMNS} FROM schedules WHERE board = ?1 ORDER BY name"))
+            .sql()?;
         let rows = stmt.query_map([board.as_str()], cron_from_row).sql()?;
         rows.collect::<rusqlite::Result<_>>().sql()
     }

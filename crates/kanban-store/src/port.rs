@@ -174,7 +174,12 @@ impl BoardStore for SqliteKanbanStore {
     fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
         Self::remove(self, id, now)
     }
-    fn add_cron(&mut self, board: &BoardSlug, cron: &kanban_core::NewCron, now: Timestamp) -> Result<kanban_core::Cron> {
+    fn add_cron(
+        &mut self,
+        board: &BoardSlug,
+        cron: &kanban_core::NewCron,
+        now: Timestamp,
+    ) -> Result<kanban_core::Cron> {
         Self::add_cron(self, board, cron, now)
     }
     fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>> {

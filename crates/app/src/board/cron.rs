@@ -8,7 +8,7 @@ use kanban_core::recurring::{self, due_slot};
 use kanban_core::{Cron, NewCron, NewTask, StoreError};
 use serde::Serialize;
 
-use crate::cli::CronCmd;
+use crate::cli_cron::CronCmd;
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::open::{Board, open_read_only, open_store};
@@ -38,7 +38,7 @@ fn refusal(e: StoreError) -> Failure {
 pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Failure> {
     match cmd {
         CronCmd::Add { name, every, cron, assignee, allow_unknown_assignee, command, board } => {
-            let board = super::slug(&board.board)?;
+            let board = BoardSlug::parse(&board).map_err(Failure::usage_of)?;
             recurring::check_name(name).map_err(refusal)?;
             ProfileName::parse(assignee).map_err(Failure::usage_of)?;
             crate::board::edit::check_assignee(ctx, assignee, *allow_unknown_assignee)?;
@@ -67,7 +67,7 @@ pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Fa
             }
         }
         CronCmd::Ls { board } => {
-            let board = super::slug(&board.board)?;
+            let board = BoardSlug::parse(&board).map_err(Failure::usage_of)?;
             let rows: Vec<CronRow> = match open_read_only(ctx)? {
                 Some(store) => {
                     store.board(&board)?;
@@ -87,7 +87,10 @@ pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Fa
                             (None, Some(s)) => format!("every {s}s"),
                             (None, None) => "-".to_owned(),
                         };
-                        let last = r.cron.last_slot.map_or_else(|| "-".to_owned(), |ms| Timestamp::from_millis(ms).to_rfc3339());
+                        let last = r
+                            .cron
+                            .last_slot
+                            .map_or_else(|| "-".to_owned(), |ms| Timestamp::from_millis(ms).to_rfc3339());
                         vec![
                             r.cron.name.clone(),
                             when,
@@ -102,7 +105,7 @@ pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Fa
             }
         }
         CronCmd::Rm { name, board } => {
-            let board = super::slug(&board.board)?;
+            let board = BoardSlug::parse(&board).map_err(Failure::usage_of)?;
             let removed = open_store(ctx)?.remove_cron(&board, name).map_err(refusal)?;
             if ctx.json {
                 output::json(&removed);
@@ -145,7 +148,7 @@ pub(crate) fn make_due(store: &mut Board, board: &BoardSlug, now: Timestamp) -> 
                 idempotency_key: Some(recurring::slot_key(&cron.name, slot)),
                 ..NewTask::default()
             };
-            let id = super::new_task_id();
+            let id = super::task_id::new_task_id();
             let task = store.create_task(board, &id, &new, now)?;
             if task.id == id {
                 tracing::info!("kanban cron [{board}] {}: made task {id} for the slot {slot}", cron.name);
