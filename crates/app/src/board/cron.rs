@@ -38,7 +38,7 @@ fn refusal(e: StoreError) -> Failure {
 pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Failure> {
     match cmd {
         CronCmd::Add { name, every, cron, assignee, allow_unknown_assignee, command, board } => {
-            let board = BoardSlug::parse(&board).map_err(Failure::usage_of)?;
+            let board = BoardSlug::parse(board).map_err(Failure::usage_of)?;
             recurring::check_name(name).map_err(refusal)?;
             ProfileName::parse(assignee).map_err(Failure::usage_of)?;
             crate::board::edit::check_assignee(ctx, assignee, *allow_unknown_assignee)?;
@@ -67,7 +67,7 @@ pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Fa
             }
         }
         CronCmd::Ls { board } => {
-            let board = BoardSlug::parse(&board).map_err(Failure::usage_of)?;
+            let board = BoardSlug::parse(board).map_err(Failure::usage_of)?;
             let rows: Vec<CronRow> = match open_read_only(ctx)? {
                 Some(store) => {
                     store.board(&board)?;
@@ -105,7 +105,7 @@ pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Fa
             }
         }
         CronCmd::Rm { name, board } => {
-            let board = BoardSlug::parse(&board).map_err(Failure::usage_of)?;
+            let board = BoardSlug::parse(board).map_err(Failure::usage_of)?;
             let removed = open_store(ctx)?.remove_cron(&board, name).map_err(refusal)?;
             if ctx.json {
                 output::json(&removed);

@@ -520,7 +520,8 @@ async fn record_exit(
         return Ok(0);
     }
     let limit = ctx.settings.kanban.failure_limit.get();
-    let (said, finished) = super::exit_outcome::record(ctx, &mut None, task, run, assignee, limit, &code, last)?;
+    let (said, finished) =
+        super::exit_outcome::record(ctx, &mut None, task, run, ctx.breaker(limit, Some(assignee)), &code, last)?;
     log_line(&said);
     if finished {
         super::release::remove_task_sandbox(ctx, task, assignee).await;
