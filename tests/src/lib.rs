@@ -47,6 +47,8 @@ mod fault;
 #[cfg(test)]
 mod gateway;
 #[cfg(test)]
+mod guide;
+#[cfg(test)]
 mod hermes;
 #[cfg(test)]
 mod homes;

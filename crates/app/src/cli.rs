@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand};
     propagate_version = true,
     after_help = "Start here:\n  berth run --task demo -- sh -c 'echo hi > /tmp/x'   run a command in the task's sandbox\n  \
                   berth kanban create 'job' --assignee alpha --command 'make test'\n  \
-                  berth kanban dispatch && berth kanban logs -f ID\n\nMore: berth help COMMAND, and README.md."
+                  berth kanban dispatch && berth kanban logs -f ID\n\nMore: berth help COMMAND, and the guide (docs/)."
 )]
 pub struct Cli {
     /// Berth's home directory (default: $BERTH_HOME, else ~/.berth).

@@ -80,6 +80,12 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// A storage error.
     fn runs(&self, task: &str) -> Result<Vec<Run>>;
+    /// The kind and time (ms) of every event of one of `kinds` on `board`'s tasks from `since` on, oldest first
+    /// (the dashboard's throughput and failures chart).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn board_event_times(&self, board: &BoardSlug, since: i64, kinds: &[&str]) -> Result<Vec<(String, i64)>>;
     /// Running tasks per assignee, all boards.
     ///
     /// # Errors

@@ -16,6 +16,7 @@ use serde_json::Value as Json;
 
 pub(crate) use crate::rows::status_of;
 use crate::rows::{TASK_COLUMNS, board_from_row, task_from_row};
+pub(crate) use crate::rows::{read_board, read_task};
 use crate::{PgKanbanStore, PgResult};
 
 /// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
@@ -171,26 +172,6 @@ pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A task with its parents, in two round trips (typed parameters: no separate prepare), as every worker and
-/// `kanban complete` reads one.
-pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
-    // One round trip: the task and its parents, the statement prepared once per connection.
-    let sql = format!(
-        "SELECT {TASK_COLUMNS}, ARRAY(SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id) \
-         FROM berth.tasks WHERE id = $1"
-    );
-    let row = c.query_opt(&sql, &[&id])?.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
-    let mut t = task_from_row(&row)?;
-    t.parents = row.try_get(27)?;
-    Ok(t)
-}
-
-pub(crate) fn read_board(c: &mut impl GenericClient, slug: &str) -> PgResult<Board> {
-    let row =
-        c.query_opt("SELECT slug, name, created_at FROM berth.boards WHERE slug = $1 AND archived = 0", &[&slug])?;
-    board_from_row(&row.ok_or_else(|| StoreError::NoBoard(slug.to_owned()))?)
-}
-
 impl BoardStore for PgKanbanStore {
     fn location(&self) -> String {
         self.shown.clone()
@@ -310,6 +291,23 @@ impl BoardStore for PgKanbanStore {
             );
             let rows = c.client.query(&sql, &[&board.as_str(), &status.map(TaskStatus::as_str), &assignee])?;
             rows.iter().map(task_from_row).collect()
+        })
+    }
+
+    fn board_event_times(
+        &self,
+        board: &BoardSlug,
+        since: i64,
+        kinds: &[&str],
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT e.kind, e.created_at FROM berth.task_events e JOIN berth.tasks t ON t.id = e.task_id \
+                 WHERE t.board = $1 AND e.created_at >= $2 AND e.kind = ANY($3) ORDER BY e.id",
+                &[&board.as_str(), &since, &kinds],
+            )?;
+            rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
         })
     }
 

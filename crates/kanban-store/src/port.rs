@@ -112,6 +112,9 @@ impl BoardStore for SqliteKanbanStore {
     fn runs(&self, task: &str) -> Result<Vec<Run>> {
         Self::runs(self, task)
     }
+    fn board_event_times(&self, board: &BoardSlug, since: i64, kinds: &[&str]) -> Result<Vec<(String, i64)>> {
+        Self::board_event_times(self, board, since, kinds)
+    }
     fn running_by_assignee(&self) -> Result<Vec<(String, i64)>> {
         Self::running_by_assignee(self)
     }

@@ -252,6 +252,25 @@ impl SqliteKanbanStore {
         rows.collect::<rusqlite::Result<_>>().sql()
     }
 
+    /// The kind and time of every event of one of `kinds` on `board`'s tasks from `since` (ms) on, oldest first.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn board_event_times(&self, board: &BoardSlug, since: i64, kinds: &[&str]) -> Result<Vec<(String, i64)>> {
+        let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 3)).collect();
+        let sql = format!(
+            "SELECT e.kind, e.created_at FROM task_events e JOIN tasks t ON t.id = e.task_id \
+             WHERE t.board = ?1 AND e.created_at >= ?2 AND e.kind IN ({}) ORDER BY e.id",
+            if marks.is_empty() { "NULL".to_owned() } else { marks.join(", ") }
+        );
+        let mut stmt = self.conn.prepare(&sql).sql()?;
+        let slug = board.as_str();
+        let mut values: Vec<&dyn rusqlite::ToSql> = vec![&slug, &since];
+        values.extend(kinds.iter().map(|k| k as &dyn rusqlite::ToSql));
+        let rows = stmt.query_map(values.as_slice(), |r| Ok((r.get(0)?, r.get(1)?))).sql()?;
+        rows.collect::<rusqlite::Result<_>>().sql()
+    }
+
     /// A task's events, oldest first, after event id `after`.
     ///
     /// # Errors

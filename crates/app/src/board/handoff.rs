@@ -149,7 +149,8 @@ pub(super) fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Op
         .filter(|(_, v)| secrets.iter().any(|s| v.contains(s.as_str())))
         .map(|(k, _)| (k, None))
         .collect();
-    for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
+    // The descriptor this worker got the URL on is not the command's.
+    for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB", crate::edge::handover::VAR] {
         env.push((k.into(), None));
     }
     env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));

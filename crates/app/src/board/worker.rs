@@ -21,6 +21,7 @@ use super::log_sink::{LogSink, log_line};
 use super::run_outcome::Outcome;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
+use crate::edge::handover::Slot;
 use crate::sandbox::fault::SandboxFault;
 use crate::{board::outage, edge::process, sandbox};
 
@@ -90,7 +91,10 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     cmd.envs(env.vars.iter().map(|(k, v)| (k, v)));
     cmd.envs(task_vars(board, task, &assignee));
     let gate = env.gate.try_clone().map_err(|e| format!("cannot pass the workers' gate: {e}"))?;
-    cmd.stdin(gate).stdout(Stdio::null()).stderr(Stdio::null());
+    // The board's password never in the worker's environment: on its stdout, which it replaces with its log.
+    let url = ctx.database_url().map(|url| crate::edge::handover::hand_over(&mut cmd, url, Slot::Stdout));
+    let out = url.transpose().map_err(|e| format!("cannot hand the board's URL to the worker: {e}"))?.flatten();
+    cmd.stdin(gate).stdout(out.unwrap_or_else(Stdio::null)).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = sandbox_name(ctx, &task.task_id, &assignee);
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
