@@ -75,6 +75,8 @@ mod pg_wake;
 #[cfg(test)]
 mod review;
 #[cfg(test)]
+mod recurring;
+#[cfg(test)]
 mod signals;
 #[cfg(test)]
 mod slow_board;

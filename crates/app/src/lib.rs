@@ -5,6 +5,7 @@
 pub mod board;
 pub mod cli;
 pub mod cli_review;
+pub mod cli_cron;
 pub mod cli_values;
 pub mod cli_worker;
 pub mod config_cmd;
