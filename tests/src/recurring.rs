@@ -86,6 +86,9 @@ fn a_two_second_schedule_makes_one_task_per_slot_and_cron_rm_stops_it(home: Home
     let shown = home.json(&["kanban", "show", &id]);
     assert_eq!(shown["task"]["schedule"], "tick", "{shown}");
     assert!(home.ok(&["kanban", "show", &id]).contains("schedule:  tick"));
+    let page = crate::dashboard::Served::start(&home, &[]).get(&format!("/tasks/{id}"));
+    assert_eq!(page.0, 200, "{}", page.1);
+    assert!(page.1.contains("tick (kanban cron)"), "the dashboard's task page names its schedule: {}", page.1);
     wait_until("a schedule's task done", Duration::from_secs(20), || {
         home.json(&["kanban", "show", &id])["task"]["status"] == "done"
     });
