@@ -73,9 +73,9 @@ mod pg_bound;
 #[cfg(test)]
 mod pg_wake;
 #[cfg(test)]
-mod review;
-#[cfg(test)]
 mod recurring;
+#[cfg(test)]
+mod review;
 #[cfg(test)]
 mod signals;
 #[cfg(test)]
