@@ -366,7 +366,7 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
 fn refuses(kind: Kind, raw: &str) -> bool {
     match kind {
         Kind::Cap => !raw.trim().trim_matches(['\'', '"']).parse::<i64>().is_ok_and(|n| n < 1),
-        Kind::CapMap => true,
+        Kind::CapMap | Kind::Json => true,
         _ => false,
     }
 }
@@ -444,6 +444,7 @@ impl Settings {
             extra_args: t.docker_extra_args.clone(),
             network: t.docker_network,
             egress: t.docker_egress.clone(),
+            credentials: t.docker_credentials.0.clone(),
             run_as_host_user: t.docker_run_as_host_user,
             mount_cwd_to_workspace: t.docker_mount_cwd_to_workspace,
             shm_size: t.docker_shm_size.clone(),
@@ -463,6 +464,12 @@ impl Settings {
             return domain::egress::EgressPolicy::None;
         }
         t.docker_egress_overrides.0.get(profile).cloned().unwrap_or_else(|| t.docker_egress.clone())
+    }
+
+    /// The credentials of `profile`'s sandboxes: its override, else `terminal.docker_credentials`.
+    pub fn credentials_for(&self, profile: &str) -> domain::egress::credentials::Credentials {
+        let t = &self.terminal;
+        t.docker_credentials_overrides.0.get(profile).cloned().unwrap_or_else(|| t.docker_credentials.0.clone())
     }
 
     /// The dispatcher caps (`max_spawn` from config; `dispatch --max` replaces it).
