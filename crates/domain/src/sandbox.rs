@@ -174,10 +174,7 @@ pub const FIELD_SETTINGS: &[(&str, &str)] = &[
     ("cmd", "the keep-alive command"),
     ("workdir", "terminal.cwd"),
     ("env", "terminal.docker_env, terminal.docker_credentials"),
-    (
-        "binds",
-        "terminal.docker_volumes, terminal.container_persistent, terminal.docker_mount_cwd_to_workspace, terminal.docker_credentials",
-    ),
+    ("binds", "terminal.docker_volumes, terminal.container_persistent, terminal.docker_mount_cwd_to_workspace"),
     ("tmpfs", "terminal.container_persistent"),
     ("cap_drop", "terminal.docker_extra_args"),
     ("cap_add", "terminal.docker_run_as_host_user"),

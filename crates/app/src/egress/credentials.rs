@@ -1,5 +1,5 @@
 //! `terminal.docker_credentials` on the home's side: the egress CA and the placeholder key (made once, under
-//! `<home>/egress/ca/`), the trust bundle a sandbox with credentials mounts, and handing a sandbox's real values to its
+//! `<home>/egress/ca/`), the trust bundle copied into a sandbox with credentials, and handing a sandbox's real values to its
 //! egress proxy (on the stdin of an exec in the proxy's container: never an argument, a variable or a file).
 
 use std::io::Write as _;
@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::Duration;
 
-use domain::egress::credentials::Credentials;
+use domain::egress::credentials::{CA_BUNDLE_DIR, CA_BUNDLE_NAME, Credentials};
 use domain::ports::{CapturedOutput, Engine, ExecIo, ExecOutcome, ExecSpec};
 use domain::sandbox::CredentialFacts;
 use domain::service::{AcquireRequest, Acquired};
@@ -19,7 +19,7 @@ use crate::edge::error::Failure;
 
 /// The secret the placeholders derive from (mode 0600).
 const PLACEHOLDER_KEY: &str = "placeholder.key";
-/// What a sandbox with credentials trusts: the upstream roots and the CA (mounted read-only at
+/// What a sandbox with credentials trusts: the upstream roots and the CA (copied to
 /// `domain::egress::credentials::CA_BUNDLE_PATH`).
 const BUNDLE: &str = "bundle.pem";
 
@@ -52,9 +52,8 @@ pub async fn prepare(ctx: &Ctx) -> Result<CredentialFacts, Failure> {
     let ca = std::fs::read_to_string(&cert_path).map_err(|e| io(&cert_path, e))?;
     let roots = upstream_roots(ctx)?;
     write_if_changed(&dir.join(UPSTREAM_ROOTS), roots.as_bytes())?;
-    let bundle = dir.join(BUNDLE);
-    write_if_changed(&bundle, format!("{roots}{ca}").as_bytes())?;
-    Ok(CredentialFacts { key, bundle: bundle.display().to_string() })
+    write_if_changed(&dir.join(BUNDLE), format!("{roots}{ca}").as_bytes())?;
+    Ok(CredentialFacts { key })
 }
 
 /// The host's roots (as rustls-native-certs finds them: `SSL_CERT_FILE`, else the system's bundle) and
@@ -91,8 +90,7 @@ fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Failure> {
     std::fs::rename(&tmp, path).map_err(fail)
 }
 
-/// Writes `path` in place (0644) when its content differs: a running sandbox's bind mount of it sees the change,
-/// where a file renamed over it would leave the sandbox the old one.
+/// Writes `path` (0644: certificates only) when its content differs.
 fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(());
@@ -103,8 +101,8 @@ fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
     f.write_all(bytes).map_err(fail)
 }
 
-/// Hands the real values of `credentials` to the egress proxy of the sandbox `acquired` (made from `req`): its
-/// address on the internal network, each variable's placeholder (from the spec's environment), value (from the
+/// Copies the trust bundle into the sandbox `acquired` (made from `req`) and hands the real values of `credentials`
+/// to its egress proxy: its address on the internal network, each variable's placeholder (from the spec's environment), value (from the
 /// host's environment) and destinations. A variable the host does not set is left out, with a warning: its
 /// placeholder then reaches its destinations as it is.
 ///
@@ -121,6 +119,10 @@ pub async fn admit(
         return Ok(());
     }
     let Some(network) = req.spec.network_mode.clone() else { return Ok(()) };
+    let bundle_path = super::log_dir(ctx).join(CA_DIR).join(BUNDLE);
+    let bundle = std::fs::read(&bundle_path)
+        .map_err(|e| Failure::other(format!("cannot read {}: {e}", bundle_path.display())))?;
+    rt.write_file(&acquired.id, CA_BUNDLE_DIR, CA_BUNDLE_NAME, &bundle).await?;
     let source = rt.address_on(&acquired.id, &network).await?.ok_or_else(|| {
         Failure::other(format!("sandbox {} is not on its egress network {network}", acquired.name))
     })?;

@@ -11,9 +11,13 @@ use crate::sha256;
 /// What every placeholder starts with, so a placeholder is recognisable in a request, a log or a transcript.
 pub const PLACEHOLDER_PREFIX: &str = "berth-cred-";
 
-/// Where a sandbox with credentials finds the trust bundle: the host's roots, `terminal.docker_egress_ca_file` and
-/// the home's egress CA, which signs what the proxy presents for a credential's destinations.
-pub const CA_BUNDLE_PATH: &str = "/etc/berth/egress-ca.pem";
+/// The folder and name of the trust bundle in a sandbox with credentials (copied in before each command): the
+/// host's roots, `terminal.docker_egress_ca_file` and the home's egress CA, which signs what the proxy presents for a
+/// credential's destinations.
+pub const CA_BUNDLE_DIR: &str = "/etc";
+pub const CA_BUNDLE_NAME: &str = "berth-egress-ca.pem";
+/// [`CA_BUNDLE_DIR`]/[`CA_BUNDLE_NAME`].
+pub const CA_BUNDLE_PATH: &str = "/etc/berth-egress-ca.pem";
 
 /// The variables naming [`CA_BUNDLE_PATH`] for the usual TLS clients (OpenSSL and curl, Python's requests, curl's
 /// own, Node, git).

@@ -59,16 +59,14 @@ pub struct HostFacts {
     pub cgroup_limits_unavailable: bool,
     /// The internal network and proxy enforcing an allowlist (`egress` lists destinations), once the edge made them.
     pub egress_route: Option<EgressRoute>,
-    /// What a sandbox with credentials needs, once the edge made it: the home's placeholder key and the host path of
-    /// the trust bundle mounted at [`CA_BUNDLE_PATH`].
+    /// What a sandbox with credentials needs, once the edge made it: the home's placeholder key.
     pub credential_facts: Option<CredentialFacts>,
 }
 
-/// The home's secret the placeholders derive from, and the trust bundle's path on the host.
+/// The home's secret the placeholders derive from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CredentialFacts {
     pub key: String,
-    pub bundle: String,
 }
 
 /// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
@@ -110,10 +108,10 @@ pub fn build_create_spec(
     settings.credentials.check(&settings.egress, &settings.forward_env).map_err(SpecError::Credentials)?;
     let mut warnings = Vec::new();
     let user = host_user(settings, host, &mut warnings);
-    let Mounts { mut binds, tmpfs, host_dirs } = mounts(identity, settings, host, &mut warnings);
+    let Mounts { binds, tmpfs, host_dirs } = mounts(identity, settings, host, &mut warnings);
     let mut env = container_env(settings, &mut warnings);
     let (network_mode, dns) = egress_network(identity, settings, host, &mut env)?;
-    credentials(identity, settings, host, &mut env, &mut binds)?;
+    credentials(identity, settings, host, &mut env)?;
     let workdir = container_cwd(&settings.cwd)?;
     let limits = limits(settings, host, &mut warnings)?;
     let mut spec = CreateSpec {
@@ -340,15 +338,15 @@ fn egress_network(
     }
 }
 
-/// The placeholders of `terminal.docker_credentials` in place of their values, and the trust bundle that lets the
-/// sandbox's TLS clients accept the proxy's certificates for their destinations (mounted read-only and named by the
-/// usual variables). A variable of `docker_env` with a credential's name is replaced, never kept beside it.
+/// The placeholders of `terminal.docker_credentials` in place of their values, and the variables naming the trust
+/// bundle that lets the sandbox's TLS clients accept the proxy's certificates for their destinations (the edge
+/// copies it in before each command: a file of berth's home is never mounted). A variable of `docker_env` with a
+/// credential's name is replaced, never kept beside it.
 fn credentials(
     identity: &SandboxIdentity,
     settings: &SandboxSettings,
     host: &HostFacts,
     env: &mut Vec<String>,
-    binds: &mut Vec<Bind>,
 ) -> Result<(), SpecError> {
     if settings.credentials.is_empty() {
         return Ok(());
@@ -364,7 +362,6 @@ fn credentials(
         env.push(format!("{var}={}", settings.credentials.placeholder(&facts.key, &sandbox, var)));
     }
     env.extend(CA_BUNDLE_VARS.iter().map(|v| format!("{v}={CA_BUNDLE_PATH}")));
-    binds.push(Bind::parse(&format!("{}:{CA_BUNDLE_PATH}:ro", facts.bundle)));
     Ok(())
 }
 
