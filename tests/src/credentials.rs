@@ -182,6 +182,18 @@ fn a_credential_is_swapped_in_for_its_destination_only_and_never_enters_the_sand
     // Nor in berth's home.
     assert_eq!(files_holding(home.path(), REAL.as_bytes()), Vec::<String>::new(), "files of the home hold the value");
 
+    // Another destination is another policy: the sandbox is recreated through drift, with a new placeholder.
+    let moved = format!(r#"terminal.docker_credentials={{"BERTH_TEST_TOKEN": ["{host}:9443"]}}"#);
+    let mut cmd = home.cmd();
+    cmd.env("BERTH_TEST_TOKEN", REAL).args(["-c", &policy, "-c", &outside, "-c", &ca_file, "-c", &moved]);
+    let out = cmd.args(["run", "--task", "t1", "--", "sh", "-c", "echo \"$BERTH_TEST_TOKEN\""]).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("recreating") && stderr.contains("terminal.docker_credentials"), "no drift: {stderr}");
+    let next = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(next.starts_with("berth-cred-") && next != placeholder, "{next:?} after {placeholder:?}");
+    assert_eq!(home.containers().len(), 1, "the old sandbox was replaced");
+
     // Without an allowlist: refused in one line, no sandbox made.
     let out = run("terminal.docker_egress=all", "t2", "true");
     let stderr = String::from_utf8_lossy(&out.stderr);
