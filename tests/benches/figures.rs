@@ -26,12 +26,12 @@ mod figures_pg;
 #[path = "figures_parts/drain.rs"]
 mod figures_drain;
 
+#[path = "figures_parts/credentials.rs"]
+mod figures_credentials;
 #[path = "figures_parts/dashboard.rs"]
 mod figures_dashboard;
 #[path = "figures_parts/egress.rs"]
 mod figures_egress;
-#[path = "figures_parts/credentials.rs"]
-mod figures_credentials;
 
 const IMAGE: &str = "berth-sandbox:latest";
 

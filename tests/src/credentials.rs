@@ -57,8 +57,22 @@ impl<'a> TlsServer<'a> {
         let name = format!("{}-tls", lab.net);
         let mount = format!("{}:/tls", dir.path().display());
         let args = [
-            "run", "-d", "--name", &name, "--network", &lab.net, "--network-alias", &host, "--label",
-            "berth.test=egress", "-v", &mount, IMAGE, "python3", "-c", SERVER,
+            "run",
+            "-d",
+            "--name",
+            &name,
+            "--network",
+            &lab.net,
+            "--network-alias",
+            &host,
+            "--label",
+            "berth.test=egress",
+            "-v",
+            &mount,
+            IMAGE,
+            "python3",
+            "-c",
+            SERVER,
         ];
         let out = home.docker(&args);
         assert!(out.status.success(), "tls server: {}", String::from_utf8_lossy(&out.stderr));
@@ -150,7 +164,9 @@ fn a_credential_is_swapped_in_for_its_destination_only_and_never_enters_the_sand
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "403", "{}", String::from_utf8_lossy(&out.stderr));
     let denials = home.json(&["sandbox", "denials"]);
     let row = denials.as_array().and_then(|rows| {
-        rows.iter().find(|r| r["reason"].as_str().is_some_and(|t| t.contains("placeholder of BERTH_TEST_TOKEN"))).cloned()
+        rows.iter()
+            .find(|r| r["reason"].as_str().is_some_and(|t| t.contains("placeholder of BERTH_TEST_TOKEN")))
+            .cloned()
     });
     let row = row.unwrap_or_else(|| panic!("no denial for the placeholder in {denials:#}"));
     assert_eq!(row["destination"], format!("{ok}:8000"), "{row}");

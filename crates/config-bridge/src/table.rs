@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
-use crate::typed::{CredentialOverrides, Credentials, Cpus, EgressOverrides, FloatDays, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
+use crate::typed::{
+    Cpus, CredentialOverrides, Credentials, EgressOverrides, FloatDays, FloatSeconds, FromValue, MemoryMb,
+    PositiveSeconds, Seconds,
+};
 use crate::value::{Invalid, Value};
 use domain::egress::EgressPolicy;
 

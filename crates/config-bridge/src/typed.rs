@@ -358,7 +358,9 @@ impl FromValue for CredentialOverrides {
     fn from_value(v: &Value) -> Result<Self, Invalid> {
         let Value::Json(serde_json::Value::Object(m)) = v else { return wrong_kind() };
         m.iter()
-            .map(|(k, c)| credentials_of(c).map(|c| (k.clone(), c)).map_err(|e| Invalid::from(format!("profile {k:?}: {e}"))))
+            .map(|(k, c)| {
+                credentials_of(c).map(|c| (k.clone(), c)).map_err(|e| Invalid::from(format!("profile {k:?}: {e}")))
+            })
             .collect::<Result<_, _>>()
             .map(Self)
     }

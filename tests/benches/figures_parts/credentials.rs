@@ -86,8 +86,20 @@ pub fn bench_credentials(home: &Path, quick: bool) -> Vec<Figure> {
     let server = format!("{net}-srv");
     let mount = format!("{}:/tls:ro", dir.path().display());
     let up = docker(&[
-        "run", "-d", "--name", &server, "--network", &net, "--network-alias", host, "-v", &mount, super::IMAGE,
-        "python3", "-c", SERVER,
+        "run",
+        "-d",
+        "--name",
+        &server,
+        "--network",
+        &net,
+        "--network-alias",
+        host,
+        "-v",
+        &mount,
+        super::IMAGE,
+        "python3",
+        "-c",
+        SERVER,
     ]);
     assert!(up.status.success(), "server: {}", String::from_utf8_lossy(&up.stderr));
     let ip = String::from_utf8_lossy(

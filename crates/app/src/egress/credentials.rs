@@ -123,9 +123,10 @@ pub async fn admit(
     let bundle = std::fs::read(&bundle_path)
         .map_err(|e| Failure::other(format!("cannot read {}: {e}", bundle_path.display())))?;
     rt.write_file(&acquired.id, CA_BUNDLE_DIR, CA_BUNDLE_NAME, &bundle).await?;
-    let source = rt.address_on(&acquired.id, &network).await?.ok_or_else(|| {
-        Failure::other(format!("sandbox {} is not on its egress network {network}", acquired.name))
-    })?;
+    let source = rt
+        .address_on(&acquired.id, &network)
+        .await?
+        .ok_or_else(|| Failure::other(format!("sandbox {} is not on its egress network {network}", acquired.name)))?;
     let placeholder = |var: &str| {
         let prefix = format!("{var}=");
         req.spec.env.iter().find_map(|e| e.strip_prefix(&prefix).map(str::to_owned))
@@ -136,7 +137,8 @@ pub async fn admit(
             tracing::warn!("{var} is not set in berth's environment: the sandbox's placeholder is sent as it is");
             continue;
         };
-        entries.push(serde_json::json!({"var": var, "placeholder": p, "value": value, "destinations": dests.to_string()}));
+        entries
+            .push(serde_json::json!({"var": var, "placeholder": p, "value": value, "destinations": dests.to_string()}));
     }
     let payload = serde_json::to_vec(&serde_json::json!({"source": source, "credentials": entries}))
         .map_err(|e| Failure::other(e.to_string()))?;
@@ -148,7 +150,8 @@ pub async fn admit(
         user: None,
         timeout: Some(HAND_OVER_TIMEOUT),
     };
-    let io = ExecIo { tty: false, stdin: Some(futures_util::stream::once(async move { payload }).boxed()), resize: None };
+    let io =
+        ExecIo { tty: false, stdin: Some(futures_util::stream::once(async move { payload }).boxed()), resize: None };
     let mut out = CapturedOutput::default();
     let outcome = rt.exec_io(&proxy, &exec, &mut out, io).await?;
     if outcome == ExecOutcome::Exited(0) {

@@ -88,9 +88,8 @@ impl Registry {
         }
         let key = std::fs::read_to_string(self.dir.join(CA_KEY))
             .map_err(|e| format!("cannot read the egress CA key {}: {e}", self.dir.join(CA_KEY).display()))?;
-        let roots = std::fs::read(self.dir.join(UPSTREAM_ROOTS)).map_err(|e| {
-            format!("cannot read the egress roots {}: {e}", self.dir.join(UPSTREAM_ROOTS).display())
-        })?;
+        let roots = std::fs::read(self.dir.join(UPSTREAM_ROOTS))
+            .map_err(|e| format!("cannot read the egress roots {}: {e}", self.dir.join(UPSTREAM_ROOTS).display()))?;
         let tls = Tls::new(&key, &roots)?;
         if let Ok(mut t) = self.tls.lock() {
             *t = Some(Arc::new(tls));
@@ -150,9 +149,9 @@ pub fn listen(registry: Arc<Registry>) -> std::io::Result<()> {
 /// # Errors
 /// One line when the proxy does not take it.
 pub fn hand_over() -> Result<u8, crate::edge::error::Failure> {
+    use crate::edge::error::Failure;
     use std::io::{Read, Write};
     use std::os::linux::net::SocketAddrExt;
-    use crate::edge::error::Failure;
     crate::edge::process::keep_memory_private();
     let mut body = Vec::new();
     std::io::stdin()
@@ -177,10 +176,7 @@ pub fn hand_over() -> Result<u8, crate::edge::error::Failure> {
 
 /// The credentials of `held` that may go to `host:port`, as (placeholder, value) pairs.
 pub fn swaps_for(held: &Held, host: &str, port: u16) -> Vec<(String, String)> {
-    held.iter()
-        .filter(|(_, d)| covers(d, host, port))
-        .map(|(c, _)| (c.placeholder.clone(), c.value.clone()))
-        .collect()
+    held.iter().filter(|(_, d)| covers(d, host, port)).map(|(c, _)| (c.placeholder.clone(), c.value.clone())).collect()
 }
 
 /// The first credential of `held` whose placeholder is in `head` but which may not go to `host:port`.

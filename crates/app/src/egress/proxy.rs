@@ -40,8 +40,9 @@ pub async fn serve(policy: &str, log: PathBuf, listen: Option<IpAddr>) -> Result
         .await
         .map_err(|e| Failure::other(format!("cannot listen on {at}:53/udp: {e}")))?;
     tokio::spawn(super::dns::serve(udp, shared.clone()));
-    super::intercept::listen(registry)
-        .map_err(|e| Failure::other(format!("cannot listen for credentials on @{}: {e}", super::intercept::REGISTRATION_SOCKET)))?;
+    super::intercept::listen(registry).map_err(|e| {
+        Failure::other(format!("cannot listen for credentials on @{}: {e}", super::intercept::REGISTRATION_SOCKET))
+    })?;
     let flusher = shared.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(super::denial_log::REPEAT_WINDOW);

@@ -61,11 +61,8 @@ pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> R
         domain::egress::EgressPolicy::Allow(_) => Some(crate::egress::ensure_route(ctx, rt, &settings.egress).await?),
         _ => None,
     };
-    let credential_facts = if settings.credentials.is_empty() {
-        None
-    } else {
-        Some(crate::egress::credentials::prepare(ctx).await?)
-    };
+    let credential_facts =
+        if settings.credentials.is_empty() { None } else { Some(crate::egress::credentials::prepare(ctx).await?) };
     // Commands in the sandbox run as the invoking user, so files in mounted folders stay theirs.
     let user = Some(crate::edge::process::user_spec());
     // Both facts at once: each waits at most the connect bound (see `cached_probe`), so together no longer.

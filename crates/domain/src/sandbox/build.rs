@@ -352,7 +352,9 @@ fn credentials(
         return Ok(());
     }
     let Some(facts) = &host.credential_facts else {
-        return Err(SpecError::Credentials("terminal.docker_credentials is set but the egress CA was not set up".into()));
+        return Err(SpecError::Credentials(
+            "terminal.docker_credentials is set but the egress CA was not set up".into(),
+        ));
     };
     let sandbox = identity.name_digest();
     let names: Vec<&str> =
