@@ -10,13 +10,17 @@ use std::process::{Command, Stdio};
 
 use super::{Figure, berth, median};
 
-/// The server: HTTPS on 8443 and 9443, `ok` to every GET.
+/// The server: HTTPS on 8443 and 9443, `ok` to a GET carrying the real value on 8443 and the placeholder on 9443 (403
+/// otherwise, which fails the client: every sample went the way it is counted).
 const SERVER: &str = r#"
 import http.server as h, ssl, threading
 class H(h.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
     def do_GET(self):
-        self.send_response(200)
+        # Each request proves its path: the real value on the credential's port, the placeholder elsewhere.
+        auth = self.headers.get("Authorization", "")
+        want = "Bearer bench-real-value" if self.server.server_address[1] == 8443 else "Bearer berth-cred-"
+        self.send_response(200 if auth.startswith(want) else 403)
         self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"ok")
