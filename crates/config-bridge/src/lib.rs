@@ -314,10 +314,11 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
                 }
                 Ok(None) => {}
                 Err(why) if refuses(s.kind, &raw) => refused.push(format!(
-                    "invalid value {raw:?} for {} in {} ({why}): a cap is never dropped silently; fix it with `berth \
+                    "invalid value {raw:?} for {} in {} ({why}): {} is never dropped silently; fix it with `berth \
                      config set {} VALUE` or `berth config unset {}`",
                     s.key,
                     source.describe(),
+                    if s.kind == Kind::Json { "a credential" } else { "a cap" },
                     s.key,
                     s.key
                 )),
@@ -362,7 +363,8 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
 }
 
 /// Whether an invalid value of `kind` refuses commands rather than falling back: a cap that is not a whole number
-/// (hermes-agent's "below 1" stays "no cap"), or a per-profile cap map.
+/// (hermes-agent's "below 1" stays "no cap"), a per-profile cap map, or credentials (falling back to none would put
+/// nothing in their place, silently).
 fn refuses(kind: Kind, raw: &str) -> bool {
     match kind {
         Kind::Cap => !raw.trim().trim_matches(['\'', '"']).parse::<i64>().is_ok_and(|n| n < 1),
