@@ -218,3 +218,21 @@ fn a_credential_is_swapped_in_for_its_destination_only_and_never_enters_the_sand
     assert!(stderr.contains("docker_credentials") && stderr.contains("docker_egress"), "{stderr}");
     assert_eq!(home.containers().len(), 1, "a sandbox was made for the refused run");
 }
+
+#[test]
+fn a_bad_credential_is_refused_at_config_set_in_one_line_and_the_file_untouched() {
+    let home = Home::new();
+    home.ok(&["config", "set", "terminal.docker_credentials", r#"{"GITHUB_TOKEN": ["api.github.com"]}"#]);
+    let file = home.path().join("config.yaml");
+    let before = std::fs::read_to_string(&file).expect("config.yaml");
+    for bad in [r#"{"GITHUB_TOKEN": ["all"]}"#, r#"{"GITHUB_TOKEN": ["bad host!"]}"#, r#"{"1X": ["a.test"]}"#, "[1]"] {
+        let out = home.run(&["config", "set", "terminal.docker_credentials", bad]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{bad}: one line: {stderr}");
+        assert!(stderr.contains("terminal.docker_credentials"), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&file).expect("config.yaml"), before, "{bad} changed the file");
+    }
+    let got = home.json(&["config", "get", "terminal.docker_credentials"]);
+    assert_eq!(got["value"]["GITHUB_TOKEN"][0], "api.github.com", "{got}");
+}

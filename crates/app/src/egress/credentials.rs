@@ -158,5 +158,8 @@ pub async fn admit(
         return Ok(());
     }
     let words = String::from_utf8_lossy(&out.stderr).split_whitespace().collect::<Vec<_>>().join(" ");
-    Err(Failure::other(format!("the egress proxy {proxy} did not take the credentials: {words}")))
+    Err(Failure::other(format!(
+        "the egress proxy {proxy} did not take the credentials: {words} (a proxy an older berth started takes none: \
+         `docker rm -f {proxy}` and run again)"
+    )))
 }
