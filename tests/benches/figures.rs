@@ -26,6 +26,8 @@ mod figures_pg;
 #[path = "figures_parts/drain.rs"]
 mod figures_drain;
 
+#[path = "figures_parts/credentials.rs"]
+mod figures_credentials;
 #[path = "figures_parts/dashboard.rs"]
 mod figures_dashboard;
 #[path = "figures_parts/egress.rs"]
@@ -1153,7 +1155,7 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain|dashboard|egress`: one group of rows, printed and not written to
+    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials`: one group of rows, printed and not written to
     // BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
@@ -1164,7 +1166,10 @@ fn main() {
             "drain" => figures_drain::bench_drain(quick),
             "dashboard" => bench_dashboard(home.path(), quick),
             "egress" => figures_egress::bench_egress(home.path(), quick),
-            other => panic!("--only takes run, gateway, spawn, process, drain, dashboard or egress, not {other:?}"),
+            "credentials" => figures_credentials::bench_credentials(home.path(), quick),
+            other => panic!(
+                "--only takes run, gateway, spawn, process, drain, dashboard, egress or credentials, not {other:?}"
+            ),
         };
         remove_profile_containers(&bench_profile("run"));
         print!("{}", report(&figures, &json!({}), &json!([]), &machine()));
@@ -1196,6 +1201,8 @@ fn main() {
     figures.extend(figures_drain::bench_drain(quick));
     eprintln!("bench: the egress proxy's added latency …");
     figures.extend(figures_egress::bench_egress(home.path(), quick));
+    eprintln!("bench: the credential swap's added latency …");
+    figures.extend(figures_credentials::bench_credentials(home.path(), quick));
     eprintln!("bench: idle gateway memory …");
     figures.push(bench_gateway_memory());
     eprintln!("bench: the dashboard …");

@@ -33,6 +33,8 @@ mod cockpit;
 #[cfg(test)]
 mod config;
 #[cfg(test)]
+mod credentials;
+#[cfg(test)]
 mod dashboard;
 #[cfg(test)]
 mod docker;

@@ -94,6 +94,9 @@ pub enum Command {
         #[arg(long)]
         listen: Option<std::net::IpAddr>,
     },
+    /// Hands one sandbox's credentials (JSON on stdin) to the egress proxy of this container (berth runs it there).
+    #[command(hide = true)]
+    EgressCredentials,
     /// Print a shell completion script (bash, zsh, fish, …).
     ///
     /// For example: `berth completions bash > ~/.local/share/bash-completion/completions/berth`; bash loads it from

@@ -123,6 +123,9 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> 
     if let Command::EgressProxy { policy, log, listen } = &cli.command {
         return runtime()?.block_on(egress::proxy::serve(policy, log.clone(), *listen));
     }
+    if let Command::EgressCredentials = &cli.command {
+        return egress::intercept::hand_over();
+    }
     // The dispatcher's gate: it opens once the tick recorded its workers (or the dispatcher is gone).
     let gate = match &cli.command {
         Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) => worker::Gate::wait(),
@@ -194,6 +197,6 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> 
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
         Command::Status => runtime()?.block_on(gateway::overview::command(&ctx)),
-        Command::Completions { .. } | Command::Man | Command::EgressProxy { .. } => Ok(0),
+        Command::Completions { .. } | Command::Man | Command::EgressProxy { .. } | Command::EgressCredentials => Ok(0),
     }
 }

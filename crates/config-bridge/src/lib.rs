@@ -314,10 +314,11 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
                 }
                 Ok(None) => {}
                 Err(why) if refuses(s.kind, &raw) => refused.push(format!(
-                    "invalid value {raw:?} for {} in {} ({why}): a cap is never dropped silently; fix it with `berth \
+                    "invalid value {raw:?} for {} in {} ({why}): {} is never dropped silently; fix it with `berth \
                      config set {} VALUE` or `berth config unset {}`",
                     s.key,
                     source.describe(),
+                    if s.kind == Kind::Json { "a credential" } else { "a cap" },
                     s.key,
                     s.key
                 )),
@@ -362,11 +363,12 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
 }
 
 /// Whether an invalid value of `kind` refuses commands rather than falling back: a cap that is not a whole number
-/// (hermes-agent's "below 1" stays "no cap"), or a per-profile cap map.
+/// (hermes-agent's "below 1" stays "no cap"), a per-profile cap map, or credentials (falling back to none would put
+/// nothing in their place, silently).
 fn refuses(kind: Kind, raw: &str) -> bool {
     match kind {
         Kind::Cap => !raw.trim().trim_matches(['\'', '"']).parse::<i64>().is_ok_and(|n| n < 1),
-        Kind::CapMap => true,
+        Kind::CapMap | Kind::Json => true,
         _ => false,
     }
 }
@@ -444,6 +446,7 @@ impl Settings {
             extra_args: t.docker_extra_args.clone(),
             network: t.docker_network,
             egress: t.docker_egress.clone(),
+            credentials: t.docker_credentials.0.clone(),
             run_as_host_user: t.docker_run_as_host_user,
             mount_cwd_to_workspace: t.docker_mount_cwd_to_workspace,
             shm_size: t.docker_shm_size.clone(),
@@ -463,6 +466,12 @@ impl Settings {
             return domain::egress::EgressPolicy::None;
         }
         t.docker_egress_overrides.0.get(profile).cloned().unwrap_or_else(|| t.docker_egress.clone())
+    }
+
+    /// The credentials of `profile`'s sandboxes: its override, else `terminal.docker_credentials`.
+    pub fn credentials_for(&self, profile: &str) -> domain::egress::credentials::Credentials {
+        let t = &self.terminal;
+        t.docker_credentials_overrides.0.get(profile).cloned().unwrap_or_else(|| t.docker_credentials.0.clone())
     }
 
     /// The dispatcher caps (`max_spawn` from config; `dispatch --max` replaces it).

@@ -3,7 +3,10 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 
-use crate::typed::{Cpus, EgressOverrides, FloatDays, FloatSeconds, FromValue, MemoryMb, PositiveSeconds, Seconds};
+use crate::typed::{
+    Cpus, CredentialOverrides, Credentials, EgressOverrides, FloatDays, FloatSeconds, FromValue, MemoryMb,
+    PositiveSeconds, Seconds,
+};
 use crate::value::{Invalid, Value};
 use domain::egress::EgressPolicy;
 
@@ -28,6 +31,8 @@ pub enum Kind {
     CapMap,
     /// An egress policy: `all`, `none`, or destinations (a YAML list, or text separated by commas).
     Egress,
+    /// A nested JSON object (a YAML mapping in the config file), its shape checked by the setting's type.
+    Json,
 }
 
 impl Kind {
@@ -41,6 +46,7 @@ impl Kind {
             Self::Map => "map",
             Self::Cap => "cap",
             Self::CapMap => "map of caps",
+            Self::Json => "JSON object",
             Self::Egress => "egress",
         }
     }
@@ -191,7 +197,10 @@ settings! {
         cwd: String = "/root", "Working directory of commands inside the sandbox: an absolute path, or hermes's placeholders `.`, `auto`, `cwd`, `~` (all mean /root).";
         docker_allow_host_access: bool = "false", "Allow what reaches the host past the sandbox's own namespaces: mounting the container engine's socket or containerd's (or a folder holding one or a hard link of one, however deep), the engines' own folders (/var/lib/docker, /run/containerd, ...), another berth home or another home's sandboxes folder on this machine (or a folder inside or holding one), a named volume that binds any of these, anything under /proc, /sys or /dev or on a kernel filesystem (proc, sysfs, cgroup, devtmpfs, devpts, debugfs, …), the host's system folders /etc, /boot, /lib/modules and /var/log (what is inside them or holds them), or a folder too big or deep to check (over 100000 entries or 64 levels) via docker_volumes or docker_extra_args, and the docker_extra_args that reach the host past any mount (--privileged, a --cap-add beyond the engine's defaults, but for those that act only inside the sandbox's own namespaces (SYS_PTRACE, NET_ADMIN, NET_RAW, SYS_NICE, IPC_LOCK, which need it only for NET_ADMIN and NET_RAW behind an egress allowlist), a --security-opt …=unconfined or no-new-privileges=false, a --cgroup-parent, a --device, a host namespace such as --pid host or --network host; list under docker_extra_args below); berth's home and sandbox folders stay refused always.";
         docker_allow_host_mounts: bool = "false", "The older name of `terminal.docker_allow_host_access`: either one true allows it.";
+        docker_credentials: Credentials = "{}", "Host variables kept out of the sandbox, each with the destinations it may be sent to (the docker_egress syntax), e.g. {\"GITHUB_TOKEN\": [\"api.github.com\"]}: the sandbox holds a placeholder (`berth-cred-…`), and berth's egress proxy puts the real value (read from the host's environment, as docker_forward_env) in the headers of requests to those destinations only, terminating their TLS with the home's egress CA. Needs a docker_egress allowlist. See the guide's egress page (docs/egress.md).";
+        docker_credentials_overrides: CredentialOverrides = "{}", "Per-profile credentials that replace `terminal.docker_credentials`, e.g. {\"alpha\": {\"OPENAI_API_KEY\": [\"api.openai.com\"]}}.";
         docker_egress: EgressPolicy = "all", "Where a sandbox may connect: `all` (the network, as `docker_network: true`), `none` (no network), or a list of destinations (host names, `*.` wildcards, addresses and CIDRs, each with an optional `:port`), reached only through berth's egress proxy on an internal network; every refusal is logged (`berth sandbox denials`). See the guide's egress page (docs/egress.md).";
+        docker_egress_ca_file: String = "", "A PEM file of extra certificate authorities (private ones) that berth's egress proxy trusts for a credential's destinations besides the host's roots; also added to the trust bundle of sandboxes with credentials.";
         docker_egress_network: String = "bridge", "The network berth's egress proxy reaches out through (its other leg is the sandboxes' internal network); a Docker network name.";
         docker_egress_overrides: EgressOverrides = "{}", "Per-profile egress policies that replace `terminal.docker_egress`, e.g. {\"alpha\": \"pypi.org, files.pythonhosted.org\"}.";
         docker_env: BTreeMap<String, String> = "{}", "Environment variables stored in the sandbox's config (not secrets: use docker_forward_env).";

@@ -27,6 +27,7 @@ fn sample(kind: Kind) -> &'static str {
         Kind::Cap => "3",
         Kind::CapMap => r#"{"alpha":4}"#,
         Kind::Egress => "sample.test,10.0.0.0/8:443",
+        Kind::Json => r#"{"K":["sample.test"]}"#,
     }
 }
 
@@ -36,6 +37,7 @@ fn sample_for(s: &Setting) -> String {
         ("terminal.cwd", _) => "/sample".to_owned(),
         ("terminal.docker_shm_size", _) => "2g".to_owned(),
         ("terminal.docker_egress_overrides", _) => r#"{"alpha":"pypi.org"}"#.to_owned(),
+        ("terminal.docker_credentials_overrides", _) => r#"{"alpha":{"K":["pypi.org"]}}"#.to_owned(),
         ("terminal.docker_extra_args", _) => r#"["--add-host","b:c"]"#.to_owned(),
         // Booleans: the opposite of the default.
         (_, Kind::Bool) => if s.default == "true" { "false" } else { "true" }.to_owned(),

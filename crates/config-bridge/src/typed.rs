@@ -316,3 +316,52 @@ impl FromValue for EgressOverrides {
             .map(Self)
     }
 }
+
+/// `terminal.docker_credentials`: each variable's destinations, checked like `docker_egress` entries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credentials(pub domain::egress::credentials::Credentials);
+
+/// The credentials map of one JSON object: variable name → list of destinations (or one text of them).
+fn credentials_of(v: &serde_json::Value) -> Result<domain::egress::credentials::Credentials, String> {
+    let serde_json::Value::Object(m) = v else { return Err("expected an object of variable names".to_owned()) };
+    let mut lists = BTreeMap::new();
+    for (var, dests) in m {
+        let list = match dests {
+            serde_json::Value::String(s) => vec![s.clone()],
+            serde_json::Value::Array(items) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_owned).ok_or_else(|| format!("{var}: {i} is not a destination")))
+                .collect::<Result<_, _>>()?,
+            other => return Err(format!("{var}: expected a list of destinations, not {other}")),
+        };
+        lists.insert(var.clone(), list);
+    }
+    domain::egress::credentials::Credentials::parse(&lists)
+}
+
+impl FromValue for Credentials {
+    const KIND: Kind = Kind::Json;
+
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
+        let Value::Json(j) = v else { return wrong_kind() };
+        credentials_of(j).map(Self).map_err(Invalid::from)
+    }
+}
+
+/// `terminal.docker_credentials_overrides`: credentials per profile, each checked like the setting itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CredentialOverrides(pub BTreeMap<String, domain::egress::credentials::Credentials>);
+
+impl FromValue for CredentialOverrides {
+    const KIND: Kind = Kind::Json;
+
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
+        let Value::Json(serde_json::Value::Object(m)) = v else { return wrong_kind() };
+        m.iter()
+            .map(|(k, c)| {
+                credentials_of(c).map(|c| (k.clone(), c)).map_err(|e| Invalid::from(format!("profile {k:?}: {e}")))
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+}

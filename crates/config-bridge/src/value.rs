@@ -36,6 +36,7 @@ pub enum Value {
     Map(BTreeMap<String, String>),
     Cap(Option<u32>),
     CapMap(BTreeMap<String, u32>),
+    Json(Json),
 }
 
 /// Parses a boolean the way berth documents it: true/false/1/0/yes/no/on/off in any case.
@@ -106,6 +107,10 @@ fn from_json(kind: Kind, json: &Json) -> Result<Value, Invalid> {
                 .map(Value::CapMap),
             _ => Err(Invalid::from("expected a JSON object".to_owned())),
         },
+        Kind::Json => match json {
+            Json::Object(_) => Ok(Value::Json(json.clone())),
+            _ => Err(Invalid::from("expected a JSON object".to_owned())),
+        },
         _ => Err(Invalid::from("not a structured setting".to_owned())),
     }
 }
@@ -126,7 +131,7 @@ pub fn parse_text(kind: Kind, raw: &str) -> Result<Value, Invalid> {
         },
         Kind::Str | Kind::Egress => Ok(Value::Str(raw.to_owned())),
         Kind::Cap => parse_cap(raw).map(Value::Cap),
-        Kind::List | Kind::Map | Kind::CapMap => {
+        Kind::List | Kind::Map | Kind::CapMap | Kind::Json => {
             let json: Json = serde_json::from_str(raw).map_err(|e| Invalid(format!("expected valid JSON ({e})")))?;
             from_json(kind, &json)
         }
@@ -181,6 +186,10 @@ pub fn from_yaml(kind: Kind, yaml: &Yaml) -> Result<Option<Value>, Invalid> {
             Yaml::String(s) => parse_text(kind, s)?,
             _ => return Err(Invalid::from("expected a mapping".to_owned())),
         },
+        Kind::Json => match yaml {
+            Yaml::String(s) => parse_text(kind, s)?,
+            other => from_json(kind, &serde_json::to_value(other).map_err(|e| Invalid(format!("{e}")))?)?,
+        },
     };
     Ok(Some(v))
 }
@@ -194,7 +203,7 @@ impl Value {
             Self::Float(f) => f.to_string(),
             Self::Str(s) => s.clone(),
             Self::Cap(c) => c.map(|c| c.to_string()).unwrap_or_default(),
-            Self::List(_) | Self::Map(_) | Self::CapMap(_) => self.to_json().to_string(),
+            Self::List(_) | Self::Map(_) | Self::CapMap(_) | Self::Json(_) => self.to_json().to_string(),
         }
     }
 
@@ -209,6 +218,7 @@ impl Value {
             Self::List(l) => Json::from(l.clone()),
             Self::Map(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), Json::String(v.clone()))).collect()),
             Self::CapMap(m) => Json::Object(m.iter().map(|(k, v)| (k.clone(), Json::from(*v))).collect()),
+            Self::Json(j) => j.clone(),
         }
     }
 

@@ -20,8 +20,8 @@ use domain::ports::{EgressNetworks, EgressSetup, RuntimeError};
 
 use crate::DockerRuntime;
 
-/// Where the binary lands inside the proxy container.
-const PROXY_EXE: &str = "/usr/local/bin/berth-egress";
+/// Where the binary lands inside the proxy container (what an exec there runs, as `berth egress-credentials`).
+pub const PROXY_EXE: &str = "/usr/local/bin/berth-egress";
 
 /// The bridge driver's option that leaves the bridge without an IPv4 address of the host's (Docker 20.10 on).
 const INHIBIT_IPV4: &str = "com.docker.network.bridge.inhibit_ipv4";
@@ -58,6 +58,20 @@ impl EgressNetworks for DockerRuntime {
         }
         let words = self.tail_text(name).await;
         Ok(Some(words))
+    }
+
+    /// The address `container` has on `network`, from its inspect.
+    ///
+    /// # Errors
+    /// A mapped [`RuntimeError`].
+    async fn address_on(&self, container: &str, network: &str) -> Result<Option<String>, RuntimeError> {
+        let c = self
+            .docker
+            .inspect_container(container, None::<InspectContainerOptions>)
+            .await
+            .map_err(|e| self.map_err("inspect", container, e))?;
+        let networks = c.network_settings.and_then(|n| n.networks).unwrap_or_default();
+        Ok(networks.get(network).and_then(|n| n.ip_address.clone()).filter(|ip| !ip.is_empty()))
     }
 }
 

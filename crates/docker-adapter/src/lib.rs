@@ -16,6 +16,7 @@ mod run_flags;
 mod usage;
 mod volumes;
 
+pub use egress::PROXY_EXE;
 pub use files::LABEL_HELPER;
 pub use run_flags::{DockerRunFlags, MAPPED_FLAGS};
 

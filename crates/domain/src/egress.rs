@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use crate::sha256;
 
+pub mod credentials;
+
 /// A sandbox's egress: everything (today's network on), nothing (`--network none`), or only the listed destinations,
 /// through berth's egress proxy on an internal network.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

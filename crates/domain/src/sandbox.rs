@@ -13,7 +13,7 @@ mod extra_args;
 mod host_access;
 mod identity;
 pub use bind::Bind;
-pub use build::{BuiltSpec, HostFacts, SandboxSettings, build_create_spec, is_valid_env_name};
+pub use build::{BuiltSpec, CredentialFacts, HostFacts, SandboxSettings, build_create_spec, is_valid_env_name};
 pub use extra_args::{
     DeviceMapping, DeviceRequest, ExtraArgs, ExtraCreate, MountSource, MountSpec, NoExtraArgs, PortPublish, Ulimit,
     blank_spec, check_extra_args, mount_sources,
@@ -42,6 +42,9 @@ pub enum SpecError {
         "docker_extra_args sets --network or --dns, which would bypass terminal.docker_egress; remove them or set docker_egress to all"
     )]
     EgressConflict,
+    /// `terminal.docker_credentials` cannot be kept out of this sandbox (no allowlist, a variable forwarded too).
+    #[error("{0}")]
+    Credentials(String),
     /// `terminal.cwd` is relative and not one of hermes's placeholders.
     #[error(
         "terminal.cwd {0:?} is a relative path; use an absolute path inside the sandbox or one of `.`, `auto`, `cwd`, `~` (the container default, /root)"
@@ -170,7 +173,7 @@ pub const FIELD_SETTINGS: &[(&str, &str)] = &[
     ("image", "terminal.docker_image"),
     ("cmd", "the keep-alive command"),
     ("workdir", "terminal.cwd"),
-    ("env", "terminal.docker_env"),
+    ("env", "terminal.docker_env, terminal.docker_credentials"),
     ("binds", "terminal.docker_volumes, terminal.container_persistent, terminal.docker_mount_cwd_to_workspace"),
     ("tmpfs", "terminal.container_persistent"),
     ("cap_drop", "terminal.docker_extra_args"),

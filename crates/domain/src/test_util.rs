@@ -306,6 +306,7 @@ impl ContainerRuntime for FakeRuntime {
 pub fn sandbox_settings() -> crate::sandbox::SandboxSettings {
     crate::sandbox::SandboxSettings {
         egress: crate::egress::EgressPolicy::All,
+        credentials: crate::egress::credentials::Credentials::default(),
         image: "img:1".into(),
         cwd: "/root".into(),
         persist_across_processes: true,

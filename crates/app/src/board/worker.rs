@@ -449,6 +449,7 @@ async fn run_in_sandbox(
     let lease = (!req.persist_across_processes).then(|| crate::sandbox::lease::hold(ctx, &rt, &req.spec.name));
     // Which sandbox, before the command's output; `run_from` acquires again only if that one went away meanwhile.
     let found = service::acquire(&*rt, &req).await?;
+    sandbox::admit_credentials(ctx, &*rt, &req, &found).await?;
     log_line(&format!("sandbox {} ({})", found.name, found.action.as_str()));
     let ran = service::run_from(&*rt, &req, Some(found), &exec, &mut sink).await;
     sink.finish();

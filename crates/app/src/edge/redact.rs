@@ -17,12 +17,16 @@ static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 pub const MASK: &str = "***";
 
 /// The secret values a context's processes must not log: its forwarded variables' values
-/// (`terminal.docker_forward_env`) and the board server's password, every text of it (as the client decodes it and
-/// as written in the URL, percent-encoded).
+/// (`terminal.docker_forward_env`), its credentials' values (`terminal.docker_credentials` and every profile's
+/// override: a destination that echoes a header back hands the value to the sandbox's output) and the board server's
+/// password, every text of it (as the client decodes it and as written in the URL, percent-encoded).
 pub fn secrets_of(ctx: &crate::edge::context::Ctx) -> Vec<String> {
-    let forwarded = &ctx.settings.terminal.docker_forward_env;
+    let t = &ctx.settings.terminal;
+    let credentials =
+        t.docker_credentials.0.0.keys().chain(t.docker_credentials_overrides.0.values().flat_map(|c| c.0.keys()));
+    let names = t.docker_forward_env.iter().chain(credentials);
     let board_password = ctx.database_url().map(kanban_postgres::url_secrets).unwrap_or_default();
-    forwarded.iter().filter_map(|name| ctx.env.get(name)).map(str::to_owned).chain(board_password).collect()
+    names.filter_map(|name| ctx.env.get(name)).map(str::to_owned).chain(board_password).collect()
 }
 
 /// Adds `values` to the secrets already registered (a long-lived process serving several dispatches).

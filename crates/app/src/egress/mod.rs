@@ -1,10 +1,13 @@
 //! Egress by allowlist at the edge: setting up a policy's internal network and proxy before a sandbox is created on
 //! it, the proxy itself (`proxy.rs`, `dns.rs`), and `berth sandbox denials`, which shows what the proxies refused.
 
+pub mod credentials;
 mod denial_log;
 mod dns;
+pub mod intercept;
 pub mod proxy;
 mod shared;
+mod tls;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,8 @@
 //! `berth egress-proxy` (hidden): the only way out of an egress network. HTTP CONNECT and plain HTTP to the
 //! destinations the policy lists, decided on the name asked for and the addresses it resolves to, connecting only to
-//! the vetted addresses; DNS answers (`dns.rs`) for listed names only; every refusal appended to the denial log.
+//! the vetted addresses; DNS answers (`dns.rs`) for listed names only; every refusal appended to the denial log. A
+//! sandbox's credentials (`intercept.rs`) are swapped in for their destinations, and a placeholder seen going
+//! anywhere else is refused and logged.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -25,7 +27,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A failure when a port cannot be bound.
 pub async fn serve(policy: &str, log: PathBuf, listen: Option<IpAddr>) -> Result<u8, Failure> {
     let policy = EgressPolicy::parse(policy).map_err(Failure::usage)?;
-    let shared = Arc::new(Shared::new(policy, super::denial_log::DenialLog::open(log)));
+    // The credentials it will hold stay out of core dumps and other processes' reach (ptrace, /proc/<pid>/mem).
+    crate::edge::process::keep_memory_private();
+    let dir = log.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let registry = Arc::new(super::intercept::Registry::new(&dir));
+    let shared = Arc::new(Shared::new(policy, super::denial_log::DenialLog::open(log), registry.clone()));
     let at = listen.unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
     let tcp = TcpListener::bind((at, PROXY_PORT))
         .await
@@ -34,6 +40,9 @@ pub async fn serve(policy: &str, log: PathBuf, listen: Option<IpAddr>) -> Result
         .await
         .map_err(|e| Failure::other(format!("cannot listen on {at}:53/udp: {e}")))?;
     tokio::spawn(super::dns::serve(udp, shared.clone()));
+    super::intercept::listen(registry).map_err(|e| {
+        Failure::other(format!("cannot listen for credentials on @{}: {e}", super::intercept::REGISTRATION_SOCKET))
+    })?;
     let flusher = shared.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(super::denial_log::REPEAT_WINDOW);
@@ -71,14 +80,28 @@ async fn handle(mut client: TcpStream, peer: SocketAddr, shared: &Shared) -> std
             return respond(&mut client, 403, &format!("berth egress: {reason}")).await;
         }
     };
+    // A placeholder going where its credential may not: refused (the value would not be swapped in anyway, and the
+    // attempt is worth a line in the log).
+    let held = shared.credentials.of(peer.ip());
+    if let Some((c, dests)) = super::intercept::misdirected(&held, &head, &req.host, req.port) {
+        let reason = format!("carries the placeholder of {}, which goes only to {dests}", c.var);
+        shared.deny(peer.ip(), kind, &destination, &reason);
+        return respond(&mut client, 403, &format!("berth egress: {reason}")).await;
+    }
+    let swaps = super::intercept::swaps_for(&held, &req.host, req.port);
     let Some(mut upstream) = connect_any(&addrs, req.port).await else {
         return respond(&mut client, 502, &format!("berth egress: cannot connect to {destination}")).await;
     };
     let _ = upstream.set_nodelay(true);
     if req.connect {
         client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").await?;
+        if let (false, Some(tls)) = (swaps.is_empty(), shared.credentials.tls()) {
+            super::intercept::serve(client, upstream, &req.host, tls, swaps).await;
+            return Ok(());
+        }
     } else {
-        upstream.write_all(req.forwarded_head.as_bytes()).await?;
+        let forwarded = super::intercept::swap_text(&req.forwarded_head, &swaps);
+        upstream.write_all(forwarded.as_bytes()).await?;
     }
     upstream.write_all(&rest).await?;
     let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;

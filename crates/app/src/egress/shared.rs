@@ -10,18 +10,21 @@ use domain::egress::EgressPolicy;
 use domain::ports::Clock;
 
 use super::denial_log::{DenialLog, Key, Row};
+use super::intercept::Registry;
 use crate::edge::context::SystemClock;
 
 /// What every connection shares: the policy, the log, and the task each sandbox address last named.
 pub(super) struct Shared {
     pub policy: EgressPolicy,
+    /// The credentials each sandbox registered (`terminal.docker_credentials`).
+    pub credentials: std::sync::Arc<Registry>,
     log: DenialLog,
     tasks: Mutex<HashMap<IpAddr, String>>,
 }
 
 impl Shared {
-    pub fn new(policy: EgressPolicy, log: DenialLog) -> Self {
-        Self { policy, log, tasks: Mutex::new(HashMap::new()) }
+    pub fn new(policy: EgressPolicy, log: DenialLog, credentials: std::sync::Arc<Registry>) -> Self {
+        Self { policy, credentials, log, tasks: Mutex::new(HashMap::new()) }
     }
 
     /// Appends one denial (JSON line) and says it on stderr (`docker logs` of the proxy), unless the same denial

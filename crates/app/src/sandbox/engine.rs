@@ -54,10 +54,15 @@ pub fn profile_label(ctx: &Ctx) -> String {
 pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> Result<AcquireRequest, Failure> {
     let mut settings = ctx.settings.sandbox();
     settings.egress = ctx.settings.egress_for(identity.profile.as_str());
+    settings.credentials = ctx.settings.credentials_for(identity.profile.as_str());
+    // Credentials without an allowlist are refused here, before any network, proxy or sandbox is made.
+    settings.credentials.check(&settings.egress, &settings.forward_env).map_err(Failure::usage)?;
     let egress_route = match &settings.egress {
         domain::egress::EgressPolicy::Allow(_) => Some(crate::egress::ensure_route(ctx, rt, &settings.egress).await?),
         _ => None,
     };
+    let credential_facts =
+        if settings.credentials.is_empty() { None } else { Some(crate::egress::credentials::prepare(ctx).await?) };
     // Commands in the sandbox run as the invoking user, so files in mounted folders stay theirs.
     let user = Some(crate::edge::process::user_spec());
     // Both facts at once: each waits at most the connect bound (see `cached_probe`), so together no longer.
@@ -72,6 +77,7 @@ pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> R
         owner: Some(crate::edge::context::owner_label()),
         cgroup_limits_unavailable: !cgroup_limits,
         egress_route,
+        credential_facts,
     };
     let (mode, name) = if settings.persist_across_processes {
         (SandboxMode::Persist, identity.persistent_name())
@@ -102,6 +108,26 @@ pub async fn request(ctx: &Ctx, rt: &dyn Engine, identity: SandboxIdentity) -> R
         persist_across_processes: settings.persist_across_processes,
         recreate_on_config_change: settings.recreate_on_config_change,
     })
+}
+
+/// Hands the real values of the profile's `terminal.docker_credentials` to the egress proxy of the sandbox
+/// `acquired` (a no-op without credentials), before any command runs in it.
+///
+/// # Errors
+/// One line when the proxy does not take them.
+pub async fn admit_credentials(
+    ctx: &Ctx,
+    rt: &dyn Engine,
+    req: &AcquireRequest,
+    acquired: &service::Acquired,
+) -> Result<(), Failure> {
+    let credentials = ctx.settings.credentials_for(req.identity.profile.as_str());
+    crate::egress::credentials::admit(ctx, rt, &credentials, req, acquired).await
+}
+
+/// Whether the profile of `req` has credentials (its sandbox must be acquired, and its proxy told, before a command).
+pub fn has_credentials(ctx: &Ctx, req: &AcquireRequest) -> bool {
+    !ctx.settings.credentials_for(req.identity.profile.as_str()).is_empty()
 }
 
 static REAPER: service::ReaperGate = service::ReaperGate::new();

@@ -15,8 +15,8 @@ pub mod run_io;
 pub mod views;
 
 pub use engine::{
-    TEARDOWN_WAIT, connect, connect_remembered, forwarded_env, identity, identity_of, kill_marked_confirmed,
-    maybe_reap, profile_label, request, stop_marked,
+    TEARDOWN_WAIT, admit_credentials, connect, connect_remembered, forwarded_env, identity, identity_of,
+    kill_marked_confirmed, maybe_reap, profile_label, request, stop_marked,
 };
 pub use folders::shared_key;
 pub use remove::STOP_GRACE;
@@ -49,6 +49,7 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
                 service::acquire(&*rt, &req),
             )
             .await?;
+            admit_credentials(ctx, &*rt, &req, &got).await?;
             for note in &got.notes {
                 tracing::warn!("{note}");
             }

@@ -66,6 +66,14 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     if found.is_none() {
         maybe_reap(ctx, &*rt).await;
     }
+    // With credentials the sandbox is acquired first, so its proxy holds their values before the command starts.
+    let found = match found {
+        None if crate::sandbox::engine::has_credentials(ctx, &req) => Some(service::acquire(&*rt, &req).await?),
+        found => found,
+    };
+    if let Some(acquired) = &found {
+        crate::sandbox::engine::admit_credentials(ctx, &*rt, &req, acquired).await?;
+    }
     let timeout = args.timeout.unwrap_or(ctx.settings.terminal.timeout.get());
     let exec = ExecSpec {
         argv: args.argv.clone(),

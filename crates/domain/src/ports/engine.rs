@@ -208,6 +208,13 @@ pub trait EgressNetworks: Send + Sync {
     /// # Errors
     /// A [`RuntimeError`].
     async fn proxy_down(&self, name: &str) -> Result<Option<String>, RuntimeError>;
+
+    /// The address `container` has on `network` (where the egress proxy sees its connections come from); `None`
+    /// when it is not attached there.
+    ///
+    /// # Errors
+    /// A [`RuntimeError`].
+    async fn address_on(&self, container: &str, network: &str) -> Result<Option<String>, RuntimeError>;
 }
 
 /// How a runtime reads `terminal.docker_extra_args`: into the typed [`ExtraArgs`] the domain applies to the create

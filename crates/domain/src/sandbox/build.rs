@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::{Bind, CreateSpec, ExtraCreate, SandboxIdentity, SandboxMode, SpecError, container_cwd, parse_bytes};
+use crate::egress::credentials::{CA_BUNDLE_PATH, CA_BUNDLE_VARS, Credentials};
 use crate::egress::{EgressPolicy, EgressRoute, proxy_env};
 use crate::label::{
     LABEL_EGRESS, LABEL_FIELDS, LABEL_FINGERPRINT, LABEL_HOME, LABEL_IDENTITY, LABEL_MADE_BY, LABEL_MODE, LABEL_OWNER,
@@ -33,6 +34,8 @@ pub struct SandboxSettings {
     pub network: bool,
     /// The profile's egress (`terminal.docker_egress` or its override; `none` when `network` is false).
     pub egress: EgressPolicy,
+    /// The profile's credentials (`terminal.docker_credentials` or its override): placeholders in the sandbox.
+    pub credentials: Credentials,
     pub run_as_host_user: bool,
     pub mount_cwd_to_workspace: bool,
     /// `terminal.docker_shm_size`: `/dev/shm` size (`1g` by default, as hermes 0.21); empty or `0` keeps Docker's.
@@ -56,6 +59,14 @@ pub struct HostFacts {
     pub cgroup_limits_unavailable: bool,
     /// The internal network and proxy enforcing an allowlist (`egress` lists destinations), once the edge made them.
     pub egress_route: Option<EgressRoute>,
+    /// What a sandbox with credentials needs, once the edge made it: the home's placeholder key.
+    pub credential_facts: Option<CredentialFacts>,
+}
+
+/// The home's secret the placeholders derive from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CredentialFacts {
+    pub key: String,
 }
 
 /// A spec plus the warnings met while building it (skipped volumes, dropped extra args, …).
@@ -94,11 +105,13 @@ pub fn build_create_spec(
     host: &HostFacts,
     extra_args: &dyn ExtraArgsParser,
 ) -> Result<BuiltSpec, SpecError> {
+    settings.credentials.check(&settings.egress, &settings.forward_env).map_err(SpecError::Credentials)?;
     let mut warnings = Vec::new();
     let user = host_user(settings, host, &mut warnings);
     let Mounts { binds, tmpfs, host_dirs } = mounts(identity, settings, host, &mut warnings);
     let mut env = container_env(settings, &mut warnings);
     let (network_mode, dns) = egress_network(identity, settings, host, &mut env)?;
+    credentials(identity, settings, host, &mut env)?;
     let workdir = container_cwd(&settings.cwd)?;
     let limits = limits(settings, host, &mut warnings)?;
     let mut spec = CreateSpec {
@@ -323,6 +336,35 @@ fn egress_network(
             Ok((Some(route.network.clone()), vec![route.proxy_ip.clone()]))
         }
     }
+}
+
+/// The placeholders of `terminal.docker_credentials` in place of their values, and the variables naming the trust
+/// bundle that lets the sandbox's TLS clients accept the proxy's certificates for their destinations (the edge
+/// copies it in before each command: a file of berth's home is never mounted). A variable of `docker_env` with a
+/// credential's name is replaced, never kept beside it.
+fn credentials(
+    identity: &SandboxIdentity,
+    settings: &SandboxSettings,
+    host: &HostFacts,
+    env: &mut Vec<String>,
+) -> Result<(), SpecError> {
+    if settings.credentials.is_empty() {
+        return Ok(());
+    }
+    let Some(facts) = &host.credential_facts else {
+        return Err(SpecError::Credentials(
+            "terminal.docker_credentials is set but the egress CA was not set up".into(),
+        ));
+    };
+    let sandbox = identity.name_digest();
+    let names: Vec<&str> =
+        settings.credentials.0.keys().map(String::as_str).chain(CA_BUNDLE_VARS.iter().copied()).collect();
+    env.retain(|e| !names.iter().any(|n| e.split_once('=').is_some_and(|(k, _)| k == *n)));
+    for var in settings.credentials.0.keys() {
+        env.push(format!("{var}={}", settings.credentials.placeholder(&facts.key, &sandbox, var)));
+    }
+    env.extend(CA_BUNDLE_VARS.iter().map(|v| format!("{v}={CA_BUNDLE_PATH}")));
+    Ok(())
 }
 
 /// Refuses a network (or, behind the egress proxy, DNS servers) from `docker_extra_args` that would undo the

@@ -281,3 +281,32 @@ fn extra_args_append_lists_replace_what_they_set_and_may_clear_the_cpu_count() {
     st.extra_args = vec!["--privileged".into()];
     assert!(matches!(try_build(&st, &HostFacts::default()), Err(SpecError::UnsupportedExtraArg { .. })));
 }
+
+#[test]
+fn credentials_put_placeholders_and_the_bundle_variables_in_the_spec_only_behind_an_allowlist() {
+    use crate::egress::credentials::{CA_BUNDLE_PATH, Credentials, PLACEHOLDER_PREFIX};
+    use crate::egress::{EgressPolicy, EgressRoute};
+    let mut s = settings();
+    s.egress = EgressPolicy::parse("api.example.test").unwrap();
+    let lists = BTreeMap::from([("TOKEN".to_owned(), vec!["api.example.test:443".to_owned()])]);
+    s.credentials = Credentials::parse(&lists).unwrap();
+    s.env = BTreeMap::from([("TOKEN".to_owned(), "stored-value".to_owned())]);
+    let route = EgressRoute { network: "berth-egress-x".into(), proxy_ip: "10.213.0.2".into() };
+    let facts = CredentialFacts { key: "k".into() };
+    let host = HostFacts { egress_route: Some(route.clone()), credential_facts: Some(facts), ..HostFacts::default() };
+    let env = build(&s, &host).spec.env;
+    let tokens: Vec<&String> = env.iter().filter(|e| e.starts_with("TOKEN=")).collect();
+    assert_eq!(tokens.len(), 1, "one TOKEN, the docker_env value replaced: {env:?}");
+    assert!(tokens[0].starts_with(&format!("TOKEN={PLACEHOLDER_PREFIX}")), "{env:?}");
+    assert!(env.contains(&format!("SSL_CERT_FILE={CA_BUNDLE_PATH}")), "{env:?}");
+    let same = build(&s, &host).spec.labels[crate::label::LABEL_FINGERPRINT].clone();
+    assert_eq!(same, build(&s, &host).spec.labels[crate::label::LABEL_FINGERPRINT], "stable across builds");
+    let lists = BTreeMap::from([("TOKEN".to_owned(), vec!["api.example.test:8443".to_owned()])]);
+    let mut moved = s.clone();
+    moved.credentials = Credentials::parse(&lists).unwrap();
+    assert_ne!(same, build(&moved, &host).spec.labels[crate::label::LABEL_FINGERPRINT], "destinations drift");
+    let bare = HostFacts { egress_route: Some(route), ..HostFacts::default() };
+    assert!(matches!(try_build(&s, &bare), Err(SpecError::Credentials(_))), "no CA set up, no spec");
+    s.egress = EgressPolicy::All;
+    assert!(matches!(try_build(&s, &HostFacts::default()), Err(SpecError::Credentials(m)) if m.contains("it is all")));
+}
