@@ -277,6 +277,9 @@ while not os.path.exists(stop) and os.path.isdir(sys.argv[4]) and time.monotonic
             watched.discard(pid)
 "#;
 
+/// A process read with the password: its pid, its parent's pid and its command line.
+type Reading = (u32, u32, String);
+
 /// What the window between a process's exec and its `main` shows of the processes of `nobody` (the gateway's user
 /// in [`no_process_berth_starts_shows_the_board_password`]): read as root, which may read a process's initial
 /// environment and command line for as long as it lives, so no process that lives a few milliseconds is missed.
@@ -287,7 +290,7 @@ fn read_as_root(
     home: &std::path::Path,
     secret: &'static str,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> std::thread::JoinHandle<(Vec<(u32, u32, String)>, usize)> {
+) -> std::thread::JoinHandle<(Vec<Reading>, usize)> {
     let home = format!("BERTH_HOME={}", home.display()).into_bytes();
     std::thread::spawn(move || {
         let (mut seen, mut workers) = (Vec::new(), std::collections::BTreeSet::new());
