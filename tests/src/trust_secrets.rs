@@ -297,6 +297,11 @@ fn read_as_root(
         while !stop.load(std::sync::atomic::Ordering::Acquire) {
             let Ok(dir) = std::fs::read_dir("/proc") else { break };
             for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+                // Cheapest first: berth processes only, then the gateway's user, then this test's home.
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                if !cmd.windows(5).any(|w| w == b"berth") {
+                    continue;
+                }
                 let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
                 let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap_or_default();
                 if uid.split_whitespace().next() != Some(NOBODY) {
@@ -306,7 +311,6 @@ fn read_as_root(
                 if !env.split(|b| *b == 0).any(|v| v == home.as_slice()) {
                     continue;
                 }
-                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
                 let args: Vec<String> =
                     cmd.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
                 if args.get(1).is_some_and(|a| a == "worker") {
@@ -320,7 +324,7 @@ fn read_as_root(
                     seen.push((pid, ppid.unwrap_or(0), args.join(" ")));
                 }
             }
-            std::thread::sleep(Duration::from_millis(5)); // scenario: the reader's pace
+            std::thread::sleep(Duration::from_millis(10)); // scenario: the reader's pace
         }
         seen.sort();
         seen.dedup();
