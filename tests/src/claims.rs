@@ -66,17 +66,36 @@ fn starts(dir: &Path) -> BTreeMap<String, Vec<i64>> {
 
 #[test]
 fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
+    sigkilled_dispatchers(false);
+}
+
+/// The same through the home's runner (`kanban.worker_exit_outcome`): it starts a task's worker the moment the
+/// launcher asks, before the dispatcher records it, so a kill between the two leaves a live worker no record names.
+/// That worker confirms its own run on the board (its pid and start with the confirmation, in one write, so the crash
+/// rules see it from then on); a claim nobody started lapses with its spawn lease as before.
+#[test]
+fn sigkilled_dispatchers_of_the_runners_tasks_never_strand_or_double_run_a_task() {
+    sigkilled_dispatchers(true);
+}
+
+fn sigkilled_dispatchers(exit_outcome: bool) {
     let home = Home::new();
     let marks = home.path().join("starts");
     std::fs::create_dir_all(&marks).unwrap();
     // Each worker records that it started (its parent's pid is the confirmed worker pid: the built-in wrapper
-    // confirms and then runs this command as its child), lives a second, and completes its task.
-    let worker = format!(
-        "echo $PPID >> {}/{{task_id}}.starts; sleep 1; {} kanban complete {{task_id}} >/dev/null 2>&1",
-        marks.display(),
-        berth_bin().display()
-    );
+    // confirms and then runs this command as its child), lives a second, and completes its task. Under the runner
+    // the worker is the script whose shell runs the command (`$$`, also in the subshell), and the exit is the outcome.
+    let worker = if exit_outcome {
+        format!("echo $$ >> {}/{{task_id}}.starts; sleep 1", marks.display())
+    } else {
+        format!(
+            "echo $PPID >> {}/{{task_id}}.starts; sleep 1; {} kanban complete {{task_id}} >/dev/null 2>&1",
+            marks.display(),
+            berth_bin().display()
+        )
+    };
     for (k, v) in [
+        ("kanban.worker_exit_outcome", if exit_outcome { "true" } else { "false" }),
         ("kanban.worker_command", worker.as_str()),
         ("kanban.spawn_lease_seconds", &LEASE_SECS.to_string()),
         // Stranded claims hold these slots until their lease ends: the stall the lease bounds.
@@ -138,6 +157,9 @@ fn sigkilled_dispatchers_never_strand_or_double_run_a_task() {
         child.wait().unwrap();
     }
     let last_kill = Instant::now();
+    // The runner's tasks were started by the runner (a `berth worker run` would have been its fallback).
+    let runner_log = home.path().join("kanban/logs/runner.log");
+    assert_eq!(runner_log.exists(), exit_outcome, "the home's runner was started: {}", runner_log.display());
 
     let unrecorded = unrecorded_runs();
     let b = BoardSlug::default_board();
