@@ -102,6 +102,7 @@ fn a_two_second_schedule_makes_one_task_per_slot_and_cron_rm_stops_it(home: Home
     let last = *before.last().unwrap();
     // scenario: no gateway runs for 5 s (two or three slots go by).
     sleep(Duration::from_secs(5));
+    let restarted = now_ms();
     let gw = gateway(&home);
     // A change to the board wakes the gateway at once (its first tick would come some seconds after its start).
     home.ok(&["kanban", "create", "wake", "--assignee", "nobody", "--allow-unknown-assignee", "--command", "true"]);
@@ -110,11 +111,16 @@ fn a_two_second_schedule_makes_one_task_per_slot_and_cron_rm_stops_it(home: Home
         let after = slots(&home, "tick");
         (after.len() > before.len()).then_some((seen, after))
     });
+    // On return the gateway makes the latest slot due then (one made at its first tick, at or before it), and each
+    // slot after it: the older slots missed meanwhile are never made.
     let made: Vec<i64> = after.iter().copied().filter(|s| *s > last).collect();
-    eprintln!("last slot before the stop {last}; on return at {seen}: {made:?}");
+    eprintln!("last slot before the stop {last}; gateway back at {restarted}, seen at {seen}: {made:?}");
     assert!(made[0] - last >= 4_000, "two slots or more were missed: {made:?} after {last}");
-    assert_eq!(made.len(), 1, "one task for the slots missed while no gateway ran, not one each: {after:?}");
-    assert!(seen - made[0] < 2_000, "the latest slot: {made:?} (seen at {seen})");
+    assert!(
+        made[0] >= restarted - 2_000,
+        "the first made is the latest slot due at the return: {made:?} (back at {restarted})"
+    );
+    assert!(made.windows(2).all(|w| w[1] - w[0] == 2_000), "after it, each slot once: {made:?}");
     assert_once_each(&after);
 
     // `cron rm` stops it: no task after it, whatever the gateway does.

@@ -383,7 +383,7 @@ pub enum KanbanCmd {
     },
     /// Recurring tasks: a schedule makes one task per slot (UTC), created by the gateway.
     #[command(subcommand)]
-    Cron(crate::cli_cron::CronCmd),
+    Cron(crate::cli_kanban::CronCmd),
     /// Set when a waiting task (ready, todo, triage, blocked) may start; `--now` clears its time.
     #[command(group(clap::ArgGroup::new("when").required(true).args(["at", "in_", "now"])))]
     Schedule {
@@ -500,9 +500,9 @@ pub enum KanbanCmd {
         /// Task id (on any board).
         id: String,
     },
-    /// Review: `kanban review`, `approve`, `request-changes` (`cli_review.rs`).
+    /// Review: `kanban review`, `approve`, `request-changes` (`cli_kanban.rs`).
     #[command(flatten)]
-    Review(crate::cli_review::ReviewCmd),
+    Review(crate::cli_kanban::ReviewCmd),
     /// Unblock a task.
     Unblock {
         /// Task id (on any board).

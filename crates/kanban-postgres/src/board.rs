@@ -168,10 +168,6 @@ pub(crate) fn already_failed(tx: &mut impl GenericClient, id: &str, failure_limi
     Ok(kanban_core::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
 }
 
-pub(crate) fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 impl BoardStore for PgKanbanStore {
     fn location(&self) -> String {
         self.shown.clone()

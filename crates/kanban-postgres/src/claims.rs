@@ -8,8 +8,9 @@ use kanban_core::BoardEvent;
 use kanban_core::{Confirmation, StoreError, Task};
 
 use crate::PgKanbanStore;
-use crate::board::{event, millis, read_task, status_in};
+use crate::board::{event, read_task, status_in};
 use crate::client::GenericClient as _;
+use crate::rows::millis;
 
 impl PgKanbanStore {
     pub(crate) fn confirm(

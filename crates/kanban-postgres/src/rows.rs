@@ -14,6 +14,11 @@ pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee
 /// How many columns [`TASK_COLUMNS`] names: the index of a column a query selects after them.
 pub(crate) const TASK_COLUMN_COUNT: usize = 31;
 
+/// A duration in the board's unit, milliseconds (saturating).
+pub(crate) fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 pub(crate) fn status_of(raw: &str) -> PgResult<TaskStatus> {
     Ok(TaskStatus::from_db(raw).ok_or_else(|| StoreError::Invalid(format!("unknown status {raw:?}")))?)
 }

@@ -8,7 +8,7 @@ use kanban_core::recurring::{self, due_slot};
 use kanban_core::{Cron, NewCron, NewTask, StoreError};
 use serde::Serialize;
 
-use crate::cli_cron::CronCmd;
+use crate::cli_kanban::CronCmd;
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::open::{Board, open_read_only, open_store};

@@ -40,7 +40,7 @@ use kanban_core::{StoreError, Task};
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
-use crate::cli_review::ReviewCmd;
+use crate::cli_kanban::ReviewCmd;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
