@@ -49,6 +49,8 @@ mod gateway;
 #[cfg(test)]
 mod hermes;
 #[cfg(test)]
+mod hermes_path;
+#[cfg(test)]
 mod homes;
 #[cfg(test)]
 mod idempotency;

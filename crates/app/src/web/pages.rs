@@ -223,6 +223,7 @@ pub(crate) fn profiles(v: &ProfilesView) -> Markup {
         html! {
             h1 { "Profiles" }
             p { "Running " (v.running) " of " (cap(v.max_in_progress)) " (all boards)" }
+            @if let Some(s) = &v.gateway_settings { p.settings { (s) } }
             table {
                 tr { th { "profile" } th { "running" } th { "cap" } }
                 @for p in &v.profiles { tr { td { (p.name) } td { (p.running) } td { (cap(p.cap)) } } }
