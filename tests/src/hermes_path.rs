@@ -67,6 +67,10 @@ fn a_profiles_own_config_yaml_drives_its_sandbox_and_no_other_profiles() {
     assert_eq!((theirs["value"].clone(), theirs["source"].clone()), (true.into(), "default".into()), "{theirs}");
     let listed = home.ok(&["config", "ls"]);
     assert!(listed.contains(&format!("file {}", file.display())), "{listed}");
+    // `config set` writes the home's file, and says the profile's own wins for this profile.
+    let out = home.run(&["config", "set", "terminal.docker_network", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("wins over the home's file"), "{err}");
 
     // One dispatch, as the locked profile, starts both tasks.
     let probe = "ls /sys/class/net | tr '\\n' ' '; echo; echo LOCKED=$LOCKED";

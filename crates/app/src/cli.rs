@@ -107,7 +107,7 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum GatewayCmd {
-    /// Run the gateway in the foreground until SIGTERM or SIGINT.
+    /// Run the gateway in the foreground until SIGTERM or SIGINT (SIGHUP: read its settings again).
     Run,
     /// Whether a gateway runs for this home, since when, and its last tick.
     Status,

@@ -1,7 +1,7 @@
 //! The dashboard: the board in a browser, its JSON API, `/metrics` and `/healthz`, served by `berth gateway run`
 //! (when `kanban.dashboard_port` is set) or by `berth dashboard` alone, on the tokio runtime the command already runs.
 //!
-//! Every route needs the per-start token (`auth.rs`); pages are compiled maud templates (`pages.rs`) over the typed
+//! Every route needs the home's token (`auth.rs`); pages are compiled maud templates (`pages.rs`) over the typed
 //! views the API returns as JSON (`views.rs`); writes go through the same store calls as the CLI (`actions.rs`);
 //! the event stream is fed by the gateway's board watch (`live.rs`).
 
