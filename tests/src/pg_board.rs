@@ -124,7 +124,7 @@ fn busy_sqlite_board(path: &std::path::Path) {
             s.complete("t_a", Some(a.run_id), Some("ok"), Some(0), t0).unwrap();
         }
     }
-    s.block("t_c", Some("waiting"), t0).unwrap();
+    s.block("t_c", None, Some("waiting"), t0).unwrap();
     s.remove("t_gone", t0).unwrap();
 }
 

@@ -214,6 +214,22 @@ fn context_list(e: &clap::Error, kind: ContextKind) -> Option<String> {
     }
 }
 
+/// `kanban block --kind`: one of the kinds, or a one-line refusal naming them.
+///
+/// # Errors
+/// The refusal.
+pub fn block_kind(raw: &str) -> Result<domain::kanban::BlockKind, String> {
+    raw.parse()
+}
+
+/// `--board SLUG` of the kanban commands that work on one board.
+#[derive(Debug, clap::Args)]
+pub struct BoardArg {
+    /// Board slug (default: `default`).
+    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SLUG", default_value = "default")]
+    pub board: String,
+}
+
 /// When a task may start: `--at` a time or `--in` a while from now.
 #[derive(Debug, clap::Args)]
 pub struct When {

@@ -4,7 +4,9 @@
 // `gateway` (the service), `config_cmd`, all on the `edge` (context, errors, output, processes).
 pub mod board;
 pub mod cli;
+pub mod cli_review;
 pub mod cli_values;
+pub mod cli_worker;
 pub mod config_cmd;
 pub mod edge;
 pub mod egress;
@@ -49,10 +51,12 @@ pub fn main() -> ExitCode {
     };
     // The gateway is a service: its dispatcher lines are INFO and belong in its log by default.
     let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run) | Command::Dashboard { .. });
-    // The process environment is read once, here; everything else gets this map.
-    let env = config_bridge::EnvMap::from_process();
+    // The process environment is read once, here; everything else gets this map. A berth process started by berth
+    // may get the board's URL on a socket instead (`edge::handover`), read now that the process is non-dumpable.
+    let mut env = config_bridge::EnvMap::from_process();
+    let handed = edge::handover::receive(&mut env);
     init_logging(cli.verbose + u8::from(service), &env, service && cli.json);
-    match run(cli, env) {
+    match run(cli, env, handed) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             eprintln!("berth: {}", edge::terminal_text::error_line(&f.message));
@@ -95,12 +99,13 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
 }
 
-/// The command's context from its flags and the environment. `gateway status` reads only the home's state: with a
-/// config file that does not read, it still says what the running gateway does (and that it kept its settings), the
-/// file's fault a warning. A worker's failure goes to its log, its only reader.
-fn context(cli: &Cli, env: config_bridge::EnvMap, read_file: bool) -> Result<Ctx, Failure> {
+/// The command's context from its flags and the environment (`handed`: what a worker was handed, its board URL among
+/// them). `gateway status` reads only the home's state: with a config file that does not read, it still says what the
+/// running gateway does (and that it kept its settings), the file's fault a warning. A worker's failure goes to its
+/// log, its only reader.
+fn context(cli: &Cli, env: config_bridge::EnvMap, read_file: bool, handed: Result<(), String>) -> Result<Ctx, Failure> {
     let resolve = |env, read| Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read);
-    match resolve(env.clone(), read_file) {
+    match handed.map_err(Failure::other).and_then(|()| resolve(env.clone(), read_file)) {
         Ok(ctx) => Ok(ctx),
         Err(f) if matches!(cli.command, Command::Gateway(cli::GatewayCmd::Status)) => {
             tracing::warn!("{}", f.message);
@@ -115,7 +120,7 @@ fn context(cli: &Cli, env: config_bridge::EnvMap, read_file: bool) -> Result<Ctx
     }
 }
 
-fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
+fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> Result<u8, Failure> {
     // Completions need no home, settings or engine: they describe the command line itself.
     if let Command::Completions { shell } = &cli.command {
         use clap::CommandFactory;
@@ -143,9 +148,10 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) => worker::Gate::wait(),
         _ => worker::Gate::Closed,
     };
-    // A worker never reads the config file: its dispatcher resolved every setting into its environment.
+    // A worker never reads the config file: its dispatcher resolved every setting into its environment. Without the
+    // board's URL it was handed, it would open another board (the home's SQLite file): it stops instead.
     let read_file = !matches!(cli.command, Command::Worker(_));
-    let ctx = context(&cli, env, read_file)?;
+    let ctx = context(&cli, env, read_file, handed)?;
     // What `-c` just set of the engine's extra arguments is refused at once, read as a create would read it.
     if let Some(args) = ctx.resolved.extra_args_from_cli() {
         edge::open::extra_args_parser().parse(args).map_err(Failure::usage_of)?;

@@ -12,7 +12,7 @@ pub const TABLES: &[(&str, &str)] = &[
         "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
          completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
          max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, \
-         not_before, idempotency_key",
+         not_before, idempotency_key, review, review_note, block_kind, block_reason",
     ),
     ("task_links", "parent_id, child_id"),
     ("task_events", "id, task_id, run_id, kind, payload, created_at"),

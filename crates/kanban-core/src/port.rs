@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{
-    BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest,
+    BlockKind, BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest,
 };
 use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
@@ -79,6 +79,12 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// A storage error.
     fn runs(&self, task: &str) -> Result<Vec<Run>>;
+    /// The kind and time (ms) of every event of one of `kinds` on `board`'s tasks from `since` on, oldest first
+    /// (the dashboard's throughput and failures chart).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn board_event_times(&self, board: &BoardSlug, since: i64, kinds: &[&str]) -> Result<Vec<(String, i64)>>;
     /// Running tasks per assignee, all boards.
     ///
     /// # Errors
@@ -125,11 +131,34 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoTask`], [`StoreError::Moved`] or [`StoreError::Transition`].
     fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()>;
-    /// Blocks a task; returns the worker to stop.
+    /// Blocks a task, of `kind` when given ([`crate::rules::block_change`]: blocked, todo for a dependency while a
+    /// parent is open, triage for the same block a second time); returns the worker to stop.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`].
-    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>>;
+    fn block(
+        &mut self,
+        id: &str,
+        kind: Option<BlockKind>,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<WorkerRef>>;
+    /// Sends a running task (its run ended, its claim cleared) or a done one to `review`; returns the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless running or done.
+    fn review(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>>;
+    /// Approves a task in review: done, its children promoted as on done.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless in review.
+    fn approve(&mut self, id: &str, now: Timestamp) -> Result<Task>;
+    /// Requests changes on a task in review: back to `ready` (or `todo` while a parent is unfinished) with `note` on
+    /// its record, which its next runs are given.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless in review.
+    fn request_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task>;
     /// Unblocks a task.
     ///
     /// # Errors

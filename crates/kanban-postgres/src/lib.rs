@@ -6,8 +6,9 @@
 //!
 //! - `open.rs`: connecting, the one-line errors (unreachable, bad credentials, foreign schema, too old a server),
 //!   the migrations under an advisory lock.
-//! - `board.rs`: reads and task transitions (each one transaction with its event); `create.rs`: creating one task
-//!   or a batch (a fixed number of round trips however many).
+//! - `board.rs`: reads and task transitions (each one transaction with its event); `review.rs`: a typed block and a
+//!   person's review (review, approve, request changes); `create.rs`: creating one task or a batch (a fixed number
+//!   of round trips however many).
 //! - `tick.rs`: the dispatch tick. Every tick of every host takes one transaction-scoped advisory lock, so the
 //!   snapshot → plan → claims step is serialized over all hosts and the caps hold globally; claims lock their rows
 //!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
@@ -31,6 +32,7 @@ mod create;
 mod edit;
 mod listen;
 mod open;
+mod review;
 mod rows;
 mod schema;
 mod tick;

@@ -130,6 +130,15 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE berth.tasks ADD COLUMN idempotency_key TEXT;
     CREATE UNIQUE INDEX tasks_idempotency ON berth.tasks(board, idempotency_key) WHERE idempotency_key IS NOT NULL;
     "#,
+    // 7: review and typed blocks. A `review` task's successful run ends in `review`; the last request-changes note
+    // reaches its next runs; the last block's kind and reason are kept (the same block again goes to triage).
+    // `review` is a number (0 or 1), as on SQLite, so rows copy across engines unchanged.
+    r#"
+    ALTER TABLE berth.tasks ADD COLUMN review BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE berth.tasks ADD COLUMN review_note TEXT;
+    ALTER TABLE berth.tasks ADD COLUMN block_kind TEXT;
+    ALTER TABLE berth.tasks ADD COLUMN block_reason TEXT;
+    "#,
 ];
 
 /// The channel berth's schema notifies when the board changed in a way a dispatcher should see at once

@@ -3,8 +3,9 @@
 //!
 //! `port.rs` implements `kanban_core::BoardStore` (the whole board as one trait, which `kanban-postgres` implements
 //! too), `open.rs` verifies and migrates the file, `schema.rs` holds the migrations, `rows.rs` the row decoding,
-//! `queries.rs` the reads and creations, `transitions.rs` the state changes, `edit.rs` edit and remove, `tick.rs` the
-//! dispatch tick; the errors are `kanban_core::StoreError`.
+//! `queries.rs` the reads and creations, `transitions.rs` the state changes, `review.rs` a person's review (review,
+//! approve, request changes), `edit.rs` edit and remove, `tick.rs` the dispatch tick; the errors are
+//! `kanban_core::StoreError`.
 //!
 //! WAL, a busy timeout and `BEGIN IMMEDIATE` for every read-then-write; a whole dispatch tick (housekeeping,
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
@@ -14,6 +15,7 @@ mod edit;
 mod open;
 mod port;
 mod queries;
+mod review;
 mod rows;
 mod schema;
 mod tick;

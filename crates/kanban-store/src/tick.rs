@@ -386,14 +386,14 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
         ).sql()?
         .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()]).sql()?;
         let run_id = tx.last_insert_rowid();
-        let assignee: Option<String> = tx
-            .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee")
+        let (assignee, review_note): (Option<String>, Option<String>) = tx
+            .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee, review_note")
             .sql()?
-            .query_row(params![d.task_id, run_id], |r| r.get(0))
+            .query_row(params![d.task_id, run_id], |r| Ok((r.get(0)?, r.get(1)?)))
             .sql()?;
         let claimed = BoardEvent::Claimed { lock: req.claimer, expires, run_id };
         event(tx, &d.task_id, Some(run_id), &claimed, now).sql()?;
-        out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id });
+        out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id, review_note });
     }
     out.plan = plan;
     Ok(out)

@@ -33,6 +33,7 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         parents,
         priority,
         triage,
+        review,
         max_runtime,
         max_retries,
         when,
@@ -54,6 +55,7 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         parents: parents.clone(),
         priority: *priority,
         triage: *triage,
+        review: *review,
         max_runtime_seconds: *max_runtime,
         max_retries: *max_retries,
         created_by: Some(ctx.profile.as_str().to_owned()),
@@ -81,6 +83,8 @@ struct Line {
     max_retries: Option<i64>,
     #[serde(default)]
     triage: bool,
+    #[serde(default)]
+    review: bool,
     idempotency_key: Option<String>,
 }
 
@@ -182,6 +186,7 @@ pub(crate) fn from_file(
             parents: line.parents,
             priority: line.priority,
             triage: line.triage,
+            review: line.review,
             max_runtime_seconds: line.max_runtime_seconds,
             max_retries: line.max_retries,
             created_by: Some(ctx.profile.as_str().to_owned()),

@@ -38,6 +38,7 @@ use kanban_core::{StoreError, Task};
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
+use crate::cli_review::ReviewCmd;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
@@ -153,15 +154,22 @@ async fn commanded(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let t = open_store(ctx)?.promote(id, now)?;
             done(ctx, &t, &format!("promoted {} out of triage ({})", t.id, t.status));
         }
-        KanbanCmd::Block { id, why, reason } => {
+        KanbanCmd::Block { id, why, reason, kind } => {
             let reason = reason.as_deref().or(why.as_deref());
             let mut store = open_store(ctx)?;
             // Masked before the board stores it, as a result is (a worker command may pass on what its agent said).
             let reason = reason.map(crate::edge::redact::redact);
-            let w = store.block(id, reason.as_deref(), now)?;
+            let w = store.block(id, *kind, reason.as_deref(), now)?;
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
-            done(ctx, &store.task(id)?, &format!("blocked {id}"));
+            let t = store.task(id)?;
+            let said = match t.status {
+                TaskStatus::Blocked => format!("blocked {id}"),
+                TaskStatus::Todo => format!("blocked {id}: back to todo until its parents are done"),
+                other => format!("blocked {id} the same way a second time: {other}"),
+            };
+            done(ctx, &t, &said);
         }
+        KanbanCmd::Review(cmd) => review(ctx, cmd, now).await?,
         KanbanCmd::Schedule { id, when, now: _ } => {
             let at = when.at(now);
             let t = open_store(ctx)?.schedule(id, at, now)?;
@@ -328,7 +336,31 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     } else if let Some(assignee) = &t.assignee {
         release::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
     }
-    done(ctx, &t, &format!("completed {}", t.id));
+    let waits = if t.status == TaskStatus::Review { ": it waits in review" } else { "" };
+    done(ctx, &t, &format!("completed {}{waits}", t.id));
+    Ok(())
+}
+
+/// `kanban review|approve|request-changes`: a running task's worker is stopped by the verified stop, as a block's.
+async fn review(ctx: &Ctx, cmd: &ReviewCmd, now: domain::time::Timestamp) -> Result<(), Failure> {
+    match cmd {
+        ReviewCmd::Review { id, note } => {
+            let mut store = open_store(ctx)?;
+            let note = note.as_deref().map(crate::edge::redact::redact);
+            let w = store.review(id, note.as_deref(), now)?;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            done(ctx, &store.task(id)?, &format!("{id} waits in review"));
+        }
+        ReviewCmd::Approve { id } => {
+            let t = open_store(ctx)?.approve(id, now)?;
+            done(ctx, &t, &format!("approved {}: done", t.id));
+        }
+        ReviewCmd::RequestChanges { id, note } => {
+            let note = crate::edge::redact::redact(note);
+            let t = open_store(ctx)?.request_changes(id, &note, now)?;
+            done(ctx, &t, &format!("changes requested on {} ({})", t.id, t.status));
+        }
+    }
     Ok(())
 }
 

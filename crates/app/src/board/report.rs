@@ -262,22 +262,37 @@ pub(crate) async fn dispatch_and_print(
     };
     let mut writer = ReportWriter::new(ctx.json, explain, args.task.is_some());
     if let Some(store) = open_read_only(ctx)? {
-        let req = TickRequest {
-            board,
-            cfg: &cfg,
-            now: SystemClock.now(),
-            probe: &ProcProbe,
-            claimer: "",
-            claim_ttl: worker::claim_ttl(ctx),
-            spawn_lease: ctx.settings.kanban.spawn_lease_seconds.duration(),
-        };
-        report.not_considered = dispatcher::dry_run_into(&store, &req, &mut writer).map_err(dispatch_failure)?;
+        report.not_considered = plan_dry(ctx, &store, board, &cfg, &mut writer)?;
     } else if board.as_str() != "default" {
         return Err(StoreError::NoBoard(board.as_str().to_owned()).into());
     }
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let _ = writer.finish(&extras(&report, None), &mut out);
     Ok(())
+}
+
+/// A dry run's plan of `board` streamed into `sink`, as a tick now would make it (the plan `kanban dispatch --dry-run
+/// --explain` prints, and the dashboard's "why is it waiting" on each card); the `--task` that was not considered.
+///
+/// # Errors
+/// The store's failure (no board, storage).
+pub(crate) fn plan_dry(
+    ctx: &Ctx,
+    store: &Board,
+    board: &BoardSlug,
+    cfg: &TickConfig,
+    sink: &mut dyn domain::policy::dispatch::PlanSink,
+) -> Result<Option<(String, Decision)>, Failure> {
+    let req = TickRequest {
+        board,
+        cfg,
+        now: SystemClock.now(),
+        probe: &ProcProbe,
+        claimer: "",
+        claim_ttl: worker::claim_ttl(ctx),
+        spawn_lease: ctx.settings.kanban.spawn_lease_seconds.duration(),
+    };
+    dispatcher::dry_run_into(store, &req, sink).map_err(dispatch_failure)
 }
 
 fn dispatch_failure(e: DispatchError<StoreError>) -> Failure {
