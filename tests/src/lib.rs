@@ -75,6 +75,8 @@ mod pg_bound;
 #[cfg(test)]
 mod pg_wake;
 #[cfg(test)]
+mod recurring;
+#[cfg(test)]
 mod review;
 #[cfg(test)]
 mod signals;

@@ -382,6 +382,9 @@ pub enum KanbanCmd {
         #[command(flatten)]
         board: BoardArg,
     },
+    /// Recurring tasks: a schedule makes one task per slot (UTC), created by the gateway.
+    #[command(subcommand)]
+    Cron(crate::cli_cron::CronCmd),
     /// Set when a waiting task (ready, todo, triage, blocked) may start; `--now` clears its time.
     #[command(group(clap::ArgGroup::new("when").required(true).args(["at", "in_", "now"])))]
     Schedule {

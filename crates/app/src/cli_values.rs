@@ -70,6 +70,18 @@ pub fn idempotency_key(raw: &str) -> Result<String, String> {
     }
 }
 
+/// `kanban cron add --cron`: a five-field cron expression (the board core's parser), kept as typed.
+///
+/// # Errors
+/// What is wrong with it, naming the field.
+pub fn cron_expr(raw: &str) -> Result<String, String> {
+    match kanban_core::recurring::CronExpr::parse(raw) {
+        Ok(_) => Ok(raw.trim().to_owned()),
+        Err(kanban_core::StoreError::Invalid(why)) => Err(why),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// `--max-retries`: a count of failures, at least 1.
 ///
 /// # Errors

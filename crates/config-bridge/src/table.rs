@@ -172,7 +172,9 @@ settings! {
         max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
         retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";
         retry_backoff_max_seconds: Seconds = "600", "The longest pause before a failed task's next try (see `kanban.retry_backoff_seconds`).";
+        retry_backoff_max_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile longest pauses that replace `kanban.retry_backoff_max_seconds` for that assignee's tasks, e.g. {\"alpha\": 60}.";
         retry_backoff_seconds: Seconds = "10", "The pause before a failed task's first retry, doubled after each further failure up to `kanban.retry_backoff_max_seconds`, and drawn within its upper half per task (jitter); 0 retries at once. `show` names the next try's time.";
+        retry_backoff_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile first pauses that replace `kanban.retry_backoff_seconds` for that assignee's tasks, e.g. {\"alpha\": 2}.";
         sandbox_affinity_seconds: Seconds = "120", "On a shared (PostgreSQL) board, how long a task that failed on one host waits for that host (which holds its sandbox and files) before any host may retry it; 0 is off.";
         spawn_lease_seconds: PositiveSeconds = "20", "Seconds a new claim waits for its worker to confirm the run (record its own pid); past it the task is requeued as a failure.";
         tempfail_cooldown_seconds: Seconds = "60", "How long a task whose command exited 75 (EX_TEMPFAIL, hermes's rate-limit exit) waits before it runs again; the snooze counts no failure.";

@@ -242,9 +242,9 @@ pub struct TickConfig {
     /// The profiles that exist (spawnable assignees).
     pub profiles: BTreeSet<String>,
     pub failure_limit: u32,
-    /// `kanban.retry_backoff_seconds` and `kanban.retry_backoff_max_seconds`: the pause before a failed task's next
-    /// try.
-    pub retry_backoff: RetryBackoff,
+    /// `kanban.retry_backoff_seconds` and `kanban.retry_backoff_max_seconds` (and their per-profile overrides): the
+    /// pause before a failed task's next try.
+    pub retry_backoff: RetryBackoffs,
     /// `kanban.dispatch_stale_timeout_seconds`; 0 disables stale detection.
     pub stale_timeout_secs: i64,
     /// Dispatch only this task (`--task ID`).
@@ -265,9 +265,10 @@ pub struct TickConfig {
 }
 
 impl TickConfig {
-    /// What a failure the tick records does (a crash, a lapsed lease, a timeout, a spawn failure).
-    pub fn breaker(&self) -> Breaker {
-        Breaker { limit: self.failure_limit, backoff: self.retry_backoff }
+    /// What a failure the tick records on a task of `assignee` does (a crash, a lapsed lease, a timeout, a spawn
+    /// failure).
+    pub fn breaker_for(&self, assignee: Option<&str>) -> Breaker {
+        Breaker { limit: self.failure_limit, backoff: self.retry_backoff.of(assignee) }
     }
 }
 
@@ -351,6 +352,22 @@ impl RetryBackoff {
         let doubled = self.base.saturating_mul(1_u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX));
         let full = doubled.min(self.max.max(self.base));
         full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+    }
+}
+
+/// Each profile's retry backoff: `default` (`kanban.retry_backoff_seconds`, `kanban.retry_backoff_max_seconds`)
+/// and the profiles that override either (`kanban.retry_backoff_seconds_overrides`,
+/// `kanban.retry_backoff_max_seconds_overrides`), each override in place of its default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetryBackoffs {
+    pub default: RetryBackoff,
+    pub per_profile: std::collections::BTreeMap<String, RetryBackoff>,
+}
+
+impl RetryBackoffs {
+    /// The backoff of a task of `assignee` (the default for none, or for a profile without an override).
+    pub fn of(&self, assignee: Option<&str>) -> RetryBackoff {
+        assignee.and_then(|a| self.per_profile.get(a)).copied().unwrap_or(self.default)
     }
 }
 

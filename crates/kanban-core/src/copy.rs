@@ -21,6 +21,7 @@ pub const TABLES: &[(&str, &str)] = &[
         "id, task_id, status, assignee, claim_lock, claim_expires, worker_pid, started_at, ended_at, outcome, error, \
          exit_code, worker_start, worker_host, confirmed_at",
     ),
+    ("schedules", "board, name, every_seconds, cron, assignee, command, created_at, last_slot"),
 ];
 
 /// A value of a board's table: text or a whole number (boards hold nothing else).

@@ -211,3 +211,45 @@ pub struct Created {
     pub status: TaskStatus,
     pub existing: bool,
 }
+
+/// A recurring task's schedule (`kanban cron`): each due slot makes one task for `assignee` running `command`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Cron {
+    pub board: String,
+    pub name: String,
+    /// Slots every this many seconds (from the epoch); `None` for a cron expression.
+    pub every_seconds: Option<i64>,
+    /// A five-field cron expression (UTC); `None` for an interval.
+    pub cron: Option<String>,
+    pub assignee: String,
+    pub command: String,
+    #[serde(serialize_with = "rfc3339::one")]
+    pub created_at: i64,
+    /// The latest slot it made a task for.
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub last_slot: Option<i64>,
+}
+
+impl Cron {
+    /// When its slots fall.
+    ///
+    /// # Errors
+    /// [`crate::StoreError::Invalid`] for a row whose expression no longer parses (written by hand).
+    pub fn recurrence(&self) -> crate::Result<crate::recurring::Recurrence> {
+        match (&self.cron, self.every_seconds) {
+            (Some(expr), _) => Ok(crate::recurring::Recurrence::Cron(crate::recurring::CronExpr::parse(expr)?)),
+            (None, Some(secs)) => crate::recurring::Recurrence::every(secs),
+            (None, None) => Err(crate::StoreError::Invalid(format!("schedule {} has no recurrence", self.name))),
+        }
+    }
+}
+
+/// What `kanban cron add` asks for: exactly one of `every_seconds` and `cron`.
+#[derive(Clone, Debug, Default)]
+pub struct NewCron {
+    pub name: String,
+    pub every_seconds: Option<i64>,
+    pub cron: Option<String>,
+    pub assignee: String,
+    pub command: String,
+}

@@ -13,7 +13,8 @@ use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
 use crate::{
-    Board, Confirmation, Created, Event, HostSeen, NewTask, Result, Run, RunEnd, StoreError, Task, TaskEdit, WorkerRef,
+    Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Result, Run, RunEnd, StoreError, Task,
+    TaskEdit, WorkerRef,
 };
 
 /// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
@@ -204,6 +205,26 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoTask`].
     fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)>;
+    /// Adds a recurring schedule to a board (`kanban cron add`); the caller checked its name and recurrence.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`]; [`StoreError::Invalid`] when the board already has a schedule of that name.
+    fn add_cron(&mut self, board: &BoardSlug, cron: &NewCron, now: Timestamp) -> Result<Cron>;
+    /// A board's schedules, by name.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<Cron>>;
+    /// Removes a schedule (the tasks it made stay); returns it as it was.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] when the board has no schedule of that name.
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<Cron>;
+    /// Records that a schedule made its task for `slot` (the latest slot it made only grows).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<()>;
     /// The host whose workers this store may signal: a recorded worker of another host is never returned as one to
     /// stop. `None` for a single-host store (every worker is local).
     fn host(&self) -> Option<&str> {

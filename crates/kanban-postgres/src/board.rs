@@ -15,7 +15,8 @@ use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run
 use serde_json::Value as Json;
 
 pub(crate) use crate::rows::status_of;
-use crate::rows::{TASK_COLUMN_COUNT, TASK_COLUMNS, board_from_row, task_from_row};
+use crate::rows::{TASK_COLUMNS, board_from_row, task_from_row};
+pub(crate) use crate::rows::{read_board, read_task};
 use crate::{PgKanbanStore, PgResult};
 
 /// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
@@ -171,26 +172,6 @@ pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A task with its parents, in two round trips (typed parameters: no separate prepare), as every worker and
-/// `kanban complete` reads one.
-pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
-    // One round trip: the task and its parents, the statement prepared once per connection.
-    let sql = format!(
-        "SELECT {TASK_COLUMNS}, ARRAY(SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id) \
-         FROM berth.tasks WHERE id = $1"
-    );
-    let row = c.query_opt(&sql, &[&id])?.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
-    let mut t = task_from_row(&row)?;
-    t.parents = row.try_get(TASK_COLUMN_COUNT)?;
-    Ok(t)
-}
-
-pub(crate) fn read_board(c: &mut impl GenericClient, slug: &str) -> PgResult<Board> {
-    let row =
-        c.query_opt("SELECT slug, name, created_at FROM berth.boards WHERE slug = $1 AND archived = 0", &[&slug])?;
-    board_from_row(&row.ok_or_else(|| StoreError::NoBoard(slug.to_owned()))?)
-}
-
 impl BoardStore for PgKanbanStore {
     fn location(&self) -> String {
         self.shown.clone()
@@ -222,6 +203,27 @@ impl BoardStore for PgKanbanStore {
             )?;
             rows.iter().map(|r| Ok(HostSeen { id: r.try_get(0)?, silent_ms: r.try_get::<_, i64>(1)?.max(0) })).collect()
         })
+    }
+
+    fn add_cron(
+        &mut self,
+        board: &BoardSlug,
+        cron: &kanban_core::NewCron,
+        now: Timestamp,
+    ) -> Result<kanban_core::Cron, StoreError> {
+        self.with(|c| crate::crons::add(&mut c.client, board, cron, now))
+    }
+
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>, StoreError> {
+        self.with(|c| crate::crons::list(&mut c.client, board))
+    }
+
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron, StoreError> {
+        self.with(|c| crate::crons::remove(&mut c.client, board, name))
+    }
+
+    fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<(), StoreError> {
+        self.with(|c| crate::crons::made(&mut c.client, board, name, slot))
     }
 
     fn create_board(

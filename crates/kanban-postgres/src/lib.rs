@@ -12,6 +12,7 @@
 //! - `tick.rs`: the dispatch tick. Every tick of every host takes one transaction-scoped advisory lock, so the
 //!   snapshot → plan → claims step is serialized over all hosts and the caps hold globally; claims lock their rows
 //!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
+//! - `crons.rs`: the recurring schedules' rows (`kanban cron`).
 //! - `copy.rs`: `kanban migrate --to`, copying a SQLite board with its ids.
 //! - `listen.rs`: [`PgBoardListener`], which counts the board's change notifications (`LISTEN`) so a gateway wakes
 //!   at once when another process or host changes the board; a quiet server is asked every 30 s whether it still
@@ -29,6 +30,7 @@ mod claims;
 mod client;
 mod copy;
 mod create;
+mod crons;
 mod edit;
 mod listen;
 mod open;

@@ -139,6 +139,21 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE berth.tasks ADD COLUMN block_kind TEXT;
     ALTER TABLE berth.tasks ADD COLUMN block_reason TEXT;
     "#,
+    // 8: recurring tasks (`kanban cron`). A schedule is a row; each due slot's task is created under the key
+    // `cron:NAME:<slot>`, so of gateways on several hosts seeing one slot the key's index lets one task in.
+    r#"
+    CREATE TABLE berth.schedules (
+        board TEXT NOT NULL REFERENCES berth.boards(slug),
+        name TEXT NOT NULL,
+        every_seconds BIGINT,
+        cron TEXT,
+        assignee TEXT NOT NULL,
+        command TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        last_slot BIGINT,
+        PRIMARY KEY (board, name)
+    );
+    "#,
 ];
 
 /// The channel berth's schema notifies when the board changed in a way a dispatcher should see at once

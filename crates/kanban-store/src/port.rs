@@ -194,6 +194,23 @@ impl BoardStore for SqliteKanbanStore {
     fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
         Self::remove(self, id, now)
     }
+    fn add_cron(
+        &mut self,
+        board: &BoardSlug,
+        cron: &kanban_core::NewCron,
+        now: Timestamp,
+    ) -> Result<kanban_core::Cron> {
+        Self::add_cron(self, board, cron, now)
+    }
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>> {
+        Self::crons(self, board)
+    }
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron> {
+        Self::remove_cron(self, board, name)
+    }
+    fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<()> {
+        Self::cron_made(self, board, name, slot)
+    }
     fn host(&self) -> Option<&str> {
         Some(self.host.as_str()).filter(|h| !h.is_empty())
     }

@@ -116,4 +116,19 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN block_kind TEXT;
     ALTER TABLE tasks ADD COLUMN block_reason TEXT;
     "#,
+    // 8: recurring tasks (`kanban cron`). A schedule is a row; each due slot's task is created under the key
+    // `cron:NAME:<slot>` (so a slot makes one task), and `last_slot` keeps the latest slot made.
+    r#"
+    CREATE TABLE schedules (
+        board TEXT NOT NULL REFERENCES boards(slug),
+        name TEXT NOT NULL,
+        every_seconds INTEGER,
+        cron TEXT,
+        assignee TEXT NOT NULL,
+        command TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_slot INTEGER,
+        PRIMARY KEY (board, name)
+    );
+    "#,
 ];

@@ -316,7 +316,10 @@ fn apply_housekeeping(
                 out.stop_workers.extend(worker_of(tx, id, &req.cfg.host)?);
             }
             let end = RunEnd { outcome, error: &error, exit_code: None, retry_at: None };
-            record_task_failure(tx, id, &end, req.cfg.breaker(), now)?;
+            // The backoff is the task's assignee's (per-profile overrides).
+            let assignee: Option<String> =
+                tx.query_row("SELECT assignee FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
+            record_task_failure(tx, id, &end, req.cfg.breaker_for(assignee.as_deref()), now)?;
         }
         HousekeepingChange::Requeue { outcome, stop_worker } => {
             if stop_worker {

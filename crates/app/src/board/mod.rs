@@ -3,6 +3,7 @@
 
 pub mod boards;
 mod create;
+mod cron;
 pub mod edit;
 mod exit_outcome;
 mod external;
@@ -25,10 +26,12 @@ pub mod runner;
 mod script;
 pub(crate) mod show;
 mod stream;
+pub(crate) mod task_id;
 pub(crate) mod views;
 pub mod worker;
 
 pub use report::{DispatchArgs, DispatchReport, TickTally, dispatch, dispatch_on, report_json, tick_config};
+pub(crate) use task_id::new_task_id;
 
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
@@ -77,25 +80,6 @@ fn check(ctx: &Ctx) -> Result<u8, Failure> {
 
 fn slug(raw: &str) -> Result<BoardSlug, Failure> {
     BoardSlug::parse(raw).map_err(Failure::usage_of)
-}
-
-/// A fresh task id: `t_` and 12 hex digits (48 random bits: collisions stay negligible on large boards).
-pub(crate) fn new_task_id() -> String {
-    task_id_of(new_task_bits())
-}
-
-/// A new task id's 48 random bits.
-fn new_task_bits() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));
-    h.write_u32(std::process::id());
-    h.finish() & 0xffff_ffff_ffff
-}
-
-/// The task id of 48 bits: `t_` and twelve hex digits (fixed width, so ids sort as their numbers).
-fn task_id_of(bits: u64) -> String {
-    format!("t_{:012x}", bits & 0xffff_ffff_ffff)
 }
 
 /// How many of the log's last lines `kanban show` prints.
@@ -170,6 +154,7 @@ async fn commanded(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             done(ctx, &t, &said);
         }
         KanbanCmd::Review(cmd) => review(ctx, cmd, now).await?,
+        KanbanCmd::Cron(cmd) => cron::command(ctx, cmd, now)?,
         KanbanCmd::Schedule { id, when, now: _ } => {
             let at = when.at(now);
             let t = open_store(ctx)?.schedule(id, at, now)?;

@@ -33,6 +33,8 @@ pub struct DispatchArgs {
     pub engine_backoff_until: Option<domain::time::Timestamp>,
     /// Tasks whose worker from this gateway is still to be reaped: not claimed again yet.
     pub held: BTreeSet<String>,
+    /// Make the task of each recurring schedule's due slot first (the gateway; never a dry run).
+    pub recurring: bool,
 }
 
 /// What a dispatch did (or, dry, would do): the dispatcher's report and what the printer adds.
@@ -49,6 +51,8 @@ pub struct DispatchReport {
     pub not_considered: Option<(String, Decision)>,
     /// Workers still to stop (only with [`DispatchArgs::detach_stops`]).
     pub stops: Vec<process::Worker>,
+    /// The soonest next slot of the board's recurring schedules (with [`DispatchArgs::recurring`]).
+    pub next_slot: Option<domain::time::Timestamp>,
 }
 
 impl DispatchReport {
@@ -110,7 +114,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         default_assignee: ctx.settings.default_assignee(),
         profiles: profiles.list().into_iter().collect::<BTreeSet<_>>(),
         failure_limit,
-        retry_backoff: ctx.retry_backoff(),
+        retry_backoff: ctx.settings.retry_backoffs(),
         stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
         sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),
@@ -188,6 +192,13 @@ async fn dispatch_with(
             &mut opened
         }
     };
+    if args.recurring && !args.dry_run {
+        // A schedule's slot becomes a ready task before the tick plans, so it starts in this tick.
+        match crate::board::cron::make_due(store, board, clock.now()) {
+            Ok(next) => report.next_slot = next,
+            Err(e) => tracing::warn!("kanban cron [{board}]: {e}; the due slots are made at the next tick"),
+        }
+    }
     // The workers apply the breaker to their own outcomes: `--failure-limit` goes to them too.
     let launcher = ProcessLauncher::new(ctx, args.failure_limit.filter(|n| *n >= 1));
     let tick = match sink {

@@ -65,7 +65,8 @@ pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Time
         (Some(Liveness::NoWorker), _) => "running (starting)".to_owned(),
         (_, s) => s.to_string(),
     };
-    TaskRow { worker_alive: seen.as_ref().and_then(Liveness::alive), worker: seen, task: t, shown_status }
+    let schedule = kanban_core::recurring::schedule_of(t.created_by.as_deref()).map(str::to_owned);
+    TaskRow { worker_alive: seen.as_ref().and_then(Liveness::alive), worker: seen, schedule, task: t, shown_status }
 }
 
 /// `kanban ls`'s columns (`BOARD` with `--all-boards`).
@@ -145,6 +146,9 @@ pub(super) fn show_text(shown: &TaskShow) {
     output::line(&format!("  created:   {}", ms(Some(task.created_at))));
     if let Some(key) = &task.idempotency_key {
         output::line(&format!("  key:       {key}"));
+    }
+    if let Some(name) = &shown.task.schedule {
+        output::line(&format!("  schedule:  {name} (kanban cron)"));
     }
     if let Some(at) = task.not_before.filter(|_| task.status != TaskStatus::Running) {
         // Scheduled, a retry's backoff, or a snooze: when the next try may start.

@@ -322,7 +322,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
     let claim_ttl = claim_ttl(ctx);
     let task = if confirmed { task } else { confirm(ctx, &mut store, task_id, run, claim_ttl).await? };
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-    let breaker = ctx.breaker(ctx.settings.kanban.failure_limit.get());
+    let breaker = ctx.breaker(ctx.settings.kanban.failure_limit.get(), task.assignee.as_deref());
     let mut store = Outcome { ctx, task: task_id, run, patience, store, breaker };
     // A log or working directory this worker could not set up fails the run with the reason, on the board where
     // `kanban show` gives it (the log may be what could not be opened).
@@ -576,7 +576,8 @@ async fn record_exit(
         return Ok(0);
     }
     let limit = ctx.settings.kanban.failure_limit.get();
-    let (said, finished) = super::exit_outcome::record(ctx, &mut None, task, run, limit, &code, last)?;
+    let (said, finished) =
+        super::exit_outcome::record(ctx, &mut None, task, run, ctx.breaker(limit, Some(assignee)), &code, last)?;
     log_line(&said);
     if finished {
         super::release::remove_task_sandbox(ctx, task, assignee).await;

@@ -177,6 +177,7 @@ pub(crate) fn task_detail(v: &TaskView) -> Markup {
             dt { "status" } dd { (v.shown_status) }
             dt { "assignee" } dd { (field("assignee")) }
             dt { "command" } dd { code { (field("command")) } }
+            @if let Some(name) = t["schedule"].as_str() { dt { "schedule" } dd { (name) " (kanban cron)" } }
             dt { "failures" } dd { (t["consecutive_failures"]) }
             dt { "workspace" } dd { code { (v.workspace.as_deref().unwrap_or("-")) } }
             @if let Some(r) = t["result"].as_str() { dt { "result" } dd { (r) } }
