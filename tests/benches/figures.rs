@@ -161,7 +161,9 @@ impl Figure {
 
 fn settings(home: &Path) -> config_bridge::Settings {
     let env = config_bridge::EnvMap::default();
-    config_bridge::resolve(&config_bridge::Inputs { home, file: None, env: &env, overrides: &[] }).unwrap().settings
+    config_bridge::resolve(&config_bridge::Inputs { home, file: None, profile_file: None, env: &env, overrides: &[] })
+        .unwrap()
+        .settings
 }
 
 fn spec_for(home: &Path, task: &str, profile: &str) -> (SandboxIdentity, CreateSpec) {

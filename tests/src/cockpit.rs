@@ -188,7 +188,7 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     assert!(followed.ends_with(&tail));
     let run = show["runs"][0]["id"].as_i64().unwrap().to_string();
     assert_eq!(show["runs"][0]["number"], 1, "{show}");
-    let part = home.ok(&["kanban", "logs", &id, "--run", "1"]);
+    let part = home.ok(&["kanban", "logs", &id, "--run", &run]);
     assert!(part.starts_with("[berth worker") && part.contains(&format!("confirmed run {run} of {id}")), "{part}");
     let json = home.json(&["kanban", "logs", &id, "--tail", "1"]);
     assert_eq!(json["lines"].as_array().unwrap().len(), 1, "{json}");
@@ -569,12 +569,19 @@ fn kanban_ls_shows_failures_and_ages_hides_archived_ids_take_prefixes_runs_count
     assert!(home.ok(&["kanban", "ls", "--archived"]).contains(&old));
     assert!(!home.json(&["kanban", "ls"]).to_string().contains(&old));
     assert!(home.json(&["kanban", "ls", "--archived"]).to_string().contains(&old));
-    // The failing task's first run is the board's second: `--run 1` is its own first.
+    // The failing task's first run is the board's second: `--run` takes the id `show` prints, the same number the log
+    // and the dashboard print; its number within the task is refused.
     let show = home.json(&["kanban", "show", &failing[2..6]]);
     let run_id = show["runs"][0]["id"].as_i64().unwrap();
     assert_eq!((show["runs"][0]["number"].as_i64(), run_id > 1), (Some(1), true), "{show}");
-    let part = home.ok(&["kanban", "logs", &failing, "--run", "1"]);
+    let part = home.ok(&["kanban", "logs", &failing, "--run", &run_id.to_string()]);
     assert!(part.contains(&format!("confirmed run {run_id} of {failing}")), "{part}");
+    let text = home.ok(&["kanban", "show", &failing]);
+    assert!(text.lines().any(|l| l.trim_start().starts_with(&format!("{run_id} "))), "{text}");
+    let out = home.run(&["kanban", "logs", &failing, "--run", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("its runs: {run_id}")), "{err}");
     // Enough tasks that two ids share four characters (2000 of 65536 prefixes: all but certain).
     let lines: String = (0..2000).map(|i| format!("{{\"title\":\"bulk {i}\",\"command\":\"true\"}}\n")).collect();
     let file = home.path().join("bulk.jsonl");

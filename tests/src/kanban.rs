@@ -445,7 +445,8 @@ fn a_busy_runner_gives_each_dispatch_its_own_settings_and_environment() {
     assert_eq!(v["task"]["result"], "v=two tok=***", "{v}");
     let text = log(&b);
     assert!(!text.contains("hunter2") && text.contains("v=two tok=***\n[berth worker "), "{text}");
-    let run = home.ok(&["kanban", "logs", &b, "--run", "1"]);
+    let first = v["runs"][0]["id"].to_string();
+    let run = home.ok(&["kanban", "logs", &b, "--run", &first]);
     assert!(run.contains("v=two tok=***"), "{run}");
 }
 

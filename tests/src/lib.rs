@@ -53,6 +53,8 @@ mod guide;
 #[cfg(test)]
 mod hermes;
 #[cfg(test)]
+mod hermes_path;
+#[cfg(test)]
 mod homes;
 #[cfg(test)]
 mod idempotency;

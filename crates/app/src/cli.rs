@@ -67,14 +67,12 @@ pub enum Command {
     /// The long-running service that dispatches the boards.
     #[command(subcommand)]
     Gateway(GatewayCmd),
-    /// Serve the dashboard (board, task logs, actions, JSON API, /metrics) without a gateway, until SIGTERM or
-    /// SIGINT.
+    /// Serve the dashboard (board, task logs, actions, JSON API, /metrics) without a gateway, until SIGTERM/SIGINT.
     ///
-    /// Prints its URL with this start's token once; the token is also in `<home>/dashboard.token`. The gateway serves
-    /// the same dashboard when `kanban.dashboard_port` is set.
+    /// Prints its URL with the home's token (kept in `<home>/dashboard.token`; `gateway token --rotate` replaces it).
+    /// The gateway serves the same dashboard when `kanban.dashboard_port` is set.
     Dashboard {
-        /// The address to listen on (default: `kanban.dashboard_bind`, 127.0.0.1); not loopback only with
-        /// `kanban.dashboard_allow_remote`.
+        /// Address (default `kanban.dashboard_bind`: 127.0.0.1); not loopback needs `kanban.dashboard_allow_remote`.
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "ADDR")]
         bind: Option<String>,
         /// The port (default: `kanban.dashboard_port`; 0 takes any free port).
@@ -115,10 +113,16 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum GatewayCmd {
-    /// Run the gateway in the foreground until SIGTERM or SIGINT.
+    /// Run the gateway in the foreground until SIGTERM or SIGINT (SIGHUP: read its settings again).
     Run,
     /// Whether a gateway runs for this home, since when, and its last tick.
     Status,
+    /// Print the dashboard's token: kept in `<home>/dashboard.token` (0600) across restarts, made when missing.
+    Token {
+        /// Replace it with a new one; a running dashboard refuses the old one within a second.
+        #[arg(long)]
+        rotate: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -427,7 +431,7 @@ pub enum KanbanCmd {
         /// Only the last N lines.
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::lines)]
         tail: Option<usize>,
-        /// Only what the task's run N wrote (1 = its first run, as `kanban show` numbers them).
+        /// Only what the task's run N wrote (the run's id, as `kanban show`, the log and the dashboard print it).
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli_values::run_number)]
         run: Option<i64>,
     },

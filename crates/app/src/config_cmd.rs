@@ -213,6 +213,15 @@ fn set(ctx: &Ctx, key: &str, value: &str) -> Result<(), Failure> {
     } else {
         output::line(&format!("{key} = {text} (in {})", ctx.config_path().display()));
     }
+    // The profile's own file wins over the home's for this profile: said, or the change looks lost.
+    let profile_file = crate::edge::context::profile_config_path(&ctx.home, &ctx.profile);
+    if ctx.resolved.entry(key).source == Source::File(profile_file.clone()) {
+        tracing::warn!(
+            "{} sets {key} too, which wins over the home's file for profile {}",
+            profile_file.display(),
+            ctx.profile
+        );
+    }
     Ok(())
 }
 

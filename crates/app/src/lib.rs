@@ -99,6 +99,27 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
 }
 
+/// The command's context from its flags and the environment (`handed`: what a worker was handed, its board URL among
+/// them). `gateway status` reads only the home's state: with a config file that does not read, it still says what the
+/// running gateway does (and that it kept its settings), the file's fault a warning. A worker's failure goes to its
+/// log, its only reader.
+fn context(cli: &Cli, env: config_bridge::EnvMap, read_file: bool, handed: Result<(), String>) -> Result<Ctx, Failure> {
+    let resolve = |env, read| Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read);
+    match handed.map_err(Failure::other).and_then(|()| resolve(env.clone(), read_file)) {
+        Ok(ctx) => Ok(ctx),
+        Err(f) if matches!(cli.command, Command::Gateway(cli::GatewayCmd::Status)) => {
+            tracing::warn!("{}", f.message);
+            resolve(env, false)
+        }
+        Err(f) => {
+            if let Command::Worker(cli::WorkerCmd::Run { log: Some(log), .. }) = &cli.command {
+                let _ = worker::redirect_output(log);
+            }
+            Err(f)
+        }
+    }
+}
+
 fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> Result<u8, Failure> {
     // Completions need no home, settings or engine: they describe the command line itself.
     if let Command::Completions { shell } = &cli.command {
@@ -133,19 +154,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> 
     // A worker never reads the config file: its dispatcher resolved every setting into its environment. Without the
     // board's URL it was handed, it would open another board (the home's SQLite file): it stops instead.
     let read_file = !matches!(cli.command, Command::Worker(_));
-    let resolved = handed
-        .map_err(Failure::other)
-        .and_then(|()| Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file));
-    let ctx = match resolved {
-        Ok(ctx) => ctx,
-        Err(f) => {
-            // A worker's only reader is its log: the reason goes there.
-            if let Command::Worker(cli::WorkerCmd::Run { log: Some(log), .. }) = &cli.command {
-                let _ = worker::redirect_output(log);
-            }
-            return Err(f);
-        }
-    };
+    let ctx = context(&cli, env, read_file, handed)?;
     // What `-c` just set of the engine's extra arguments is refused at once, read as a create would read it.
     if let Some(args) = ctx.resolved.extra_args_from_cli() {
         edge::open::extra_args_parser().parse(args).map_err(Failure::usage_of)?;
@@ -194,6 +203,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> 
         Command::Worker(cli::WorkerCmd::Runner) => board::runner::serve(&ctx),
         Command::Gateway(cli::GatewayCmd::Run) => runtime()?.block_on(gateway::run(&ctx)),
         Command::Gateway(cli::GatewayCmd::Status) => gateway::status(&ctx),
+        Command::Gateway(cli::GatewayCmd::Token { rotate }) => web::token(&ctx, *rotate),
         Command::Dashboard { bind, port } => runtime()?.block_on(web::command(&ctx, bind.as_deref(), *port)),
         Command::Status => runtime()?.block_on(gateway::overview::command(&ctx)),
         Command::Completions { .. } | Command::Man | Command::EgressProxy { .. } | Command::EgressCredentials => Ok(0),

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 use crate::table::SETTINGS;
 
 /// Berth's precedence and where hermes-agent differs, for `config ls` and the settings reference.
-pub const PRECEDENCE_NOTE: &str = "precedence: default < config file < environment < -c; hermes-agent differs: there \
-a `terminal:` key in config.yaml overrides its TERMINAL_* variable, here the environment wins over the file";
+pub const PRECEDENCE_NOTE: &str = "precedence: default < config file < the profile's profiles/NAME/config.yaml < \
+environment < -c; hermes-agent differs: there a `terminal:` key in config.yaml overrides its TERMINAL_* variable, here the environment wins over the file";
 
 /// The sandbox lifecycle from create to reap, with the settings of each step (the guide's docs/sandboxes.md carries the same story).
 const LIFECYCLE_DOC: &str = "
@@ -45,7 +45,11 @@ From create to reap, and the settings of each step:
 pub fn settings_doc(mapped_flags: &[&str]) -> String {
     let mut s = String::from(
         "# Settings\n\n<!-- Generated from crates/config-bridge/src/table.rs by `cargo test`; do not edit. -->\n\n\
-         Precedence: default < config file (`<home>/config.yaml`) < environment < `berth -c key=value`.\n\
+         Precedence: default < config file (`<home>/config.yaml`) < the profile's own file \
+         (`<home>/profiles/<name>/config.yaml`, as in hermes-agent, where a profile is a home of its own) < \
+         environment < `berth -c key=value`. A profile's file cannot set `kanban.database_url` or `kanban.host_id` \
+         (the home's); a task's worker takes its assignee's `terminal.*` settings, the board's `kanban.*` ones are \
+         the dispatcher's. A running gateway applies a change to either file at its next tick (see the README).\n\
          hermes-agent differs: there a `terminal:` key in `config.yaml` overrides its `TERMINAL_*` variable; in berth \
          the environment wins over the file (`berth config ls` shows which source each value came from).\n\
          Booleans accept true/false/1/0/yes/no/on/off in any case.\n\

@@ -153,6 +153,8 @@ pub struct Inputs<'a> {
     pub home: &'a Path,
     /// The parsed config file, if any, and its path.
     pub file: Option<(&'a Path, &'a Yaml)>,
+    /// The profile's own file (`<home>/profiles/<name>/config.yaml`, a hermes profile's home), read over `file`.
+    pub profile_file: Option<(&'a Path, &'a Yaml)>,
     pub env: &'a EnvMap,
     /// `-c key=value` pairs, in order (the last one wins).
     pub overrides: &'a [(String, String)],
@@ -281,7 +283,11 @@ fn default_value(s: &Setting, home: &Path) -> Value {
     parse_text(s.kind, &text).unwrap_or_else(|e| panic!("default of {} does not parse: {e}", s.key))
 }
 
-/// Resolves every setting: default < file < environment < `-c`.
+/// The settings a profile's own file may not set: which board the home's commands and workers use, and this host's
+/// name on it, are the home's (a profile's worker on another board than its dispatcher's would record nothing).
+pub const HOME_ONLY: [&str; 2] = ["kanban.database_url", "kanban.host_id"];
+
+/// Resolves every setting: default < file < the profile's file < environment < `-c`.
 ///
 /// Invalid file and environment values give a warning (naming key, source and value) and the default is used; a
 /// cap below 1 means "no cap", as in hermes-agent. A cap that is not a number (or a per-profile cap map that does
@@ -297,6 +303,18 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
     let merged = inputs.file.map(|(path, doc)| (path, with_merge_keys(path, doc, &mut warnings)));
     if let Some((path, doc)) = &merged {
         warnings.extend(unknown::warnings(path, doc));
+    }
+    let profile_merged = inputs.profile_file.map(|(path, doc)| (path, with_merge_keys(path, doc, &mut warnings)));
+    if let Some((path, doc)) = &profile_merged {
+        warnings.extend(unknown::warnings(path, doc));
+        for key in HOME_ONLY {
+            if find(key).and_then(|s| yaml_lookup(doc, s)).is_some() {
+                warnings.push(format!(
+                    "{}: {key} is the home's (set it in the home's config.yaml); ignored here",
+                    path.display()
+                ));
+            }
+        }
     }
     let mut entries = Vec::with_capacity(SETTINGS.len());
     for s in SETTINGS {
@@ -334,6 +352,13 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Resolved, ConfigError> {
                 }
             };
         if let Some((path, doc)) = &merged
+            && let Some(y) = yaml_lookup(doc, s)
+        {
+            let raw = serde_yaml_ng::to_string(y).unwrap_or_default().trim().to_owned();
+            lenient(value::from_yaml(s.kind, y), Source::File((*path).to_owned()), raw, &mut entry);
+        }
+        if let Some((path, doc)) = &profile_merged
+            && !HOME_ONLY.contains(&s.key)
             && let Some(y) = yaml_lookup(doc, s)
         {
             let raw = serde_yaml_ng::to_string(y).unwrap_or_default().trim().to_owned();

@@ -11,8 +11,14 @@ fn resolve_with(file: Option<&str>, env: &[(&str, &str)], overrides: &[(&str, &s
     let env = EnvMap::from_pairs(env.iter().copied());
     let overrides: Vec<(String, String)> = overrides.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
     let path = Path::new("/h/config.yaml");
-    resolve(&Inputs { home: Path::new(HOME), file: doc.as_ref().map(|d| (path, d)), env: &env, overrides: &overrides })
-        .unwrap()
+    resolve(&Inputs {
+        home: Path::new(HOME),
+        file: doc.as_ref().map(|d| (path, d)),
+        profile_file: None,
+        env: &env,
+        overrides: &overrides,
+    })
+    .unwrap()
 }
 
 /// A sample value of each kind, in text form, different from every default.
@@ -275,7 +281,8 @@ fn bad_overrides_are_errors() {
     assert_eq!(parse_override("terminal.timeout=5").unwrap(), ("terminal.timeout".into(), "5".into()));
     let env = EnvMap::default();
     let bad = [("terminal.timeout".to_owned(), "soon".to_owned())];
-    let err = resolve(&Inputs { home: Path::new(HOME), file: None, env: &env, overrides: &bad }).unwrap_err();
+    let err = resolve(&Inputs { home: Path::new(HOME), file: None, profile_file: None, env: &env, overrides: &bad })
+        .unwrap_err();
     assert_eq!(err.to_string(), "invalid value \"soon\" for terminal.timeout: expected a whole number");
 }
 
@@ -474,4 +481,42 @@ kanban:
     assert_eq!(of(Some("beta")), (secs(10), secs(60)));
     assert_eq!(of(Some("gamma")), (secs(10), secs(600)));
     assert_eq!(of(None), (secs(10), secs(600)));
+}
+
+#[test]
+fn a_profile_file_sits_between_the_home_file_and_the_environment() {
+    let home: Yaml = serde_yaml_ng::from_str(
+        "terminal:\n  docker_image: home:img\n  timeout: 30\nkanban:\n  host_id: h1\n  failure_limit: 3\n",
+    )
+    .unwrap();
+    let profile: Yaml = serde_yaml_ng::from_str(
+        "terminal:\n  docker_image: prof:img\n  docker_network: false\n  timeout: 40\nkanban:\n  host_id: h2\n  \
+         database_url: postgres://x@y/z\n",
+    )
+    .unwrap();
+    let env = EnvMap::from_pairs([("TERMINAL_TIMEOUT", "50")]);
+    let (home_path, profile_path) = (Path::new("/h/config.yaml"), Path::new("/h/profiles/alpha/config.yaml"));
+    let r = resolve(&Inputs {
+        home: Path::new(HOME),
+        file: Some((home_path, &home)),
+        profile_file: Some((profile_path, &profile)),
+        env: &env,
+        overrides: &[],
+    })
+    .unwrap();
+    assert_eq!(r.value("terminal.docker_image").to_text(), "prof:img", "the profile's file over the home's");
+    assert_eq!(r.entry("terminal.docker_image").source, Source::File(profile_path.to_owned()));
+    assert_eq!(r.value("terminal.docker_network").to_text(), "false");
+    assert_eq!(r.value("terminal.timeout").to_text(), "50", "the environment over both files");
+    assert_eq!(r.value("kanban.failure_limit").to_text(), "3", "what the profile leaves is the home's");
+    assert_eq!(r.entry("kanban.failure_limit").source, Source::File(home_path.to_owned()));
+    assert_eq!(r.value("kanban.host_id").to_text(), "h1", "the host's name is the home's");
+    assert_eq!(r.value("kanban.database_url").to_text(), "", "the board is the home's");
+    for key in HOME_ONLY {
+        assert!(
+            r.warnings.iter().any(|w| w.contains(key) && w.contains("profiles/alpha/config.yaml")),
+            "{key}: {:?}",
+            r.warnings
+        );
+    }
 }

@@ -121,9 +121,10 @@ fn from_json(kind: Kind, json: &Json) -> Result<Value, Invalid> {
 /// A short reason when the text is not a valid value of `kind`.
 pub fn parse_text(kind: Kind, raw: &str) -> Result<Value, Invalid> {
     match kind {
-        Kind::Bool => {
-            parse_bool(raw).map(Value::Bool).ok_or_else(|| Invalid::from("expected true/false/1/0/yes/no/on/off"))
-        }
+        Kind::Bool => parse_bool(raw).map(Value::Bool).ok_or_else(|| {
+            let hint = domain::suggest::did_you_mean(raw.trim(), ["true", "false", "yes", "no", "on", "off"]);
+            Invalid(format!("expected true/false/1/0/yes/no/on/off{hint}"))
+        }),
         Kind::Int => raw.trim().parse().map(Value::Int).map_err(|_| Invalid::from("expected a whole number")),
         Kind::Float => match raw.trim().parse::<f64>() {
             Ok(f) if f.is_finite() => Ok(Value::Float(f)),

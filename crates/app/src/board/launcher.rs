@@ -72,12 +72,13 @@ impl<'a> ProcessLauncher<'a> {
             })
         });
         let client = client.as_mut().ok()?;
+        let profile = env.profile(ctx, &assignee).ok()?;
         let start = runner::Start {
             task: claimed.task_id.clone(),
             run: claimed.run_id,
             log: worker::log_path(ctx, &claimed.task_id),
-            workdir: worker::workdir(ctx, env, &claimed.task_id, &assignee).ok()?,
-            env: worker::task_vars(board, claimed, &assignee),
+            workdir: worker::workdir(&profile, &claimed.task_id, &assignee).ok()?,
+            env: profile.vars.iter().cloned().chain(worker::task_vars(board, claimed, &assignee)).collect(),
             board: board.as_str().to_owned(),
             assignee,
         };
@@ -85,7 +86,7 @@ impl<'a> ProcessLauncher<'a> {
             Ok((pid, start_time)) => Some(worker::Spawned {
                 pid,
                 start: start_time,
-                sandbox: worker::sandbox_name(ctx, &start.task, &start.assignee),
+                sandbox: worker::sandbox_name(&profile.ctx, &start.task, &start.assignee),
                 log: start.log,
             }),
             Err(e) => {

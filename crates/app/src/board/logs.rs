@@ -120,8 +120,8 @@ fn tail(text: &str, n: Option<usize>) -> &str {
     }
 }
 
-/// What `kanban logs` was asked for: the task, its log, the run (the task's own number, 1 = its first, as `kanban
-/// show` numbers them, and the board-wide id it names) and how many last lines.
+/// What `kanban logs` was asked for: the task, its log, the run (its id as given, and as found) and how many last
+/// lines.
 struct Asked<'a> {
     id: &'a str,
     path: PathBuf,
@@ -167,20 +167,18 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     follow_run(&store, &asked, &starts, followed, read).await
 }
 
-/// The board-wide id of the task's run `number` (its own Nth run), when one is asked for.
+/// The run asked for: one of the task's runs by its id, the number `kanban show`, the worker's log and the dashboard
+/// print (one run number everywhere).
 fn run_id(id: &str, runs: &[Run], number: Option<i64>) -> Result<Option<i64>, Failure> {
     let Some(n) = number else { return Ok(None) };
-    match usize::try_from(n).ok().and_then(|n| n.checked_sub(1)).and_then(|i| runs.get(i)) {
-        Some(r) => Ok(Some(r.id)),
-        None => {
-            let known = match runs.len() {
-                0 => "none yet".to_owned(),
-                1 => "1".to_owned(),
-                k => format!("1 to {k}"),
-            };
-            Err(Failure::usage(format!("task {id} has no run {n} (its runs: {known})")))
-        }
+    if runs.iter().any(|r| r.id == n) {
+        return Ok(Some(n));
     }
+    let known = match runs {
+        [] => "none yet".to_owned(),
+        _ => runs.iter().map(|r| r.id.to_string()).collect::<Vec<_>>().join(", "),
+    };
+    Err(Failure::usage(format!("task {id} has no run {n} (its runs: {known}, as `berth kanban show {id}` lists them)")))
 }
 
 /// A run of a shared board that ran on another host wrote its log there: says which, rather than "never run".

@@ -16,6 +16,7 @@ pub mod logs;
 pub mod never_run;
 pub mod outage;
 pub mod prefix;
+mod profile_env;
 pub mod relay;
 pub mod release;
 pub(crate) mod report;
@@ -89,6 +90,26 @@ const SHOW_LOG_LINES: usize = 10;
 /// # Errors
 /// Usage failures (2) for bad input, others (1) for store failures.
 pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
+    commanded(ctx, cmd).await.map_err(|f| with_board_hint(ctx, f))
+}
+
+/// A refusal naming a board that does not exist (`StoreError::NoBoard`, whichever store and call made it) gets the
+/// nearest board's name: `no board "alpah" (did you mean alpha?) (create it with …)`.
+fn with_board_hint(ctx: &Ctx, mut f: Failure) -> Failure {
+    let Some(rest) = f.message.strip_prefix("no board \"") else { return f };
+    let Some((name, tail)) = rest.split_once('"') else { return f };
+    let boards = match open_read_only(ctx) {
+        Ok(Some(store)) => store.boards().unwrap_or_default().into_iter().map(|b| b.slug).collect::<Vec<_>>(),
+        _ => Vec::new(),
+    };
+    let hint = domain::suggest::did_you_mean(name, boards.iter().map(String::as_str));
+    if !hint.is_empty() {
+        f.message = format!("no board {name:?}{hint}{tail}");
+    }
+    f
+}
+
+async fn commanded(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
     let now = SystemClock.now();
     match cmd {
         KanbanCmd::Board(cmd) => board_command(ctx, cmd, now)?,

@@ -84,6 +84,25 @@ impl Outcome<'_> {
         Ok(Exit::ENGINE)
     }
 
+    /// The task's sandbox was stopped or removed under its command (by an operator, or the engine): not the task's
+    /// failure. The run ends as `sandbox_stopped` and the task goes back to `ready` with its failure count unchanged;
+    /// its next run starts the sandbox again (or makes it anew), once the engine says it stopped.
+    pub(super) async fn sandbox_stopped(&mut self, name: &str, code: i64) -> Result<u8, Failure> {
+        let error = format!(
+            "the sandbox {name} was stopped under the command (exit {code}; an operator's stop or the engine's): not \
+             the task's failure"
+        );
+        log_line(&format!("sandbox_stopped: {error}; the task is requeued without counting a failure"));
+        let (task, run, breaker, now) = (self.task, self.run, self.breaker, SystemClock.now());
+        let end = RunEnd { outcome: "sandbox_stopped", error: &error, exit_code: Some(code), retry_at: None };
+        let ending = RunEnding::Requeued(end);
+        outage::retrying(self.ctx, "requeue the task", self.patience, &mut self.store, |b| {
+            record_run_end(&mut **b, task, Some(run), &ending, breaker, now)
+        })
+        .await?;
+        Ok(Exit::OK)
+    }
+
     /// The run failed: through the breaker, waiting out an outage of the board.
     pub(super) async fn fail(&mut self, outcome: &'static str, error: &str, code: Option<i64>) -> Result<(), Failure> {
         let error = &crate::edge::redact::redact(error);

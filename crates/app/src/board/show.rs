@@ -182,9 +182,9 @@ pub(super) fn show_text(shown: &TaskShow) {
     let rows: Vec<Vec<String>> = shown
         .runs
         .iter()
-        .map(|RunRow { run: r, number }| {
+        .map(|RunRow { run: r, .. }| {
             vec![
-                format!("{number} (id {})", r.id),
+                r.id.to_string(),
                 r.assignee.clone().unwrap_or_default(),
                 r.worker_host.clone().unwrap_or_else(|| "-".into()),
                 r.worker_pid.map(|p| p.to_string()).unwrap_or_else(|| "-".into()),

@@ -4,6 +4,7 @@
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use domain::ids::{BoardSlug, ProfileName, TaskId};
@@ -18,6 +19,7 @@ use crate::edge::open::Board;
 
 pub use super::gate::Gate;
 use super::log_sink::{LogSink, log_line};
+use super::profile_env::{ProfileEnv, Profiles};
 use super::run_outcome::Outcome;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
@@ -60,9 +62,11 @@ pub(super) fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 
 /// A worker's working directory (the worker creates it): its task's own sandbox folder
 /// (`<sandbox_dir>/docker/…/workspace`), never the home, so `terminal.docker_mount_cwd_to_workspace` gives the
-/// sandbox only what it has anyway. `terminal.sandbox_dir` was checked once for the dispatch ([`WorkerEnv`]).
-pub(super) fn workdir(ctx: &Ctx, env: &WorkerEnv, task: &str, assignee: &str) -> Result<PathBuf, String> {
-    env.sandbox_dir.clone()?;
+/// sandbox only what it has anyway. `ctx` is the assignee's ([`ProfileEnv`]), whose `terminal.sandbox_dir` was
+/// checked once for the dispatch.
+pub(super) fn workdir(profile: &ProfileEnv, task: &str, assignee: &str) -> Result<PathBuf, String> {
+    profile.sandbox_dir.clone()?;
+    let ctx = &profile.ctx;
     // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
     let (t, p) =
         (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
@@ -73,22 +77,25 @@ pub(super) fn workdir(ctx: &Ctx, env: &WorkerEnv, task: &str, assignee: &str) ->
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
 ///
 /// The worker runs in its own process group, its stdin the launcher's gate (it starts once that closes), and
-/// receives the task, board, database, profile and every resolved setting. It creates its own log
-/// (`<home>/kanban/logs/<task>.log`, given as `--log`) and working directory (`--workdir`) as its first acts: the
-/// dispatcher creates no file per worker, so 300 spawns cost 300 process starts and nothing more.
+/// receives the task, board, database, profile and every resolved setting (the sandbox's as its assignee resolves
+/// them: [`ProfileEnv`]). It creates its own log (`<home>/kanban/logs/<task>.log`, given as `--log`) and working
+/// directory (`--workdir`) as its first acts: the dispatcher creates no file per worker, so 300 spawns cost 300
+/// process starts and nothing more.
 ///
 /// # Errors
 /// A one-line reason when the process cannot be started.
 pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> Result<Spawned, String> {
     let assignee = task.assignee.clone().ok_or("the task has no assignee")?;
+    let profile = env.profile(ctx, &assignee)?;
     let log = log_path(ctx, &task.task_id);
-    let dir = workdir(ctx, env, &task.task_id, &assignee)?;
+    let dir = workdir(&profile, &task.task_id, &assignee)?;
     // Always `berth worker run`, even for a `kanban.worker_command`: it confirms the run first and then replaces
     // itself with that command (same pid, same start time), so every worker confirms its own run.
     let mut cmd = Command::new(&env.exe);
     cmd.args(["worker", "run", &task.task_id, "--board", board.as_str()]);
     cmd.arg("--log").arg(&log).arg("--workdir").arg(&dir).arg("--after-stdin-closes");
     cmd.envs(env.vars.iter().map(|(k, v)| (k, v)));
+    cmd.envs(profile.vars.iter().map(|(k, v)| (k, v)));
     cmd.envs(task_vars(board, task, &assignee));
     let gate = env.gate.try_clone().map_err(|e| format!("cannot pass the workers' gate: {e}"))?;
     // The board's password never in the worker's environment: on its stdout, which it replaces with its log.
@@ -96,7 +103,7 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     let out = url.transpose().map_err(|e| format!("cannot hand the board's URL to the worker: {e}"))?.flatten();
     cmd.stdin(gate).stdout(out.unwrap_or_else(Stdio::null)).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
-    let sandbox = sandbox_name(ctx, &task.task_id, &assignee);
+    let sandbox = sandbox_name(&profile.ctx, &task.task_id, &assignee);
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
     Ok(Spawned { pid: child.id(), start, log, sandbox })
 }
@@ -139,8 +146,8 @@ pub struct WorkerEnv {
     pub(super) vars: Vec<(String, String)>,
     /// The read end of the launcher's gate: each worker's stdin, at end of file once the tick recorded them all.
     gate: std::io::PipeReader,
-    /// `terminal.sandbox_dir` checked (it holds no home, is inside no other): once a dispatch, not once a task.
-    sandbox_dir: Result<(), String>,
+    /// Each assignee's own settings, worked out at its first task of the dispatch.
+    profiles: Profiles,
 }
 
 impl WorkerEnv {
@@ -165,8 +172,15 @@ impl WorkerEnv {
             vars.push(("BERTH_KANBAN_DB".into(), db.clone()));
             vars.push(("HERMES_KANBAN_DB".into(), db));
         }
-        let sandbox_dir = crate::sandbox::mounts::check_sandbox_dir(&ctx.home, &ctx.settings.terminal.sandbox_dir);
-        Ok(Self { exe, vars, gate, sandbox_dir })
+        Ok(Self { exe, vars, gate, profiles: Profiles::default() })
+    }
+
+    /// The settings of `assignee`'s workers, resolved at its first task of this dispatch.
+    ///
+    /// # Errors
+    /// A one-line reason when its profile file cannot be read.
+    pub(super) fn profile(&self, ctx: &Ctx, assignee: &str) -> Result<Arc<ProfileEnv>, String> {
+        self.profiles.get(ctx, assignee)
     }
 }
 
@@ -361,6 +375,7 @@ async fn run_in_own_sandbox(
     store.store = beats.join().ok();
     let result = match result {
         Some(Err(SandboxFault::Infra(e))) => return store.engine_unavailable(&e).await,
+        Some(Err(SandboxFault::Stopped(name, code))) => return store.sandbox_stopped(&name, code).await,
         other => other.map(|r| r.map_err(SandboxFault::into_failure)),
     };
     let Some(result) = result else {
@@ -459,6 +474,12 @@ async fn run_in_sandbox(
         Err(SandboxFault::Infra(e)) => return Err(stop_interrupted(ctx, &req.identity, marker, e).await),
         ran => ran?,
     };
+    if let ExecOutcome::Exited(code) = outcome
+        && STOPPED_EXITS.contains(&code)
+        && sandbox_went_away(&*rt, &acquired.id).await
+    {
+        return Err(SandboxFault::Stopped(acquired.name, code));
+    }
     drop(lease);
     if !req.persist_across_processes {
         let _ = tokio::time::timeout(
@@ -468,6 +489,29 @@ async fn run_in_sandbox(
         .await;
     }
     Ok((outcome, sink.last_line, acquired.name))
+}
+
+/// The exits of a command whose sandbox was stopped under it: 137 and 143 (killed with its sandbox's processes), 126
+/// (the engine refused to go on in a container that is stopping).
+const STOPPED_EXITS: [i64; 3] = [126, 137, 143];
+
+/// How long a command's end may precede its sandbox's stop being seen: the engine marks a stopped container a moment
+/// after its processes died.
+const STOP_SETTLES: Duration = Duration::from_secs(3);
+
+/// Whether the sandbox `id` is stopped or gone, looked at until [`STOP_SETTLES`] (a sandbox that stays running
+/// means the command itself was killed: its own failure). An engine that does not answer says nothing either way.
+async fn sandbox_went_away(rt: &dyn domain::ports::ContainerRuntime, id: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + STOP_SETTLES;
+    loop {
+        match rt.inspect(id).await {
+            Err(domain::ports::RuntimeError::NotFound(_)) => return true,
+            Ok(d) if d.summary.state != domain::container::ContainerState::Running => return true,
+            Ok(_) if tokio::time::Instant::now() < deadline => {}
+            _ => return false,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await; // the engine's state, polled; no event to wait on
+    }
 }
 
 /// The fault of a command whose engine connection broke: the engine's (the task requeued) once the command is

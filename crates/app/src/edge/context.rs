@@ -24,6 +24,8 @@ pub struct Ctx {
     /// The same settings as table entries with their sources (`config ls|get|env`, the worker environment).
     pub resolved: Resolved,
     pub json: bool,
+    /// The `-c` pairs as given: a profile's settings ([`Ctx::for_profile`]) and a re-read of the files take them too.
+    pub overrides: Vec<(String, String)>,
 }
 
 impl Ctx {
@@ -74,20 +76,42 @@ impl Ctx {
             .collect::<Result<_, _>>()
             .map_err(Failure::usage_of)?;
         refuse_password_in_arguments(&overrides)?;
-        let file_path = home.join("config.yaml");
-        let doc = if read_file { config_bridge::load_file(&file_path).map_err(Failure::usage_of)? } else { None };
-        let resolved = config_bridge::resolve(&Inputs {
-            home: &home,
-            file: doc.as_ref().map(|d| (file_path.as_path(), d)),
-            env: &env,
-            overrides: &overrides,
-        })
-        .map_err(Failure::usage_of)?;
+        let resolved = if read_file {
+            resolve_files(&home, &profile, &env, &overrides)?
+        } else {
+            config_bridge::resolve(&Inputs {
+                home: &home,
+                file: None,
+                profile_file: None,
+                env: &env,
+                overrides: &overrides,
+            })
+            .map_err(Failure::usage_of)?
+        };
         for w in &resolved.warnings {
             tracing::warn!("{w}");
         }
         let settings = resolved.settings.clone();
-        Ok(Self { home, profile, env, settings, resolved, json })
+        Ok(Self { home, profile, env, settings, resolved, json, overrides })
+    }
+
+    /// The context of `profile`'s work on this home: the home's file, then the profile's own, then this command's
+    /// environment and `-c` (what a task of that profile runs with, whoever dispatches it).
+    ///
+    /// # Errors
+    /// A one-line reason when a file cannot be read or a value refuses (a cap that is not a number).
+    pub fn for_profile(&self, profile: &ProfileName) -> Result<Self, String> {
+        let resolved = resolve_files(&self.home, profile, &self.env, &self.overrides).map_err(|f| f.message)?;
+        if let Some(refusal) = resolved.refused.first() {
+            return Err(refusal.clone());
+        }
+        let settings = resolved.settings.clone();
+        Ok(Self { profile: profile.clone(), settings, resolved, ..self.clone() })
+    }
+
+    /// Every config file this context reads: the home's, and its profile's own.
+    pub fn config_files(&self) -> [PathBuf; 2] {
+        [self.config_path(), profile_config_path(&self.home, &self.profile)]
     }
 
     /// This host's identity on a board (`kanban.host_id`, else the hostname): written into claims and runs; only
@@ -147,13 +171,42 @@ impl Ctx {
         if self.profiles().exists(self.profile.as_str()) {
             Ok(())
         } else {
+            let profiles = self.profiles().list();
+            let hint = domain::suggest::did_you_mean(self.profile.as_str(), profiles.iter().map(String::as_str));
             Err(Failure::usage(format!(
-                "profile {:?} does not exist; create it with `berth profile create {}`",
+                "profile {:?} does not exist{hint}; create it with `berth profile create {}`",
                 self.profile.as_str(),
                 self.profile
             )))
         }
     }
+}
+
+/// A profile's own config file: `<home>/profiles/<name>/config.yaml` (in hermes-agent a profile is a home of its own,
+/// with its own `config.yaml`).
+pub fn profile_config_path(home: &Path, profile: &ProfileName) -> PathBuf {
+    home.join("profiles").join(profile.as_str()).join("config.yaml")
+}
+
+/// Reads the home's file and the profile's own and resolves every setting over them.
+fn resolve_files(
+    home: &Path,
+    profile: &ProfileName,
+    env: &EnvMap,
+    overrides: &[(String, String)],
+) -> Result<Resolved, Failure> {
+    let file_path = home.join("config.yaml");
+    let profile_path = profile_config_path(home, profile);
+    let doc = config_bridge::load_file(&file_path).map_err(Failure::usage_of)?;
+    let profile_doc = config_bridge::load_file(&profile_path).map_err(Failure::usage_of)?;
+    config_bridge::resolve(&Inputs {
+        home,
+        file: doc.as_ref().map(|d| (file_path.as_path(), d)),
+        profile_file: profile_doc.as_ref().map(|d| (profile_path.as_path(), d)),
+        env,
+        overrides,
+    })
+    .map_err(Failure::usage_of)
 }
 
 /// Profiles as directories under `<home>/profiles/`; `default` always exists.

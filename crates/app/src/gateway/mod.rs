@@ -4,6 +4,7 @@
 pub mod engine_backoff;
 pub mod housekeeping;
 pub mod overview;
+mod reload;
 pub mod status;
 pub mod task_log;
 mod ticker;
@@ -135,10 +136,8 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
     let interval = interval_secs(ctx);
     let dispatching = ctx.settings.kanban.dispatch_in_gateway;
     let mut state = started(ctx, interval, dispatching);
-
     let stop = shutdown_signal();
     tokio::pin!(stop);
-
     tokio::select! {
         () = reap_once(ctx) => {}
         sig = &mut stop => return Ok(finish(ctx, &mut state, sig)),
@@ -172,6 +171,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
         d.changed();
     }
     let ticker = Ticker::start(ctx)?;
+    let mut settings = reload::Reloader::new(ctx, period); // the config files watched, and SIGHUP
     let mut poll = tokio::time::interval(WAKE_POLL);
     poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()).ok();
@@ -188,8 +188,11 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
                 tracing::debug!("gateway: the board changed; ticking now");
             }
             () = child_exited(&mut sigchld) => tracing::debug!("gateway: a worker ended; ticking now"),
+            () = settings.due() => {}
             sig = &mut stop => return Ok(stopped(ctx, &mut state, &mut stopping, None, sig).await),
         }
+        // A config file changed (or SIGHUP): read it now, applied from this tick, or the old settings kept.
+        let reread = settings.apply_if_due(&ctx.home, &mut state);
         while stopping.try_join_next().is_some() {}
         // Read before the tick: a change another process makes while it runs wakes the next one.
         let before = watch.version();
@@ -201,7 +204,7 @@ pub async fn run(ctx: &Ctx) -> Result<u8, Failure> {
             d.changed();
         }
         // The tick runs on its own thread; this runtime goes on serving the dashboard and the stops meanwhile.
-        let mut pending = ticker.tick(Instant::now() + jittered(period));
+        let mut pending = ticker.tick(Instant::now() + jittered(settings.period), reread);
         let ticked = tokio::select! {
             t = &mut pending => t,
             sig = &mut stop => return Ok(stopped(ctx, &mut state, &mut stopping, Some(pending), sig).await),
@@ -259,6 +262,8 @@ fn started(ctx: &Ctx, interval: f64, dispatching: bool) -> GatewayState {
         ticks: Some(0),
         last_tick: None,
         stopped_at: None,
+        settings_read_at: Some(SystemClock.now().to_rfc3339()),
+        ..GatewayState::default()
     };
     write_state(&ctx.home, &state);
     state
@@ -302,7 +307,7 @@ impl Health {
 }
 
 /// `kanban.dispatch_interval_seconds`, at its floor of one second.
-fn interval_secs(ctx: &Ctx) -> f64 {
+pub(super) fn interval_secs(ctx: &Ctx) -> f64 {
     let raw = ctx.settings.kanban.dispatch_interval_seconds.get();
     if raw < 1.0 {
         tracing::warn!("kanban.dispatch_interval_seconds={raw} is below the floor; using 1s");

@@ -22,6 +22,15 @@ pub struct GatewayState {
     /// RFC 3339; written once it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<String>,
+    /// When the settings it runs on were read (RFC 3339): its start, or the last change of a config file it applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_read_at: Option<String>,
+    /// Why the last change of a config file was not applied (the settings read before stay), while it is so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_error: Option<String>,
+    /// Changed settings it reads only at its start: applied at its restart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings_at_restart: Vec<String>,
 }
 
 /// The gateway's last tick: when, each board's summary, and how many workers it started in all.
@@ -75,6 +84,12 @@ pub struct GatewayStatus {
     /// The pid of the home's runner (`board/runner.rs`), which holds `kanban.worker_exit_outcome` commands and
     /// outlives the gateway; `null` when none serves the home.
     pub runner_pid: Option<u32>,
+    /// When the settings the gateway runs on were read (its start, or the last config change it applied).
+    pub settings_read_at: Option<String>,
+    /// Why the last config change was not applied (`null` when it was).
+    pub settings_error: Option<String>,
+    /// Changed settings that wait for the gateway's restart.
+    pub settings_at_restart: Vec<String>,
 }
 
 impl GatewayStatus {
@@ -92,6 +107,9 @@ impl GatewayStatus {
             last_tick: s.last_tick,
             stopped_at: if running { None } else { s.stopped_at },
             runner_pid,
+            settings_read_at: s.settings_read_at,
+            settings_error: if running { s.settings_error } else { None },
+            settings_at_restart: if running { s.settings_at_restart } else { Vec::new() },
         }
     }
 }
@@ -134,6 +152,15 @@ pub fn print_text(v: &GatewayStatus) {
     }
     if !v.running {
         output::line(&format!("stopped at:   {}", shown(&v.stopped_at)));
+    }
+    if v.running {
+        output::line(&format!("settings:     read at {}", shown(&v.settings_read_at)));
+        if let Some(why) = &v.settings_error {
+            output::line(&format!("  not applied: {why}"));
+        }
+        if !v.settings_at_restart.is_empty() {
+            output::line(&format!("  at restart:  {}", v.settings_at_restart.join(", ")));
+        }
     }
     let runner = v.runner_pid.map_or_else(|| "no".to_owned(), |pid| format!("yes (pid {pid})"));
     output::line(&format!("runner:       {runner}"));

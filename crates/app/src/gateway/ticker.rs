@@ -42,8 +42,12 @@ pub(super) struct Ticked {
 
 /// The tick thread's handle: one tick at a time, asked for by [`Ticker::tick`].
 pub(super) struct Ticker {
-    jobs: std::sync::mpsc::Sender<(Instant, oneshot::Sender<Ticked>)>,
+    jobs: std::sync::mpsc::Sender<Job>,
 }
+
+/// One tick asked for: when the loop would tick again after it, the settings read again since the last one (from
+/// this tick on), and where to answer.
+type Job = (Instant, Option<Box<Ctx>>, oneshot::Sender<Ticked>);
 
 impl Ticker {
     /// Starts the thread with the state ticks carry from one to the next (the kept board connection, quarantined
@@ -52,17 +56,20 @@ impl Ticker {
     /// # Errors
     /// A failure when the thread or its runtime cannot start.
     pub(super) fn start(ctx: &Ctx) -> Result<Self, Failure> {
-        let (jobs, rx) = std::sync::mpsc::channel::<(Instant, oneshot::Sender<Ticked>)>();
+        let (jobs, rx) = std::sync::mpsc::channel::<Job>();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Failure::other(format!("cannot start the tick thread's runtime: {e}")))?;
-        let ctx = ctx.clone();
+        let mut ctx = ctx.clone();
         std::thread::Builder::new()
             .name("berth-tick".into())
             .spawn(move || {
                 let mut state = TickState::default();
-                for (deadline, reply) in rx {
+                for (deadline, settings, reply) in rx {
+                    if let Some(new) = settings {
+                        ctx = *new;
+                    }
                     let ticked = rt.block_on(state.tick(&ctx, deadline));
                     let _ = reply.send(ticked);
                 }
@@ -71,11 +78,12 @@ impl Ticker {
         Ok(Self { jobs })
     }
 
-    /// Asks for a tick; `next` is when the loop would tick again after it. The answer comes when the tick is done.
-    pub(super) fn tick(&self, next: Instant) -> oneshot::Receiver<Ticked> {
+    /// Asks for a tick; `next` is when the loop would tick again after it, `settings` the context read again since
+    /// the last tick, if any. The answer comes when the tick is done.
+    pub(super) fn tick(&self, next: Instant, settings: Option<Ctx>) -> oneshot::Receiver<Ticked> {
         let (tx, rx) = oneshot::channel();
         // The thread lives as long as the handle; a send can fail only if it panicked, and then the receiver says so.
-        let _ = self.jobs.send((next, tx));
+        let _ = self.jobs.send((next, settings.map(Box::new), tx));
         rx
     }
 }

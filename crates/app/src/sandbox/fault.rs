@@ -10,6 +10,9 @@ use crate::edge::error::Failure;
 pub enum SandboxFault {
     /// The container engine failed (unreachable, a call ran past its bound, a server error): infrastructure.
     Infra(Failure),
+    /// The sandbox was stopped or removed under the command (an operator's `berth sandbox stop|rm`, `docker stop`,
+    /// the engine's restart): not the task's failure. Its name and the command's exit code.
+    Stopped(String, i64),
     Other(Failure),
 }
 
@@ -18,6 +21,9 @@ impl SandboxFault {
     pub fn into_failure(self) -> Failure {
         match self {
             Self::Infra(f) | Self::Other(f) => f,
+            Self::Stopped(name, code) => {
+                Failure::other(format!("the sandbox {name} was stopped under the command (exit {code})"))
+            }
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The dashboard's lock: a random token per start, required on every route but the two static assets, and the
-//! cross-site check on writes.
+//! The dashboard's lock: a random token kept in the home (`dashboard.token`, 0600) across starts and rotated only on
+//! request (`berth gateway token --rotate`, which a running dashboard takes up at its next request), required on every
+//! route but the two static assets, and the cross-site check on writes.
 //!
 //! No ambient credential: a browser is never given a cookie. Cookies are scoped to a host, not to a port, so a
 //! cookie set by `127.0.0.1:8080` is sent to every server on `127.0.0.1` the browser visits, and any local user's
@@ -32,7 +33,7 @@ pub(crate) fn token_path(home: &Path) -> std::path::PathBuf {
 }
 
 /// A fresh token of 128 random bits (from the kernel), written to `<home>/dashboard.token` readable by its owner
-/// only; a previous start's file is replaced.
+/// only; a previous file is replaced.
 pub(crate) fn new_token(home: &Path) -> Result<String, Failure> {
     let token =
         crate::edge::random::hex128().map_err(|e| Failure::other(format!("cannot draw the dashboard token: {e}")))?;
@@ -51,6 +52,74 @@ pub(crate) fn new_token(home: &Path) -> Result<String, Failure> {
     };
     written.map_err(|e| Failure::other(format!("cannot write {}: {e}", path.display())))?;
     Ok(token)
+}
+
+/// The home's kept token: `<home>/dashboard.token` when it is a regular file of this user's, readable by no one
+/// else, holding 32 hex digits; else a fresh one written there. So a restart keeps every open tab and script working.
+pub(crate) fn kept_token(home: &Path) -> Result<String, Failure> {
+    match read_kept(&token_path(home)) {
+        Some((token, _)) => Ok(token),
+        None => new_token(home),
+    }
+}
+
+/// A token file's identity: inode and change time (seconds, nanoseconds).
+type Stamp = (u64, i64, i64);
+
+/// The token a dashboard holds: the token, its file's stamp when read, and when the file was last looked at.
+type Held = (String, Option<Stamp>, std::time::Instant);
+
+/// The token in `path` and the file's stamp, when the file may be trusted.
+fn read_kept(path: &Path) -> Option<(String, Stamp)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let mine = meta.uid() == rustix::process::geteuid().as_raw();
+    if !meta.is_file() || !mine || meta.mode() & 0o077 != 0 || meta.len() > 64 {
+        return None;
+    }
+    let token = std::fs::read_to_string(path).ok()?.trim().to_owned();
+    let valid = token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit());
+    valid.then(|| (token, (meta.ino(), meta.ctime(), meta.ctime_nsec())))
+}
+
+/// The token a running dashboard checks against: its start's, or the one `gateway token --rotate` wrote since (the
+/// file is looked at, one `stat`, at most once a second).
+pub(crate) struct Token {
+    path: std::path::PathBuf,
+    current: std::sync::RwLock<Held>,
+}
+
+impl Token {
+    pub(crate) fn new(home: &Path, token: String) -> Self {
+        let path = token_path(home);
+        let stamp = read_kept(&path).map(|(_, s)| s);
+        Self { path, current: std::sync::RwLock::new((token, stamp, std::time::Instant::now())) }
+    }
+
+    /// The token now.
+    pub(crate) fn get(&self) -> String {
+        use std::sync::PoisonError;
+        {
+            let cur = self.current.read().unwrap_or_else(PoisonError::into_inner);
+            if cur.2.elapsed() < std::time::Duration::from_secs(1) {
+                return cur.0.clone();
+            }
+        }
+        let mut cur = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        cur.2 = std::time::Instant::now();
+        if let Some((token, stamp)) = read_kept(&self.path)
+            && Some(stamp) != cur.1
+        {
+            if token != cur.0 {
+                tracing::info!(
+                    "dashboard: the token in {} changed (rotated); the old one is refused",
+                    self.path.display()
+                );
+            }
+            *cur = (token, Some(stamp), std::time::Instant::now());
+        }
+        cur.0.clone()
+    }
 }
 
 /// Compares without an early exit, so the time taken says nothing about how much of a guess was right.
@@ -122,11 +191,12 @@ async fn checked(web: &Web, req: Request, next: Next) -> Response {
     if path.starts_with("/assets/") {
         return next.run(req).await;
     }
-    let by_header = bearer(headers).is_some_and(|t| same(t, &web.token));
+    let token = web.token.get();
+    let by_header = bearer(headers).is_some_and(|t| same(t, &token));
     let is_read = matches!(*req.method(), Method::GET | Method::HEAD);
     // A read may carry the token in its URL: the first load of a page (its script then keeps the token and takes it
     // out of the address), and the event stream (an EventSource sends no headers).
-    let by_query = is_read && query_token(&req).is_some_and(|t| same(t, &web.token));
+    let by_query = is_read && query_token(&req).is_some_and(|t| same(t, &token));
     if !by_header && !by_query {
         return if is_read && is_navigation(headers) { shell() } else { unauthorized() };
     }

@@ -1,7 +1,7 @@
 //! The dashboard: the board in a browser, its JSON API, `/metrics` and `/healthz`, served by `berth gateway run`
 //! (when `kanban.dashboard_port` is set) or by `berth dashboard` alone, on the tokio runtime the command already runs.
 //!
-//! Every route needs the per-start token (`auth.rs`); pages are compiled maud templates (`pages.rs`) over the typed
+//! Every route needs the home's token (`auth.rs`); pages are compiled maud templates (`pages.rs`) over the typed
 //! views the API returns as JSON (`views.rs`); writes go through the same store calls as the CLI (`actions.rs`);
 //! the event stream is fed by the gateway's board watch (`live.rs`).
 
@@ -26,10 +26,10 @@ use tokio::sync::watch;
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 
-/// What the handlers share: a copy of the invocation context, the start's token and the board's change counter.
+/// What the handlers share: a copy of the invocation context, the home's token and the board's change counter.
 pub(crate) struct Web {
     pub(crate) ctx: Ctx,
-    pub(crate) token: String,
+    pub(crate) token: auth::Token,
     pub(crate) live: watch::Receiver<u64>,
     /// Board reads bounded in time, and the answers kept for when the board does not answer (`bounded.rs`).
     pub(crate) reads: bounded::Reads,
@@ -75,6 +75,7 @@ fn copy_ctx(ctx: &Ctx) -> Ctx {
         settings: ctx.settings.clone(),
         resolved: ctx.resolved.clone(),
         json: ctx.json,
+        overrides: ctx.overrides.clone(),
     }
 }
 
@@ -100,7 +101,7 @@ pub fn listen_addr(ctx: &Ctx, bind: Option<&str>, port: u16) -> Result<SocketAdd
     Ok(SocketAddr::new(ip, port))
 }
 
-/// Starts serving at `addr`: a fresh token (written 0600 to `<home>/dashboard.token`), the listener bound before
+/// Starts serving at `addr`: the home's kept token (`<home>/dashboard.token`, 0600, made when missing), the listener bound before
 /// this returns (so a taken port is this command's error), the server in a task of the current runtime.
 ///
 /// # Errors
@@ -108,17 +109,45 @@ pub fn listen_addr(ctx: &Ctx, bind: Option<&str>, port: u16) -> Result<SocketAdd
 pub async fn start(ctx: &Ctx, addr: SocketAddr) -> Result<Dashboard, Failure> {
     // A descriptor per connection besides the board's, the workers' and the logs': as many as the hard limit allows.
     crate::edge::process::raise_open_files_limit();
-    let token = auth::new_token(&ctx.home)?;
+    let token = auth::kept_token(&ctx.home)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Failure::other(format!("cannot serve the dashboard on {addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| Failure::other(format!("cannot serve the dashboard: {e}")))?;
     let (tx, rx) = watch::channel(0_u64);
-    let state = Arc::new(Web { ctx: copy_ctx(ctx), token: token.clone(), live: rx, reads: bounded::Reads::default() });
+    let state = Arc::new(Web {
+        ctx: copy_ctx(ctx),
+        token: auth::Token::new(&ctx.home, token.clone()),
+        live: rx,
+        reads: bounded::Reads::default(),
+    });
     let router = routes::router(state);
     tokio::spawn(serve::connections(listener, router));
     let url = format!("http://{local}/?token={token}");
     Ok(Dashboard { live: tx, url })
+}
+
+/// What `gateway token` printed: the token, its file, and whether it was just replaced.
+#[derive(serde::Serialize)]
+struct TokenView {
+    token: String,
+    file: String,
+    rotated: bool,
+}
+
+/// `berth gateway token [--rotate]`: the home's dashboard token (made when missing), or a new one in its place.
+///
+/// # Errors
+/// A failure when the token cannot be written.
+pub fn token(ctx: &Ctx, rotate: bool) -> Result<u8, Failure> {
+    let token = if rotate { auth::new_token(&ctx.home)? } else { auth::kept_token(&ctx.home)? };
+    if ctx.json {
+        let file = auth::token_path(&ctx.home).display().to_string();
+        crate::edge::output::json(&TokenView { token, file, rotated: rotate });
+    } else {
+        crate::edge::output::line(&token);
+    }
+    Ok(crate::edge::error::Exit::OK)
 }
 
 /// The gateway's dashboard, when `kanban.dashboard_port` asks for one; its URL (with the token) is logged once.

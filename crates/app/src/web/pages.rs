@@ -274,6 +274,7 @@ pub(crate) fn profiles(v: &ProfilesView, fragment: bool) -> Markup {
             "Workers running: " (v.running) " on every board; kanban.max_in_progress (all profiles together): "
             (cap(v.max_in_progress))
         }
+        @if let Some(s) = &v.gateway_settings { p.settings { (s) } }
         div.scroll {
             table {
                 tr { th { "profile" } th { "running" } th { "cap" } }

@@ -82,6 +82,8 @@ pub(crate) struct ProfilesView {
     pub profiles: Vec<ProfileRow>,
     pub running: i64,
     pub max_in_progress: Option<u32>,
+    /// The running gateway's settings: when it read them, or why it kept them (`null` without a gateway).
+    pub gateway_settings: Option<String>,
 }
 
 /// A host of a shared board.
@@ -257,7 +259,8 @@ pub(crate) fn profiles(ctx: &Ctx) -> Result<ProfilesView, Failure> {
         Some(s) => s.running_by_assignee()?,
         None => Vec::new(),
     };
-    let caps = ctx.settings.caps();
+    // The caps as the config files say now (a running gateway applies a change at its next tick).
+    let caps = ctx.for_profile(&ctx.profile).map_or_else(|_| ctx.settings.caps(), |c| c.settings.caps());
     let mut names = ctx.profiles().list();
     names.extend(running.iter().map(|(a, _)| a.clone()).filter(|a| !a.is_empty()));
     names.sort();
@@ -270,7 +273,28 @@ pub(crate) fn profiles(ctx: &Ctx) -> Result<ProfilesView, Failure> {
             name,
         })
         .collect();
-    Ok(ProfilesView { profiles, running: running.iter().map(|(_, n)| n).sum(), max_in_progress: caps.max_in_progress })
+    let gateway_settings = gateway_settings(&ctx.home);
+    Ok(ProfilesView {
+        profiles,
+        running: running.iter().map(|(_, n)| n).sum(),
+        max_in_progress: caps.max_in_progress,
+        gateway_settings,
+    })
+}
+
+/// The running gateway's settings in one line, from the state it records in the home (`gateway.json`: when it read
+/// them, or why it kept them); `None` when no gateway runs for `home`.
+fn gateway_settings(home: &std::path::Path) -> Option<String> {
+    if !crate::edge::process::lock_held(&home.join("gateway.lock")) {
+        return None;
+    }
+    let text = crate::edge::state_file::read_small(&home.join("gateway.json"), 1 << 20)?;
+    let state: Json = serde_json::from_str(&text).ok()?;
+    let at = state["settings_read_at"].as_str().unwrap_or("its start");
+    Some(match state["settings_error"].as_str() {
+        Some(why) => format!("gateway settings kept from {at}: {why}"),
+        None => format!("gateway settings read at {at}"),
+    })
 }
 
 /// Hosts that heartbeat the board, how long each has been silent, and what its workers run.
