@@ -73,6 +73,8 @@ mod pg_wake;
 #[cfg(test)]
 mod signals;
 #[cfg(test)]
+mod sleep;
+#[cfg(test)]
 mod slow_board;
 #[cfg(test)]
 mod tidy;

@@ -4,6 +4,7 @@
 // `gateway` (the service), `config_cmd`, all on the `edge` (context, errors, output, processes).
 pub mod board;
 pub mod cli;
+pub mod cli_sandbox;
 pub mod cli_values;
 pub mod config_cmd;
 pub mod edge;

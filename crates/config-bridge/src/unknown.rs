@@ -85,6 +85,7 @@ pub(crate) fn json_example(key: &str, kind: crate::Kind) -> Option<String> {
         ("terminal.docker_extra_args", _) => r#"["--gpus", "all"]"#,
         ("terminal.docker_forward_env", _) => r#"["GITHUB_TOKEN"]"#,
         ("terminal.docker_idle_stop_seconds_overrides", _) => r#"{"PROFILE": 900}"#,
+        ("terminal.docker_suspend_after_seconds_overrides", _) => r#"{"PROFILE": 3600}"#,
         (_, crate::Kind::List) => r#"["first", "second"]"#,
         (_, crate::Kind::Map) => r#"{"NAME": "value"}"#,
         (_, crate::Kind::CapMap) => r#"{"PROFILE": 2}"#,
