@@ -232,3 +232,88 @@ fn the_gateway_suspends_an_idle_sandbox_and_the_next_run_finds_its_files() {
     let out = home.ok(&["run", "--task", "idle", "--", "cat", "/opt/layer", "/workspace/w"]);
     assert_eq!(out, "layer\nws\n");
 }
+
+/// With `kanban.prewarm=2` and a cap of 1 (`kanban.max_in_progress`), the gateway's first tick starts one task and
+/// the two others, waiting on the cap, have running sandboxes before their turn (still `ready`); without pre-warm
+/// they have none.
+#[test]
+fn prewarm_starts_the_sandboxes_of_the_tasks_waiting_on_a_cap() {
+    for prewarm in [0, 2] {
+        let home = Home::on(&Engine::docker());
+        let tasks: Vec<String> = (0..3)
+            .map(|i| {
+                let args = ["kanban", "create", &format!("p{i}"), "--assignee", &home.profile, "--command", "sleep 10"];
+                home.json(&args)["id"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        let setting = format!("kanban.prewarm={prewarm}");
+        let gw = crate::support::Gateway::start_with(
+            &home,
+            home.cmd().args(["-c", &setting, "-c", "kanban.max_in_progress=1"]),
+        );
+        let running_sandbox = |task: &str| {
+            let filter = format!("label=hermes-task-id={task}");
+            !crate::support::ids(&home.docker(&["ps", "-q", "--filter", &filter])).is_empty()
+        };
+        let status = |task: &str| -> String {
+            let all = home.json(&["kanban", "ls"]);
+            let t = all.as_array().unwrap().iter().find(|t| t["id"] == task).cloned().unwrap();
+            t["status"].as_str().unwrap().to_owned()
+        };
+        wait_until("one task to run", Duration::from_secs(20), || tasks.iter().any(|t| status(t) == "running"));
+        let waiting: Vec<&String> = tasks.iter().filter(|t| status(t) == "ready").collect();
+        assert_eq!(waiting.len(), 2, "prewarm={prewarm}");
+        if prewarm == 2 {
+            wait_until("the waiting tasks' sandboxes to run", Duration::from_secs(8), || {
+                waiting.iter().all(|t| running_sandbox(t))
+            });
+            assert!(waiting.iter().all(|t| status(t) == "ready"), "a warmed task ran before its turn");
+        } else {
+            std::thread::sleep(Duration::from_secs(3)); // scenario: time in which nothing may be warmed
+            assert!(waiting.iter().all(|t| !running_sandbox(t)), "sandboxes warmed with prewarm=0");
+        }
+        let (code, _, log) = gw.stop();
+        assert_eq!(code, Some(0), "{log}");
+        assert_eq!(log.matches("gateway pre-warm: sandbox").count(), prewarm, "{log}");
+    }
+}
+
+/// A task's worker resumes its suspended sandbox (the log names it) and its command finds the files; the task's
+/// end removes the sandbox's snapshot with it.
+#[test]
+fn a_tasks_worker_resumes_its_suspended_sandbox() {
+    let home = Home::on(&Engine::docker());
+    let args = ["kanban", "create", "w", "--assignee", &home.profile, "--command", "cat /opt/layer /workspace/w"];
+    let task = home.json(&args)["id"].as_str().unwrap().to_owned();
+    let (id, name) = ensure(&home, &task);
+    home.ok(&["run", "--task", &task, "--", "sh", "-c", "echo ws > /workspace/w"]);
+    write_layer(&home, &id, "/opt/layer", "layer");
+    home.ok(&["sandbox", "suspend", "--task", &task]);
+    assert_eq!(images_of(&home, &name).len(), 1);
+    home.ok(&["kanban", "dispatch"]);
+    let status = || -> String {
+        let all = home.json(&["kanban", "ls"]);
+        let t = all.as_array().unwrap().iter().find(|t| t["id"] == task.as_str()).cloned().unwrap();
+        t["status"].as_str().unwrap().to_owned()
+    };
+    wait_until("the task to finish", Duration::from_secs(30), || status() != "ready" && status() != "running");
+    assert_eq!(status(), "done");
+    let log = std::fs::read_to_string(home.path().join("kanban").join("logs").join(format!("{task}.log"))).unwrap();
+    assert!(log.contains("(resumed)") && log.contains("layer") && log.contains("ws"), "{log}");
+    wait_until("the done task's snapshot to go", Duration::from_secs(10), || images_of(&home, &name).is_empty());
+}
+
+/// The reaper removing a stale stopped sandbox removes its snapshots with it.
+#[test]
+fn the_reaper_removes_a_reaped_sandboxs_snapshots() {
+    let home = Home::on(&Engine::docker());
+    let (id, name) = ensure(&home, "stale");
+    home.ok(&["sandbox", "snapshot", "--task", "stale"]);
+    assert_eq!(images_of(&home, &name).len(), 1);
+    assert!(home.docker(&["stop", "-t", "0", &id]).status.success());
+    std::thread::sleep(Duration::from_secs(2)); // scenario: the container must be stopped longer than --max-age
+    let reaped = home.json(&["sandbox", "reap", "--max-age", "1"]);
+    assert_eq!(reaped["removed"].as_array().map(Vec::len), Some(1), "{reaped}");
+    assert!(!exists(&home, &id));
+    assert!(images_of(&home, &name).is_empty(), "the reaper left a snapshot without its sandbox");
+}

@@ -170,6 +170,7 @@ settings! {
         max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards together: on this host (SQLite), or over every host of a PostgreSQL board; unset means no cap.";
         max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
         max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
+        prewarm: u64 = "0", "How many ready tasks waiting on a cap (in plan order) get their sandbox created and started, or resumed, by the gateway before their turn, so their first command starts at once; 0 is off. A warm sandbox counts toward no cap. Off on a shared (PostgreSQL) board, where another host may claim the task.";
         retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";
         retry_backoff_max_seconds: Seconds = "600", "The longest pause before a failed task's next try (see `kanban.retry_backoff_seconds`).";
         retry_backoff_seconds: Seconds = "10", "The pause before a failed task's first retry, doubled after each further failure up to `kanban.retry_backoff_max_seconds`, and drawn within its upper half per task (jitter); 0 retries at once. `show` names the next try's time.";

@@ -4,6 +4,7 @@
 pub mod engine_backoff;
 pub mod housekeeping;
 pub mod overview;
+mod prewarm;
 pub mod status;
 pub mod task_log;
 mod ticker;

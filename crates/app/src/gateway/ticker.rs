@@ -144,6 +144,8 @@ async fn tick_all(
 ) -> TickSummary {
     let TickState { kept, quarantined, task_log, .. } = state;
     let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false, next_due: None };
+    // Ready tasks waiting on a cap, in plan order, board after board: `kanban.prewarm` warms the first of them.
+    let mut waiting = Vec::new();
     // Boards are re-listed every tick, so new boards need no restart.
     let boards = match kept.boards(ctx) {
         Ok(b) => b,
@@ -178,6 +180,7 @@ async fn tick_all(
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
+                waiting.extend(super::prewarm::waiting(&r.plan.decisions));
                 let t = r.tally();
                 crate::web::metrics::record_tally(&t);
                 task_log.tick(&board.slug, &t);
@@ -219,5 +222,6 @@ async fn tick_all(
             }
         }
     }
+    super::prewarm::start(ctx, waiting);
     summary
 }
