@@ -198,9 +198,6 @@ settings! {
         docker_forward_env: Vec<String> = "[]", "Names of host variables passed to each command at exec time, never stored in the container.";
         docker_idle_stop_seconds: Seconds = "0", "Stop (not remove) a running persistent sandbox after this many seconds with nothing inside but its keep-alive, as the gateway sees it; 0 is off (hermes parity). See the README's sandbox lifecycle.";
         docker_idle_stop_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile idle-stop periods that replace `terminal.docker_idle_stop_seconds`, e.g. {\"alpha\": 900}.";
-        docker_snapshot_keep: NonZeroU32 = "1", "Snapshots kept per sandbox (`berth sandbox snapshot|suspend`, local images never pushed): taking one removes the sandbox's oldest past this many; a suspended sandbox's newest is always kept.";
-        docker_suspend_after_seconds: Seconds = "0", "Suspend (snapshot the files, then remove the container; the host folder stays) a persistent sandbox after this many seconds with nothing inside but its keep-alive, or stopped this long, as the gateway sees it; the next `berth run`, worker or `sandbox ensure` resumes it from its snapshot. 0 is off. See the README's sandbox lifecycle.";
-        docker_suspend_after_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile suspend periods that replace `terminal.docker_suspend_after_seconds`, e.g. {\"alpha\": 3600}.";
         docker_image: String = "berth-sandbox:latest", "Image of new sandboxes (must exist locally or be pullable).";
         docker_lease_seconds: PositiveSeconds = "60", "Time-to-live of an opt-out sandbox's lease: its owner renews it inside the sandbox every third of this, and a reaper on any host sharing the engine treats a sandbox whose owner on another host let it lapse this long as orphaned.";
         docker_mount_cwd_to_workspace: bool = "false", "Bind-mount the caller's working directory at /workspace (refused when it is, holds or lies in berth's home; a worker's working directory is its own sandbox folder).";
@@ -212,6 +209,9 @@ settings! {
         docker_run_as_host_user: bool = "false", "Run sandbox commands as the calling user's uid:gid.";
         docker_shared_container_key: String = "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";
         docker_shm_size: String = "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default), as Docker writes sizes (512m, 1.5g), at most 1t; empty or 0 keeps Docker's 64m.";
+        docker_snapshot_keep: NonZeroU32 = "1", "Snapshots kept per sandbox (`berth sandbox snapshot|suspend`, local images never pushed): taking one removes the sandbox's oldest past this many; a suspended sandbox's newest is always kept.";
+        docker_suspend_after_seconds: Seconds = "0", "Suspend (snapshot the files, then remove the container; the host folder stays) a persistent sandbox after this many seconds with nothing inside but its keep-alive, or stopped this long, as the gateway sees it; the next `berth run`, worker or `sandbox ensure` resumes it from its snapshot. 0 is off. See the README's sandbox lifecycle.";
+        docker_suspend_after_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile suspend periods that replace `terminal.docker_suspend_after_seconds`, e.g. {\"alpha\": 3600}.";
         docker_volumes: Vec<String> = "[]", "Extra mounts, each `host:container[:options]`.";
         lifetime_seconds: Seconds = "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";
         sandbox_dir: String = "{home}/sandboxes", "Where persistent sandbox directories live on the host; an absolute path that is not `/`, does not hold berth's home, and is not inside another berth home or another home's sandboxes folder.";
