@@ -191,8 +191,11 @@ pub async fn rows(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<Vec<Sandb
         }
         // Newest first: the one a resume starts from.
         let c = crate::sandbox::snapshots::suspended_summary(list[0]);
+        // No container id: the name stands for it (`sandbox rm NAME`, the dashboard's remove).
+        let mut sandbox = SandboxSummary::of(&c);
+        sandbox.id.clone_from(&c.name);
         rows.push(SandboxRow {
-            sandbox: SandboxSummary::of(&c),
+            sandbox,
             finished: None,
             age_secs: now.secs_since(c.created).floor() as i64,
             busy: None,

@@ -9,6 +9,7 @@ use serde::Serialize;
 /// A sandbox as listings name it: ids, labels, state and egress policy.
 #[derive(Clone, Debug, Serialize)]
 pub struct SandboxSummary {
+    /// The container's id; a suspended sandbox (no container) has its name here.
     pub id: String,
     pub name: String,
     pub task: Option<String>,
