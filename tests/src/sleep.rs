@@ -146,13 +146,17 @@ fn suspend_then_run_resumes_with_files_and_rm_leaves_no_snapshot() {
             })
             .collect();
         let mut seen = std::collections::BTreeSet::new();
+        let mut actions = Vec::new();
         for c in children {
             let out = c.wait_with_output().unwrap();
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             seen.insert(v["id"].as_str().unwrap().to_owned());
+            actions.push(v["action"].as_str().unwrap().to_owned());
         }
         assert_eq!(seen.len(), 1, "{}: {seen:?}", e.name);
+        // One resumed it; the others attached to that one.
+        assert_eq!(actions.iter().filter(|a| *a == "resumed").count(), 1, "{}: {actions:?}", e.name);
         assert_eq!(home.containers().len(), 1, "{}", e.name);
         let out = home.ok(&["run", "--task", "nap", "--", "cat", "/opt/layer"]);
         assert_eq!(out, "layer\n");
