@@ -321,3 +321,24 @@ fn the_reaper_removes_a_reaped_sandboxs_snapshots() {
     assert!(!exists(&home, &id));
     assert!(images_of(&home, &name).is_empty(), "the reaper left a snapshot without its sandbox");
 }
+
+/// A stopped sandbox is suspended too once stopped its period, here through the per-profile override with the
+/// default off; the next run finds its files.
+#[test]
+fn the_gateway_suspends_a_stopped_sandbox_by_its_profiles_override() {
+    let home = Home::on(&Engine::docker());
+    let (id, name) = ensure(&home, "stopped");
+    write_layer(&home, &id, "/opt/layer", "layer");
+    assert!(home.docker(&["stop", "-t", "0", &id]).status.success());
+    let overrides = format!("terminal.docker_suspend_after_seconds_overrides={{\"{}\": 2}}", home.profile);
+    let gw = crate::support::Gateway::start_with(
+        &home,
+        home.cmd().args(["-c", "kanban.dispatch_in_gateway=false", "-c", &overrides]),
+    );
+    wait_until("the stopped sandbox to be suspended", Duration::from_secs(30), || !exists(&home, &id));
+    let (code, _, log) = gw.stop();
+    assert_eq!(code, Some(0), "{log}");
+    assert!(log.contains("suspended stopped sandbox"), "{log}");
+    assert_eq!(ls_row(&home, &name).unwrap()["state"], "suspended");
+    assert_eq!(home.ok(&["run", "--task", "stopped", "--", "cat", "/opt/layer"]), "layer\n");
+}
