@@ -176,7 +176,7 @@ fn story(board: AnyBoard) -> Vec<(String, String, Option<i64>, serde_json::Value
     let r = w.tick();
     w.confirm_launched(&r);
     w.store.complete("child", w.now());
-    w.store.store.block("long", Some("waits for a human"), w.now()).unwrap();
+    w.store.store.block("long", None, Some("waits for a human"), w.now()).unwrap();
     w.store.store.unblock("long", w.now()).unwrap();
     w.store.store.archive("long", w.now()).unwrap();
     let mut log = Vec::new();

@@ -271,7 +271,7 @@ fn help_says_what_berth_is_for_and_completions_are_generated() {
     assert!(help.starts_with("Long-lived, leak-free Docker sandboxes"), "{help}");
     assert!(!help.contains("wiring the other crates"), "{help}");
     let ls = home.ok(&["kanban", "ls", "--help"]);
-    assert!(ls.contains("triage, todo, ready, running, blocked, done or archived"), "{ls}");
+    assert!(ls.contains("triage, todo, ready, running, blocked, review, done or archived"), "{ls}");
     for (shell, marker) in [("bash", "complete -F _berth"), ("zsh", "#compdef berth"), ("fish", "complete -c berth")] {
         let script = home.ok(&["completions", shell]);
         assert!(script.contains(marker) && script.contains("kanban"), "{shell}: {}", &script[..script.len().min(200)]);

@@ -104,6 +104,8 @@ const GETS: &[&str] = &[
     "/api/diagnostics",
     "/metrics",
     "/healthz",
+    "/chart",
+    "/api/chart",
     "/no/such/page",
 ];
 
@@ -113,6 +115,10 @@ const POSTS: &[&str] = &[
     "/api/tasks",
     "/api/tasks/ID/block",
     "/api/tasks/ID/archive",
+    "/api/tasks/ID/approve",
+    "/api/tasks/ID/request-changes",
+    "/api/tasks/ID/complete",
+    "/api/tasks/ID/retry",
     "/api/dispatch",
     "/api/sandboxes/SB/stop",
     "/api/sandboxes/SB/remove",
@@ -582,6 +588,50 @@ fn dashboard_actions_go_through_the_board_as_the_cli_does() {
     assert!(!home.run(&["kanban", "show", &other]).status.success(), "removed from the board");
 }
 
+#[test]
+fn dashboard_review_column_approves_and_requests_changes_as_the_cli_does() {
+    let home = Home::new();
+    let t = home.json(&["kanban", "create", "check my work", "--command", "true", "--review"]);
+    let id = t["id"].as_str().unwrap().to_owned();
+    let status = || home.json(&["kanban", "show", &id])["task"]["status"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "complete", &id]);
+    assert_eq!(status(), "review", "a --review task's completion waits in review");
+    let d = Served::start(&home, &[]);
+    let (code, page) = d.get("/");
+    assert_eq!(code, 200);
+    let column = page
+        .split("<section class=\"col\" data-status=\"review\"")
+        .nth(1)
+        .expect("a review column")
+        .split("</section>")
+        .next()
+        .unwrap();
+    assert!(column.contains(&id), "the card is in the REVIEW column");
+    for act in ["approve", "request-changes"] {
+        assert!(column.contains(&format!("data-action=\"{act}\"")), "{act} button: {column}");
+    }
+    let metrics = scrape(&d.base, &d.token);
+    assert_eq!(value(&metrics, "berth_tasks", &[("status", "review")]), 1.0, "/metrics counts it");
+    // Cross-site: refused as the other buttons are (no custom header), nothing written.
+    let auth = format!("Bearer {}", d.token);
+    let approve = format!("/api/tasks/{id}/approve");
+    assert_eq!(http(&d.base, "POST", &approve, &[("authorization", &auth)], "").0, 403);
+    assert_eq!(status(), "review");
+    // A request for changes needs its note.
+    let (code, body) = d.post(&format!("/api/tasks/{id}/request-changes"), "{}");
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("note"), "{body}");
+    let (code, body) = d.post(&format!("/api/tasks/{id}/request-changes"), r#"{"note": "add a test"}"#);
+    assert_eq!(code, 200, "{body}");
+    let t = home.json(&["kanban", "show", &id])["task"].clone();
+    assert_eq!((t["status"].as_str(), t["review_note"].as_str()), (Some("ready"), Some("add a test")), "{t}");
+    home.ok(&["kanban", "complete", &id]);
+    let (code, body) = d.post(&approve, "{}");
+    assert_eq!((code, body.contains("approved")), (200, true), "{body}");
+    assert_eq!(status(), "done");
+    assert_eq!(d.post(&approve, "{}").0, 400, "a done task is not approved twice");
+}
+
 /// Opens `/events` and returns a reader positioned after the response headers.
 fn event_stream(base: &str, token: &str) -> std::io::BufReader<TcpStream> {
     let host = base.strip_prefix("http://").unwrap();
@@ -650,3 +700,119 @@ fn gateway_token(home: &Home) -> String {
         std::fs::read_to_string(home.path().join("dashboard.token")).ok()
     })
 }
+
+/// One request with `headers`; the status, the response's `content-type` and the body.
+fn typed(base: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+    let host = base.strip_prefix("http://").unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    let text = raw(base, &req);
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let kind = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.trim()))
+        .unwrap_or_default();
+    (status, kind.to_owned(), body.to_owned())
+}
+
+/// `/metrics` is text a browser shows (`text/plain; charset=utf-8`), and OpenMetrics to a scraper that asks for it.
+#[test]
+fn dashboard_metrics_are_plain_text_unless_openmetrics_is_asked_for() {
+    let home = Home::new();
+    let d = Served::start(&home, &[]);
+    let auth = format!("Bearer {}", d.token);
+    let (status, kind, body) =
+        typed(&d.base, "/metrics", &[("authorization", &auth), ("accept", "text/html,application/xhtml+xml,*/*")]);
+    assert_eq!((status, kind.as_str()), (200, "text/plain; charset=utf-8"), "{body}");
+    assert!(body.contains("# TYPE berth_running gauge"), "{body}");
+    let prometheus = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    let (status, kind, _) = typed(&d.base, "/metrics", &[("authorization", &auth), ("accept", prometheus)]);
+    assert_eq!(status, 200);
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+}
+
+/// The console's API on both stores: why each ready card waits (the code `dispatch --dry-run --explain` gives),
+/// crashed runs counted in the chart, retry taking a task out of its schedule and out of `gave_up`, complete by hand
+/// counted too.
+fn console_api(home: Home) {
+    home.ok(&["profile", "create", "alpha"]);
+    let d = Served::start(&home, &[("KANBAN_WORKER_COMMAND", "exit 3")]);
+    let new = |title: &str, extra: &[&str]| -> String {
+        let mut args = vec!["kanban", "create", title, "--assignee", "alpha", "--command", "true"];
+        args.extend(extra);
+        home.json(&args)["id"].as_str().unwrap().to_owned()
+    };
+    let crash = new("crashes", &[]);
+    let later = new("later", &["--in", "1h"]);
+    let idle = create(&home, "nobody's");
+    let card = |id: &str| -> serde_json::Value {
+        // A read slower than its deadline with no answer kept yet is a 503 (`bounded.rs`): the next one waits longer.
+        let body = wait_until("the board's answer", Duration::from_secs(10), || {
+            let (status, body) = d.get("/api/board");
+            if status == 200 { Ok(body) } else { Err(format!("{status} {body}")) }
+        });
+        let board: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let cols = board["columns"].as_array().unwrap().clone();
+        cols.iter().flat_map(|c| c["tasks"].as_array().unwrap().clone()).find(|t| t["id"] == id).unwrap()
+    };
+    let explained = |id: &str| -> String {
+        let e = home.json(&["kanban", "dispatch", "--dry-run", "--explain"]);
+        let row = e["explain"].as_array().unwrap().iter().find(|r| r["task_id"] == id).cloned().unwrap();
+        row["code"].as_str().unwrap().to_owned()
+    };
+    for id in [&crash, &later, &idle] {
+        assert_eq!(card(id)["waiting"]["code"], explained(id), "{id}: {}", card(id));
+    }
+    assert_eq!(card(&idle)["waiting"]["code"], "skipped_unassigned");
+    assert_eq!(card(&later)["waiting"]["code"], "deferred_scheduled");
+    let chart = || -> serde_json::Value {
+        let body = wait_until("the chart's answer", Duration::from_secs(10), || {
+            let (status, body) = d.get("/api/chart");
+            if status == 200 { Ok(body) } else { Err(format!("{status} {body}")) }
+        });
+        serde_json::from_str(&body).unwrap()
+    };
+    let sum = |v: &serde_json::Value| v.as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).sum::<u64>();
+    assert_eq!((sum(&chart()["completed"]), sum(&chart()["failed"])), (0, 0));
+
+    // Its worker exits without a word: each later tick finds it crashed, until the breaker blocks it.
+    wait_until("the task to give up", Duration::from_secs(60), || {
+        d.post("/api/dispatch", r#"{"board": "default"}"#);
+        home.json(&["kanban", "show", &crash])["task"]["status"] == "blocked"
+    });
+    let shown = home.json(&["kanban", "show", &crash]);
+    let crashes = shown["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "crashed").count() as u64;
+    assert!(crashes >= 1, "{shown}");
+    assert_eq!(sum(&chart()["failed"]), crashes, "one failed attempt each: {}", chart());
+
+    // Retry: the blocked task is ready again, the scheduled one no longer waits for its time.
+    for id in [&crash, &later] {
+        let (status, body) = d.post(&format!("/api/tasks/{id}/retry"), "{}");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(home.json(&["kanban", "show", id])["task"]["status"], "ready");
+    }
+    assert_eq!(card(&later)["waiting"]["code"], "spawn", "retried: no longer held by its schedule");
+    assert!(card(&later)["starts_in_secs"].is_null());
+
+    // Complete by hand (with a result); a done task takes neither retry nor complete.
+    let (status, body) = d.post(&format!("/api/tasks/{idle}/complete"), r#"{"result": "done by hand"}"#);
+    assert_eq!(status, 200, "{body}");
+    let shown = home.json(&["kanban", "show", &idle]);
+    assert_eq!(
+        (shown["task"]["status"].as_str(), shown["task"]["result"].as_str()),
+        (Some("done"), Some("done by hand"))
+    );
+    assert_eq!(sum(&chart()["completed"]), 1, "{}", chart());
+    for action in ["retry", "complete"] {
+        let (status, body) = d.post(&format!("/api/tasks/{idle}/{action}"), "{}");
+        assert_eq!(status, 400, "{action} of a done task: {body}");
+        let e: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(e["error"].as_str().unwrap().lines().count(), 1, "{body}");
+    }
+}
+
+on_both_stores!(console_api);

@@ -129,7 +129,43 @@ fn a_command_that_exits_75_is_snoozed_without_a_failure(home: Home) {
     assert_eq!(code, Some(0), "{err}");
 }
 
+/// The pause a task's first failure set: its `failed` event's `retry_at` less the event's time, in seconds.
+fn first_backoff(home: &Home, id: &str) -> i64 {
+    let shown = home.json(&["kanban", "show", id]);
+    let failed = shown["events"].as_array().unwrap().iter().find(|e| e["kind"] == "failed").cloned().unwrap();
+    let at = |v: &serde_json::Value| domain::time::Timestamp::parse_docker(v.as_str().unwrap()).unwrap().as_secs();
+    at(&failed["payload"]["retry_at"]) - at(&failed["created_at"])
+}
+
+fn a_profiles_backoff_overrides_replace_the_defaults_for_its_tasks(home: Home) {
+    let (home, _runs) = home_with_worker(home, "exit 1");
+    home.ok(&["profile", "create", "beta"]);
+    home.ok(&["config", "set", "kanban.retry_backoff_seconds", "30"]);
+    home.ok(&["config", "set", "kanban.retry_backoff_seconds_overrides", r#"{"alpha": 1}"#]);
+    let out = home.run(&["config", "set", "kanban.retry_backoff_seconds_overrides", r#"{"alpha": -1}"#]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let gw = gateway(&home);
+    let create = |assignee: &str| {
+        home.json(&["kanban", "create", assignee, "--assignee", assignee, "--max-retries", "3"])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (a, b) = (create("alpha"), create("beta"));
+    wait_until("both failed once", Duration::from_secs(20), || {
+        [&a, &b].iter().all(|id| task(&home, id)["consecutive_failures"].as_i64() >= Some(1))
+    });
+    // alpha: its own base of 1 s (drawn within its upper half); beta: the default base of 30 s (15 to 30 s).
+    let (pause_a, pause_b) = (first_backoff(&home, &a), first_backoff(&home, &b));
+    eprintln!("first pauses: alpha {pause_a} s, beta {pause_b} s");
+    assert!((0..=2).contains(&pause_a), "alpha's override: {pause_a} s");
+    assert!((14..=31).contains(&pause_b), "beta's default: {pause_b} s");
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
+
 on_both_stores!(
+    a_profiles_backoff_overrides_replace_the_defaults_for_its_tasks,
     a_task_due_in_five_seconds_starts_between_five_and_six_and_a_half,
     kanban_schedule_moves_a_waiting_task_and_a_bad_time_is_refused,
     a_failing_task_is_retried_after_a_doubling_backoff_then_blocked,

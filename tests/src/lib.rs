@@ -47,6 +47,8 @@ mod fault;
 #[cfg(test)]
 mod gateway;
 #[cfg(test)]
+mod guide;
+#[cfg(test)]
 mod hermes;
 #[cfg(test)]
 mod homes;
@@ -70,6 +72,10 @@ mod pg_board;
 mod pg_bound;
 #[cfg(test)]
 mod pg_wake;
+#[cfg(test)]
+mod recurring;
+#[cfg(test)]
+mod review;
 #[cfg(test)]
 mod signals;
 #[cfg(test)]

@@ -124,8 +124,17 @@ fn busy_sqlite_board(path: &std::path::Path) {
             s.complete("t_a", Some(a.run_id), Some("ok"), Some(0), t0).unwrap();
         }
     }
-    s.block("t_c", Some("waiting"), t0).unwrap();
+    s.block("t_c", None, Some("waiting"), t0).unwrap();
     s.remove("t_gone", t0).unwrap();
+    let nightly = kanban_store::NewCron {
+        name: "nightly".into(),
+        cron: Some("0 3 * * *".into()),
+        assignee: "alpha".into(),
+        command: "make nightly".into(),
+        ..kanban_store::NewCron::default()
+    };
+    s.add_cron(&b, &nightly, t0).unwrap();
+    s.cron_made(&b, "nightly", t0).unwrap();
 }
 
 #[test]
@@ -139,6 +148,7 @@ fn kanban_migrate_copies_a_board_with_its_ids_events_and_runs_and_leaves_the_fil
     assert_eq!(v["copied"]["tasks"], 4, "{v}");
     assert_eq!(v["copied"]["task_runs"], 3, "{v}");
     assert_eq!(v["copied"]["boards"], 2, "{v}");
+    assert_eq!(v["copied"]["schedules"], 1, "{v}");
 
     // Read both boards back through the one trait: every task, event and run is the same, ids included.
     let src = SqliteKanbanStore::open_read_only(&file).unwrap();
@@ -161,6 +171,8 @@ fn kanban_migrate_copies_a_board_with_its_ids_events_and_runs_and_leaves_the_fil
         }
     }
     assert_eq!(runs, 3, "t_a's failed and completed runs, t_c's blocked one");
+    let default = BoardSlug::default_board();
+    assert_eq!(dst.crons(&default).unwrap(), src.crons(&default).unwrap(), "the schedules, their last slots too");
     assert!(events > 10);
     // The removed task's log stayed with its events.
     assert_eq!(src.events("t_gone", 0).unwrap(), dst.events("t_gone", 0).unwrap());

@@ -104,7 +104,7 @@ fn the_board_notifies_on_changes_that_matter_to_dispatch_and_never_on_heartbeats
     assert_eq!(notes.count("complete", || drop(s.complete("t_a", Some(run_a), Some("ok"), Some(0), t0).unwrap())), 1);
     let edit = TaskEdit { priority: Some(5), ..TaskEdit::default() };
     assert_eq!(notes.count("edit", || drop(s.edit("t_b", &edit, t0).unwrap())), 1);
-    assert_eq!(notes.count("block", || assert!(s.block("t_b", None, t0).unwrap().is_none())), 1);
+    assert_eq!(notes.count("block", || assert!(s.block("t_b", None, None, t0).unwrap().is_none())), 1);
     assert_eq!(notes.count("unblock", || drop(s.unblock("t_b", t0).unwrap())), 1);
     assert_eq!(notes.count("remove", || drop(s.remove("t_c", t0).unwrap())), 1);
 

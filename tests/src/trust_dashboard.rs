@@ -144,3 +144,59 @@ fn no_answer_of_the_dashboard_may_be_framed() {
         assert!(head.contains("content-security-policy: frame-ancestors 'none'"), "{what}: {head}");
     }
 }
+
+/// `GET /healthz` on a fresh connection with a deadline: the status, 0 when the connection was closed or timed out.
+fn healthz_within(addr: std::net::SocketAddr, bearer: &str, deadline: Duration) -> u16 {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, deadline) else { return 0 };
+    let _ = s.set_read_timeout(Some(deadline));
+    let req = format!("GET /healthz HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\nauthorization: {bearer}\r\n\r\n");
+    if std::io::Write::write_all(&mut s, req.as_bytes()).is_err() {
+        return 0;
+    }
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
+
+/// A re-attack of issue 38 (F7): one peer holds 1000 idle connections to the gateway's dashboard and opens a new one
+/// whenever the server closes one, as an attacker would. Before, the first 256 took every slot until their head
+/// timeout and each one after was closed at once, so `/healthz` (and the dashboard) stayed down as long as the
+/// flood went on. Now a new connection takes the place of the oldest idle one: `/healthz` answers throughout.
+#[test]
+fn a_flood_of_idle_connections_does_not_keep_healthz_down() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let hard = getrlimit(Resource::Nofile).maximum;
+    let _ = setrlimit(Resource::Nofile, Rlimit { current: hard, maximum: hard });
+    let home = Home::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let gw = Gateway::start(&home, &["-c", &format!("kanban.dashboard_port={port}")]);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    wait_until("the dashboard to listen", Duration::from_secs(10), || TcpStream::connect(addr).is_ok());
+    let token = std::fs::read_to_string(home.path().join("dashboard.token")).unwrap();
+    let bearer = format!("Bearer {token}");
+    assert_eq!(healthz_within(addr, &bearer, Duration::from_secs(5)), 200, "before the flood");
+    let connect = || TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok();
+    let mut flood: Vec<TcpStream> = (0..1000).filter_map(|_| connect()).collect();
+    assert!(flood.len() >= 900, "{} connections opened", flood.len());
+    let (started, mut answers, mut reopened) = (std::time::Instant::now(), Vec::new(), 0);
+    // Past the head timeout (10 s), so the flood's first connections were closed and opened again meanwhile.
+    while started.elapsed() < Duration::from_secs(14) {
+        for c in &mut flood {
+            let _ = c.set_nonblocking(true);
+            let closed = match c.read(&mut [0_u8; 1]) {
+                Ok(_) => true,
+                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            };
+            if closed && let Some(fresh) = connect() {
+                *c = fresh;
+                reopened += 1;
+            }
+        }
+        answers.push(healthz_within(addr, &bearer, Duration::from_secs(3)));
+    }
+    eprintln!("the flood reopened {reopened} connections; /healthz answered {answers:?}");
+    assert!(answers.len() >= 3, "{answers:?}");
+    assert!(answers.iter().all(|s| *s == 200), "/healthz was down during the flood: {answers:?}");
+    drop(flood);
+    drop(gw);
+}

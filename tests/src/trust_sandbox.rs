@@ -166,6 +166,59 @@ fn the_hosts_kernel_filesystems_are_refused_as_mounts() {
     }
 }
 
+/// A re-attack of issue 38: the host's system folders (`/etc`, `/boot`, `/lib/modules`, `/var/log`, what is inside
+/// them and what holds them), `--security-opt no-new-privileges=false` and any `--cgroup-parent` were accepted
+/// without the opt-in (the old binary made a sandbox with the host's `/etc` mounted: its users, passwords, cron;
+/// `no-new-privileges=false` lets a set-user-id program gain privileges; a cgroup parent puts the sandbox in a host
+/// cgroup of the caller's choosing). Each is refused in one line naming `terminal.docker_allow_host_access`, at create
+/// and at `config set`, nothing made; the opt-in lets them through.
+#[test]
+fn host_system_folders_privilege_gain_and_cgroup_parents_need_the_opt_in() {
+    require_docker();
+    let home = Home::new();
+    for (source, want) in [
+        ("/etc", "the host's configuration"),
+        ("/etc/cron.d", "the host's configuration"),
+        ("/etc/../etc/passwd", "the host's configuration"),
+        ("/boot", "the host's kernels"),
+        ("/lib/modules", "the host's kernel modules"),
+        ("/lib", "the host's kernel modules"),
+        ("/var/log", "the host's logs"),
+        ("/var/log/apt", "the host's logs"),
+    ] {
+        let volume = format!("{source}:/x");
+        let extra = serde_json::to_string(&["-v", &volume]).unwrap();
+        let out = home.run(&["-c", &format!("terminal.docker_extra_args={extra}"), "run", "--task", "s", "--", "true"]);
+        assert_refused(&home, &out, want, &format!("-v {volume}"));
+        let out = home.run(&["config", "set", "terminal.docker_volumes", &serde_json::to_string(&[&volume]).unwrap()]);
+        assert_refused(&home, &out, want, &format!("config set {volume}"));
+    }
+    for (args, want) in [
+        (r#"["--security-opt","no-new-privileges=false"]"#, "no-new-privileges=false"),
+        (r#"["--security-opt","no-new-privileges:false"]"#, "no-new-privileges:false"),
+        (r#"["--security-opt=no-new-privileges=0"]"#, "no-new-privileges=0"),
+        (r#"["--cgroup-parent","/"]"#, "--cgroup-parent /"),
+        (r#"["--cgroup-parent=system.slice"]"#, "--cgroup-parent system.slice"),
+    ] {
+        let out = home.run(&["-c", &format!("terminal.docker_extra_args={args}"), "run", "--task", "s", "--", "true"]);
+        assert_refused(&home, &out, want, args);
+        let out = home.run(&["config", "set", "terminal.docker_extra_args", args]);
+        assert_refused(&home, &out, want, &format!("config set {args}"));
+    }
+    assert!(!home.path().join("config.yaml").exists(), "a refused value was written");
+    // The operator's choice goes through with the opt-in; berth's own no-new-privileges stays without it.
+    let allow = "terminal.docker_allow_host_access=true";
+    let etc = r#"terminal.docker_extra_args=["-v","/etc:/x:ro","--security-opt","no-new-privileges=false"]"#;
+    let out =
+        home.run(&["-c", allow, "-c", etc, "run", "--task", "s", "--", "grep", "NoNewPrivs", "/proc/self/status"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains('0'), "{}", String::from_utf8_lossy(&out.stdout));
+    home.ok(&["sandbox", "rm", "--task", "s"]);
+    let out = home.run(&["run", "--task", "p", "--", "grep", "NoNewPrivs", "/proc/self/status"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains('1'), "{}", stderr(&out));
+    home.ok(&["sandbox", "rm", "--task", "p"]);
+}
+
 /// The hermes interop suite's typical config (`docker_extra_args: ["--cap-add", "SYS_PTRACE"]`, for debuggers)
 /// runs unchanged: a capability that acts inside the sandbox's own namespaces needs no opt-in (the sandbox has it);
 /// `SYS_ADMIN` and `--security-opt seccomp=unconfined` reach the host and are refused without

@@ -225,3 +225,174 @@ fn config_set_takes_a_board_password_from_standard_input_only() {
     let file = std::fs::read_to_string(home.path().join("config.yaml")).unwrap();
     assert!(file.contains(url), "{file}");
 }
+
+/// What the poller of [`no_process_berth_starts_shows_the_board_password`] does, as a process of the gateway's
+/// user (a task's command): reads `environ` and `cmdline` of every process newer than itself from its first moment
+/// until it is past its `main` (exec'd and non-dumpable), and writes a line for each read that held the password and
+/// one for each berth worker or runner whose environment it could read at all (caught in its window).
+const POLLER: &str = r#"
+import os, sys
+secret, out, stop = bytes.fromhex(sys.argv[1]), open(sys.argv[2], "a"), sys.argv[3]
+def read(pid, part):
+    try:
+        with open(f"/proc/{pid}/{part}", "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return b""
+pid_max = int(open("/proc/sys/kernel/pid_max").read())
+nxt = int(open("/proc/sys/kernel/ns_last_pid").read()) + 1
+watched, caught = set(), set()
+open(sys.argv[2] + ".ready", "w").close()
+while not os.path.exists(stop):
+    for ahead in range(64):
+        pid = (nxt + ahead) % pid_max or 300
+        if os.path.exists(f"/proc/{pid}"):
+            watched.add(pid)
+            nxt = pid + 1
+    for pid in list(watched):
+        cmd = read(pid, "cmdline")
+        if cmd is None or b"berth" not in cmd:
+            watched.discard(pid)
+            continue
+        env = read(pid, "environ") or b""
+        args = cmd.split(bytes(1))
+        for part, data in (("environ", env), ("cmdline", cmd)):
+            if secret in data:
+                out.write(f"SEEN {pid} {part} {b' '.join(args).decode(errors='replace')}\n")
+                out.flush()
+        if env and b"worker" in args[1:3] and pid not in caught:
+            caught.add(pid)
+            out.write(f"CAUGHT {pid} {b' '.join(args).decode(errors='replace')}\n")
+            out.flush()
+        # Before its exec a child shows its parent's command line; exec'd and non-dumpable, it is past its `main`.
+        stat = read(pid, "stat") or b")"
+        ppid = int((stat.rsplit(b")", 1)[-1].split() or [b"", b"0"])[1])
+        if not env and cmd != read(ppid, "cmdline"):
+            watched.discard(pid)
+"#;
+
+/// What the window between a process's exec and its `main` shows of the processes of `nobody` (the gateway's user
+/// in [`no_process_berth_starts_shows_the_board_password`]): read as root, which may read a process's initial
+/// environment and command line for as long as it lives, so no process that lives a few milliseconds is missed.
+/// Every process whose reading held `secret` (its pid and command line), and how many workers (`worker run`,
+/// `worker runner`) were read, until `stop`.
+fn read_as_root(
+    secret: &'static str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(Vec<(u32, String)>, usize)> {
+    std::thread::spawn(move || {
+        let (mut seen, mut workers) = (Vec::new(), std::collections::BTreeSet::new());
+        while !stop.load(std::sync::atomic::Ordering::Acquire) {
+            let Ok(dir) = std::fs::read_dir("/proc") else { break };
+            for pid in dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+                let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap_or_default();
+                if uid.split_whitespace().next() != Some(NOBODY) {
+                    continue;
+                }
+                let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let args: Vec<String> =
+                    cmd.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+                if args.get(1).is_some_and(|a| a == "worker") {
+                    workers.insert(pid);
+                }
+                let holds = |d: &[u8]| d.windows(secret.len()).any(|w| w == secret.as_bytes());
+                if holds(&env) || holds(&cmd) {
+                    seen.push((pid, args.join(" ")));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2)); // scenario: the reader's pace
+        }
+        seen.sort();
+        seen.dedup();
+        (seen, workers.len())
+    })
+}
+
+/// The re-attack of issue 38 (F1, F3): the gateway is non-dumpable, but each berth process it starts (a `berth
+/// worker run` per task, the runner) is open to its user from its exec until its `main` makes it non-dumpable, and
+/// it had the board's URL in its environment then. A poller of the gateway's user reads `/proc/*/environ` and
+/// `cmdline` of every process through a burst of dispatches, of `berth worker run` workers and then of the runner;
+/// it catches workers in that window, and never sees the password (before: in the caught workers' environment).
+#[test]
+fn no_process_berth_starts_shows_the_board_password() {
+    let Some(db) = crate::pg::TestDb::create() else { return };
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let (user, at) = rest.split_once('@').unwrap();
+    // The test server trusts its local connections: the password is there to be stolen, not checked.
+    let url = format!("{scheme}://{}:{PASSWORD}@{at}", user.split(':').next().unwrap());
+    let mut home = Home::new();
+    home.board_url = Some(url.clone());
+    let bin = berth_bin();
+    home.ok(&["config", "set", "kanban.worker_command", &format!("{} kanban complete {{task_id}}", bin.display())]);
+    let create = |n: usize| {
+        for i in 0..n {
+            home.ok(&["kanban", "create", &format!("t{i}"), "--assignee", &home.profile]);
+        }
+    };
+    create(20);
+    chown_tree(home.path());
+    let (hits, stop) = (home.path().join("hits"), home.path().join("stop"));
+    std::fs::write(home.path().join("poll.py"), POLLER).unwrap();
+    let mut poller = as_nobody(std::path::Path::new("/usr/bin/python3"))
+        .arg(home.path().join("poll.py"))
+        // Spelled in hex: the poller's own command line holds no password.
+        .arg(PASSWORD.bytes().map(|b| format!("{b:02x}")).collect::<String>())
+        .args([hits.display().to_string(), stop.display().to_string()])
+        .spawn()
+        .unwrap();
+    wait_until("the poller", Duration::from_secs(10), || home.path().join("hits.ready").exists());
+    let gateway = |extra: &[&str]| {
+        let mut cmd = as_nobody(&bin);
+        for var in config_bridge::hermetic_vars() {
+            cmd.env_remove(var);
+        }
+        cmd.env("BERTH_HOME", home.path())
+            .env("BERTH_PROFILE", &home.profile)
+            .env("KANBAN_DATABASE_URL", &url)
+            .env("DOCKER_HOST", "unix:///nonexistent.sock")
+            .args(["-c", "kanban.dispatch_interval_seconds=1"])
+            .args(extra);
+        crate::support::Gateway::start_with(&home, &mut cmd)
+    };
+    let done = |n: usize| {
+        let tasks = home.json(&["kanban", "ls", "--status", "done"]);
+        (tasks.as_array().map_or(0, Vec::len) == n).then_some(()).ok_or(tasks)
+    };
+    let mut started = Vec::new();
+    let stop_reading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = read_as_root(PASSWORD, std::sync::Arc::clone(&stop_reading));
+    let gw = gateway(&[]);
+    started.push(gw.pid());
+    wait_until("the workers' tasks done", Duration::from_secs(120), || done(20));
+    drop(gw);
+    // The runner (`kanban.worker_exit_outcome` tasks) is a berth process the dispatcher starts too.
+    create(5);
+    chown_tree(home.path());
+    let gw = gateway(&["-c", "kanban.worker_exit_outcome=true", "-c", "kanban.worker_command=true"]);
+    started.push(gw.pid());
+    wait_until("the runner's tasks done", Duration::from_secs(120), || done(25));
+    drop(gw);
+    std::fs::write(&stop, "").unwrap();
+    stop_reading.store(true, std::sync::atomic::Ordering::Release);
+    poller.wait().unwrap();
+    let (read, workers) = reader.join().unwrap();
+    let seen = std::fs::read_to_string(&hits).unwrap_or_default();
+    // The gateways themselves were started by the test with the URL in their environment, as an operator does.
+    let leaks: Vec<&str> = seen
+        .lines()
+        .filter(|l| l.starts_with("SEEN "))
+        .filter(|l| !started.iter().any(|p| l.split(' ').nth(1) == Some(&p.to_string())))
+        .collect();
+    assert!(leaks.is_empty(), "a process of the gateway's user read the board password:\n{}", leaks.join("\n"));
+    let caught = seen.lines().filter(|l| l.starts_with("CAUGHT ")).count();
+    eprintln!("the poller caught {caught} berth workers in their window; {workers} workers read as root");
+    let read: Vec<String> =
+        read.into_iter().filter(|(p, _)| !started.contains(p)).map(|(p, c)| format!("{p} {c}")).collect();
+    assert!(read.is_empty(), "berth started a process with the board password in its window:\n{}", read.join("\n"));
+    // A worker lives a few milliseconds at least (most of the 21 are read; fewer on a loaded machine).
+    assert!(workers >= 5, "the workers and the runner were read: {workers}");
+}

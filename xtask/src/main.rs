@@ -1,5 +1,6 @@
 //! Automation: `cargo xtask demo` runs the main job end to end in a temporary home; `cargo xtask image` builds the local sandbox image; `cargo xtask ci` runs the CI steps;
-//! `cargo xtask bench` measures the PRODUCT §9 figures; `cargo xtask man` writes the man page.
+//! `cargo xtask bench` measures the PRODUCT §9 figures; `cargo xtask man` writes the man page; `cargo xtask guide`
+//! builds the guide (`docs/`, mdBook) into `target/book`.
 //!
 //! It depends on no product crate: it drives `docker` and `cargo` as processes.
 
@@ -19,8 +20,11 @@ fn main() -> ExitCode {
         Some("demo") => demo::run(args.iter().any(|a| a == "--keep")),
         Some("bench") => bench(args.iter().any(|a| a == "--quick")),
         Some("man") => man(),
-        _ => Err("usage: cargo xtask <demo [--keep] | image [--force] | ci [--allow-skips] | bench [--quick] | man>"
-            .to_owned()),
+        Some("guide") => guide(),
+        _ => Err(
+            "usage: cargo xtask <demo [--keep] | image [--force] | ci [--allow-skips] | bench [--quick] | man | guide>"
+                .to_owned(),
+        ),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -53,6 +57,44 @@ fn man() -> Result<(), String> {
     Ok(())
 }
 
+/// The mdBook release the guide is built with; `cargo xtask guide` installs it under `target/tools` when missing
+/// (a debug build: it compiles faster, and renders a guide this size at once).
+const MDBOOK_VERSION: &str = "0.5.4";
+
+/// Builds the guide (`book.toml`, pages in `docs/`) into `target/book` with mdBook, installed first (pinned, from
+/// crates.io, under `target/tools`) when missing; fails when a page of `docs/SUMMARY.md` was not written or an
+/// include was left unexpanded. The guide's links are checked by `tests/src/guide.rs`.
+fn guide() -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let target = demo::target_dir();
+    let tools = target.join("tools");
+    let mdbook = tools.join("bin").join("mdbook");
+    let installed = Command::new(&mdbook)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(MDBOOK_VERSION));
+    if !installed {
+        eprintln!("xtask: installing mdBook {MDBOOK_VERSION} into {}", tools.display());
+        run(Command::new(&cargo)
+            .args(["install", "mdbook", "--locked", "--debug", "--version", MDBOOK_VERSION, "--no-default-features"])
+            .args(["--features", "search", "--root"])
+            .arg(&tools))?;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("."));
+    let book = target.join("book");
+    run(Command::new(&mdbook).arg("build").arg(root).arg("--dest-dir").arg(&book))?;
+    let summary = std::fs::read_to_string(root.join("docs/SUMMARY.md")).map_err(|e| format!("docs/SUMMARY.md: {e}"))?;
+    for page in summary.lines().filter_map(|l| l.split_once("](").and_then(|(_, rest)| rest.split_once(')'))) {
+        let html = book.join(page.0.replace(".md", ".html"));
+        let text = std::fs::read_to_string(&html).map_err(|e| format!("the guide has no {}: {e}", html.display()))?;
+        if text.contains("{{#include") {
+            return Err(format!("{} holds an include mdBook did not expand", html.display()));
+        }
+    }
+    eprintln!("xtask: the guide is in {}", book.join("index.html").display());
+    Ok(())
+}
+
 /// Builds the release binary and the image, then runs the figures benchmark (writes BENCHMARKS.md, benchmarks.json).
 fn bench(quick: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
@@ -66,11 +108,56 @@ fn bench(quick: bool) -> Result<(), String> {
     run(&mut cmd)
 }
 
-/// The CI steps, in order: format, lints, the image, every test.
+/// The CI steps, in order: format, lints, then the guide beside the image and every test.
 fn ci(allow_skips: bool) -> Result<(), String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     run(Command::new(&cargo).args(["fmt", "--all", "--check"]))?;
     run(Command::new(&cargo).args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // The guide's build (mdBook's first install compiles it) shares nothing with the tests: it runs beside them.
+    let guide = GuideBuild::start()?;
+    let tests = ci_tests(allow_skips);
+    guide.finish()?;
+    tests
+}
+
+/// `cargo xtask guide` as a child process, its output kept in `target/ci/guide.log` and shown only if it fails.
+struct GuideBuild {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl GuideBuild {
+    fn start() -> Result<Self, String> {
+        let dir = demo::target_dir().join("ci");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let log = dir.join("guide.log");
+        let file = std::fs::File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let child = Command::new(exe)
+            .arg("guide")
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file)
+            .spawn()
+            .map_err(|e| format!("cannot start the guide's build: {e}"))?;
+        Ok(Self { child, log })
+    }
+
+    fn finish(mut self) -> Result<(), String> {
+        let status = self.child.wait().map_err(|e| e.to_string())?;
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if status.success() {
+            eprintln!("xtask: {}", log.lines().last().unwrap_or("the guide built"));
+            Ok(())
+        } else {
+            eprintln!("{log}");
+            Err(format!("the guide did not build ({status}); its log: {}", self.log.display()))
+        }
+    }
+}
+
+/// The image, then every test: the Podman half of the sandbox suite and the exactly-once suite beside the rest.
+fn ci_tests(allow_skips: bool) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     image::build(false)?;
     let extra = extra_engines();
     for (name, endpoint) in &extra {

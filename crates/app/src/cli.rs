@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use crate::cli_sandbox::{SandboxCmd, TaskArg};
+pub use crate::cli_values::{BoardArg, SandboxCmd, TaskArg};
+pub use crate::cli_worker::WorkerCmd;
 
 /// Long-lived, leak-free Docker sandboxes for coding-agent workers, and a task board dispatched onto them.
 ///
@@ -17,7 +18,7 @@ pub use crate::cli_sandbox::{SandboxCmd, TaskArg};
     propagate_version = true,
     after_help = "Start here:\n  berth run --task demo -- sh -c 'echo hi > /tmp/x'   run a command in the task's sandbox\n  \
                   berth kanban create 'job' --assignee alpha --command 'make test'\n  \
-                  berth kanban dispatch && berth kanban logs -f ID\n\nMore: berth help COMMAND, and README.md."
+                  berth kanban dispatch && berth kanban logs -f ID\n\nMore: berth help COMMAND, and the guide (docs/)."
 )]
 pub struct Cli {
     /// Berth's home directory (default: $BERTH_HOME, else ~/.berth).
@@ -195,13 +196,6 @@ pub enum ConfigCmd {
     Env,
 }
 
-#[derive(Debug, Args)]
-pub struct BoardArg {
-    /// Board slug (default: `default`).
-    #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SLUG", default_value = "default")]
-    pub board: String,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum BoardCmd {
     /// Create a board (an existing one is kept).
@@ -228,11 +222,11 @@ pub enum KanbanCmd {
         title: Option<String>,
         /// Create every task of FILE (`-`: stdin) in one transaction, all or none: one JSON object per line with
         /// the flags' fields (title, body, command, assignee, priority, parents, max_runtime_seconds, max_retries,
-        /// triage, idempotency_key).
+        /// triage, review, idempotency_key).
         #[arg(
             long,
             value_name = "FILE",
-            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "max_runtime", "max_retries", "at", "in_", "idempotency_key"]
+            conflicts_with_all = ["title", "assignee", "body", "command", "parents", "priority", "triage", "review", "max_runtime", "max_retries", "at", "in_", "idempotency_key"]
         )]
         from: Option<String>,
         /// Profile that works on it (must exist unless --allow-unknown-assignee).
@@ -256,6 +250,9 @@ pub enum KanbanCmd {
         /// Start in triage instead of ready.
         #[arg(long)]
         triage: bool,
+        /// A successful run ends in review, not done: `kanban approve` or `kanban request-changes` decide.
+        #[arg(long)]
+        review: bool,
         /// Kill and requeue a run that takes longer than this many seconds.
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "SECONDS", allow_negative_numbers = true, value_parser = crate::cli_values::runtime_seconds)]
         max_runtime: Option<i64>,
@@ -270,6 +267,9 @@ pub enum KanbanCmd {
         #[command(flatten)]
         board: BoardArg,
     },
+    /// Recurring tasks: a schedule makes one task per slot (UTC), created by the gateway.
+    #[command(subcommand)]
+    Cron(crate::cli_cron::CronCmd),
     /// Set when a waiting task (ready, todo, triage, blocked) may start; `--now` clears its time.
     #[command(group(clap::ArgGroup::new("when").required(true).args(["at", "in_", "now"])))]
     Schedule {
@@ -283,7 +283,7 @@ pub enum KanbanCmd {
     },
     /// List tasks.
     Ls {
-        /// Only tasks in this status: triage, todo, ready, running, blocked, done or archived.
+        /// Only tasks in this status: triage, todo, ready, running, blocked, review, done or archived.
         #[arg(long, value_hint = clap::ValueHint::Other, value_name = "STATUS")]
         status: Option<String>,
         /// Only tasks assigned to this profile.
@@ -358,7 +358,7 @@ pub enum KanbanCmd {
         /// Task id (on any board).
         id: String,
     },
-    /// Mark a task done.
+    /// Mark a task done (review, for a task created with --review).
     Complete {
         /// Task id (on any board).
         id: String,
@@ -376,12 +376,19 @@ pub enum KanbanCmd {
         /// Why, recorded with the block event.
         #[arg(long)]
         reason: Option<String>,
+        /// What it waits for: dependency (back to todo while a parent is open), needs-input, capability, transient.
+        /// The same kind and reason a second time sends the task to triage.
+        #[arg(long, value_name = "KIND", value_parser = crate::cli_values::block_kind)]
+        kind: Option<domain::kanban::BlockKind>,
     },
     /// Take a task out of triage: ready, or todo while a parent is unfinished.
     Promote {
         /// Task id (on any board).
         id: String,
     },
+    /// Review: `kanban review`, `approve`, `request-changes` (`cli_review.rs`).
+    #[command(flatten)]
+    Review(crate::cli_review::ReviewCmd),
     /// Unblock a task.
     Unblock {
         /// Task id (on any board).
@@ -460,28 +467,4 @@ pub enum KanbanCmd {
         #[command(flatten)]
         board: BoardArg,
     },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum WorkerCmd {
-    /// Run a claimed task's command in its sandbox, heartbeating, then complete or fail it.
-    Run {
-        /// Task id of the claimed task.
-        task: String,
-        #[command(flatten)]
-        board: BoardArg,
-        /// Append stdout and stderr to this file (created when missing, rotated past
-        /// `kanban.worker_log_rotate_bytes`), before anything else.
-        #[arg(long, value_name = "FILE")]
-        log: Option<std::path::PathBuf>,
-        /// Work in this directory (created when missing).
-        #[arg(long, value_name = "DIR")]
-        workdir: Option<std::path::PathBuf>,
-        /// Wait until stdin closes before doing anything (a dispatcher closes it once it recorded its workers).
-        #[arg(long)]
-        after_stdin_closes: bool,
-    },
-    /// Run this home's `kanban.worker_exit_outcome` commands (started by the dispatcher; leaves when idle).
-    #[command(hide = true)]
-    Runner,
 }

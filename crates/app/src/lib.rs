@@ -4,8 +4,10 @@
 // `gateway` (the service), `config_cmd`, all on the `edge` (context, errors, output, processes).
 pub mod board;
 pub mod cli;
-pub mod cli_sandbox;
+pub mod cli_cron;
+pub mod cli_review;
 pub mod cli_values;
+pub mod cli_worker;
 pub mod config_cmd;
 pub mod edge;
 pub mod egress;
@@ -50,10 +52,12 @@ pub fn main() -> ExitCode {
     };
     // The gateway is a service: its dispatcher lines are INFO and belong in its log by default.
     let service = matches!(cli.command, Command::Gateway(cli::GatewayCmd::Run) | Command::Dashboard { .. });
-    // The process environment is read once, here; everything else gets this map.
-    let env = config_bridge::EnvMap::from_process();
+    // The process environment is read once, here; everything else gets this map. A berth process started by berth
+    // may get the board's URL on a socket instead (`edge::handover`), read now that the process is non-dumpable.
+    let mut env = config_bridge::EnvMap::from_process();
+    let handed = edge::handover::receive(&mut env);
     init_logging(cli.verbose + u8::from(service), &env, service && cli.json);
-    match run(cli, env) {
+    match run(cli, env, handed) {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             eprintln!("berth: {}", edge::terminal_text::error_line(&f.message));
@@ -96,7 +100,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::other(format!("cannot start the async runtime: {e}")))
 }
 
-fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
+fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> Result<u8, Failure> {
     // Completions need no home, settings or engine: they describe the command line itself.
     if let Command::Completions { shell } = &cli.command {
         use clap::CommandFactory;
@@ -124,9 +128,13 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap) -> Result<u8, Failure> {
         Command::Worker(cli::WorkerCmd::Run { after_stdin_closes: true, .. }) => worker::Gate::wait(),
         _ => worker::Gate::Closed,
     };
-    // A worker never reads the config file: its dispatcher resolved every setting into its environment.
+    // A worker never reads the config file: its dispatcher resolved every setting into its environment. Without the
+    // board's URL it was handed, it would open another board (the home's SQLite file): it stops instead.
     let read_file = !matches!(cli.command, Command::Worker(_));
-    let ctx = match Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file) {
+    let resolved = handed
+        .map_err(Failure::other)
+        .and_then(|()| Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read_file));
+    let ctx = match resolved {
         Ok(ctx) => ctx,
         Err(f) => {
             // A worker's only reader is its log: the reason goes there.

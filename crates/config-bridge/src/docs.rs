@@ -9,7 +9,7 @@ use crate::table::SETTINGS;
 pub const PRECEDENCE_NOTE: &str = "precedence: default < config file < environment < -c; hermes-agent differs: there \
 a `terminal:` key in config.yaml overrides its TERMINAL_* variable, here the environment wins over the file";
 
-/// The sandbox lifecycle from create to reap, with the settings of each step (the README carries the same story).
+/// The sandbox lifecycle from create to reap, with the settings of each step (the guide's docs/sandboxes.md carries the same story).
 const LIFECYCLE_DOC: &str = "
 ## Sandbox lifecycle
 
@@ -107,9 +107,9 @@ pub fn settings_doc(mapped_flags: &[&str]) -> String {
          (listed below; `ALL` too; any case, with or without `CAP_`; behind an egress allowlist `NET_ADMIN` and \
          `NET_RAW` too, at create); a `--security-opt` that switches a confinement off (`apparmor`, `seccomp` \
          or `systempaths` `unconfined`, a seccomp profile other than `builtin`, `label=disable` or an unconfined \
-         SELinux type, `writable-cgroups=true`); any `--device` and `--device-cgroup-rule`; and `host` or \
-         `container:…` for `--pid`, `--ipc`, `--uts`, `--userns`, `--cgroupns` and `--network`. `--gpus` needs no \
-         opt-in. The default capabilities: ",
+         SELinux type, `writable-cgroups=true`, `no-new-privileges=false`); any `--cgroup-parent`; any `--device` \
+         and `--device-cgroup-rule`; and `host` or `container:…` for `--pid`, `--ipc`, `--uts`, `--userns`, \
+         `--cgroupns` and `--network`. `--gpus` needs no opt-in. The default capabilities: ",
     );
     let caps: Vec<String> = domain::sandbox::ENGINE_DEFAULT_CAPABILITIES.iter().map(|c| format!("`{c}`")).collect();
     let _ = write!(s, "{}. Those that act only inside the sandbox's own namespaces: ", caps.join(", "));

@@ -476,6 +476,30 @@ impl Settings {
         }
     }
 
+    /// Each profile's retry backoff: the defaults, and for every profile named in either override map its own
+    /// base and longest pause (each the override, or the default where it has none).
+    pub fn retry_backoffs(&self) -> domain::kanban::RetryBackoffs {
+        let k = &self.kanban;
+        let default = domain::kanban::RetryBackoff {
+            base: k.retry_backoff_seconds.duration(),
+            max: k.retry_backoff_max_seconds.duration(),
+        };
+        let secs = |s: &u32| std::time::Duration::from_secs(u64::from(*s));
+        let (bases, maxes) = (&k.retry_backoff_seconds_overrides, &k.retry_backoff_max_seconds_overrides);
+        let per_profile = bases
+            .keys()
+            .chain(maxes.keys())
+            .map(|p| {
+                let backoff = domain::kanban::RetryBackoff {
+                    base: bases.get(p).map_or(default.base, secs),
+                    max: maxes.get(p).map_or(default.max, secs),
+                };
+                (p.clone(), backoff)
+            })
+            .collect();
+        domain::kanban::RetryBackoffs { default, per_profile }
+    }
+
     /// `kanban.default_assignee` trimmed; `None` when empty or whitespace.
     pub fn default_assignee(&self) -> Option<String> {
         Some(self.kanban.default_assignee.trim().to_owned()).filter(|s| !s.is_empty())

@@ -450,3 +450,26 @@ kanban:
     assert_eq!(bad.value("terminal.timeout").to_text(), "31");
     assert!(bad.warnings.iter().any(|w| w.contains("merge key")), "{:?}", bad.warnings);
 }
+
+#[test]
+fn a_profiles_retry_backoff_overrides_replace_each_default_they_name() {
+    let file = r#"
+kanban:
+  retry_backoff_seconds: 10
+  retry_backoff_max_seconds: 600
+  retry_backoff_seconds_overrides: {alpha: 2}
+  retry_backoff_max_seconds_overrides: {alpha: 30, beta: 60}
+"#;
+    let r = resolve_with(Some(file), &[], &[]);
+    assert!(r.refused.is_empty() && r.warnings.is_empty(), "{:?} {:?}", r.refused, r.warnings);
+    let b = r.settings.retry_backoffs();
+    let secs = |s| std::time::Duration::from_secs(s);
+    let of = |p| {
+        let x = b.of(p);
+        (x.base, x.max)
+    };
+    assert_eq!(of(Some("alpha")), (secs(2), secs(30)));
+    assert_eq!(of(Some("beta")), (secs(10), secs(60)));
+    assert_eq!(of(Some("gamma")), (secs(10), secs(600)));
+    assert_eq!(of(None), (secs(10), secs(600)));
+}

@@ -231,7 +231,7 @@ where
                     &claimed.task_id,
                     claimed.run_id,
                     &e.0,
-                    req.cfg.breaker(),
+                    req.cfg.breaker_for(claimed.assignee.as_deref()),
                     clock.now(),
                 )?;
                 if res.gave_up() {

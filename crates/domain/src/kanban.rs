@@ -17,13 +17,16 @@ pub enum TaskStatus {
     Ready,
     Running,
     Blocked,
+    /// A successful run of a task created with `--review` (or `kanban review`): waits for `kanban approve` or
+    /// `kanban request-changes`.
+    Review,
     Done,
     Archived,
 }
 
 impl TaskStatus {
-    pub const ALL: [TaskStatus; 7] =
-        [Self::Triage, Self::Todo, Self::Ready, Self::Running, Self::Blocked, Self::Done, Self::Archived];
+    pub const ALL: [TaskStatus; 8] =
+        [Self::Triage, Self::Todo, Self::Ready, Self::Running, Self::Blocked, Self::Review, Self::Done, Self::Archived];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -32,6 +35,7 @@ impl TaskStatus {
             Self::Ready => "ready",
             Self::Running => "running",
             Self::Blocked => "blocked",
+            Self::Review => "review",
             Self::Done => "done",
             Self::Archived => "archived",
         }
@@ -47,6 +51,7 @@ impl TaskStatus {
             "todo" => Self::Todo,
             "triage" => Self::Triage,
             "blocked" => Self::Blocked,
+            "review" => Self::Review,
             "done" => Self::Done,
             "archived" => Self::Archived,
             _ => return None,
@@ -67,6 +72,64 @@ impl FromStr for TaskStatus {
             let all = Self::ALL.map(Self::as_str);
             let hint = crate::suggest::did_you_mean(s.trim(), all);
             format!("unknown status {s:?}{hint}; expected one of {}", all.join(", "))
+        })
+    }
+}
+
+/// Why a task is blocked (`kanban block --kind`), as hermes types its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum BlockKind {
+    /// It waits for its parents: back to `todo` while one is open (kept blocked as `needs-input` when none is).
+    #[serde(rename = "dependency")]
+    Dependency,
+    /// It waits for a person's answer.
+    #[serde(rename = "needs-input")]
+    NeedsInput,
+    /// Its agent cannot do it (a tool, a permission, a skill it lacks).
+    #[serde(rename = "capability")]
+    Capability,
+    /// Something passing (an outage, a limit) stopped it.
+    #[serde(rename = "transient")]
+    Transient,
+}
+
+impl BlockKind {
+    pub const ALL: [BlockKind; 4] = [Self::Dependency, Self::NeedsInput, Self::Capability, Self::Transient];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Dependency => "dependency",
+            Self::NeedsInput => "needs-input",
+            Self::Capability => "capability",
+            Self::Transient => "transient",
+        }
+    }
+
+    /// The stored name (hermes's spelling `needs_input` read as well).
+    pub fn from_db(raw: &str) -> Option<Self> {
+        Some(match raw {
+            "dependency" => Self::Dependency,
+            "needs-input" | "needs_input" => Self::NeedsInput,
+            "capability" => Self::Capability,
+            "transient" => Self::Transient,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for BlockKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for BlockKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_db(s.trim()).ok_or_else(|| {
+            let all = Self::ALL.map(Self::as_str);
+            let hint = crate::suggest::did_you_mean(s.trim(), all);
+            format!("unknown block kind {s:?}{hint}; expected one of {}", all.join(", "))
         })
     }
 }
@@ -179,9 +242,9 @@ pub struct TickConfig {
     /// The profiles that exist (spawnable assignees).
     pub profiles: BTreeSet<String>,
     pub failure_limit: u32,
-    /// `kanban.retry_backoff_seconds` and `kanban.retry_backoff_max_seconds`: the pause before a failed task's next
-    /// try.
-    pub retry_backoff: RetryBackoff,
+    /// `kanban.retry_backoff_seconds` and `kanban.retry_backoff_max_seconds` (and their per-profile overrides): the
+    /// pause before a failed task's next try.
+    pub retry_backoff: RetryBackoffs,
     /// `kanban.dispatch_stale_timeout_seconds`; 0 disables stale detection.
     pub stale_timeout_secs: i64,
     /// Dispatch only this task (`--task ID`).
@@ -202,9 +265,10 @@ pub struct TickConfig {
 }
 
 impl TickConfig {
-    /// What a failure the tick records does (a crash, a lapsed lease, a timeout, a spawn failure).
-    pub fn breaker(&self) -> Breaker {
-        Breaker { limit: self.failure_limit, backoff: self.retry_backoff }
+    /// What a failure the tick records on a task of `assignee` does (a crash, a lapsed lease, a timeout, a spawn
+    /// failure).
+    pub fn breaker_for(&self, assignee: Option<&str>) -> Breaker {
+        Breaker { limit: self.failure_limit, backoff: self.retry_backoff.of(assignee) }
     }
 }
 
@@ -291,6 +355,22 @@ impl RetryBackoff {
     }
 }
 
+/// Each profile's retry backoff: `default` (`kanban.retry_backoff_seconds`, `kanban.retry_backoff_max_seconds`)
+/// and the profiles that override either (`kanban.retry_backoff_seconds_overrides`,
+/// `kanban.retry_backoff_max_seconds_overrides`), each override in place of its default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetryBackoffs {
+    pub default: RetryBackoff,
+    pub per_profile: std::collections::BTreeMap<String, RetryBackoff>,
+}
+
+impl RetryBackoffs {
+    /// The backoff of a task of `assignee` (the default for none, or for a profile without an override).
+    pub fn of(&self, assignee: Option<&str>) -> RetryBackoff {
+        assignee.and_then(|a| self.per_profile.get(a)).copied().unwrap_or(self.default)
+    }
+}
+
 /// What a failure does: the breaker's limit (`kanban.failure_limit`) and the pause before the next try.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Breaker {
@@ -351,6 +431,8 @@ pub struct Claimed {
     pub task_id: String,
     pub assignee: Option<String>,
     pub run_id: i64,
+    /// The note of the last `kanban request-changes`, which the run is given (`BERTH_REVIEW_NOTE`).
+    pub review_note: Option<String>,
 }
 
 /// What a store's tick applied.

@@ -3,18 +3,18 @@
 
 use thiserror::Error;
 
-use crate::kanban::TaskStatus::{self, Archived, Blocked, Done, Ready, Running, Todo, Triage};
+use crate::kanban::TaskStatus::{self, Archived, Blocked, Done, Ready, Review, Running, Todo, Triage};
 
 /// A command that changes a task (by hand, by its worker, or by the dispatch tick).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TaskCommand {
     /// `kanban assign`: sets or clears the assignee.
     Assign,
-    /// `kanban complete`, or the worker finishing its run.
+    /// `kanban complete`, or the worker finishing its run: done, or review for a task that asks for one.
     Complete,
     /// The worker's run failed (or timed out): the failure breaker decides.
     Fail,
-    /// `kanban block`.
+    /// `kanban block` (with its kind: `kanban_core::rules::block_change` says where it goes).
     Block,
     /// `kanban unblock`.
     Unblock,
@@ -30,6 +30,12 @@ pub enum TaskCommand {
     Promote,
     /// `kanban promote`: a task out of triage (ready, or todo while a parent is unfinished).
     PromoteTriage,
+    /// `kanban review`: a running task (its worker stopped) or a done one waits for a person's review.
+    Review,
+    /// `kanban approve`: a reviewed task is done (its children promoted as on done).
+    Approve,
+    /// `kanban request-changes`: a reviewed task runs again with the reviewer's note.
+    RequestChanges,
 }
 
 /// Where a command takes a task.
@@ -42,6 +48,11 @@ pub enum Target {
     ReadyOrTodo,
     /// The failure breaker: `ready` below the limit, `blocked` (with `gave_up`) at it.
     ReadyOrBlocked,
+    /// `review` for a task created with `--review`, else `done` (`kanban_core::rules::completion_status`).
+    DoneOrReview,
+    /// `blocked`; `todo` for a dependency block while a parent is open; `triage` for the same block a second time
+    /// (`kanban_core::rules::block_change`).
+    ByBlockKind,
 }
 
 /// One row of the table.
@@ -62,7 +73,7 @@ pub struct Transition {
 pub const TRANSITIONS: &[Transition] = &[
     Transition {
         command: TaskCommand::Assign,
-        from: &[Triage, Todo, Ready, Blocked],
+        from: &[Triage, Todo, Ready, Blocked, Review],
         to: Target::Stay,
         event: "assigned",
         action: "reassign",
@@ -71,7 +82,7 @@ pub const TRANSITIONS: &[Transition] = &[
     Transition {
         command: TaskCommand::Complete,
         from: &[Triage, Todo, Ready, Running, Blocked],
-        to: Target::To(Done),
+        to: Target::DoneOrReview,
         event: "completed",
         action: "complete",
         clears_claim: true,
@@ -87,7 +98,7 @@ pub const TRANSITIONS: &[Transition] = &[
     Transition {
         command: TaskCommand::Block,
         from: &[Triage, Todo, Ready, Running],
-        to: Target::To(Blocked),
+        to: Target::ByBlockKind,
         event: "blocked",
         action: "block",
         clears_claim: true,
@@ -102,7 +113,7 @@ pub const TRANSITIONS: &[Transition] = &[
     },
     Transition {
         command: TaskCommand::Archive,
-        from: &[Triage, Todo, Ready, Running, Blocked, Done],
+        from: &[Triage, Todo, Ready, Running, Blocked, Review, Done],
         to: Target::To(Archived),
         event: "archived",
         action: "archive",
@@ -146,6 +157,30 @@ pub const TRANSITIONS: &[Transition] = &[
         to: Target::ReadyOrTodo,
         event: "promoted",
         action: "promote",
+        clears_claim: false,
+    },
+    Transition {
+        command: TaskCommand::Review,
+        from: &[Running, Done],
+        to: Target::To(Review),
+        event: "review_requested",
+        action: "send to review",
+        clears_claim: true,
+    },
+    Transition {
+        command: TaskCommand::Approve,
+        from: &[Review],
+        to: Target::To(Done),
+        event: "approved",
+        action: "approve",
+        clears_claim: false,
+    },
+    Transition {
+        command: TaskCommand::RequestChanges,
+        from: &[Review],
+        to: Target::ReadyOrTodo,
+        event: "changes_requested",
+        action: "request changes on",
         clears_claim: false,
     },
 ];
@@ -288,16 +323,32 @@ mod tests {
     #[test]
     fn every_command_has_exactly_one_row() {
         use TaskCommand::*;
-        for c in [Assign, Complete, Fail, Block, Unblock, Archive, Reclaim, Heartbeat, Claim, Promote, PromoteTriage] {
+        for c in [
+            Assign,
+            Complete,
+            Fail,
+            Block,
+            Unblock,
+            Archive,
+            Reclaim,
+            Heartbeat,
+            Claim,
+            Promote,
+            PromoteTriage,
+            Review,
+            Approve,
+            RequestChanges,
+        ] {
             assert_eq!(TRANSITIONS.iter().filter(|t| t.command == c).count(), 1, "{c:?}");
         }
     }
 
     #[test]
-    fn finished_tasks_only_archive() {
+    fn finished_tasks_only_archive_or_go_back_to_review() {
         for c in TRANSITIONS {
             let from_done = transition(c.command, Done).is_ok();
-            assert_eq!(from_done, c.command == TaskCommand::Archive, "{:?} from done", c.command);
+            let expected = matches!(c.command, TaskCommand::Archive | TaskCommand::Review);
+            assert_eq!(from_done, expected, "{:?} from done", c.command);
             assert!(transition(c.command, Archived).is_err(), "{:?} from archived", c.command);
         }
     }
@@ -334,6 +385,9 @@ mod tests {
     fn a_refusal_names_the_status_and_the_verb() {
         let e = transition(TaskCommand::Unblock, Ready).unwrap_err();
         assert_eq!(e.to_string(), "task is ready; cannot unblock it");
-        assert_eq!(transition(TaskCommand::Block, Running).map(|t| t.to), Ok(Target::To(Blocked)));
+        assert_eq!(transition(TaskCommand::Block, Running).map(|t| t.to), Ok(Target::ByBlockKind));
+        let e = transition(TaskCommand::Approve, Running).unwrap_err();
+        assert_eq!(e.to_string(), "task is running; cannot approve it");
+        assert_eq!(transition(TaskCommand::RequestChanges, Review).map(|t| t.to), Ok(Target::ReadyOrTodo));
     }
 }

@@ -12,7 +12,7 @@ pub const TABLES: &[(&str, &str)] = &[
         "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
          completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
          max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, \
-         not_before, idempotency_key",
+         not_before, idempotency_key, review, review_note, block_kind, block_reason",
     ),
     ("task_links", "parent_id, child_id"),
     ("task_events", "id, task_id, run_id, kind, payload, created_at"),
@@ -21,6 +21,7 @@ pub const TABLES: &[(&str, &str)] = &[
         "id, task_id, status, assignee, claim_lock, claim_expires, worker_pid, started_at, ended_at, outcome, error, \
          exit_code, worker_start, worker_host, confirmed_at",
     ),
+    ("schedules", "board, name, every_seconds, cron, assignee, command, created_at, last_slot"),
 ];
 
 /// A value of a board's table: text or a whole number (boards hold nothing else).

@@ -4,7 +4,7 @@
 //!
 //! Payload timestamps (`expires`, `*_at`) are milliseconds since the epoch, printed as RFC 3339 by [`crate::Event`].
 
-use domain::kanban::TaskStatus;
+use domain::kanban::{BlockKind, TaskStatus};
 use domain::policy::dispatch::Housekeeping;
 use domain::transitions::HousekeepingChange;
 use serde::Serialize;
@@ -106,6 +106,24 @@ pub enum BoardEvent<'a> {
     },
     Blocked {
         reason: Option<&'a str>,
+        /// Its kind (`kanban block --kind`), as it was kept (a dependency with no open parent is `needs-input`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        kind: Option<BlockKind>,
+        /// Where it went when not `blocked`: `todo` (a dependency), `triage` (the same block a second time).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<TaskStatus>,
+    },
+    /// `kanban review`: the task waits for a person (from `running`, its worker stopped, or from `done`).
+    ReviewRequested {
+        note: Option<&'a str>,
+        prev_status: TaskStatus,
+    },
+    /// `kanban approve`: the reviewed task is done.
+    Approved {},
+    /// `kanban request-changes`: back to run with the reviewer's note.
+    ChangesRequested {
+        note: &'a str,
+        status: TaskStatus,
     },
     Unblocked {
         status: TaskStatus,
@@ -153,6 +171,9 @@ impl BoardEvent<'_> {
             Self::Confirmed { .. } => "confirmed",
             Self::Promoted { .. } => "promoted",
             Self::Blocked { .. } => "blocked",
+            Self::ReviewRequested { .. } => "review_requested",
+            Self::Approved {} => "approved",
+            Self::ChangesRequested { .. } => "changes_requested",
             Self::Unblocked { .. } => "unblocked",
             Self::Archived { .. } => "archived",
             Self::Reclaimed { .. } => "reclaimed",

@@ -1,6 +1,6 @@
 //! The board's rows as every store hands them out (tasks, events, runs, boards, hosts) and what callers pass in.
 
-use domain::kanban::TaskStatus;
+use domain::kanban::{BlockKind, TaskStatus};
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -89,6 +89,14 @@ pub struct Task {
     pub not_before: Option<i64>,
     /// The key it was created under (`--idempotency-key`): a create with the same key on its board returns it.
     pub idempotency_key: Option<String>,
+    /// Created with `--review`: a successful run ends in `review`, not `done`.
+    pub review: bool,
+    /// The note of the last `kanban request-changes`: on the record, and in the next runs' environment
+    /// (`BERTH_REVIEW_NOTE`).
+    pub review_note: Option<String>,
+    /// The last block's kind and reason (kept after an unblock: the same block again sends the task to triage).
+    pub block_kind: Option<BlockKind>,
+    pub block_reason: Option<String>,
     pub parents: Vec<String>,
 }
 
@@ -191,6 +199,8 @@ pub struct NewTask {
     /// At most one task per key on a board (`--idempotency-key`): a create under a key the board holds returns that
     /// task and writes nothing.
     pub idempotency_key: Option<String>,
+    /// A successful run ends in `review` (`--review`), waiting for `kanban approve` or `kanban request-changes`.
+    pub review: bool,
 }
 
 /// One entry of a batch as the store left it: the task's id and status; `existing` when its idempotency key named a
@@ -200,4 +210,46 @@ pub struct Created {
     pub id: String,
     pub status: TaskStatus,
     pub existing: bool,
+}
+
+/// A recurring task's schedule (`kanban cron`): each due slot makes one task for `assignee` running `command`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Cron {
+    pub board: String,
+    pub name: String,
+    /// Slots every this many seconds (from the epoch); `None` for a cron expression.
+    pub every_seconds: Option<i64>,
+    /// A five-field cron expression (UTC); `None` for an interval.
+    pub cron: Option<String>,
+    pub assignee: String,
+    pub command: String,
+    #[serde(serialize_with = "rfc3339::one")]
+    pub created_at: i64,
+    /// The latest slot it made a task for.
+    #[serde(serialize_with = "rfc3339::opt")]
+    pub last_slot: Option<i64>,
+}
+
+impl Cron {
+    /// When its slots fall.
+    ///
+    /// # Errors
+    /// [`crate::StoreError::Invalid`] for a row whose expression no longer parses (written by hand).
+    pub fn recurrence(&self) -> crate::Result<crate::recurring::Recurrence> {
+        match (&self.cron, self.every_seconds) {
+            (Some(expr), _) => Ok(crate::recurring::Recurrence::Cron(crate::recurring::CronExpr::parse(expr)?)),
+            (None, Some(secs)) => crate::recurring::Recurrence::every(secs),
+            (None, None) => Err(crate::StoreError::Invalid(format!("schedule {} has no recurrence", self.name))),
+        }
+    }
+}
+
+/// What `kanban cron add` asks for: exactly one of `every_seconds` and `cron`.
+#[derive(Clone, Debug, Default)]
+pub struct NewCron {
+    pub name: String,
+    pub every_seconds: Option<i64>,
+    pub cron: Option<String>,
+    pub assignee: String,
+    pub command: String,
 }

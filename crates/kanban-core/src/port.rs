@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use domain::ids::BoardSlug;
 use domain::kanban::{
-    BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest,
+    BlockKind, BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest,
 };
 use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
 use crate::{
-    Board, Confirmation, Created, Event, HostSeen, NewTask, Result, Run, RunEnd, StoreError, Task, TaskEdit, WorkerRef,
+    Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Result, Run, RunEnd, StoreError, Task,
+    TaskEdit, WorkerRef,
 };
 
 /// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
@@ -79,6 +80,12 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// A storage error.
     fn runs(&self, task: &str) -> Result<Vec<Run>>;
+    /// The kind and time (ms) of every event of one of `kinds` on `board`'s tasks from `since` on, oldest first
+    /// (the dashboard's throughput and failures chart).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn board_event_times(&self, board: &BoardSlug, since: i64, kinds: &[&str]) -> Result<Vec<(String, i64)>>;
     /// Running tasks per assignee, all boards.
     ///
     /// # Errors
@@ -125,11 +132,34 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoTask`], [`StoreError::Moved`] or [`StoreError::Transition`].
     fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()>;
-    /// Blocks a task; returns the worker to stop.
+    /// Blocks a task, of `kind` when given ([`crate::rules::block_change`]: blocked, todo for a dependency while a
+    /// parent is open, triage for the same block a second time); returns the worker to stop.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`].
-    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>>;
+    fn block(
+        &mut self,
+        id: &str,
+        kind: Option<BlockKind>,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<WorkerRef>>;
+    /// Sends a running task (its run ended, its claim cleared) or a done one to `review`; returns the worker to stop.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless running or done.
+    fn review(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>>;
+    /// Approves a task in review: done, its children promoted as on done.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless in review.
+    fn approve(&mut self, id: &str, now: Timestamp) -> Result<Task>;
+    /// Requests changes on a task in review: back to `ready` (or `todo` while a parent is unfinished) with `note` on
+    /// its record, which its next runs are given.
+    ///
+    /// # Errors
+    /// [`StoreError::NoTask`] or [`StoreError::Transition`] unless in review.
+    fn request_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task>;
     /// Unblocks a task.
     ///
     /// # Errors
@@ -175,6 +205,26 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoTask`].
     fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)>;
+    /// Adds a recurring schedule to a board (`kanban cron add`); the caller checked its name and recurrence.
+    ///
+    /// # Errors
+    /// [`StoreError::NoBoard`]; [`StoreError::Invalid`] when the board already has a schedule of that name.
+    fn add_cron(&mut self, board: &BoardSlug, cron: &NewCron, now: Timestamp) -> Result<Cron>;
+    /// A board's schedules, by name.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<Cron>>;
+    /// Removes a schedule (the tasks it made stay); returns it as it was.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] when the board has no schedule of that name.
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<Cron>;
+    /// Records that a schedule made its task for `slot` (the latest slot it made only grows).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<()>;
     /// The host whose workers this store may signal: a recorded worker of another host is never returned as one to
     /// stop. `None` for a single-host store (every worker is local).
     fn host(&self) -> Option<&str> {

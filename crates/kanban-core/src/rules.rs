@@ -1,10 +1,11 @@
 //! The board's rules a store applies without deciding anything: a new task's first status, or the task its
-//! idempotency key already names (`plan_creation`), and the failure breaker's change (status, count, events). Each
-//! store reads what a rule needs in its own SQL, calls the rule, and writes what it returns.
+//! idempotency key already names (`plan_creation`), the failure breaker's change (status, count, events), where a
+//! completion goes (`completion_status`: done, or review) and where a typed block goes (`block_change`). Each store
+//! reads what a rule needs in its own SQL, calls the rule, and writes what it returns.
 
 use std::collections::HashMap;
 
-use domain::kanban::{Breaker, FailureOutcome, TaskStatus, record_failure};
+use domain::kanban::{BlockKind, Breaker, FailureOutcome, TaskStatus, record_failure};
 use domain::time::Timestamp;
 
 use crate::{BoardEvent, NewTask, Result, RunEnd, StoreError};
@@ -30,6 +31,52 @@ pub fn initial_status(new: &NewTask, parents: &[(&str, Option<TaskStatus>)]) -> 
     } else {
         TaskStatus::Ready
     })
+}
+
+/// Where a completion takes a task: `review` when it was created with `--review` (a person approves it or requests
+/// changes), else `done`. Only `done` promotes the task's children.
+pub fn completion_status(review: bool) -> TaskStatus {
+    if review { TaskStatus::Review } else { TaskStatus::Done }
+}
+
+/// What a block does to a task: where it goes and the kind kept on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockChange {
+    pub status: TaskStatus,
+    /// The kind recorded (a dependency with no open parent is kept as `needs-input`).
+    pub kind: Option<BlockKind>,
+}
+
+/// The one rule of typed blocks (as hermes has them): a `dependency` block sends the task back to `todo` to wait for
+/// its parents while one is open, and is kept `blocked` as `needs-input` when none is (never a silent forever-todo);
+/// every other block is `blocked`. The same block a second time (the kind kept and the reason equal to the last
+/// block's, `last`, and at least one of them given) sends the task to `triage`, for a person to look at.
+pub fn block_change(
+    kind: Option<BlockKind>,
+    reason: Option<&str>,
+    last: (Option<BlockKind>, Option<&str>),
+    open_parent: bool,
+) -> BlockChange {
+    let (status, kind) = match kind {
+        Some(BlockKind::Dependency) if open_parent => (TaskStatus::Todo, kind),
+        Some(BlockKind::Dependency) => (TaskStatus::Blocked, Some(BlockKind::NeedsInput)),
+        _ => (TaskStatus::Blocked, kind),
+    };
+    let has_cause = kind.is_some() || reason.is_some();
+    let repeated = has_cause && last == (kind, reason);
+    BlockChange { status: if repeated { TaskStatus::Triage } else { status }, kind }
+}
+
+/// Refuses an empty review note (`kanban request-changes --note`): the next run is given it and has nothing to
+/// go on without one.
+///
+/// # Errors
+/// [`StoreError::Invalid`].
+pub fn check_review_note(note: &str) -> Result<()> {
+    if note.trim().is_empty() {
+        return Err(StoreError::Invalid("a request for changes needs a non-empty --note".into()));
+    }
+    Ok(())
 }
 
 /// Whether a task in `status` waits and so can be given a time (`kanban schedule`): ready, todo, triage or blocked.
@@ -248,6 +295,26 @@ mod tests {
         assert!(matches!(initial_status(&new, &[("gone", None)]), Err(StoreError::NoTask(id)) if id == "gone"));
         let triage = NewTask { triage: true, ..NewTask::default() };
         assert_eq!(initial_status(&triage, &[("a", Some(TaskStatus::Running))]).unwrap(), TaskStatus::Triage);
+    }
+
+    #[test]
+    fn a_dependency_waits_for_an_open_parent_and_the_same_block_twice_goes_to_triage() {
+        use BlockKind::*;
+        let none = (None, None);
+        let c = |kind, reason, last, open| block_change(kind, reason, last, open);
+        assert_eq!(
+            c(Some(Dependency), None, none, true),
+            BlockChange { status: TaskStatus::Todo, kind: Some(Dependency) }
+        );
+        let lone = c(Some(Dependency), Some("x"), none, false);
+        assert_eq!(lone, BlockChange { status: TaskStatus::Blocked, kind: Some(NeedsInput) });
+        assert_eq!(c(Some(Dependency), Some("x"), (Some(NeedsInput), Some("x")), false).status, TaskStatus::Triage);
+        assert_eq!(c(Some(Transient), Some("api"), (Some(Transient), Some("api")), true).status, TaskStatus::Triage);
+        assert_eq!(c(Some(Transient), Some("api"), (Some(Capability), Some("api")), true).status, TaskStatus::Blocked);
+        assert_eq!(c(None, Some("why"), (None, Some("why")), false).status, TaskStatus::Triage);
+        assert_eq!(c(None, None, none, false).status, TaskStatus::Blocked, "a block with no cause never repeats one");
+        assert_eq!(completion_status(true), TaskStatus::Review);
+        assert_eq!(completion_status(false), TaskStatus::Done);
     }
 
     #[test]

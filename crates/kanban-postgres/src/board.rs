@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::client::GenericClient;
 use domain::ids::BoardSlug;
-use domain::kanban::{Breaker, FailureOutcome, TaskStatus, WorkerRef};
+use domain::kanban::{BlockKind, Breaker, FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use kanban_core::rules::failure_change;
@@ -16,12 +16,13 @@ use serde_json::Value as Json;
 
 pub(crate) use crate::rows::status_of;
 use crate::rows::{TASK_COLUMNS, board_from_row, task_from_row};
+pub(crate) use crate::rows::{read_board, read_task};
 use crate::{PgKanbanStore, PgResult};
 
 /// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
 pub(crate) const CLEAR_CLAIM: &str = "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL";
 
-fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> PgResult<&'static Transition> {
+pub(crate) fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> PgResult<&'static Transition> {
     Ok(transition(command, status).map_err(|e| StoreError::Transition {
         task: id.to_owned(),
         status,
@@ -83,7 +84,7 @@ pub(crate) fn close_run(
         .try_get(0)?)
 }
 
-fn parents_done(tx: &mut impl GenericClient, id: &str) -> PgResult<bool> {
+pub(crate) fn parents_done(tx: &mut impl GenericClient, id: &str) -> PgResult<bool> {
     Ok(tx
         .query_one(
             "SELECT NOT EXISTS (SELECT 1 FROM berth.task_links l JOIN berth.tasks p ON p.id = l.parent_id \
@@ -94,7 +95,7 @@ fn parents_done(tx: &mut impl GenericClient, id: &str) -> PgResult<bool> {
 }
 
 /// Promotes `todo` children of `parent` whose parents are now all done.
-fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -> PgResult<()> {
+pub(crate) fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -> PgResult<()> {
     let children: Vec<String> = tx
         .query(
             "SELECT t.id FROM berth.task_links l JOIN berth.tasks t ON t.id = l.child_id \
@@ -171,26 +172,6 @@ pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A task with its parents, in two round trips (typed parameters: no separate prepare), as every worker and
-/// `kanban complete` reads one.
-pub(crate) fn read_task(c: &mut impl GenericClient, id: &str) -> PgResult<Task> {
-    // One round trip: the task and its parents, the statement prepared once per connection.
-    let sql = format!(
-        "SELECT {TASK_COLUMNS}, ARRAY(SELECT parent_id FROM berth.task_links WHERE child_id = $1 ORDER BY parent_id) \
-         FROM berth.tasks WHERE id = $1"
-    );
-    let row = c.query_opt(&sql, &[&id])?.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
-    let mut t = task_from_row(&row)?;
-    t.parents = row.try_get(27)?;
-    Ok(t)
-}
-
-pub(crate) fn read_board(c: &mut impl GenericClient, slug: &str) -> PgResult<Board> {
-    let row =
-        c.query_opt("SELECT slug, name, created_at FROM berth.boards WHERE slug = $1 AND archived = 0", &[&slug])?;
-    board_from_row(&row.ok_or_else(|| StoreError::NoBoard(slug.to_owned()))?)
-}
-
 impl BoardStore for PgKanbanStore {
     fn location(&self) -> String {
         self.shown.clone()
@@ -222,6 +203,27 @@ impl BoardStore for PgKanbanStore {
             )?;
             rows.iter().map(|r| Ok(HostSeen { id: r.try_get(0)?, silent_ms: r.try_get::<_, i64>(1)?.max(0) })).collect()
         })
+    }
+
+    fn add_cron(
+        &mut self,
+        board: &BoardSlug,
+        cron: &kanban_core::NewCron,
+        now: Timestamp,
+    ) -> Result<kanban_core::Cron, StoreError> {
+        self.with(|c| crate::crons::add(&mut c.client, board, cron, now))
+    }
+
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>, StoreError> {
+        self.with(|c| crate::crons::list(&mut c.client, board))
+    }
+
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron, StoreError> {
+        self.with(|c| crate::crons::remove(&mut c.client, board, name))
+    }
+
+    fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<(), StoreError> {
+        self.with(|c| crate::crons::made(&mut c.client, board, name, slot))
     }
 
     fn create_board(
@@ -289,6 +291,23 @@ impl BoardStore for PgKanbanStore {
             );
             let rows = c.client.query(&sql, &[&board.as_str(), &status.map(TaskStatus::as_str), &assignee])?;
             rows.iter().map(task_from_row).collect()
+        })
+    }
+
+    fn board_event_times(
+        &self,
+        board: &BoardSlug,
+        since: i64,
+        kinds: &[&str],
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT e.kind, e.created_at FROM berth.task_events e JOIN berth.tasks t ON t.id = e.task_id \
+                 WHERE t.board = $1 AND e.created_at >= $2 AND e.kind = ANY($3) ORDER BY e.id",
+                &[&board.as_str(), &since, &kinds],
+            )?;
+            rows.iter().map(|r| Ok((r.try_get(0)?, r.try_get(1)?))).collect()
         })
     }
 
@@ -384,16 +403,20 @@ impl BoardStore for PgKanbanStore {
                 Guarded::Apply(t) => t,
                 Guarded::AlreadyDone => return read_task(&mut tx, id),
             };
+            let review: i64 = tx.query_one("SELECT review FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
+            let next = kanban_core::rules::completion_status(review != 0);
             let run = close_run(&mut tx, id, t.event, None, exit_code, now)?;
             tx.execute(
                 &format!(
-                    "UPDATE berth.tasks SET status = 'done', result = $2, completed_at = $3, consecutive_failures = 0, \
+                    "UPDATE berth.tasks SET status = $4, result = $2, completed_at = $3, consecutive_failures = 0, \
                      {CLEAR_CLAIM} WHERE id = $1"
                 ),
-                &[&id, &result, &now.as_millis()],
+                &[&id, &result, &now.as_millis(), &next.as_str()],
             )?;
             event(&mut tx, id, run, &BoardEvent::Completed { result, exit_code }, now)?;
-            promote_children(&mut tx, id, now)?;
+            if next == TaskStatus::Done {
+                promote_children(&mut tx, id, now)?;
+            }
             let task = read_task(&mut tx, id)?;
             tx.commit()?;
             Ok(task)
@@ -467,19 +490,26 @@ impl BoardStore for PgKanbanStore {
         })
     }
 
-    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>, StoreError> {
-        let host = self.host.clone();
-        self.with(move |c| {
-            let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Block, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
-            let run = close_run(&mut tx, id, t.event, reason, None, now)?;
-            tx.execute(&format!("UPDATE berth.tasks SET status = 'blocked', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, run, &BoardEvent::Blocked { reason }, now)?;
-            tx.commit()?;
-            Ok(pid)
-        })
+    fn block(
+        &mut self,
+        id: &str,
+        kind: Option<BlockKind>,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<WorkerRef>, StoreError> {
+        self.block_task(id, kind, reason, now)
+    }
+
+    fn review(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>, StoreError> {
+        self.review_task(id, note, now)
+    }
+
+    fn approve(&mut self, id: &str, now: Timestamp) -> Result<Task, StoreError> {
+        self.approve_task(id, now)
+    }
+
+    fn request_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task, StoreError> {
+        self.request_task_changes(id, note, now)
     }
 
     fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task, StoreError> {

@@ -34,11 +34,12 @@ pub(crate) fn create_task(
 /// The batch's new tasks; a key another transaction wrote first is skipped (`ON CONFLICT … DO NOTHING` waits for
 /// that transaction, so the count says whether this one lost a race).
 const INSERT_TASKS: &str = "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, \
-    created_by, created_at, max_runtime_seconds, max_retries, not_before, idempotency_key) \
+    created_by, created_at, max_runtime_seconds, max_retries, not_before, idempotency_key, review) \
     SELECT u.id, $2, u.title, u.body, u.command, u.assignee, u.status, u.priority, u.author, $4, u.runtime, \
-    u.retries, u.not_before, u.key FROM unnest($1::text[], $3::text[], $5::text[], $6::text[], $7::text[], \
-    $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[]) WITH ORDINALITY \
-    AS u(id, author, title, body, command, assignee, status, priority, runtime, retries, not_before, key, n) \
+    u.retries, u.not_before, u.key, u.review FROM unnest($1::text[], $3::text[], $5::text[], $6::text[], $7::text[], \
+    $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[]) \
+    WITH ORDINALITY \
+    AS u(id, author, title, body, command, assignee, status, priority, runtime, retries, not_before, key, review, n) \
     ORDER BY u.n ON CONFLICT (board, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
 
 const INSERT_LINKS: &str = "INSERT INTO berth.task_links (parent_id, child_id) \
@@ -129,6 +130,7 @@ fn try_create_tasks(
     let retries: Vec<Option<i64>> = fresh.iter().map(|((_, n), _)| n.max_retries).collect();
     let not_before: Vec<Option<i64>> = fresh.iter().map(|((_, n), _)| n.not_before).collect();
     let created_by = col(&|n| n.created_by.clone());
+    let review: Vec<i64> = fresh.iter().map(|((_, n), _)| i64::from(n.review)).collect();
     let inserted = tx.execute(
         INSERT_TASKS,
         &[
@@ -146,6 +148,7 @@ fn try_create_tasks(
             &retries,
             &not_before,
             &keys,
+            &review,
         ],
     )?;
     if inserted != ids.len() as u64 {

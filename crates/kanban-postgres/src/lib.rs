@@ -6,11 +6,13 @@
 //!
 //! - `open.rs`: connecting, the one-line errors (unreachable, bad credentials, foreign schema, too old a server),
 //!   the migrations under an advisory lock.
-//! - `board.rs`: reads and task transitions (each one transaction with its event); `create.rs`: creating one task
-//!   or a batch (a fixed number of round trips however many).
+//! - `board.rs`: reads and task transitions (each one transaction with its event); `review.rs`: a typed block and a
+//!   person's review (review, approve, request changes); `create.rs`: creating one task or a batch (a fixed number
+//!   of round trips however many).
 //! - `tick.rs`: the dispatch tick. Every tick of every host takes one transaction-scoped advisory lock, so the
 //!   snapshot → plan → claims step is serialized over all hosts and the caps hold globally; claims lock their rows
 //!   `FOR UPDATE SKIP LOCKED`, so a tick never waits on a row another command holds.
+//! - `crons.rs`: the recurring schedules' rows (`kanban cron`).
 //! - `copy.rs`: `kanban migrate --to`, copying a SQLite board with its ids.
 //! - `listen.rs`: [`PgBoardListener`], which counts the board's change notifications (`LISTEN`) so a gateway wakes
 //!   at once when another process or host changes the board; a quiet server is asked every 30 s whether it still
@@ -28,9 +30,11 @@ mod claims;
 mod client;
 mod copy;
 mod create;
+mod crons;
 mod edit;
 mod listen;
 mod open;
+mod review;
 mod rows;
 mod schema;
 mod tick;

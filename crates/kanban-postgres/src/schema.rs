@@ -130,6 +130,30 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE berth.tasks ADD COLUMN idempotency_key TEXT;
     CREATE UNIQUE INDEX tasks_idempotency ON berth.tasks(board, idempotency_key) WHERE idempotency_key IS NOT NULL;
     "#,
+    // 7: review and typed blocks. A `review` task's successful run ends in `review`; the last request-changes note
+    // reaches its next runs; the last block's kind and reason are kept (the same block again goes to triage).
+    // `review` is a number (0 or 1), as on SQLite, so rows copy across engines unchanged.
+    r#"
+    ALTER TABLE berth.tasks ADD COLUMN review BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE berth.tasks ADD COLUMN review_note TEXT;
+    ALTER TABLE berth.tasks ADD COLUMN block_kind TEXT;
+    ALTER TABLE berth.tasks ADD COLUMN block_reason TEXT;
+    "#,
+    // 8: recurring tasks (`kanban cron`). A schedule is a row; each due slot's task is created under the key
+    // `cron:NAME:<slot>`, so of gateways on several hosts seeing one slot the key's index lets one task in.
+    r#"
+    CREATE TABLE berth.schedules (
+        board TEXT NOT NULL REFERENCES berth.boards(slug),
+        name TEXT NOT NULL,
+        every_seconds BIGINT,
+        cron TEXT,
+        assignee TEXT NOT NULL,
+        command TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        last_slot BIGINT,
+        PRIMARY KEY (board, name)
+    );
+    "#,
 ];
 
 /// The channel berth's schema notifies when the board changed in a way a dispatcher should see at once

@@ -162,7 +162,7 @@ const CLAIM: &str = "WITH won AS (SELECT t.id, t.assignee FROM berth.tasks t \
      UPDATE berth.tasks t SET status = 'running', claim_lock = $3, claim_expires = $4, started_at = $5, \
        worker_pid = NULL, worker_start = NULL, worker_host = NULL, confirmed_at = NULL, last_heartbeat_at = NULL, \
        not_before = NULL, current_run_id = runs.id \
-     FROM runs WHERE t.id = runs.task_id RETURNING t.id, t.assignee, runs.id";
+     FROM runs WHERE t.id = runs.task_id RETURNING t.id, t.assignee, runs.id, t.review_note";
 
 /// Applies one tick in one transaction under [`TICK_LOCK`]: snapshot, `plan`, housekeeping, promotion, default
 /// assignment and claims.
@@ -231,16 +231,16 @@ fn apply_tick(
         // The claim starts as a short spawn lease; the worker's confirmation turns it into a `claim_ttl` claim.
         let expires = now.as_millis().saturating_add(lease_ms);
         let assignees: Vec<Option<&str>> = spawn_assignees;
-        let won: HashMap<String, (Option<String>, i64)> = tx
+        let mut won: HashMap<String, (Option<String>, i64, Option<String>)> = tx
             .query(CLAIM, &[&spawn_ids, &assignees, &req.claimer, &expires, &now.as_millis()])?
             .iter()
-            .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?))))
+            .map(|r| Ok((r.try_get(0)?, (r.try_get(1)?, r.try_get(2)?, r.try_get(3)?))))
             .collect::<PgResult<_>>()?;
         // In plan order; a claim that lost its compare-and-swap wrote nothing.
         for id in &spawn_ids {
-            let Some((assignee, run_id)) = won.get(*id) else { continue };
-            events.push(id, Some(*run_id), &BoardEvent::Claimed { lock: req.claimer, expires, run_id: *run_id });
-            out.claimed.push(Claimed { task_id: (*id).to_owned(), assignee: assignee.clone(), run_id: *run_id });
+            let Some((assignee, run_id, review_note)) = won.remove(*id) else { continue };
+            events.push(id, Some(run_id), &BoardEvent::Claimed { lock: req.claimer, expires, run_id });
+            out.claimed.push(Claimed { task_id: (*id).to_owned(), assignee, run_id, review_note });
         }
     }
     events.flush(EVENTS, &mut tx, now)?;
@@ -281,7 +281,10 @@ fn apply_housekeeping(
                 out.stop_workers.extend(worker_of(tx, id, host)?);
             }
             let end = RunEnd { outcome, error: &error, exit_code: None, retry_at: None };
-            record_task_failure(tx, id, &end, req.cfg.breaker(), now)?;
+            // The backoff is the task's assignee's (per-profile overrides).
+            let assignee: Option<String> =
+                tx.query_one("SELECT assignee FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
+            record_task_failure(tx, id, &end, req.cfg.breaker_for(assignee.as_deref()), now)?;
         }
         HousekeepingChange::Requeue { outcome, stop_worker } => {
             if stop_worker {

@@ -3,17 +3,20 @@
 //!
 //! `port.rs` implements `kanban_core::BoardStore` (the whole board as one trait, which `kanban-postgres` implements
 //! too), `open.rs` verifies and migrates the file, `schema.rs` holds the migrations, `rows.rs` the row decoding,
-//! `queries.rs` the reads and creations, `transitions.rs` the state changes, `edit.rs` edit and remove, `tick.rs` the
-//! dispatch tick; the errors are `kanban_core::StoreError`.
+//! `queries.rs` the reads and creations, `crons.rs` the recurring schedules, `transitions.rs` the state changes,
+//! `review.rs` a person's review (review, approve, request changes), `edit.rs` edit and remove, `tick.rs` the dispatch
+//! tick; the errors are `kanban_core::StoreError`.
 //!
 //! WAL, a busy timeout and `BEGIN IMMEDIATE` for every read-then-write; a whole dispatch tick (housekeeping,
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
 //! A file that is not a berth board database is reported and never modified.
 
+mod crons;
 mod edit;
 mod open;
 mod port;
 mod queries;
+mod review;
 mod rows;
 mod schema;
 mod tick;
@@ -25,8 +28,8 @@ use rusqlite::Connection;
 
 // The board's model, port and error live in `board`; re-exported so the store's callers read one name.
 pub use kanban_core::{
-    Board, BoardStore, Claimed, Confirmation, EditableFields, Event, HostSeen, NewTask, Result, Run, RunEnd,
-    SpawnRecord, StoreError, Task, TaskEdit, TickOutcome, TickRequest, WorkerRef,
+    Board, BoardStore, Claimed, Confirmation, Cron, EditableFields, Event, HostSeen, NewCron, NewTask, Result, Run,
+    RunEnd, SpawnRecord, StoreError, Task, TaskEdit, TickOutcome, TickRequest, WorkerRef,
 };
 /// SQLite's errors as the board's, at the seam: the store's only conversion (`.sql()?` after a driver call).
 pub(crate) trait Sql<T> {

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest};
+use domain::kanban::{
+    BlockKind, BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest,
+};
 use domain::policy::dispatch::TickPlan;
 use domain::ports::KanbanStore;
 use domain::time::Timestamp;
@@ -112,6 +114,9 @@ impl BoardStore for SqliteKanbanStore {
     fn runs(&self, task: &str) -> Result<Vec<Run>> {
         Self::runs(self, task)
     }
+    fn board_event_times(&self, board: &BoardSlug, since: i64, kinds: &[&str]) -> Result<Vec<(String, i64)>> {
+        Self::board_event_times(self, board, since, kinds)
+    }
     fn running_by_assignee(&self) -> Result<Vec<(String, i64)>> {
         Self::running_by_assignee(self)
     }
@@ -147,8 +152,23 @@ impl BoardStore for SqliteKanbanStore {
     fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()> {
         Self::requeue(self, id, run, end, now)
     }
-    fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
-        Self::block(self, id, reason, now)
+    fn block(
+        &mut self,
+        id: &str,
+        kind: Option<BlockKind>,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<WorkerRef>> {
+        Self::block(self, id, kind, reason, now)
+    }
+    fn review(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+        Self::review(self, id, note, now)
+    }
+    fn approve(&mut self, id: &str, now: Timestamp) -> Result<Task> {
+        Self::approve(self, id, now)
+    }
+    fn request_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task> {
+        Self::request_changes(self, id, note, now)
     }
     fn unblock(&mut self, id: &str, now: Timestamp) -> Result<Task> {
         Self::unblock(self, id, now)
@@ -173,6 +193,23 @@ impl BoardStore for SqliteKanbanStore {
     }
     fn remove(&mut self, id: &str, now: Timestamp) -> Result<(Task, Option<WorkerRef>)> {
         Self::remove(self, id, now)
+    }
+    fn add_cron(
+        &mut self,
+        board: &BoardSlug,
+        cron: &kanban_core::NewCron,
+        now: Timestamp,
+    ) -> Result<kanban_core::Cron> {
+        Self::add_cron(self, board, cron, now)
+    }
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>> {
+        Self::crons(self, board)
+    }
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron> {
+        Self::remove_cron(self, board, name)
+    }
+    fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<()> {
+        Self::cron_made(self, board, name, slot)
     }
     fn host(&self) -> Option<&str> {
         Some(self.host.as_str()).filter(|h| !h.is_empty())

@@ -168,8 +168,8 @@ impl SqliteKanbanStore {
             let mut task = tx
                 .prepare(
                     "INSERT INTO tasks (id, board, title, body, command, assignee, status, priority, created_by, \
-                     created_at, max_runtime_seconds, max_retries, not_before, idempotency_key) VALUES (?1, ?2, ?3, \
-                     ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                     created_at, max_runtime_seconds, max_retries, not_before, idempotency_key, review) VALUES (?1, \
+                     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 )
                 .sql()?;
             let mut link =
@@ -206,7 +206,8 @@ impl SqliteKanbanStore {
                     new.max_runtime_seconds,
                     new.max_retries,
                     new.not_before,
-                    new.idempotency_key
+                    new.idempotency_key,
+                    i64::from(new.review)
                 ])
                 .sql()?;
                 for p in &new.parents {
@@ -249,6 +250,25 @@ impl SqliteKanbanStore {
         )).sql()?;
         let rows =
             stmt.query_map(params![board.as_str(), status.map(TaskStatus::as_str), assignee], task_from_row).sql()?;
+        rows.collect::<rusqlite::Result<_>>().sql()
+    }
+
+    /// The kind and time of every event of one of `kinds` on `board`'s tasks from `since` (ms) on, oldest first.
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn board_event_times(&self, board: &BoardSlug, since: i64, kinds: &[&str]) -> Result<Vec<(String, i64)>> {
+        let marks: Vec<String> = (0..kinds.len()).map(|i| format!("?{}", i + 3)).collect();
+        let sql = format!(
+            "SELECT e.kind, e.created_at FROM task_events e JOIN tasks t ON t.id = e.task_id \
+             WHERE t.board = ?1 AND e.created_at >= ?2 AND e.kind IN ({}) ORDER BY e.id",
+            if marks.is_empty() { "NULL".to_owned() } else { marks.join(", ") }
+        );
+        let mut stmt = self.conn.prepare(&sql).sql()?;
+        let slug = board.as_str();
+        let mut values: Vec<&dyn rusqlite::ToSql> = vec![&slug, &since];
+        values.extend(kinds.iter().map(|k| k as &dyn rusqlite::ToSql));
+        let rows = stmt.query_map(values.as_slice(), |r| Ok((r.get(0)?, r.get(1)?))).sql()?;
         rows.collect::<rusqlite::Result<_>>().sql()
     }
 

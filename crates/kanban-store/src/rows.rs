@@ -1,13 +1,13 @@
 //! Decoding the board's rows from SQLite.
 
-use domain::kanban::TaskStatus;
+use domain::kanban::{BlockKind, TaskStatus};
 
 use crate::{Result, StoreError, Task};
 
 pub(crate) const TASK_COLUMNS: &str = "id, board, title, body, command, assignee, status, priority, created_by, created_at, started_at, \
     completed_at, claim_lock, claim_expires, worker_pid, worker_start, consecutive_failures, last_failure_error, \
     max_runtime_seconds, max_retries, last_heartbeat_at, current_run_id, result, worker_host, confirmed_at, not_before, \
-    idempotency_key";
+    idempotency_key, review, review_note, block_kind, block_reason";
 
 /// The status column, as a conversion error for rusqlite when unknown.
 pub(crate) fn status_col(raw: &str) -> rusqlite::Result<TaskStatus> {
@@ -49,6 +49,10 @@ pub(crate) fn task_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Task> {
         confirmed_at: r.get(24)?,
         not_before: r.get(25)?,
         idempotency_key: r.get(26)?,
+        review: r.get::<_, i64>(27)? != 0,
+        review_note: r.get(28)?,
+        block_kind: r.get::<_, Option<String>>(29)?.as_deref().and_then(BlockKind::from_db),
+        block_reason: r.get(30)?,
         parents: Vec::new(),
     })
 }

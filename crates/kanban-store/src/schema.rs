@@ -108,4 +108,27 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE tasks ADD COLUMN idempotency_key TEXT;
     CREATE UNIQUE INDEX tasks_idempotency ON tasks(board, idempotency_key) WHERE idempotency_key IS NOT NULL;
     "#,
+    // 7: review and typed blocks. A `review` task's successful run ends in `review`; the last request-changes note
+    // reaches its next runs; the last block's kind and reason are kept (the same block again goes to triage).
+    r#"
+    ALTER TABLE tasks ADD COLUMN review INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tasks ADD COLUMN review_note TEXT;
+    ALTER TABLE tasks ADD COLUMN block_kind TEXT;
+    ALTER TABLE tasks ADD COLUMN block_reason TEXT;
+    "#,
+    // 8: recurring tasks (`kanban cron`). A schedule is a row; each due slot's task is created under the key
+    // `cron:NAME:<slot>` (so a slot makes one task), and `last_slot` keeps the latest slot made.
+    r#"
+    CREATE TABLE schedules (
+        board TEXT NOT NULL REFERENCES boards(slug),
+        name TEXT NOT NULL,
+        every_seconds INTEGER,
+        cron TEXT,
+        assignee TEXT NOT NULL,
+        command TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_slot INTEGER,
+        PRIMARY KEY (board, name)
+    );
+    "#,
 ];

@@ -467,9 +467,9 @@ fn transitions_and_their_events() {
     let mut f = Fixture::new();
     let id = f.add(None);
     f.store.assign(&id, Some("alpha"), f.now).unwrap();
-    let pid = f.store.block(&id, Some("waiting"), f.now).unwrap();
+    let pid = f.store.block(&id, None, Some("waiting"), f.now).unwrap();
     assert_eq!((pid, f.status(&id)), (None, TaskStatus::Blocked));
-    assert!(matches!(f.store.block(&id, None, f.now), Err(StoreError::Transition { .. })));
+    assert!(matches!(f.store.block(&id, None, None, f.now), Err(StoreError::Transition { .. })));
     f.store.unblock(&id, f.now).unwrap();
     f.tick(&cfg(None));
     f.store.heartbeat(&id, Some("halfway"), f.now).unwrap();
@@ -749,7 +749,7 @@ proptest! {
                     let pid = ids.get(i).and_then(|id| f.store.task(id).unwrap().worker_pid);
                     if let Some(pid) = pid { f.probe.set_alive(u32::try_from(pid).unwrap(), false); }
                 }
-                Op::Block(i) => if let Some(id) = ids.get(i) { let _ = f.store.block(id, None, f.now); },
+                Op::Block(i) => if let Some(id) = ids.get(i) { let _ = f.store.block(id, None, None, f.now); },
             }
             // Every task has at most one open run, and a running task has exactly one.
             for id in &ids {

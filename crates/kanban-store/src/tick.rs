@@ -316,7 +316,10 @@ fn apply_housekeeping(
                 out.stop_workers.extend(worker_of(tx, id, &req.cfg.host)?);
             }
             let end = RunEnd { outcome, error: &error, exit_code: None, retry_at: None };
-            record_task_failure(tx, id, &end, req.cfg.breaker(), now)?;
+            // The backoff is the task's assignee's (per-profile overrides).
+            let assignee: Option<String> =
+                tx.query_row("SELECT assignee FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
+            record_task_failure(tx, id, &end, req.cfg.breaker_for(assignee.as_deref()), now)?;
         }
         HousekeepingChange::Requeue { outcome, stop_worker } => {
             if stop_worker {
@@ -386,14 +389,14 @@ fn apply_plan(tx: &rusqlite::Transaction<'_>, req: &TickRequest<'_>, mut plan: T
         ).sql()?
         .execute(params![d.task_id, d.assignee, req.claimer, expires, now.as_millis()]).sql()?;
         let run_id = tx.last_insert_rowid();
-        let assignee: Option<String> = tx
-            .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee")
+        let (assignee, review_note): (Option<String>, Option<String>) = tx
+            .prepare_cached("UPDATE tasks SET current_run_id = ?2 WHERE id = ?1 RETURNING assignee, review_note")
             .sql()?
-            .query_row(params![d.task_id, run_id], |r| r.get(0))
+            .query_row(params![d.task_id, run_id], |r| Ok((r.get(0)?, r.get(1)?)))
             .sql()?;
         let claimed = BoardEvent::Claimed { lock: req.claimer, expires, run_id };
         event(tx, &d.task_id, Some(run_id), &claimed, now).sql()?;
-        out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id });
+        out.claimed.push(Claimed { task_id: d.task_id.clone(), assignee, run_id, review_note });
     }
     out.plan = plan;
     Ok(out)

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use domain::kanban::{Breaker, FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
+use domain::kanban::{BlockKind, Breaker, FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_core::rules::failure_change;
+use kanban_core::rules::{block_change, failure_change};
 use kanban_core::{AssignedBy, BoardEvent};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
@@ -23,7 +23,7 @@ macro_rules! clear_claim {
 pub(crate) use clear_claim;
 
 /// Looks `command` up in the domain's transition table for task `id` in `status`.
-fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> Result<&'static Transition> {
+pub(crate) fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> Result<&'static Transition> {
     transition(command, status).map_err(|e| StoreError::Transition { task: id.to_owned(), status, action: e.action })
 }
 
@@ -54,8 +54,8 @@ impl SqliteKanbanStore {
         self.task(id)
     }
 
-    /// Marks a task done (from running, ready or blocked), closes its run, and promotes children whose parents are
-    /// all done. With `run`, only while the task is still on that run. Returns the task.
+    /// Marks a task done (from running, ready or blocked), or `review` when it asks for one
+    /// (`rules::completion_status`), closes its run, and (done) promotes children whose parents are all done. With `run`, only while the task is still on that run. Returns the task.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`].
@@ -75,18 +75,22 @@ impl SqliteKanbanStore {
                 return self.task(id);
             }
         };
+        let review: i64 = tx.query_row("SELECT review FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
+        let next = kanban_core::rules::completion_status(review != 0);
         let run = close_run(&tx, id, t.event, None, exit_code, now).sql()?;
         tx.execute(
             concat!(
-                "UPDATE tasks SET status = 'done', result = ?2, completed_at = ?3, consecutive_failures = 0, ",
+                "UPDATE tasks SET status = ?4, result = ?2, completed_at = ?3, consecutive_failures = 0, ",
                 clear_claim!(),
                 " WHERE id = ?1"
             ),
-            params![id, result, now.as_millis()],
+            params![id, result, now.as_millis(), next.as_str()],
         )
         .sql()?;
         event(&tx, id, run, &BoardEvent::Completed { result, exit_code }, now).sql()?;
-        promote_children(&tx, id, now).sql()?;
+        if next == TaskStatus::Done {
+            promote_children(&tx, id, now).sql()?;
+        }
         tx.commit().sql()?;
         self.task(id)
     }
@@ -135,19 +139,40 @@ impl SqliteKanbanStore {
         Ok(())
     }
 
-    /// Blocks a task (clears any claim); returns the worker to stop, if one ran.
+    /// Blocks a task (clears any claim), where [`kanban_core::rules::block_change`] says for its kind and its last
+    /// block; returns the worker to stop, if one ran.
     ///
     /// # Errors
     /// [`StoreError::NoTask`] or [`StoreError::Transition`] from done or archived.
-    pub fn block(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
+    pub fn block(
+        &mut self,
+        id: &str,
+        kind: Option<BlockKind>,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Option<WorkerRef>> {
         let host = self.host.clone();
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         let t = allowed(TaskCommand::Block, id, status)?;
         let pid = worker_of(&tx, id, &host)?;
+        let (last_kind, last_reason): (Option<String>, Option<String>) = tx
+            .query_row("SELECT block_kind, block_reason FROM tasks WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .sql()?;
+        let last = (last_kind.as_deref().and_then(BlockKind::from_db), last_reason.as_deref());
+        let change = block_change(kind, reason, last, !parents_done(&tx, id).sql()?);
         let run = close_run(&tx, id, t.event, reason, None, now).sql()?;
-        tx.execute(concat!("UPDATE tasks SET status = 'blocked', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
-        event(&tx, id, run, &BoardEvent::Blocked { reason }, now).sql()?;
+        tx.execute(
+            concat!(
+                "UPDATE tasks SET status = ?2, block_kind = ?3, block_reason = ?4, ",
+                clear_claim!(),
+                " WHERE id = ?1"
+            ),
+            params![id, change.status.as_str(), change.kind.map(BlockKind::as_str), reason],
+        )
+        .sql()?;
+        let went = (change.status != TaskStatus::Blocked).then_some(change.status);
+        event(&tx, id, run, &BoardEvent::Blocked { reason, kind: change.kind, status: went }, now).sql()?;
         tx.commit().sql()?;
         Ok(pid)
     }

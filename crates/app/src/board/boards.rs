@@ -71,6 +71,8 @@ pub(crate) async fn dispatch_command(ctx: &Ctx, cmd: &crate::cli::KanbanCmd) -> 
         detach_stops: false,
         engine_backoff_until: None,
         held: std::collections::BTreeSet::new(),
+        // A dispatch by hand (or from the system's cron) makes the recurring schedules' due tasks as a gateway does.
+        recurring: task.is_none() || *all_boards,
     };
     if *all_boards {
         return dispatch_all(ctx, &args, *explain).await;

@@ -33,6 +33,7 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         parents,
         priority,
         triage,
+        review,
         max_runtime,
         max_retries,
         when,
@@ -54,6 +55,7 @@ pub(crate) fn command(ctx: &Ctx, board: &BoardSlug, cmd: &KanbanCmd, now: Timest
         parents: parents.clone(),
         priority: *priority,
         triage: *triage,
+        review: *review,
         max_runtime_seconds: *max_runtime,
         max_retries: *max_retries,
         created_by: Some(ctx.profile.as_str().to_owned()),
@@ -81,6 +83,8 @@ struct Line {
     max_retries: Option<i64>,
     #[serde(default)]
     triage: bool,
+    #[serde(default)]
+    review: bool,
     idempotency_key: Option<String>,
 }
 
@@ -131,7 +135,7 @@ pub(crate) fn one(ctx: &Ctx, board: &BoardSlug, flags: Flags<'_>, now: Timestamp
     let mut checks = Checks { ctx, allow_unknown_assignee: flags.allow_unknown_assignee, known: HashMap::new() };
     checks.task(&flags.new)?;
     let new = NewTask { title: flags.title.to_owned(), ..flags.new };
-    let task = open_store(ctx)?.create_task(board, &super::new_task_id(), &new, now)?;
+    let task = open_store(ctx)?.create_task(board, &super::task_id::new_task_id(), &new, now)?;
     if ctx.json {
         output::json(&task);
     } else {
@@ -182,6 +186,7 @@ pub(crate) fn from_file(
             parents: line.parents,
             priority: line.priority,
             triage: line.triage,
+            review: line.review,
             max_runtime_seconds: line.max_runtime_seconds,
             max_retries: line.max_retries,
             created_by: Some(ctx.profile.as_str().to_owned()),
@@ -233,9 +238,9 @@ fn read_source(from: &str) -> Result<String, Failure> {
 fn batch_ids(n: usize) -> Vec<String> {
     const MAX: u64 = 0xffff_ffff_ffff;
     let count = u64::try_from(n).unwrap_or(MAX);
-    let base = super::new_task_bits();
+    let base = super::task_id::new_task_bits();
     let base = if base > MAX - count { base - count } else { base };
-    (0..count).map(|i| super::task_id_of(base + i)).collect()
+    (0..count).map(|i| super::task_id::task_id_of(base + i)).collect()
 }
 
 #[cfg(test)]

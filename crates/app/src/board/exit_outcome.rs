@@ -10,8 +10,8 @@ use crate::edge::error::Failure;
 use crate::edge::open::Board;
 
 /// Records a command's exit as run `run`'s outcome on `store` (opened when `None`, waiting out an outage): exit 0
-/// completes the task with `last` its result, anything else fails it through `limit`. What to log, and whether the
-/// task is finished with its sandbox (done, or failed for good). A refusal (the run moved on: the command recorded
+/// completes the task with `last` its result, anything else fails it through `breaker` (the limit and the assignee's
+/// backoff). What to log, and whether the task is finished with its sandbox (done, or failed for good). A refusal (the run moved on: the command recorded
 /// its own outcome, or the task was taken back) is an answer, logged, and changes nothing.
 ///
 /// # Errors
@@ -21,7 +21,7 @@ pub(super) fn record(
     store: &mut Option<Board>,
     task: &str,
     run: i64,
-    limit: u32,
+    breaker: domain::kanban::Breaker,
     code: &Result<u8, Failure>,
     last: &str,
 ) -> Result<(String, bool), Failure> {
@@ -44,7 +44,6 @@ pub(super) fn record(
         RunEnding::Requeued(_) => "requeue the snoozed task",
         RunEnding::Failed(_) => "record the failure",
     };
-    let breaker = ctx.breaker(limit);
     let recorded = outage::retrying_blocking(ctx, what, outage::patience(ctx), store, |b| {
         match record_run_end(&mut **b, task, Some(run), &ending, breaker, now) {
             Err(e @ (StoreError::Moved { .. } | StoreError::Transition { .. })) => Ok(Err(e)),

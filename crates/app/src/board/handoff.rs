@@ -33,7 +33,7 @@ pub const SOCKET_VAR: &str = "BERTH_WORKER_SOCKET";
 /// What a worker's command asks its worker: one line of JSON.
 #[derive(Serialize, Deserialize)]
 struct Request {
-    /// `complete`, `block` or `heartbeat`.
+    /// `complete`, `block` (`block:KIND` with a kind) or `heartbeat`.
     op: String,
     /// The task as the command named it (its id or a unique prefix).
     id: String,
@@ -149,7 +149,8 @@ pub(super) fn command_env(ctx: &Ctx, server: Option<&Server>) -> Vec<(String, Op
         .filter(|(_, v)| secrets.iter().any(|s| v.contains(s.as_str())))
         .map(|(k, _)| (k, None))
         .collect();
-    for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB"] {
+    // The descriptor this worker got the URL on is not the command's.
+    for k in ["BERTH_KANBAN_DB", "HERMES_KANBAN_DB", crate::edge::handover::VAR] {
         env.push((k.into(), None));
     }
     env.push((config_bridge::env_var_for("kanban.database_url"), Some(kanban_postgres::without_password(url))));
@@ -224,7 +225,7 @@ pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Resu
     } else {
         crate::edge::output::line(&match op {
             "complete" => format!("completed {full}"),
-            "block" => format!("blocked {full}"),
+            op if op.starts_with("block") => format!("blocked {full} ({})", task["status"].as_str().unwrap_or("?")),
             _ => format!("heartbeat recorded for {full}"),
         });
     }
@@ -237,8 +238,8 @@ pub fn handed_off(cmd: &crate::cli::Command) -> Option<(&'static str, &str, Opti
     use crate::cli::{Command, KanbanCmd};
     match cmd {
         Command::Kanban(KanbanCmd::Complete { id, result }) => Some(("complete", id, result.as_deref())),
-        Command::Kanban(KanbanCmd::Block { id, why, reason }) => {
-            Some(("block", id, reason.as_deref().or(why.as_deref())))
+        Command::Kanban(KanbanCmd::Block { id, why, reason, kind }) => {
+            Some((super::relay::block_op(*kind), id, reason.as_deref().or(why.as_deref())))
         }
         Command::Kanban(KanbanCmd::Heartbeat { id, note }) => Some(("heartbeat", id, note.as_deref())),
         _ => None,

@@ -17,6 +17,7 @@ use domain::ports::{LaunchError, Launched, WorkerLauncher};
 use crate::board::runner;
 use crate::board::worker;
 use crate::edge::context::Ctx;
+use crate::edge::handover::Slot;
 use crate::edge::process;
 
 /// Starts workers as detached processes of this host.
@@ -229,7 +230,10 @@ fn start_runner(ctx: &Ctx, exe: &Path, env: &[(String, String)]) -> Result<(), S
     let err = out.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
     cmd.args(["worker", "runner"]).envs(env.iter().map(|(k, v)| (k, v)));
-    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // The board's password never in the runner's environment: on its stdin.
+    let url = ctx.database_url().map(|url| crate::edge::handover::hand_over(&mut cmd, url, Slot::Stdin));
+    let input = url.transpose().map_err(|e| format!("cannot hand the board's URL to the runner: {e}"))?.flatten();
+    cmd.stdin(input.unwrap_or_else(Stdio::null)).stdout(out).stderr(err);
     // Not waited for here: the gateway reaps its exited children, and a one-shot dispatch's runner outlives it.
     process::spawn_detached(&mut cmd).map(drop).map_err(|e| format!("cannot start the runner: {e}"))
 }

@@ -3,6 +3,7 @@
 
 pub mod boards;
 mod create;
+mod cron;
 pub mod edit;
 mod exit_outcome;
 mod external;
@@ -24,10 +25,12 @@ pub mod runner;
 mod script;
 pub(crate) mod show;
 mod stream;
+pub(crate) mod task_id;
 pub(crate) mod views;
 pub mod worker;
 
 pub use report::{DispatchArgs, DispatchReport, TickTally, dispatch, dispatch_on, report_json, tick_config};
+pub(crate) use task_id::new_task_id;
 
 use domain::ids::{BoardSlug, ProfileName};
 use domain::kanban::TaskStatus;
@@ -37,6 +40,7 @@ use kanban_core::{StoreError, Task};
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
 use crate::cli::{BoardCmd, KanbanCmd};
+use crate::cli_review::ReviewCmd;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::Failure;
 use crate::edge::output;
@@ -77,25 +81,6 @@ fn slug(raw: &str) -> Result<BoardSlug, Failure> {
     BoardSlug::parse(raw).map_err(Failure::usage_of)
 }
 
-/// A fresh task id: `t_` and 12 hex digits (48 random bits: collisions stay negligible on large boards).
-pub(crate) fn new_task_id() -> String {
-    task_id_of(new_task_bits())
-}
-
-/// A new task id's 48 random bits.
-fn new_task_bits() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(u128::try_from(SystemClock.now().as_millis()).unwrap_or(0));
-    h.write_u32(std::process::id());
-    h.finish() & 0xffff_ffff_ffff
-}
-
-/// The task id of 48 bits: `t_` and twelve hex digits (fixed width, so ids sort as their numbers).
-fn task_id_of(bits: u64) -> String {
-    format!("t_{:012x}", bits & 0xffff_ffff_ffff)
-}
-
 /// How many of the log's last lines `kanban show` prints.
 const SHOW_LOG_LINES: usize = 10;
 
@@ -132,15 +117,23 @@ pub async fn command(ctx: &Ctx, cmd: &KanbanCmd) -> Result<u8, Failure> {
             let t = open_store(ctx)?.promote(id, now)?;
             done(ctx, &t, &format!("promoted {} out of triage ({})", t.id, t.status));
         }
-        KanbanCmd::Block { id, why, reason } => {
+        KanbanCmd::Block { id, why, reason, kind } => {
             let reason = reason.as_deref().or(why.as_deref());
             let mut store = open_store(ctx)?;
             // Masked before the board stores it, as a result is (a worker command may pass on what its agent said).
             let reason = reason.map(crate::edge::redact::redact);
-            let w = store.block(id, reason.as_deref(), now)?;
+            let w = store.block(id, *kind, reason.as_deref(), now)?;
             worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
-            done(ctx, &store.task(id)?, &format!("blocked {id}"));
+            let t = store.task(id)?;
+            let said = match t.status {
+                TaskStatus::Blocked => format!("blocked {id}"),
+                TaskStatus::Todo => format!("blocked {id}: back to todo until its parents are done"),
+                other => format!("blocked {id} the same way a second time: {other}"),
+            };
+            done(ctx, &t, &said);
         }
+        KanbanCmd::Review(cmd) => review(ctx, cmd, now).await?,
+        KanbanCmd::Cron(cmd) => cron::command(ctx, cmd, now)?,
         KanbanCmd::Schedule { id, when, now: _ } => {
             let at = when.at(now);
             let t = open_store(ctx)?.schedule(id, at, now)?;
@@ -307,7 +300,31 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     } else if let Some(assignee) = &t.assignee {
         release::remove_task_sandbox_shown(ctx, &t.id, assignee).await;
     }
-    done(ctx, &t, &format!("completed {}", t.id));
+    let waits = if t.status == TaskStatus::Review { ": it waits in review" } else { "" };
+    done(ctx, &t, &format!("completed {}{waits}", t.id));
+    Ok(())
+}
+
+/// `kanban review|approve|request-changes`: a running task's worker is stopped by the verified stop, as a block's.
+async fn review(ctx: &Ctx, cmd: &ReviewCmd, now: domain::time::Timestamp) -> Result<(), Failure> {
+    match cmd {
+        ReviewCmd::Review { id, note } => {
+            let mut store = open_store(ctx)?;
+            let note = note.as_deref().map(crate::edge::redact::redact);
+            let w = store.review(id, note.as_deref(), now)?;
+            worker::stop_shown(ctx, id, w.map(|w| w.pid), w.and_then(|w| w.start)).await;
+            done(ctx, &store.task(id)?, &format!("{id} waits in review"));
+        }
+        ReviewCmd::Approve { id } => {
+            let t = open_store(ctx)?.approve(id, now)?;
+            done(ctx, &t, &format!("approved {}: done", t.id));
+        }
+        ReviewCmd::RequestChanges { id, note } => {
+            let note = crate::edge::redact::redact(note);
+            let t = open_store(ctx)?.request_changes(id, &note, now)?;
+            done(ctx, &t, &format!("changes requested on {} ({})", t.id, t.status));
+        }
+    }
     Ok(())
 }
 

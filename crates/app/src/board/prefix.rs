@@ -28,6 +28,7 @@ fn named_id(cmd: &mut Command) -> Option<&mut String> {
         | KanbanCmd::Reclaim { id, .. }
         | KanbanCmd::Tail { id, .. }
         | KanbanCmd::Dispatch { task: Some(id), .. } => Some(id),
+        KanbanCmd::Review(r) => Some(r.id_mut()),
         _ => None,
     }
 }

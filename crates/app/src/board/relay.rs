@@ -61,6 +61,18 @@ pub(super) fn board_identity(ctx: &Ctx) -> Option<String> {
     Some(domain::sha256::hex_digest(url.as_bytes()))
 }
 
+/// The op that carries a block of `kind` to a worker or the gateway: `block`, or `block:KIND`.
+pub(super) fn block_op(kind: Option<domain::kanban::BlockKind>) -> &'static str {
+    use domain::kanban::BlockKind as K;
+    match kind {
+        None => "block",
+        Some(K::Dependency) => "block:dependency",
+        Some(K::NeedsInput) => "block:needs-input",
+        Some(K::Capability) => "block:capability",
+        Some(K::Transient) => "block:transient",
+    }
+}
+
 /// The write `op` of a worker's command on task `task`'s run `run`, on `b`: the task after it.
 ///
 /// # Errors
@@ -82,7 +94,10 @@ pub(super) fn apply(
                 _ => b.task(task),
             }
         }
-        "block" => b.block(task, text, now).and_then(|_| b.task(task)),
+        op if op == "block" || op.starts_with("block:") => {
+            let kind = op.strip_prefix("block:").map(str::parse).transpose().map_err(StoreError::Invalid)?;
+            b.block(task, kind, text, now).and_then(|_| b.task(task))
+        }
         "heartbeat" => {
             b.heartbeat(task, text, now)?;
             b.renew_host(host, now)?;

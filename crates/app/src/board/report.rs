@@ -33,6 +33,8 @@ pub struct DispatchArgs {
     pub engine_backoff_until: Option<domain::time::Timestamp>,
     /// Tasks whose worker from this gateway is still to be reaped: not claimed again yet.
     pub held: BTreeSet<String>,
+    /// Make the task of each recurring schedule's due slot first (the gateway; never a dry run).
+    pub recurring: bool,
 }
 
 /// What a dispatch did (or, dry, would do): the dispatcher's report and what the printer adds.
@@ -49,6 +51,8 @@ pub struct DispatchReport {
     pub not_considered: Option<(String, Decision)>,
     /// Workers still to stop (only with [`DispatchArgs::detach_stops`]).
     pub stops: Vec<process::Worker>,
+    /// The soonest next slot of the board's recurring schedules (with [`DispatchArgs::recurring`]).
+    pub next_slot: Option<domain::time::Timestamp>,
 }
 
 impl DispatchReport {
@@ -110,7 +114,7 @@ pub fn tick_config(ctx: &Ctx, args: &DispatchArgs, profiles: &dyn ProfileResolve
         default_assignee: ctx.settings.default_assignee(),
         profiles: profiles.list().into_iter().collect::<BTreeSet<_>>(),
         failure_limit,
-        retry_backoff: ctx.retry_backoff(),
+        retry_backoff: ctx.settings.retry_backoffs(),
         stale_timeout_secs: ctx.settings.kanban.dispatch_stale_timeout_seconds.get().cast_signed(),
         only_task: args.task.clone(),
         sandbox_affinity_secs: ctx.settings.kanban.sandbox_affinity_seconds.get().cast_signed(),
@@ -188,6 +192,13 @@ async fn dispatch_with(
             &mut opened
         }
     };
+    if args.recurring && !args.dry_run {
+        // A schedule's slot becomes a ready task before the tick plans, so it starts in this tick.
+        match crate::board::cron::make_due(store, board, clock.now()) {
+            Ok(next) => report.next_slot = next,
+            Err(e) => tracing::warn!("kanban cron [{board}]: {e}; the due slots are made at the next tick"),
+        }
+    }
     // The workers apply the breaker to their own outcomes: `--failure-limit` goes to them too.
     let launcher = ProcessLauncher::new(ctx, args.failure_limit.filter(|n| *n >= 1));
     let tick = match sink {
@@ -262,22 +273,37 @@ pub(crate) async fn dispatch_and_print(
     };
     let mut writer = ReportWriter::new(ctx.json, explain, args.task.is_some());
     if let Some(store) = open_read_only(ctx)? {
-        let req = TickRequest {
-            board,
-            cfg: &cfg,
-            now: SystemClock.now(),
-            probe: &ProcProbe,
-            claimer: "",
-            claim_ttl: worker::claim_ttl(ctx),
-            spawn_lease: ctx.settings.kanban.spawn_lease_seconds.duration(),
-        };
-        report.not_considered = dispatcher::dry_run_into(&store, &req, &mut writer).map_err(dispatch_failure)?;
+        report.not_considered = plan_dry(ctx, &store, board, &cfg, &mut writer)?;
     } else if board.as_str() != "default" {
         return Err(StoreError::NoBoard(board.as_str().to_owned()).into());
     }
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let _ = writer.finish(&extras(&report, None), &mut out);
     Ok(())
+}
+
+/// A dry run's plan of `board` streamed into `sink`, as a tick now would make it (the plan `kanban dispatch --dry-run
+/// --explain` prints, and the dashboard's "why is it waiting" on each card); the `--task` that was not considered.
+///
+/// # Errors
+/// The store's failure (no board, storage).
+pub(crate) fn plan_dry(
+    ctx: &Ctx,
+    store: &Board,
+    board: &BoardSlug,
+    cfg: &TickConfig,
+    sink: &mut dyn domain::policy::dispatch::PlanSink,
+) -> Result<Option<(String, Decision)>, Failure> {
+    let req = TickRequest {
+        board,
+        cfg,
+        now: SystemClock.now(),
+        probe: &ProcProbe,
+        claimer: "",
+        claim_ttl: worker::claim_ttl(ctx),
+        spawn_lease: ctx.settings.kanban.spawn_lease_seconds.duration(),
+    };
+    dispatcher::dry_run_into(store, &req, sink).map_err(dispatch_failure)
 }
 
 fn dispatch_failure(e: DispatchError<StoreError>) -> Failure {

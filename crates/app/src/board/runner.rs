@@ -587,6 +587,7 @@ impl Shared {
     ) -> Result<(String, bool), Failure> {
         self.stop_if_home_gone();
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
-        super::exit_outcome::record(ctx, &mut store, &t.task, t.run, t.failure_limit, code, last)
+        let breaker = ctx.breaker(t.failure_limit, Some(&t.assignee));
+        super::exit_outcome::record(ctx, &mut store, &t.task, t.run, breaker, code, last)
     }
 }

@@ -65,7 +65,8 @@ pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Time
         (Some(Liveness::NoWorker), _) => "running (starting)".to_owned(),
         (_, s) => s.to_string(),
     };
-    TaskRow { worker_alive: seen.as_ref().and_then(Liveness::alive), worker: seen, task: t, shown_status }
+    let schedule = kanban_core::recurring::schedule_of(t.created_by.as_deref()).map(str::to_owned);
+    TaskRow { worker_alive: seen.as_ref().and_then(Liveness::alive), worker: seen, schedule, task: t, shown_status }
 }
 
 /// `kanban ls`'s columns (`BOARD` with `--all-boards`).
@@ -103,6 +104,20 @@ pub(crate) fn ls_row(row: &TaskRow, board: Option<&str>, now: domain::time::Time
     row
 }
 
+/// The last block of a task that waits because of it (blocked, or sent to todo or triage by a block): its kind and
+/// reason (`needs-input: the API key`).
+pub(crate) fn block_line(t: &Task) -> Option<String> {
+    if !matches!(t.status, TaskStatus::Blocked | TaskStatus::Todo | TaskStatus::Triage) {
+        return None;
+    }
+    match (t.block_kind, t.block_reason.as_deref()) {
+        (Some(k), Some(r)) => Some(format!("{k}: {r}")),
+        (Some(k), None) => Some(k.to_string()),
+        (None, Some(r)) => Some(r.to_owned()),
+        (None, None) => None,
+    }
+}
+
 pub(super) fn show_text(shown: &TaskShow) {
     let (task, status, events) = (&shown.task.task, &shown.task.shown_status, &shown.events);
     output::line(&format!("{}  {}", task.id, task.title));
@@ -132,11 +147,23 @@ pub(super) fn show_text(shown: &TaskShow) {
     if let Some(key) = &task.idempotency_key {
         output::line(&format!("  key:       {key}"));
     }
+    if let Some(name) = &shown.task.schedule {
+        output::line(&format!("  schedule:  {name} (kanban cron)"));
+    }
     if let Some(at) = task.not_before.filter(|_| task.status != TaskStatus::Running) {
         // Scheduled, a retry's backoff, or a snooze: when the next try may start.
         output::line(&format!("  next try:  not before {}", ms(Some(at))));
     }
     output::line(&format!("  failures:  {}", task.consecutive_failures));
+    if let Some(b) = block_line(task) {
+        output::line(&format!("  block:     {b}"));
+    }
+    if task.review {
+        output::line("  review:    a successful run waits in review (kanban approve | request-changes)");
+    }
+    if let Some(n) = &task.review_note {
+        output::line(&format!("  changes:   {n}"));
+    }
     if let Some(r) = &task.result {
         output::line(&format!("  result:    {r}"));
     }

@@ -14,6 +14,8 @@ pub(crate) struct TaskRow {
     pub task: Task,
     pub worker_alive: Option<bool>,
     pub worker: Option<Liveness>,
+    /// The recurring schedule that made it (`kanban cron`), if one did.
+    pub schedule: Option<String>,
     /// The status as the text listings word it (`running (worker gone)`, `running (starting)`, …); not in JSON.
     #[serde(skip)]
     pub shown_status: String,

@@ -21,6 +21,7 @@ use super::log_sink::{LogSink, log_line};
 use super::run_outcome::Outcome;
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::error::{Exit, Failure};
+use crate::edge::handover::Slot;
 use crate::sandbox::fault::SandboxFault;
 use crate::{board::outage, edge::process, sandbox};
 
@@ -90,7 +91,10 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     cmd.envs(env.vars.iter().map(|(k, v)| (k, v)));
     cmd.envs(task_vars(board, task, &assignee));
     let gate = env.gate.try_clone().map_err(|e| format!("cannot pass the workers' gate: {e}"))?;
-    cmd.stdin(gate).stdout(Stdio::null()).stderr(Stdio::null());
+    // The board's password never in the worker's environment: on its stdout, which it replaces with its log.
+    let url = ctx.database_url().map(|url| crate::edge::handover::hand_over(&mut cmd, url, Slot::Stdout));
+    let out = url.transpose().map_err(|e| format!("cannot hand the board's URL to the worker: {e}"))?.flatten();
+    cmd.stdin(gate).stdout(out.unwrap_or_else(Stdio::null)).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
     let sandbox = sandbox_name(ctx, &task.task_id, &assignee);
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
@@ -105,7 +109,8 @@ pub(super) fn sandbox_name(ctx: &Ctx, task: &str, assignee: &str) -> String {
     }
 }
 
-/// The variables naming a worker's run, beside the dispatch's shared ones ([`WorkerEnv`]).
+/// The variables naming a worker's run, beside the dispatch's shared ones ([`WorkerEnv`]), and the reviewer's note
+/// when changes were requested.
 pub(super) fn task_vars(board: &BoardSlug, task: &Claimed, assignee: &str) -> Vec<(String, String)> {
     let run = task.run_id.to_string();
     [
@@ -119,9 +124,13 @@ pub(super) fn task_vars(board: &BoardSlug, task: &Claimed, assignee: &str) -> Ve
         ("HERMES_PROFILE", assignee),
     ]
     .into_iter()
+    .chain(task.review_note.as_deref().map(|note| (REVIEW_NOTE_VAR, note)))
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect()
 }
+
+/// The variable holding the note of the task's last `kanban request-changes`, in each later run's environment.
+pub const REVIEW_NOTE_VAR: &str = "BERTH_REVIEW_NOTE";
 
 /// What every worker of one dispatch shares, worked out once: the executable and the environment (every resolved
 /// setting, the home, the board's database).
@@ -299,7 +308,7 @@ pub async fn run(ctx: &Ctx, task_id: &str, gate: Gate, setup: Option<Failure>) -
     let claim_ttl = claim_ttl(ctx);
     let task = if confirmed { task } else { confirm(ctx, &mut store, task_id, run, claim_ttl).await? };
     log_line(&format!("confirmed run {run} of {task_id} as pid {}", std::process::id()));
-    let breaker = ctx.breaker(ctx.settings.kanban.failure_limit.get());
+    let breaker = ctx.breaker(ctx.settings.kanban.failure_limit.get(), task.assignee.as_deref());
     let mut store = Outcome { ctx, task: task_id, run, patience, store, breaker };
     // A log or working directory this worker could not set up fails the run with the reason, on the board where
     // `kanban show` gives it (the log may be what could not be opened).
@@ -425,6 +434,9 @@ async fn run_in_sandbox(
         task.max_runtime_seconds.and_then(|s| u64::try_from(s).ok()).filter(|s| *s > 0).map(Duration::from_secs);
     let mut env = sandbox::forwarded_env(ctx);
     env.push(marker.to_owned());
+    if let Some(note) = &task.review_note {
+        env.push(format!("{REVIEW_NOTE_VAR}={note}"));
+    }
     let exec = ExecSpec {
         argv: vec!["sh".into(), "-c".into(), command.to_owned()],
         env,
@@ -524,7 +536,8 @@ async fn record_exit(
         return Ok(0);
     }
     let limit = ctx.settings.kanban.failure_limit.get();
-    let (said, finished) = super::exit_outcome::record(ctx, &mut None, task, run, limit, &code, last)?;
+    let (said, finished) =
+        super::exit_outcome::record(ctx, &mut None, task, run, ctx.breaker(limit, Some(assignee)), &code, last)?;
     log_line(&said);
     if finished {
         super::release::remove_task_sandbox(ctx, task, assignee).await;

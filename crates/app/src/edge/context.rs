@@ -27,18 +27,10 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// `kanban.retry_backoff_seconds` and `kanban.retry_backoff_max_seconds`.
-    pub fn retry_backoff(&self) -> domain::kanban::RetryBackoff {
-        let k = &self.settings.kanban;
-        domain::kanban::RetryBackoff {
-            base: k.retry_backoff_seconds.duration(),
-            max: k.retry_backoff_max_seconds.duration(),
-        }
-    }
-
-    /// What a failure does, at `limit` (`kanban.failure_limit`, or a dispatch's `--failure-limit`).
-    pub fn breaker(&self, limit: u32) -> domain::kanban::Breaker {
-        domain::kanban::Breaker { limit, backoff: self.retry_backoff() }
+    /// What a failure of a task of `assignee` does, at `limit` (`kanban.failure_limit`, or a dispatch's
+    /// `--failure-limit`): the assignee's retry backoff (`kanban.retry_backoff_*`, per-profile overrides).
+    pub fn breaker(&self, limit: u32, assignee: Option<&str>) -> domain::kanban::Breaker {
+        domain::kanban::Breaker { limit, backoff: self.settings.retry_backoffs().of(assignee) }
     }
 
     /// Resolves home, profile and settings from the flags and the environment; warnings go to the log.

@@ -120,11 +120,11 @@ mod tests {
     use super::EXIT_CODES;
 
     #[test]
-    fn every_exit_code_is_documented_in_the_readme() {
-        let readme = include_str!("../../../../README.md");
-        let section = readme.split("## Exit codes").nth(1).expect("README has an `## Exit codes` section");
+    fn every_exit_code_is_documented_in_the_guide() {
+        let readme = include_str!("../../../../docs/running.md");
+        let section = readme.split("## Exit codes").nth(1).expect("docs/running.md has an `## Exit codes` section");
         for (code, meaning) in EXIT_CODES {
-            assert!(section.contains(&format!("| {code} | {meaning} |")), "README lacks exit code {code}");
+            assert!(section.contains(&format!("| {code} | {meaning} |")), "docs/running.md lacks exit code {code}");
         }
     }
 }

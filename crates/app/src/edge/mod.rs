@@ -5,6 +5,7 @@
 pub mod context;
 pub mod error;
 pub mod exec_errors;
+pub mod handover;
 pub mod log_format;
 pub mod open;
 pub mod output;

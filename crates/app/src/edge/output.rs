@@ -51,7 +51,7 @@ pub fn colour() -> bool {
 fn colour_of(word: &str) -> Option<&'static str> {
     match word {
         "running" | "alive" | "done" | "yes" => Some("32"),
-        "ready" | "todo" | "triage" | "starting" => Some("33"),
+        "ready" | "todo" | "triage" | "review" | "starting" => Some("33"),
         "stopped" | "blocked" | "failed" | "unreachable" | "silent" | "gone" | "worker_gone" | "gave_up" | "no" => {
             Some("31")
         }

@@ -26,7 +26,7 @@ pub(super) struct TickSummary {
     pub(super) spawned: usize,
     /// Some board had work a worker could have started.
     pub(super) pending: bool,
-    /// The soonest a task waiting for its time is due, on any board.
+    /// The soonest a task waiting for its time is due, or a recurring schedule's next slot, on any board.
     pub(super) next_due: Option<domain::time::Timestamp>,
 }
 
@@ -162,7 +162,8 @@ async fn tick_all(
         }
         let Ok(slug) = BoardSlug::parse(&board.slug) else { continue };
         let held = task_log.unreaped(&board.slug);
-        let args = DispatchArgs { detach_stops: true, engine_backoff_until, held, ..DispatchArgs::default() };
+        let args =
+            DispatchArgs { detach_stops: true, engine_backoff_until, held, recurring: true, ..DispatchArgs::default() };
         let dispatched = match kept.0.as_mut() {
             Some(store) => board::dispatch_on(ctx, store, &slug, &args).await,
             None => board::dispatch(ctx, &slug, &args).await,
@@ -176,10 +177,8 @@ async fn tick_all(
                 let spawned = r.spawned.len();
                 summary.spawned += spawned;
                 summary.pending |= r.had_spawnable();
-                summary.next_due = match (summary.next_due, r.plan.next_due) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
+                // The soonest of a task waiting for its time and a recurring schedule's next slot, on any board.
+                summary.next_due = [summary.next_due, r.plan.next_due, r.next_slot].into_iter().flatten().min();
                 waiting.extend(super::prewarm::waiting(&r.plan.decisions));
                 let t = r.tally();
                 crate::web::metrics::record_tally(&t);

@@ -31,6 +31,15 @@ pub const ALLOW_KEY: &str = "terminal.docker_allow_host_access";
 /// the host has there: a tmpfs `/dev` or a cgroup v1 tmpfs holds the same).
 const KERNEL_PATHS: &[(&str, &str)] = &[("/proc", "proc"), ("/sys", "sysfs"), ("/dev", "device")];
 
+/// The host's own system folders, what in each reaches the host: refused with what is inside them and what holds
+/// them, unless the operator opts in.
+const SYSTEM_PATHS: &[(&str, &str)] = &[
+    ("/etc", "the host's configuration (its users and passwords, sudoers, services, cron)"),
+    ("/boot", "the host's kernels and boot loader"),
+    ("/lib/modules", "the host's kernel modules"),
+    ("/var/log", "the host's logs"),
+];
+
 /// The paths a sandbox must not reach, canonicalized once.
 #[derive(Clone, Debug)]
 pub struct Protected {
@@ -41,6 +50,9 @@ pub struct Protected {
     socket_ids: Vec<scan::FileId>,
     /// The engines' own folders: refused unless `allow_sockets`, with what is inside them.
     engine_dirs: Vec<PathBuf>,
+    /// The host's system folders ([`SYSTEM_PATHS`], canonical): refused unless `allow_sockets`, with what is inside
+    /// them and what holds them.
+    system: Vec<(PathBuf, &'static str)>,
     allow_sockets: bool,
     /// The sandbox's own folder (under `terminal.sandbox_dir`), which berth itself mounts.
     own: Option<PathBuf>,
@@ -138,6 +150,11 @@ fn engine_dirs(ctx: &Ctx) -> Vec<PathBuf> {
     dirs.iter().map(|p| canonical(p)).collect()
 }
 
+/// [`SYSTEM_PATHS`] as the engine will resolve them (`/lib/modules` is `/usr/lib/modules` on a merged `/usr`).
+fn system_paths() -> Vec<(PathBuf, &'static str)> {
+    SYSTEM_PATHS.iter().map(|(p, what)| (canonical(Path::new(p)), *what)).collect()
+}
+
 impl Protected {
     /// The protected paths of this invocation; `own` is the sandbox's own folder when a sandbox is being made.
     pub fn new(ctx: &Ctx, own: Option<&SandboxIdentity>) -> Self {
@@ -152,6 +169,7 @@ impl Protected {
             socket_ids: scan::file_ids(&sockets),
             sockets,
             engine_dirs: engine_dirs(ctx),
+            system: system_paths(),
             allow_sockets: ctx.settings.allows_host_access(),
             own: own.filter(|_| dir.starts_with('/')).map(|i| canonical(Path::new(&i.host_dir(&dir)))),
         }
@@ -203,6 +221,9 @@ impl Protected {
                 "it exposes the container engine's own files ({dir}: containers, their settings, runtime sockets), \
                  which is root on the host"
             ));
+        }
+        if let Some((dir, what)) = self.system.iter().find(|(d, _)| d.starts_with(&src) || src.starts_with(d)) {
+            return refuse(format!("it exposes {what} ({})", dir.display()));
         }
         if let Some((other, kind)) = scan::berth_dir_around(&src) {
             let (what, exposes) = kind.words();
@@ -378,6 +399,7 @@ mod tests {
             sockets: vec![canonical(&dir.join("run/docker.sock"))],
             socket_ids: scan::file_ids(&[dir.join("run/docker.sock")]),
             engine_dirs: vec![canonical(&dir.join("engine-state"))],
+            system: system_paths(),
             allow_sockets: false,
             own: Some(canonical(&home.join("sandboxes/docker/p/t-0123"))),
         }

@@ -1,6 +1,6 @@
-//! The dashboard's writes: create, edit, assign, block, unblock, reclaim, archive, remove and dispatch now, each through the same
-//! `BoardStore` calls and checks as its `berth kanban` command, answering `{"ok": true, "message": …}` or
-//! `{"error": …}` (one line) with a 4xx/5xx status.
+//! The dashboard's writes: create, edit, assign, block, unblock, promote, retry, complete, reclaim, archive, remove
+//! and dispatch now, each through the same `BoardStore` calls and checks as its `berth kanban` command, answering
+//! `{"ok": true, "message": …}` or `{"error": …}` (one line) with a 4xx/5xx status.
 
 use std::sync::Arc;
 
@@ -112,12 +112,19 @@ pub(crate) struct Reason {
     reason: Option<String>,
     #[serde(default)]
     profile: Option<String>,
+    /// For `request-changes`: what to change (its next run is given it).
+    #[serde(default)]
+    note: Option<String>,
+    /// For `complete`: what came of it.
+    #[serde(default)]
+    result: Option<String>,
     /// For `edit`: the fields to change.
     #[serde(flatten)]
     edit: Edit,
 }
 
-/// `POST /api/tasks/{id}/{action}`: assign, block, unblock, reclaim, archive.
+/// `POST /api/tasks/{id}/{action}`: assign, block, unblock, promote, retry, complete, approve, request-changes,
+/// reclaim, archive, remove, edit.
 pub(crate) async fn act(
     State(web): State<Arc<Web>>,
     Path((id, action)): Path<(String, String)>,
@@ -152,11 +159,72 @@ pub(crate) async fn act(
             })
             .await
         }
+        "approve" => {
+            blocking(&web, move |ctx| {
+                let t = crate::edge::open::open_store(ctx)?.approve(&id, SystemClock.now())?;
+                Ok(format!("approved {}: done", t.id))
+            })
+            .await
+        }
+        "request-changes" => {
+            let note = blank_to_none(r.note).map(|n| crate::edge::redact::redact(&n));
+            blocking(&web, move |ctx| {
+                let note = note.ok_or_else(|| Failure::usage("a request for changes needs a note"))?;
+                let t = crate::edge::open::open_store(ctx)?.request_changes(&id, &note, SystemClock.now())?;
+                Ok(format!("changes requested on {} ({})", t.id, t.status))
+            })
+            .await
+        }
+        "retry" => blocking(&web, move |ctx| retry(ctx, &id)).await,
+        "complete" => complete(&web, id, blank_to_none(r.result)).await,
         "block" | "reclaim" | "archive" | "remove" => stopping(&web, id, action, reason).await,
         "edit" => blocking(&web, move |ctx| edit(ctx, &id, r.edit)).await,
         other => Err(Failure::usage(format!("no action {other:?}"))),
     };
     answer(result)
+}
+
+/// `retry`: a blocked task unblocked, and a waiting one (blocked, ready or todo) no longer held back by its time (a
+/// retry's backoff, a schedule): the next tick may start it.
+fn retry(ctx: &crate::edge::context::Ctx, id: &str) -> Result<String, Failure> {
+    use domain::kanban::TaskStatus as S;
+    let mut store = crate::edge::open::open_store(ctx)?;
+    let now = SystemClock.now();
+    let before = store.task(id)?;
+    let t = match before.status {
+        S::Blocked => store.unblock(id, now)?,
+        S::Ready | S::Todo => before,
+        other => {
+            return Err(Failure::usage(format!(
+                "task {id} is {other}; retry takes a blocked task or one waiting for its time"
+            )));
+        }
+    };
+    let t = if t.not_before.is_some_and(|at| at > now.as_millis()) { store.schedule(id, None, now)? } else { t };
+    Ok(format!("retrying {} ({})", t.id, t.status))
+}
+
+/// `complete`, as `kanban complete ID` by hand: the task done at once, its worker stopped, its sandbox released.
+async fn complete(web: &Arc<Web>, id: String, result: Option<String>) -> Result<String, Failure> {
+    let (before, t, had_runs) = blocking(web, move |ctx| {
+        let mut store = crate::edge::open::open_store(ctx)?;
+        let before = store.task(&id)?;
+        let result = result.as_deref().map(crate::edge::redact::redact);
+        let ending = kanban_core::RunEnding::Completed { result: result.as_deref(), exit_code: None };
+        let breaker = domain::kanban::Breaker::at_once(1);
+        let t = match kanban_core::record_run_end(&mut *store, &id, None, &ending, breaker, SystemClock.now())? {
+            kanban_core::RunRecorded::Done(t) => *t,
+            _ => store.task(&id)?,
+        };
+        let had_runs = !store.runs(&id)?.is_empty();
+        Ok((before, t, had_runs))
+    })
+    .await?;
+    let _ = crate::board::worker::stop(before.worker_pid, before.worker_start).await;
+    if let Some(a) = t.assignee.as_deref().filter(|_| had_runs) {
+        crate::board::release::remove_task_sandbox(&web.ctx, &t.id, a).await;
+    }
+    Ok(format!("completed {} ({})", t.id, t.status))
 }
 
 /// The transitions that may take a task from its worker: the write, then the verified stop (and for archive and
@@ -169,7 +237,7 @@ async fn stopping(web: &Arc<Web>, id: String, action: String, reason: Option<Str
             let now = SystemClock.now();
             let had_runs = !store.runs(&id)?.is_empty();
             let (w, t) = match action.as_str() {
-                "block" => (store.block(&id, reason.as_deref(), now)?, store.task(&id)?),
+                "block" => (store.block(&id, None, reason.as_deref(), now)?, store.task(&id)?),
                 "reclaim" => (store.reclaim(&id, reason.as_deref(), now)?, store.task(&id)?),
                 "archive" => (store.archive(&id, now)?, store.task(&id)?),
                 _ => {

@@ -8,6 +8,7 @@
 mod actions;
 mod auth;
 mod bounded;
+mod console;
 mod live;
 pub mod metrics;
 mod pages;

@@ -15,6 +15,7 @@ fn head(title: &str) -> Markup {
             meta name="viewport" content="width=device-width, initial-scale=1";
             title { (title) }
             link rel="stylesheet" href="/assets/app.css";
+            link rel="icon" href="data:,";
             script src="/assets/app.js" defer {}
         }
     }
@@ -68,11 +69,16 @@ fn actions(id: &str, status: domain::kanban::TaskStatus, remove: bool) -> Markup
     use domain::kanban::TaskStatus as S;
     let mut acts: Vec<&str> = Vec::new();
     match status {
-        S::Blocked => acts.push("unblock"),
+        S::Blocked => acts.extend(["unblock", "retry"]),
         S::Triage => acts.extend(["promote", "block"]),
         S::Running => acts.extend(["block", "reclaim"]),
+        S::Review => acts.extend(["approve", "request-changes"]),
         S::Done | S::Archived => {}
         _ => acts.push("block"),
+    }
+    // A task in review is approved, not completed again.
+    if !matches!(status, S::Done | S::Archived | S::Review) {
+        acts.push("complete");
     }
     if status != S::Archived {
         acts.push("archive");
@@ -91,19 +97,23 @@ fn actions(id: &str, status: domain::kanban::TaskStatus, remove: bool) -> Markup
 
 fn card(c: &Card) -> Markup {
     html! {
-        div.card #{ "card-" (c.id) } data-task=(c.id) data-status=(c.status.as_str()) {
+        div.card #{ "card-" (c.id) } data-task=(c.id) data-status=(c.status.as_str()) data-assignee=(c.assignee.as_deref().unwrap_or("")) {
+            input.pick type="checkbox" data-task=(c.id) aria-label={ "select " (c.id) };
             a.title href={ "/tasks/" (c.id) } { (c.title) }
             div.meta {
                 span.id { (c.id) }
                 span { "@" (c.assignee.as_deref().unwrap_or("-")) }
-                span title="age" { (age(c.age_secs)) }
-                @if c.failures > 0 { span.bad title="consecutive failures" { "✗" (c.failures) } }
-                @if let Some(h) = &c.host { span title="worker host" { "⌂" (h) } }
-                @if let Some(r) = c.running_secs { span.timer data-since=(r) title="running for" { (age(r)) } }
+                span title="made this long ago" { "age " (age(c.age_secs)) }
+                @if c.failures > 0 { span.bad title="consecutive failures" { "failed ×" (c.failures) } }
+                @if let Some(h) = &c.host { span title="worker host" { "on " (h) } }
+                @if let Some(r) = c.running_secs { span title="running for" { "running " span.timer data-since=(r) { (age(r)) } } }
             }
             @if c.shown_status != c.status.as_str() { div.warn { (c.shown_status) } }
             @if let Some(e) = &c.last_error { div.err title="last error" { (e) } }
             @if let Some(s) = c.starts_in_secs { div.muted title="waits for its time" { "starts in " (s) " s" } }
+            @if let Some(b) = &c.block { div.warn title="block" { (b) } }
+            @if let Some(n) = &c.review_note { div.muted title="changes requested" { "changes: " (n) } }
+            @if let Some(w) = &c.waiting { div.why title="why it waits (kanban dispatch --dry-run --explain)" { code { (w.code) } " " (w.reason) } }
             (actions(&c.id, c.status, false))
         }
     }
@@ -143,10 +153,12 @@ pub(crate) fn board(v: &BoardView) -> Markup {
                 input name="title" placeholder="new task title" required;
                 input name="assignee" placeholder="assignee";
                 input name="command" placeholder="command";
-                input name="priority" type="number" value="0" title="priority";
+                input name="priority" type="number" placeholder="priority (0)" title="priority: higher runs first";
                 button type="submit" { "create" }
             }
-            div #columns data-fragment={ "/?board=" (v.board) "&fragment=1" } { (columns(v)) }
+            (super::console::tools(&v.board, v.archived))
+            div #columns data-fragment={ "/?board=" (v.board) "&fragment=1" (if v.archived { "&archived=1" } else { "" }) } { (columns(v)) }
+            div #chart-box data-chart={ "/chart?board=" (v.board) } {}
         },
     )
 }
@@ -165,6 +177,7 @@ pub(crate) fn task_detail(v: &TaskView) -> Markup {
             dt { "status" } dd { (v.shown_status) }
             dt { "assignee" } dd { (field("assignee")) }
             dt { "command" } dd { code { (field("command")) } }
+            @if let Some(name) = t["schedule"].as_str() { dt { "schedule" } dd { (name) " (kanban cron)" } }
             dt { "failures" } dd { (t["consecutive_failures"]) }
             dt { "workspace" } dd { code { (v.workspace.as_deref().unwrap_or("-")) } }
             @if let Some(r) = t["result"].as_str() { dt { "result" } dd { (r) } }
@@ -179,19 +192,47 @@ pub(crate) fn task_detail(v: &TaskView) -> Markup {
                     td { (r.assignee.as_deref().unwrap_or("-")) }
                     td { (r.worker_host.as_deref().unwrap_or("-")) }
                     td { (r.worker_pid.map(|p| p.to_string()).unwrap_or_default()) }
-                    td { (domain::time::Timestamp::from_millis(r.started_at).to_rfc3339()) }
+                    td { (when(r.started_at)) }
                     td { (r.outcome.as_deref().unwrap_or("running")) }
                     td { (r.exit_code.map(|c| c.to_string()).unwrap_or_default()) }
                 }
             }
         }
         h2 { "Events" }
-        table {
+        table.events {
             @for e in &v.events {
                 tr {
-                    td { (domain::time::Timestamp::from_millis(e.created_at).to_rfc3339()) }
+                    td { (when(e.created_at)) }
                     td { (e.kind) }
-                    td { code { (serde_json::to_string(&e.payload).unwrap_or_default()) } }
+                    td { (payload(e)) }
+                }
+            }
+        }
+    }
+}
+
+/// A time (ms) as a `time` element: RFC 3339 in the markup, shown by the script in the browser's local time.
+pub(crate) fn when(ms: i64) -> Markup {
+    let t = domain::time::Timestamp::from_millis(ms).to_rfc3339();
+    html! { time datetime=(t) { (t) } }
+}
+
+/// An event's payload as `key: value` lines, its times (`expires`, `*_at`, stored as milliseconds) as times.
+fn payload(e: &kanban_core::Event) -> Markup {
+    let Some(map) = e.payload.as_object() else {
+        return html! { @if !e.payload.is_null() { code { (e.payload.to_string()) } } };
+    };
+    let is_time = |k: &str| k == "expires" || k.ends_with("_at");
+    html! {
+        @for (k, v) in map {
+            @if !v.is_null() {
+                span.kv {
+                    span.k { (k) ": " }
+                    @match (v.as_i64(), v.as_str()) {
+                        (Some(ms), _) if is_time(k.as_str()) => { (when(ms)) }
+                        (_, Some(text)) => { (text) }
+                        _ => { code { (v.to_string()) } }
+                    }
                 }
             }
         }
@@ -216,28 +257,39 @@ pub(crate) fn task(id: &str, v: &TaskView) -> Markup {
     )
 }
 
-pub(crate) fn profiles(v: &ProfilesView) -> Markup {
+/// A live page: its part that changes in a `data-fragment` region (fetched again on every change of the board), or
+/// that part alone for the fetch.
+fn live_page(title: &str, path: &str, fragment: bool, part: Markup) -> Markup {
+    if fragment {
+        return part;
+    }
+    layout(title, html! { div data-fragment={ (path) "?fragment=1" } { (part) } })
+}
+
+pub(crate) fn profiles(v: &ProfilesView, fragment: bool) -> Markup {
     let cap = |c: Option<u32>| c.map_or_else(|| "no cap".to_owned(), |c| c.to_string());
-    layout(
-        "profiles",
-        html! {
-            h1 { "Profiles" }
-            p { "Running " (v.running) " of " (cap(v.max_in_progress)) " (all boards)" }
+    let part = html! {
+        h1 { "Profiles" }
+        p {
+            "Workers running: " (v.running) " on every board; kanban.max_in_progress (all profiles together): "
+            (cap(v.max_in_progress))
+        }
+        div.scroll {
             table {
                 tr { th { "profile" } th { "running" } th { "cap" } }
                 @for p in &v.profiles { tr { td { (p.name) } td { (p.running) } td { (cap(p.cap)) } } }
             }
-        },
-    )
+        }
+    };
+    live_page("profiles", "/profiles", fragment, part)
 }
 
-pub(crate) fn hosts(v: &HostsView) -> Markup {
-    layout(
-        "hosts",
-        html! {
-            h1 { "Hosts" }
-            p { "This host: " code { (v.this_host) } "; a host silent for " (v.host_timeout_secs) " s is taken for dead." }
-            @if v.hosts.is_empty() { p { "No host heartbeats this board (a board one host uses needs none)." } }
+pub(crate) fn hosts(v: &HostsView, fragment: bool) -> Markup {
+    let part = html! {
+        h1 { "Hosts" }
+        p { "This host: " code { (v.this_host) } "; a host silent for " (v.host_timeout_secs) " s is taken for dead." }
+        @if v.hosts.is_empty() { p { "No host heartbeats this board (a board one host uses needs none)." } }
+        div.scroll {
             table {
                 tr { th { "host" } th { "silent" } th { "state" } th { "running" } }
                 @for h in &v.hosts {
@@ -249,16 +301,16 @@ pub(crate) fn hosts(v: &HostsView) -> Markup {
                     }
                 }
             }
-        },
-    )
+        }
+    };
+    live_page("hosts", "/hosts", fragment, part)
 }
 
-pub(crate) fn diagnostics(v: &[Diagnostic]) -> Markup {
-    layout(
-        "diagnostics",
-        html! {
-            h1 { "Diagnostics" }
-            @if v.is_empty() { p { "Nothing needs a look." } }
+pub(crate) fn diagnostics(v: &[Diagnostic], fragment: bool) -> Markup {
+    let part = html! {
+        h1 { "Diagnostics" }
+        @if v.is_empty() { p { "Nothing needs a look." } }
+        div.scroll {
             table {
                 tr { th { "task" } th { "board" } th { "kind" } th { "reason" } th { "title" } }
                 @for d in v {
@@ -271,6 +323,7 @@ pub(crate) fn diagnostics(v: &[Diagnostic]) -> Markup {
                     }
                 }
             }
-        },
-    )
+        }
+    };
+    live_page("diagnostics", "/diagnostics", fragment, part)
 }

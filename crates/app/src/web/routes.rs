@@ -28,6 +28,7 @@ pub(crate) fn router(web: Arc<Web>) -> Router {
         .route("/hosts", get(hosts_page))
         .route("/diagnostics", get(diagnostics_page))
         .route("/sandboxes", get(sandboxes::page))
+        .route("/chart", get(chart))
         .route("/events", get(live::events))
         .route("/api/boards", get(api_board_names))
         .route("/api/board", get(api_board))
@@ -39,6 +40,7 @@ pub(crate) fn router(web: Arc<Web>) -> Router {
         .route("/api/hosts", get(api_hosts))
         .route("/api/diagnostics", get(api_diagnostics))
         .route("/api/sandboxes", get(sandboxes::api))
+        .route("/api/chart", get(api_chart))
         .route("/api/sandboxes/{id}/{action}", post(sandboxes::act))
         .route("/api/dispatch", post(actions::dispatch))
         .route("/metrics", get(metrics))
@@ -138,34 +140,66 @@ async fn api_log(State(web): State<Arc<Web>>, uri: Uri, Path(id): Path<String>, 
     answer(&web, key_of(&uri), move |ctx| api(Ok(views::log_from(ctx, &id, offset)))).await
 }
 
-async fn profiles_page(State(web): State<Arc<Web>>, uri: Uri) -> Response {
-    answer(&web, key_of(&uri), |ctx| page(views::profiles(ctx), false, |v, _| pages::profiles(v))).await
+async fn profiles_page(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| page(views::profiles(ctx), wants_fragment(&q), pages::profiles)).await
 }
 
 async fn api_profiles(State(web): State<Arc<Web>>, uri: Uri) -> Response {
     answer(&web, key_of(&uri), |ctx| api(views::profiles(ctx))).await
 }
 
-async fn hosts_page(State(web): State<Arc<Web>>, uri: Uri) -> Response {
-    answer(&web, key_of(&uri), |ctx| page(views::hosts(ctx), false, |v, _| pages::hosts(v))).await
+async fn hosts_page(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| page(views::hosts(ctx), wants_fragment(&q), pages::hosts)).await
 }
 
 async fn api_hosts(State(web): State<Arc<Web>>, uri: Uri) -> Response {
     answer(&web, key_of(&uri), |ctx| api(views::hosts(ctx))).await
 }
 
-async fn diagnostics_page(State(web): State<Arc<Web>>, uri: Uri) -> Response {
-    answer(&web, key_of(&uri), |ctx| page(views::diagnostics(ctx), false, |v, _| pages::diagnostics(v))).await
+async fn diagnostics_page(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| {
+        page(views::diagnostics(ctx), wants_fragment(&q), |v, f| pages::diagnostics(v, f))
+    })
+    .await
 }
 
 async fn api_diagnostics(State(web): State<Arc<Web>>, uri: Uri) -> Response {
     answer(&web, key_of(&uri), |ctx| api(views::diagnostics(ctx))).await
 }
 
-async fn metrics(State(web): State<Arc<Web>>, uri: Uri) -> Response {
-    answer(&web, key_of(&uri), |ctx| match super::metrics::render(ctx) {
-        Ok(text) => Answer::new(StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", text),
-        Err(f) => Answer::new(status_of(&f), "text/plain", format!("{}\n", f.message)),
+/// `/chart?board=SLUG`: the board's throughput and failures chart alone (the board page fetches it).
+async fn chart(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| {
+        page(super::console::chart(ctx, q.get("board").map_or("default", String::as_str)), true, |c, _| {
+            super::console::chart_svg(c)
+        })
+    })
+    .await
+}
+
+async fn api_chart(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
+    answer(&web, key_of(&uri), move |ctx| {
+        api(super::console::chart(ctx, q.get("board").map_or("default", String::as_str)))
+    })
+    .await
+}
+
+/// `/metrics`: OpenMetrics text to a scraper that asks for it (Prometheus does, in `Accept`), else the same text as
+/// `text/plain`, which a browser shows rather than downloads.
+async fn metrics(State(web): State<Arc<Web>>, uri: Uri, headers: axum::http::HeaderMap) -> Response {
+    let open_metrics = headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let kind = if open_metrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let key = format!("{}{}", key_of(&uri), if open_metrics { " (openmetrics)" } else { "" });
+    answer(&web, key, move |ctx| match super::metrics::render(ctx) {
+        Ok(text) => Answer::new(StatusCode::OK, kind, text),
+        Err(f) => Answer::new(status_of(&f), "text/plain; charset=utf-8", format!("{}\n", f.message)),
     })
     .await
 }

@@ -1,4 +1,4 @@
-//! The sandboxes view: every profile's sandboxes with state, egress policy, age, idle time, memory and CPU, the very
+//! The sandboxes view: this home's sandboxes of every profile (see `Ours`) with state, egress policy, age, idle time, memory and CPU, the very
 //! rows `berth --json sandbox ls --all-profiles` prints (`sandbox::cost::rows`, one implementation of the engine
 //! calls), masked. Its actions, stop and remove, call the functions `berth sandbox stop|rm ID --all-profiles` call
 //! (`sandbox::remove`).
@@ -12,15 +12,48 @@ use maud::html;
 
 use super::Web;
 use super::pages::{age, layout};
+use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::redact::redact;
 use crate::sandbox::views::SandboxRow;
+use domain::label::{LABEL_HOME, LabelValue};
 
-/// Every profile's sandboxes as `sandbox ls --all-profiles` lists them, every text masked.
+/// Every profile's sandboxes as `sandbox ls --all-profiles` lists them, but only this home's (see [`Ours`]), every
+/// text masked.
 async fn list(web: &Arc<Web>) -> Result<Vec<SandboxRow>, Failure> {
+    let ours = Ours::of(&web.ctx);
     match crate::sandbox::cost::rows(&web.ctx, true, false).await {
-        Ok(rows) => Ok(rows.into_iter().map(masked).collect()),
+        Ok(rows) => Ok(rows
+            .into_iter()
+            .filter(|r| ours.holds(r.sandbox.labels.get(LABEL_HOME).map(String::as_str), r.sandbox.profile.as_deref()))
+            .map(masked)
+            .collect()),
         Err(f) => Err(Failure { message: redact(&f.message), ..f }),
+    }
+}
+
+/// Which sandboxes the dashboard lists and acts on: this home's (its `berth.home` label), and unlabelled ones
+/// (hermes-made, or an older berth's) whose `hermes-profile` is one of this home's profiles. Another home's
+/// sandbox, and another user's hermes sandbox on the same engine, are neither listed nor stopped nor removed here
+/// (`berth sandbox … --all-profiles` still reaches an unlabelled one, as hermes compatibility asks).
+struct Ours {
+    home: String,
+    profiles: Vec<String>,
+}
+
+impl Ours {
+    fn of(ctx: &Ctx) -> Self {
+        let mut profiles: Vec<String> =
+            ctx.profiles().list().iter().map(|p| LabelValue::sanitize(p).as_str().to_owned()).collect();
+        profiles.push(crate::sandbox::engine::profile_label(ctx));
+        Self { home: ctx.home_id(), profiles }
+    }
+
+    fn holds(&self, home: Option<&str>, profile: Option<&str>) -> bool {
+        match home {
+            Some(h) => h == self.home,
+            None => profile.is_some_and(|p| self.profiles.iter().any(|mine| mine == p)),
+        }
     }
 }
 
@@ -62,6 +95,19 @@ pub(crate) async fn act(State(web): State<Arc<Web>>, Path((id, action)): Path<(S
             .enable_all()
             .build()
             .map_err(|e| Failure::other(format!("cannot reach the engine: {e}")))?;
+        if !matches!(action.as_str(), "stop" | "remove") {
+            return Err(Failure::usage(format!("no sandbox action {action:?}: stop or remove")));
+        }
+        // The sandbox named must be one the page lists: another home's or another user's is no sandbox here.
+        let found = rt.block_on(async {
+            let engine = crate::sandbox::connect::connect(ctx).await?;
+            crate::sandbox::logs::find(ctx, &*engine, Some(&id), None, true).await
+        })?;
+        if !Ours::of(ctx).holds(found.home(), found.profile_label()) {
+            return Err(Failure::usage(format!(
+                "no sandbox {id:?} of this home (it belongs to another home or to a profile this home does not have)"
+            )));
+        }
         match action.as_str() {
             "stop" => {
                 rt.block_on(crate::sandbox::remove::stop_by_id(ctx, &id, true)).map(|c| format!("stopped {}", c.name))
@@ -92,7 +138,8 @@ pub(crate) async fn page(
     }
     let body = html! {
         h1 { "Sandboxes" }
-        div data-refresh="/sandboxes?fragment=1" { (table) }
+        p.muted { "This home's sandboxes, and hermes-made ones of its profiles; fetched again every few seconds." }
+        div.scroll data-refresh="/sandboxes?fragment=1" data-every="5" { (table) }
     };
     Html(layout("sandboxes", body).into_string()).into_response()
 }
@@ -117,9 +164,9 @@ fn table(rows: &[SandboxRow]) -> maud::Markup {
                     td { (r.cpu_percent.map_or_else(|| "-".to_owned(), |p| format!("{p:.1}%"))) }
                     td {
                         @if s.state == "running" {
-                            button data-sandbox=(s.id) data-sandbox-action="stop" { "stop" }
+                            button data-sandbox=(s.id) data-sandbox-action="stop" data-confirm={ "Stop sandbox " (s.name) "?" } { "stop" }
                         }
-                        button data-sandbox=(s.id) data-sandbox-action="remove" { "remove" }
+                        button data-sandbox=(s.id) data-sandbox-action="remove" data-confirm={ "Remove sandbox " (s.name) " and its folder?" } { "remove" }
                     }
                 }
             }

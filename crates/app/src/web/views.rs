@@ -33,6 +33,12 @@ pub(crate) struct Card {
     pub last_error: Option<String>,
     /// Seconds until it may start, while it waits for its time (scheduled, a retry's backoff, a snooze).
     pub starts_in_secs: Option<i64>,
+    /// While blocked (or back in todo or triage by a block): the block's kind and reason.
+    pub block: Option<String>,
+    /// The last request for changes' note, until the task is done.
+    pub review_note: Option<String>,
+    /// Why it waits, while ready or todo: the planner's decision of a dry run (`kanban dispatch --dry-run --explain`).
+    pub waiting: Option<super::console::Waiting>,
 }
 
 /// A status column.
@@ -46,6 +52,8 @@ pub(crate) struct Column {
 #[derive(Debug, Serialize)]
 pub(crate) struct BoardView {
     pub board: String,
+    /// Whether the archived column is shown (`?archived=1`).
+    pub archived: bool,
     pub boards: Vec<String>,
     pub columns: Vec<Column>,
 }
@@ -145,6 +153,9 @@ fn card(ctx: &Ctx, store: &Board, t: &Task, now: Timestamp) -> Card {
             .not_before
             .filter(|at| *at > now.as_millis() && t.status != TaskStatus::Running)
             .map(|at| (at - now.as_millis() + 999) / 1000),
+        block: crate::board::show::block_line(t).map(|b| redact(&b)),
+        review_note: t.review_note.as_deref().filter(|_| t.status != TaskStatus::Done).map(redact),
+        waiting: (t.status == TaskStatus::Todo).then(super::console::waiting_on_parents),
     }
 }
 
@@ -179,8 +190,14 @@ pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool) -> Result<BoardView, 
                 col.tasks.push(card(ctx, store, &t, now));
             }
         }
+        if let Some(ready) = columns.iter_mut().find(|c| c.status == TaskStatus::Ready && !c.tasks.is_empty()) {
+            let mut why = super::console::waiting(ctx, store, &b)?;
+            for c in &mut ready.tasks {
+                c.waiting = why.remove(&c.id);
+            }
+        }
     }
-    Ok(BoardView { board: b.as_str().to_owned(), boards, columns })
+    Ok(BoardView { board: b.as_str().to_owned(), archived, boards, columns })
 }
 
 /// One task with its events, runs and workspace.

@@ -16,7 +16,10 @@
 //!   with them it could take another address on the internal network the policy's sandboxes share (the proxy's);
 //! - a security option that switches a confinement off (`apparmor`, `seccomp` or `systempaths` `unconfined`, a
 //!   seccomp profile other than the engine's own, SELinux `label=disable` or an unconfined type,
-//!   `writable-cgroups=true`);
+//!   `writable-cgroups=true`, `no-new-privileges=false`, which lets a set-user-id program in the image gain what
+//!   berth's own `no-new-privileges` keeps from it);
+//! - a cgroup parent (`--cgroup-parent`, any): the sandbox then sits in a cgroup of the host's tree chosen by the
+//!   caller, outside the engine's and under whatever limits (or none) that one has;
 //! - a host device (`--device`, any: a host device node is the host's hardware or kernel interface) and a device
 //!   cgroup rule (with `MKNOD`, in the default set, it opens host devices by number);
 //! - a namespace shared with the host or another container (`host` or `container:…` for `--pid`, `--ipc`, `--uts`,
@@ -89,6 +92,11 @@ pub fn host_access(spec: &CreateSpec) -> Option<String> {
         return Some(format!("--security-opt {opt} switches off a confinement of the engine"));
     }
     let x = &spec.extra;
+    if let Some(parent) = x.cgroup_parent.as_deref().filter(|p| !p.trim().is_empty()) {
+        return Some(format!(
+            "--cgroup-parent {parent} places it in a cgroup of the host's tree, outside the engine's and its limits"
+        ));
+    }
     if let Some(d) = x.devices.first() {
         return Some(format!("--device {} hands it a device of the host", d.host));
     }
@@ -148,6 +156,8 @@ fn lifts_confinement(opt: &str) -> bool {
         "seccomp" => !matches!(value.as_str(), "builtin" | "default"),
         "label" => value == "disable" || value == "type:spc_t" || value == "type:unconfined_t",
         "writable-cgroups" => value != "false",
+        // The engine reads it as a boolean, bare meaning true; anything but true lifts berth's own.
+        "no-new-privileges" => !matches!(value.as_str(), "" | "true" | "1" | "t"),
         _ => false,
     }
 }

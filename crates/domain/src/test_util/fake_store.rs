@@ -352,7 +352,8 @@ impl KanbanStore for FakeKanbanStore {
             t.confirmed_at = None;
             t.last_heartbeat = None;
             t.current_run = Some(self.next_run);
-            out.claimed.push(Claimed { task_id: t.id.clone(), assignee: t.assignee.clone(), run_id: self.next_run });
+            let (task_id, assignee, run_id) = (t.id.clone(), t.assignee.clone(), self.next_run);
+            out.claimed.push(Claimed { task_id, assignee, run_id, review_note: None });
             self.events.push((d.task_id.clone(), "claimed".to_owned()));
         }
         out.plan = plan;
