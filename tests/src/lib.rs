@@ -83,6 +83,8 @@ mod review;
 #[cfg(test)]
 mod signals;
 #[cfg(test)]
+mod sleep;
+#[cfg(test)]
 mod slow_board;
 #[cfg(test)]
 mod tidy;

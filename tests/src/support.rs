@@ -267,6 +267,31 @@ impl Drop for Home {
             args.extend(ids.iter().map(String::as_str));
             self.docker(&args);
         }
+        // The profile's sandbox snapshots (`sandbox snapshot|suspend`), which a test left behind.
+        let images = self.snapshot_images();
+        if !images.is_empty() {
+            let mut args = vec!["rmi", "-f"];
+            args.extend(images.iter().map(String::as_str));
+            self.docker(&args);
+        }
+    }
+}
+
+impl Home {
+    /// Ids of every snapshot image of this home's profile.
+    pub fn snapshot_images(&self) -> Vec<String> {
+        let profile = format!("label=hermes-profile={}", self.profile);
+        let mut found = ids(&self.docker(&[
+            "images",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            "label=berth.snapshot",
+            "--filter",
+            &profile,
+        ]));
+        found.dedup();
+        found
     }
 }
 

@@ -25,17 +25,24 @@ From create to reap, and the settings of each step:
 3. **Idle stop**: `terminal.docker_idle_stop_seconds` (0: off; per profile
    `terminal.docker_idle_stop_seconds_overrides`): the gateway stops (never removes) a running persistent sandbox
    of any profile of its home with nothing inside but its keep-alive for that profile's period.
-4. **Remove**: `berth sandbox rm` removes the sandbox and its folder (`--keep-files` keeps it; a task on a board keeps
+4. **Suspend**: `berth sandbox suspend` (or the gateway, with `terminal.docker_suspend_after_seconds`, 0: off; per
+   profile `terminal.docker_suspend_after_seconds_overrides`; after that long idle as idle stop counts it, or stopped
+   that long) snapshots the sandbox's files to a local image and removes its container; its folder stays and
+   `sandbox ls` lists it `suspended`. The next `berth run`, worker or `sandbox ensure` of its task resumes it from its
+   newest snapshot. A sandbox keeps `terminal.docker_snapshot_keep` snapshots; they go with it (`sandbox rm`, a
+   release that removes it, the reaper removing its container); a suspended sandbox is never reaped nor its folder
+   swept.
+5. **Remove**: `berth sandbox rm` removes the sandbox and its folder (`--keep-files` keeps it; a task on a board keeps
    its folder), as root through a one-shot helper container when the sandbox's root user left files there, never
    through a symlink.
-5. **Reap**: at each process's first sandbox (`terminal.docker_orphan_reaper`) and on every gateway cleanup pass
+6. **Reap**: at each process's first sandbox (`terminal.docker_orphan_reaper`) and on every gateway cleanup pass
    (`terminal.docker_reap_interval_seconds`, 0: `max(60, terminal.lifetime_seconds)`): stopped sandboxes older than
    `2 × max(60, terminal.lifetime_seconds)`, and running throw-away ones whose owner died: on this host by pid, on
    another host sharing the engine by a lease the owner renews inside the sandbox every third of
    `terminal.docker_lease_seconds` (hosts need clocks in step).
-6. **Folders**: the same pass (and `berth sandbox reap`) removes sandbox folders no container claims and no board task
+7. **Folders**: the same pass (and `berth sandbox reap`) removes sandbox folders no container claims and no board task
    owns, once untouched for the reaper's threshold.
-7. **Finished tasks' output**: a done task's workspace folder and worker log stay `kanban.retention_days` (0: until
+8. **Finished tasks' output**: a done task's workspace folder and worker log stay `kanban.retention_days` (0: until
    archived), or until the task is archived or removed, whichever comes first; `berth kanban prune [--dry-run]` does
    it now, the gateway on each cleanup pass (one line per pass).
 ";

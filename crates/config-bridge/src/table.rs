@@ -176,6 +176,7 @@ settings! {
         max_in_progress_per_profile: Option<u32> = "", "Most running workers per assignee, all boards together: on this host (SQLite), or over every host of a PostgreSQL board; unset means no cap.";
         max_in_progress_per_profile_overrides: BTreeMap<String, u32> = "{}", "Per-profile caps that replace `kanban.max_in_progress_per_profile`, e.g. {\"alpha\": 4}.";
         max_spawn: Option<u32> = "", "Most workers started in one dispatch tick; `dispatch --max` wins over it.";
+        prewarm: u64 = "0", "How many ready tasks waiting on a cap (in plan order) get their sandbox created and started, or resumed, by the gateway before their turn, so their first command starts at once; 0 is off. A warm sandbox counts toward no cap. Off on a shared (PostgreSQL) board, where another host may claim the task.";
         retention_days: FloatDays = "7", "Days a finished (done) task keeps its workspace folder and worker log as its output; archiving or removing the task removes them at once; 0 keeps them until then. Applied by the gateway's cleanup pass and `berth kanban prune`.";
         retry_backoff_max_seconds: Seconds = "600", "The longest pause before a failed task's next try (see `kanban.retry_backoff_seconds`).";
         retry_backoff_max_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile longest pauses that replace `kanban.retry_backoff_max_seconds` for that assignee's tasks, e.g. {\"alpha\": 60}.";
@@ -219,6 +220,9 @@ settings! {
         docker_run_as_host_user: bool = "false", "Run sandbox commands as the calling user's uid:gid.";
         docker_shared_container_key: String = "", "When set, trusted profiles share one sandbox per task: the `hermes-profile` label becomes `<key[:50]>-<sha256(key)[:12]>`, as in hermes 0.21.";
         docker_shm_size: String = "1g", "Size of /dev/shm in sandboxes (hermes 0.21's default), as Docker writes sizes (512m, 1.5g), at most 1t; empty or 0 keeps Docker's 64m.";
+        docker_snapshot_keep: NonZeroU32 = "1", "Snapshots kept per sandbox (`berth sandbox snapshot|suspend`, local images never pushed): taking one removes the sandbox's oldest past this many; a suspended sandbox's newest is always kept.";
+        docker_suspend_after_seconds: Seconds = "0", "Suspend (snapshot the files, then remove the container; the host folder stays) a persistent sandbox after this many seconds with nothing inside but its keep-alive, or stopped this long, as the gateway sees it; the next `berth run`, worker or `sandbox ensure` resumes it from its snapshot. 0 is off. See the README's sandbox lifecycle.";
+        docker_suspend_after_seconds_overrides: BTreeMap<String, u32> = "{}", "Per-profile suspend periods that replace `terminal.docker_suspend_after_seconds`, e.g. {\"alpha\": 3600}.";
         docker_volumes: Vec<String> = "[]", "Extra mounts, each `host:container[:options]`.";
         lifetime_seconds: Seconds = "300", "Idle lifetime of a sandbox handle; the orphan reaper removes stopped sandboxes after 2 × max(60, this).";
         sandbox_dir: String = "{home}/sandboxes", "Where persistent sandbox directories live on the host; an absolute path that is not `/`, does not hold berth's home, and is not inside another berth home or another home's sandboxes folder.";

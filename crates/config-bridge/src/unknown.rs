@@ -87,6 +87,7 @@ pub(crate) fn json_example(key: &str, kind: crate::Kind) -> Option<String> {
         ("terminal.docker_idle_stop_seconds_overrides", _) => r#"{"PROFILE": 900}"#,
         ("terminal.docker_credentials", _) => r#"{"GITHUB_TOKEN": ["api.github.com"]}"#,
         ("terminal.docker_credentials_overrides", _) => r#"{"PROFILE": {"GITHUB_TOKEN": ["api.github.com"]}}"#,
+        ("terminal.docker_suspend_after_seconds_overrides", _) => r#"{"PROFILE": 3600}"#,
         (_, crate::Kind::List) => r#"["first", "second"]"#,
         (_, crate::Kind::Map) => r#"{"NAME": "value"}"#,
         (_, crate::Kind::CapMap) => r#"{"PROFILE": 2}"#,

@@ -13,6 +13,7 @@ mod host_kill;
 mod kill;
 mod logs;
 mod run_flags;
+mod snapshots;
 mod usage;
 mod volumes;
 

@@ -36,6 +36,18 @@ pub const LABEL_MADE_BY: &str = "berth.profile";
 /// the reaper can remove a running one whose owner died.
 pub const LABEL_OWNER: &str = "berth.owner";
 
+/// Berth's own label on a snapshot image (`berth sandbox snapshot|suspend`): the snapshot's name (its tag). Images
+/// carrying it are a sandbox's snapshots; the sandbox's own labels are on the image beside it.
+pub const LABEL_SNAPSHOT: &str = "berth.snapshot";
+/// Berth's own label on a snapshot image: the container name of the sandbox it was taken of.
+pub const LABEL_SNAPSHOT_OF: &str = "berth.snapshot.of";
+/// Berth's own label on a snapshot image: when it was taken, in milliseconds since the epoch (the engine's own
+/// creation time counts whole seconds only).
+pub const LABEL_SNAPSHOT_AT: &str = "berth.snapshot.at";
+/// Berth's own label on a snapshot image: the size of the sandbox's writable layer when it was taken, in bytes
+/// (what the snapshot adds to its base image).
+pub const LABEL_SNAPSHOT_BYTES: &str = "berth.snapshot.bytes";
+
 /// Maximum length of a sanitized label value, as upstream.
 pub const LABEL_MAX_LEN: usize = 63;
 

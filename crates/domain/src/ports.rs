@@ -15,8 +15,8 @@ use crate::time::Timestamp;
 
 mod engine;
 pub use engine::{
-    ContainerFiles, ContainerLogs, ContainerUsage, EgressNetworks, EgressSetup, Engine, EngineFacts, ExecAttached,
-    ExecIo, ExtraArgsParser, MarkedKill, Usage,
+    ContainerFiles, ContainerLogs, ContainerSnapshots, ContainerUsage, EgressNetworks, EgressSetup, Engine,
+    EngineFacts, ExecAttached, ExecIo, ExtraArgsParser, MarkedKill, SnapshotImage, Usage,
 };
 
 /// Errors of a [`ContainerRuntime`].

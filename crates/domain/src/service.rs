@@ -45,6 +45,8 @@ pub enum AcquireAction {
     Attached,
     Started,
     Recreated,
+    /// Created from its snapshot (a suspended sandbox, or a fork's start).
+    Resumed,
 }
 
 impl AcquireAction {
@@ -54,6 +56,7 @@ impl AcquireAction {
             Self::Attached => "attached",
             Self::Started => "started",
             Self::Recreated => "recreated",
+            Self::Resumed => "resumed",
         }
     }
 }

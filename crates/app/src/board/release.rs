@@ -55,6 +55,15 @@ pub async fn remove_task_sandboxes_on(
         for c in listed.iter().filter(|c| identities.iter().any(|i| i.owns(c))) {
             let _ = service::release(&*rt, Some(&c.id), ReleaseMode::Force).await;
         }
+        // Their snapshots go with them (a suspended sandbox is only its snapshots): one listing for the batch.
+        let names: std::collections::BTreeSet<String> = identities.iter().map(|i| i.persistent_name()).collect();
+        if let Ok(snaps) = sandbox::snapshots::in_home(&*rt, Some(&ctx.home_id()), None).await {
+            let theirs =
+                snaps.iter().filter(|s| s.label(domain::label::LABEL_SNAPSHOT_OF).is_some_and(|n| names.contains(n)));
+            for s in theirs {
+                let _ = sandbox::snapshots::remove_one(&*rt, s).await;
+            }
+        }
         Some(())
     };
     if tokio::time::timeout(sandbox::TEARDOWN_WAIT, work).await.is_err() {

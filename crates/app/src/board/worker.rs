@@ -463,7 +463,11 @@ async fn run_in_sandbox(
     let mut sink = LogSink::for_run(ctx, log_path(ctx, &task.id));
     let lease = (!req.persist_across_processes).then(|| crate::sandbox::lease::hold(ctx, &rt, &req.spec.name));
     // Which sandbox, before the command's output; `run_from` acquires again only if that one went away meanwhile.
-    let found = service::acquire(&*rt, &req).await?;
+    // A suspended sandbox is resumed from its snapshot.
+    let found = match crate::sandbox::snapshots::resume_if_suspended(ctx, &*rt, &req).await? {
+        Some(resumed) => resumed,
+        None => service::acquire(&*rt, &req).await?,
+    };
     sandbox::admit_credentials(ctx, &*rt, &req, &found).await?;
     log_line(&format!("sandbox {} ({})", found.name, found.action.as_str()));
     let ran = service::run_from(&*rt, &req, Some(found), &exec, &mut sink).await;

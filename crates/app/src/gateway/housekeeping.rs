@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use domain::policy::idle::{IdleMemory, IdleObservation, IdleSettings, IdleVerdict, plan_idle_stop};
 use domain::policy::reaper::{ReapScope, reaper_max_age_secs};
+use domain::ports::Clock;
 use domain::ports::Engine;
-use domain::ports::{Clock, ContainerRuntime};
 use domain::service;
 
 use crate::edge::context::{Ctx, ProcProbe, SystemClock};
@@ -33,6 +33,10 @@ pub struct Housekeeper {
     /// This home's `berth.home` digest: idle stop and the reaper touch only its sandboxes (and unlabelled ones).
     home_id: String,
     idle: IdleSettings,
+    /// `terminal.docker_suspend_after_seconds` (and its overrides), as idle stop's settings.
+    suspend: IdleSettings,
+    /// `terminal.docker_snapshot_keep`.
+    snapshot_keep: usize,
     reaper_enabled: bool,
     /// `kanban.retention_days` in seconds (`None`: finished tasks' output is kept until archived).
     retention: Option<i64>,
@@ -51,6 +55,15 @@ pub fn reap_interval(ctx: &Ctx) -> Duration {
     Duration::from_secs(secs)
 }
 
+/// The automatic suspend's settings of this context, in idle stop's shape.
+pub fn suspend_settings(ctx: &Ctx) -> IdleSettings {
+    let t = &ctx.settings.terminal;
+    IdleSettings {
+        default_secs: t.docker_suspend_after_seconds.get().cast_signed(),
+        overrides: t.docker_suspend_after_seconds_overrides.clone(),
+    }
+}
+
 /// The idle-stop settings of this context.
 pub fn idle_settings(ctx: &Ctx) -> IdleSettings {
     let t = &ctx.settings.terminal;
@@ -63,10 +76,12 @@ pub fn idle_settings(ctx: &Ctx) -> IdleSettings {
 impl Housekeeper {
     pub fn from_ctx(ctx: &Ctx) -> Self {
         let idle = idle_settings(ctx);
+        let suspend = suspend_settings(ctx);
         let profile_label = crate::sandbox::profile_label(ctx);
-        // A third of the shortest period of any profile, so a sandbox is stopped within a third of a period past its
-        // idle time; at least a second.
-        let idle_every = idle.shortest_period().map(|p| {
+        // A third of the shortest period of any profile (idle stop's or suspend's), so a sandbox is stopped or
+        // suspended within a third of a period past its idle time; at least a second.
+        let shortest = [idle.shortest_period(), suspend.shortest_period()].into_iter().flatten().min();
+        let idle_every = shortest.map(|p| {
             let p = u64::try_from(p).unwrap_or(1);
             Duration::from_millis((p * 1000 / 3).clamp(1000, 60_000))
         });
@@ -83,6 +98,8 @@ impl Housekeeper {
             profile_label,
             home_id: ctx.home_id(),
             idle,
+            suspend,
+            snapshot_keep: crate::sandbox::snapshots::keep_of(ctx),
             reaper_enabled: ctx.settings.terminal.docker_orphan_reaper,
             retention: crate::board::retention::retention_secs(ctx),
             reap_every: reap_interval(ctx),
@@ -110,7 +127,12 @@ impl Housekeeper {
             Some(s) => format!("finished tasks' output kept {}", crate::board::retention::span(s)),
             None => "finished tasks' output kept until archived".to_owned(),
         };
-        tracing::info!("gateway cleanup: {idle}, {reap}, {retention} (profile {})", self.profile_label);
+        let suspend = match self.suspend.period_for(None) {
+            Some(p) => format!(", suspend after {p}s idle or stopped"),
+            None if self.suspend.any_enabled() => ", suspend per profile".to_owned(),
+            None => String::new(),
+        };
+        tracing::info!("gateway cleanup: {idle}{suspend}, {reap}, {retention} (profile {})", self.profile_label);
     }
 
     /// Runs the loop as a task of its own; dropping the guard ends it.
@@ -188,16 +210,13 @@ impl Housekeeper {
 
     /// Observes the running sandboxes of every profile of this home (each profile's period from the overrides), stops
     /// those idle for their period; returns the new memory.
-    async fn idle_pass(
-        &self,
-        rt: &dyn ContainerRuntime,
-        memory: &IdleMemory,
-    ) -> Result<IdleMemory, domain::ports::RuntimeError> {
+    async fn idle_pass(&self, rt: &dyn Engine, memory: &IdleMemory) -> Result<IdleMemory, domain::ports::RuntimeError> {
         let mut listed = service::list_managed(rt, None, Some(&self.home_id)).await?;
         // A sandbox without a home label (hermes-made, or from a berth before the label) may be anyone's on this
         // engine: only those of the gateway's profile and of the profiles this home has are this gateway's to stop.
         let mine = self.home_profile_labels();
         listed.retain(|c| c.home().is_some() || c.profile_label().is_some_and(|p| mine.contains(p)));
+        let suspended = self.suspend_stopped(rt, &listed).await;
         let running: Vec<_> = listed.into_iter().filter(|c| c.state.is_live()).collect();
         let lists = service::join_all(running.iter().map(|c| rt.processes(&c.id))).await;
         let observations: Vec<IdleObservation> = running
@@ -214,9 +233,35 @@ impl Housekeeper {
                 processes: procs.ok(),
             })
             .collect();
-        let plan = plan_idle_stop(SystemClock.now(), &observations, memory, &self.idle);
+        let now = SystemClock.now();
+        let plan = plan_idle_stop(now, &observations, memory, &self.idle);
+        // Suspend's count of idle time is idle stop's: one memory serves both (each keeps what it saw idle, from the
+        // same previous memory, so the two agree on every sandbox both count).
+        let suspend_plan = plan_idle_stop(now, &observations, memory, &self.suspend);
         let mut memory = plan.memory.clone();
+        memory.extend(suspend_plan.memory.clone());
+        let mut gone = suspended;
+        for (d, idle_secs) in suspend_plan.to_stop() {
+            memory.remove(&d.id);
+            let Some(c) = running.iter().find(|c| c.id == d.id) else { continue };
+            // `suspend_container` looks once more right before: a command that started since keeps it running.
+            match crate::sandbox::snapshots::suspend_container(self.snapshot_keep, rt, c).await {
+                Ok(done) => {
+                    gone.insert(d.id.clone());
+                    tracing::info!(
+                        "gateway cleanup: suspended idle sandbox {} ({}; idle {idle_secs}s; snapshot {})",
+                        d.name,
+                        short(&d.id),
+                        done.snapshot.name
+                    );
+                }
+                Err(e) => tracing::info!("gateway cleanup: did not suspend idle sandbox {}: {}", d.name, e.message),
+            }
+        }
         for (d, idle_secs) in plan.to_stop() {
+            if gone.contains(&d.id) {
+                continue;
+            }
             // Look once more right before stopping: a command that started since the observation keeps it running.
             let again = rt.processes(&d.id).await.ok();
             let still_idle = again.is_some_and(|p| p.iter().all(|p| domain::policy::idle::is_keep_alive(&p.command)));
@@ -243,6 +288,47 @@ impl Housekeeper {
             }
         }
         Ok(memory)
+    }
+
+    /// Suspends the stopped persistent sandboxes that have been stopped for their suspend period (by the engine's
+    /// `FinishedAt`); returns their ids.
+    async fn suspend_stopped(
+        &self,
+        rt: &dyn Engine,
+        listed: &[domain::container::ContainerSummary],
+    ) -> std::collections::BTreeSet<String> {
+        let mut done = std::collections::BTreeSet::new();
+        if !self.suspend.any_enabled() {
+            return done;
+        }
+        let now = SystemClock.now();
+        for c in listed.iter().filter(|c| c.state == domain::container::ContainerState::Exited) {
+            let Some(period) = self.suspend.period_for(c.made_by_profile()) else { continue };
+            if c.label(domain::label::LABEL_MODE) == Some("ephemeral") || c.identity().is_none() {
+                continue;
+            }
+            let Ok(d) = rt.inspect(&c.id).await else { continue };
+            let Some(finished) = d.finished_at() else { continue };
+            let stopped_secs = now.secs_since(finished).floor() as i64;
+            if stopped_secs < period {
+                continue;
+            }
+            match crate::sandbox::snapshots::suspend_container(self.snapshot_keep, rt, c).await {
+                Ok(s) => {
+                    done.insert(c.id.clone());
+                    tracing::info!(
+                        "gateway cleanup: suspended stopped sandbox {} ({}; stopped {stopped_secs}s; snapshot {})",
+                        c.name,
+                        short(&c.id),
+                        s.snapshot.name
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!("gateway cleanup: could not suspend stopped sandbox {}: {}", c.name, e.message)
+                }
+            }
+        }
+        done
     }
 
     /// The profile labels of this home: the gateway's (or its shared key's) and every profile folder's.
@@ -321,6 +407,8 @@ impl Housekeeper {
                 for (id, e) in &r.failed {
                     tracing::warn!("gateway cleanup: could not remove {}: {e}", short(id));
                 }
+                // A reaped sandbox's snapshots go with it.
+                crate::sandbox::snapshots::reaped(rt, r.removed.iter().map(|o| o.name.clone()).collect()).await;
             }
             Err(e) => tracing::warn!("gateway cleanup: orphan reaper failed: {e}"),
         }

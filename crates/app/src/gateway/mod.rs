@@ -5,6 +5,7 @@ pub mod engine_backoff;
 pub mod housekeeping;
 pub mod overview;
 mod reload;
+mod prewarm;
 pub mod status;
 pub mod task_log;
 mod ticker;

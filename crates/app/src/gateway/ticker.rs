@@ -152,6 +152,8 @@ async fn tick_all(
 ) -> TickSummary {
     let TickState { kept, quarantined, task_log, .. } = state;
     let mut summary = TickSummary { boards: BTreeMap::new(), spawned: 0, pending: false, next_due: None };
+    // Ready tasks waiting on a cap, in plan order, board after board: `kanban.prewarm` warms the first of them.
+    let mut waiting = Vec::new();
     // Boards are re-listed every tick, so new boards need no restart.
     let boards = match kept.boards(ctx) {
         Ok(b) => b,
@@ -185,6 +187,7 @@ async fn tick_all(
                 summary.pending |= r.had_spawnable();
                 // The soonest of a task waiting for its time and a recurring schedule's next slot, on any board.
                 summary.next_due = [summary.next_due, r.plan.next_due, r.next_slot].into_iter().flatten().min();
+                waiting.extend(super::prewarm::waiting(&r.plan.decisions));
                 let t = r.tally();
                 crate::web::metrics::record_tally(&t);
                 task_log.tick(&board.slug, &t);
@@ -226,5 +229,6 @@ async fn tick_all(
             }
         }
     }
+    super::prewarm::start(ctx, waiting);
     summary
 }

@@ -89,7 +89,7 @@ fn host_dir(ctx: &Ctx, c: &ContainerSummary) -> Option<PathBuf> {
     )))
 }
 
-fn human_bytes(n: Option<u64>) -> String {
+pub(crate) fn human_bytes(n: Option<u64>) -> String {
     let Some(n) = n else { return "-".to_owned() };
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let (mut v, mut i) = (n as f64, 0);
@@ -142,6 +142,28 @@ pub async fn rows(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<Vec<Sandb
     } else {
         vec![None; listed.len()]
     };
+    // Snapshots, by the sandbox they were taken of: counted on its row, and a sandbox with no container but a
+    // snapshot is listed as `suspended`.
+    let snapshots =
+        crate::sandbox::snapshots::in_home(&*rt, Some(&ctx.home_id()), (!all_profiles).then_some(profile.as_str()))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!("cannot list sandbox snapshots: {e}");
+                Vec::new()
+            });
+    let mut by_sandbox: BTreeMap<&str, Vec<&domain::ports::SnapshotImage>> = BTreeMap::new();
+    for s in &snapshots {
+        by_sandbox.entry(s.label(domain::label::LABEL_SNAPSHOT_OF).unwrap_or_default()).or_default().push(s);
+    }
+    let snapshot_bytes = |name: &str| {
+        by_sandbox.get(name).map(|list| {
+            list.iter()
+                .map(|s| {
+                    s.label(domain::label::LABEL_SNAPSHOT_BYTES).and_then(|b| b.parse().ok()).unwrap_or(s.size_bytes)
+                })
+                .sum::<i64>()
+        })
+    };
     let mut rows = Vec::new();
     for (i, c) in listed.iter().enumerate() {
         let usage = usages[i].clone().unwrap_or_default();
@@ -155,9 +177,38 @@ pub async fn rows(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<Vec<Sandb
             memory_limit_bytes: usage.memory_limit_bytes,
             cpu_percent: usage.cpu_percent.map(|p| (p * 100.0).round() / 100.0),
             pids: usage.pids,
+            snapshots: by_sandbox.get(c.name.as_str()).map_or(0, Vec::len),
+            snapshot_bytes: snapshot_bytes(&c.name),
             size: size.then(|| SandboxSize {
                 size_rw_bytes: sizes[i],
                 host_dir_bytes: host_dir(ctx, c).and_then(|d| dir_bytes(&d)),
+            }),
+        });
+    }
+    for (name, list) in &by_sandbox {
+        if name.is_empty() || listed.iter().any(|c| c.name == *name) {
+            continue;
+        }
+        // Newest first: the one a resume starts from.
+        let c = crate::sandbox::snapshots::suspended_summary(list[0]);
+        // No container id: the name stands for it (`sandbox rm NAME`, the dashboard's remove).
+        let mut sandbox = SandboxSummary::of(&c);
+        sandbox.id.clone_from(&c.name);
+        rows.push(SandboxRow {
+            sandbox,
+            finished: None,
+            age_secs: now.secs_since(c.created).floor() as i64,
+            busy: None,
+            idle_secs: None,
+            memory_bytes: None,
+            memory_limit_bytes: None,
+            cpu_percent: None,
+            pids: None,
+            snapshots: list.len(),
+            snapshot_bytes: snapshot_bytes(name),
+            size: size.then(|| SandboxSize {
+                size_rw_bytes: None,
+                host_dir_bytes: host_dir(ctx, &c).and_then(|d| dir_bytes(&d)),
             }),
         });
     }
@@ -175,6 +226,11 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
         return Ok(0);
     }
     let mut headers = vec!["NAME", "TASK", "PROFILE", "STATE", "EGRESS", "AGE", "IDLE", "MEM", "CPU"];
+    // The snapshots' column when any sandbox has one, or with --size.
+    let with_snapshots = size || rows.iter().any(|r| r.snapshots > 0);
+    if with_snapshots {
+        headers.push("SNAPSHOTS");
+    }
     if size {
         headers.extend_from_slice(&["WRITABLE", "HOST DIR"]);
     }
@@ -198,6 +254,12 @@ pub async fn ls(ctx: &Ctx, all_profiles: bool, size: bool) -> Result<u8, Failure
                 human_bytes(r.memory_bytes),
                 r.cpu_percent.map_or_else(|| "-".to_owned(), |p| format!("{p:.1}%")),
             ];
+            if with_snapshots {
+                row.push(match r.snapshot_bytes {
+                    Some(b) => format!("{} ({})", r.snapshots, human_bytes(u64::try_from(b).ok())),
+                    None => "-".to_owned(),
+                });
+            }
             if let Some(size) = &r.size {
                 row.push(human_bytes(size.size_rw_bytes.and_then(|n| u64::try_from(n).ok())));
                 row.push(human_bytes(size.host_dir_bytes));

@@ -143,6 +143,9 @@ pub async fn maybe_reap(ctx: &Ctx, rt: &dyn Engine) -> usize {
     };
     let enabled = ctx.settings.terminal.docker_orphan_reaper;
     let swept = REAPER.run_once(enabled, rt, SystemClock.now(), &scope, &ProcProbe).await;
+    if let Some(Ok(r)) = &swept {
+        crate::sandbox::snapshots::reaped(rt, r.removed.iter().map(|o| o.name.clone()).collect()).await;
+    }
     match &swept {
         Some(Ok(r)) if !r.removed.is_empty() => {
             tracing::info!(

@@ -229,6 +229,9 @@ impl Folders {
             .filter(|c| !removed.contains(&c.id))
             .filter_map(|c| c.identity().map(str::to_owned))
             .collect();
+        // A suspended sandbox (its snapshot) keeps its folder: the resume mounts it again.
+        let snapshots = crate::sandbox::snapshots::in_home(rt, None, profile_label).await?;
+        live.extend(snapshots.iter().filter_map(|s| s.label(domain::label::LABEL_IDENTITY).map(str::to_owned)));
         // A finished task's workspace is its output: it stays, container or not, until the task is archived or
         // removed from its board (or its retention ends: `kanban prune`).
         live.extend(self.board_task_digests());

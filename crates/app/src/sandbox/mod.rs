@@ -12,6 +12,8 @@ pub mod reap_words;
 pub mod remove;
 pub mod run;
 pub mod run_io;
+pub mod snapshot;
+pub mod snapshots;
 pub mod views;
 
 pub use engine::{
@@ -37,35 +39,7 @@ use crate::edge::output;
 /// Usage (2) or engine (125) failures.
 pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
     match cmd {
-        SandboxCmd::Ensure(t) => {
-            ctx.require_profile()?;
-            let identity = identity(ctx, &t.task)?;
-            let rt = connect(ctx).await?;
-            let req = request(ctx, &*rt, identity).await?;
-            maybe_reap(ctx, &*rt).await;
-            let got = output::with_progress(
-                ctx.json,
-                &format!("acquiring sandbox {}", req.spec.name),
-                service::acquire(&*rt, &req),
-            )
-            .await?;
-            admit_credentials(ctx, &*rt, &req, &got).await?;
-            for note in &got.notes {
-                tracing::warn!("{note}");
-            }
-            if ctx.json {
-                output::json(&views::Ensured {
-                    id: got.id.clone(),
-                    name: got.name.clone(),
-                    action: got.action.as_str().to_owned(),
-                    labels: got.labels.clone(),
-                    notes: got.notes.clone(),
-                });
-            } else {
-                output::line(&format!("{} {} ({})", got.action.as_str(), got.name, &got.id[..12.min(got.id.len())]));
-            }
-            Ok(Exit::OK)
-        }
+        SandboxCmd::Ensure(t) => ensure(ctx, &t.task).await,
         SandboxCmd::Ls { all_profiles, size } => crate::sandbox::cost::ls(ctx, *all_profiles, *size).await,
         SandboxCmd::Denials { task, tail } => crate::egress::denials(ctx, task.as_deref(), *tail),
         SandboxCmd::Top { id, all_profiles } => crate::sandbox::cost::top(ctx, id, *all_profiles).await,
@@ -97,6 +71,10 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             remove::print_stopped(ctx, &stopped);
             Ok(Exit::OK)
         }
+        SandboxCmd::Snapshot { .. }
+        | SandboxCmd::Snapshots { .. }
+        | SandboxCmd::Suspend { .. }
+        | SandboxCmd::Fork { .. } => snapshot::command(ctx, cmd).await,
         SandboxCmd::Reap { dry_run, all_profiles, max_age } => {
             let rt = connect(ctx).await?;
             let max_age_secs = max_age.unwrap_or_else(|| {
@@ -112,6 +90,10 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             };
             let sweep = service::reap(&*rt, SystemClock.now(), &scope, &ProcProbe, *dry_run);
             let report = output::with_progress(ctx.json, "sweeping stale sandboxes", sweep).await?;
+            // A reaped sandbox's snapshots go with it.
+            if !report.dry_run {
+                snapshots::reaped(&*rt, report.removed.iter().map(|o| o.name.clone()).collect()).await;
+            }
             // Then the host folders whose sandbox (in any state) and task are both gone, by the same age threshold;
             // a dry run counts the containers it would remove as gone, as the real sweep will find them.
             let reaped: std::collections::BTreeSet<String> = report.removed.iter().map(|o| o.id.clone()).collect();
@@ -123,6 +105,43 @@ pub async fn command(ctx: &Ctx, cmd: &SandboxCmd) -> Result<u8, Failure> {
             Ok(if failed { 1 } else { 0 })
         }
     }
+}
+
+/// `berth sandbox ensure --task T`: acquire the task's sandbox (resumed from its snapshot when suspended).
+async fn ensure(ctx: &Ctx, task: &str) -> Result<u8, Failure> {
+    ctx.require_profile()?;
+    let identity = identity(ctx, task)?;
+    let rt = connect(ctx).await?;
+    let req = request(ctx, &*rt, identity).await?;
+    maybe_reap(ctx, &*rt).await;
+    // A suspended sandbox is resumed from its snapshot (its own progress line); any other acquired as always.
+    let got = match snapshots::resume_if_suspended(ctx, &*rt, &req).await? {
+        Some(got) => got,
+        None => {
+            output::with_progress(
+                ctx.json,
+                &format!("acquiring sandbox {}", req.spec.name),
+                service::acquire(&*rt, &req),
+            )
+            .await?
+        }
+    };
+    admit_credentials(ctx, &*rt, &req, &got).await?;
+    for note in &got.notes {
+        tracing::warn!("{note}");
+    }
+    if ctx.json {
+        output::json(&views::Ensured {
+            id: got.id.clone(),
+            name: got.name.clone(),
+            action: got.action.as_str().to_owned(),
+            labels: got.labels.clone(),
+            notes: got.notes.clone(),
+        });
+    } else {
+        output::line(&format!("{} {} ({})", got.action.as_str(), got.name, &got.id[..12.min(got.id.len())]));
+    }
+    Ok(Exit::OK)
 }
 
 /// How `sandbox release` and `sandbox rm` remove a task's sandbox.
@@ -140,7 +159,7 @@ async fn release(ctx: &Ctx, task: &str, how: Removal) -> Result<u8, Failure> {
     let identity = identity(ctx, task)?;
     let rt = connect(ctx).await?;
     let released = remove::release_identity(ctx, &*rt, &identity, force, keep_files).await?;
-    if must_exist && released.rows.is_empty() {
+    if must_exist && released.rows.is_empty() && released.snapshots.is_empty() {
         return Err(Failure::other(format!(
             "no sandbox for task {task:?} (profile {}); `berth sandbox ls` lists them",
             ctx.profile

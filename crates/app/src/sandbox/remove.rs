@@ -28,6 +28,10 @@ pub struct Released {
     pub folder: Option<Result<String, String>>,
     pub host_dir: String,
     pub keep_files: bool,
+    /// The sandbox's container name (a suspended one has no container row).
+    pub sandbox: String,
+    /// The sandbox's snapshot images removed with it (`berth sandbox snapshot|suspend`).
+    pub snapshots: Vec<String>,
 }
 
 impl Released {
@@ -39,11 +43,18 @@ impl Released {
         if let Some(Err(e)) = &self.folder {
             return Err(Failure::other(e.clone()));
         }
-        if self.rows.is_empty() {
+        if self.rows.is_empty() && self.snapshots.is_empty() {
             return Err(Failure::usage(format!("no sandbox for task {:?}", self.task)));
         }
         let names: Vec<&str> = self.rows.iter().map(|(c, _)| c.name.as_str()).collect();
         let mut line = format!("removed {}", names.join(", "));
+        if !self.snapshots.is_empty() {
+            line.push_str(&format!(
+                "{}{} snapshot(s)",
+                if names.is_empty() { "" } else { " and " },
+                self.snapshots.len()
+            ));
+        }
         if let Some(Ok(note)) = &self.folder {
             line.push_str(&format!("; {note}"));
         }
@@ -75,12 +86,21 @@ pub async fn release_identity(
                 .await?;
         rows.push((c, plan));
     }
-    // The host folder goes with the last sandbox that used it, unless kept.
+    // Its snapshots go with it (a suspended sandbox, no container, is its snapshots): whenever a container was
+    // removed, or, with none, when the release removes in any mode.
     let removed_any = rows.iter().any(|(_, p)| !matches!(p, CleanupPlan::Keep { .. }));
+    let snapshots = if removed_any || (rows.is_empty() && (force || !persist)) {
+        crate::sandbox::snapshots::remove_all_named(rt, &identity.persistent_name()).await?
+    } else {
+        Vec::new()
+    };
+    // The host folder goes with the last sandbox that used it, unless kept.
+    let removed_any = removed_any || !snapshots.is_empty();
     let folders = crate::sandbox::folders::Folders::from_ctx(ctx);
     let host_dir = folders.of(identity).display().to_string();
     let folder = if removed_any && !keep_files { folders.remove_for(rt, identity).await } else { None };
-    Ok(Released { task: identity.task.as_str().to_owned(), rows, folder, host_dir, keep_files })
+    let sandbox = identity.persistent_name();
+    Ok(Released { task: identity.task.as_str().to_owned(), rows, folder, host_dir, keep_files, snapshots, sandbox })
 }
 
 /// The sandbox named by `id` (a container id of at least 4 characters, or a name) in this home: this profile's, or
@@ -122,7 +142,21 @@ pub async fn stop_named(
 /// A usage failure when no sandbox matches or it carries no task label; engine failures.
 pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: bool) -> Result<Released, Failure> {
     let rt = connect(ctx).await?;
-    let found = named(ctx, &*rt, id, all_profiles).await?;
+    let found = match named(ctx, &*rt, id, all_profiles).await {
+        Ok(found) => found,
+        // A suspended sandbox, named as `sandbox ls` shows it: its snapshot carries the sandbox's labels.
+        Err(e) => match crate::sandbox::snapshots::suspended_named(
+            &*rt,
+            &ctx.home_id(),
+            (!all_profiles).then(|| profile_label(ctx)).as_deref(),
+            id,
+        )
+        .await?
+        {
+            Some(found) => found,
+            None => return Err(e),
+        },
+    };
     let Some(task) = found.labels.get(domain::label::LABEL_TASK) else {
         return Err(Failure::usage(format!("{id:?} is not a task's sandbox (no {} label)", domain::label::LABEL_TASK)));
     };
@@ -134,7 +168,11 @@ pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: b
     if found.identity().is_some_and(|d| d != identity.digest()) {
         // The label holds the sanitized task id (`a b!` is `a_b_`), so the identity cannot be rebuilt from it: remove
         // this very container; its folder, which no container claims then, is left to `sandbox reap`.
-        let plan = service::release(&*rt, Some(&found.id), ReleaseMode::new(false, true)).await?;
+        let plan = if found.id.is_empty() {
+            CleanupPlan::Nothing
+        } else {
+            service::release(&*rt, Some(&found.id), ReleaseMode::new(false, true)).await?
+        };
         let sandbox_dir = crate::sandbox::folders::Folders::from_ctx(ctx).sandbox_dir;
         let digest = found.identity().unwrap_or_default().chars().take(12).collect::<String>();
         let profile = found.profile_label().unwrap_or_default();
@@ -142,7 +180,10 @@ pub async fn remove_by_id(ctx: &Ctx, id: &str, all_profiles: bool, keep_files: b
         let note = "its folder stays: the task's id is not in its labels (`sandbox rm --task ID` with the exact id \
                     removes both; `sandbox reap` removes a folder no sandbox claims)";
         let folder = (!keep_files).then(|| Ok(note.to_owned()));
-        return Ok(Released { task: task.clone(), rows: vec![(found, plan)], folder, host_dir, keep_files });
+        let snapshots = crate::sandbox::snapshots::remove_all_named(&*rt, &found.name).await?;
+        let (sandbox, task) = (found.name.clone(), task.clone());
+        let rows = if found.id.is_empty() { Vec::new() } else { vec![(found, plan)] };
+        return Ok(Released { task, rows, folder, host_dir, keep_files, snapshots, sandbox });
     }
     release_identity(ctx, &*rt, &identity, true, keep_files).await
 }
@@ -162,7 +203,7 @@ pub fn print_released(ctx: &Ctx, r: &Released) -> u8 {
             None if r.keep_files => Some(fate(Some("kept (--keep-files)"), None)),
             None => None,
         };
-        let rows: Vec<ReleasedRow> = r
+        let mut rows: Vec<ReleasedRow> = r
             .rows
             .iter()
             .map(|(c, p)| ReleasedRow {
@@ -171,10 +212,22 @@ pub fn print_released(ctx: &Ctx, r: &Released) -> u8 {
                 action: if matches!(p, CleanupPlan::Keep { .. }) { "kept" } else { "removed" },
                 plan: p.clone(),
                 folder: folder.clone(),
+                snapshots: r.snapshots.clone(),
             })
             .collect();
+        // A suspended sandbox: no container to stop, its snapshots removed.
+        if rows.is_empty() && !r.snapshots.is_empty() {
+            rows.push(ReleasedRow {
+                id: String::new(),
+                name: r.sandbox.clone(),
+                action: "removed",
+                plan: CleanupPlan::Nothing,
+                folder,
+                snapshots: r.snapshots.clone(),
+            });
+        }
         output::json(&rows);
-    } else if r.rows.is_empty() {
+    } else if r.rows.is_empty() && r.snapshots.is_empty() {
         output::line(&format!("no sandbox for task {:?} (profile {})", r.task, ctx.profile));
     } else {
         for (c, p) in &r.rows {
@@ -184,6 +237,10 @@ pub fn print_released(ctx: &Ctx, r: &Released) -> u8 {
                 }
                 _ => output::line(&format!("removed {}", c.name)),
             }
+        }
+        if !r.snapshots.is_empty() {
+            let of = if r.rows.is_empty() { format!(" of suspended sandbox {}", r.sandbox) } else { String::new() };
+            output::line(&format!("removed {} snapshot(s){of}: {}", r.snapshots.len(), r.snapshots.join(", ")));
         }
         if let Some(Ok(note)) = &r.folder {
             output::line(note);

@@ -62,9 +62,11 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Failure> {
     let env = exec_env(ctx, &args.env)?;
     crate::sandbox::run_io::check_tty(args.tty)?;
     let (rt, remembered) = connect_remembered(ctx).await?;
-    let (req, found) = first_contact(ctx, args, &*rt, identity, remembered).await?;
+    let (req, mut found) = first_contact(ctx, args, &*rt, identity, remembered).await?;
     if found.is_none() {
         maybe_reap(ctx, &*rt).await;
+        // A suspended sandbox is resumed from its snapshot before the command runs in it.
+        found = crate::sandbox::snapshots::resume_if_suspended(ctx, &*rt, &req).await?;
     }
     // With credentials the sandbox is acquired first, so its proxy holds their values before the command starts.
     let found = match found {

@@ -9,6 +9,7 @@ use serde::Serialize;
 /// A sandbox as listings name it: ids, labels, state and egress policy.
 #[derive(Clone, Debug, Serialize)]
 pub struct SandboxSummary {
+    /// The container's id; a suspended sandbox (no container) has its name here.
     pub id: String,
     pub name: String,
     pub task: Option<String>,
@@ -54,6 +55,10 @@ pub struct SandboxRow {
     /// Percent of one core, two decimals.
     pub cpu_percent: Option<f64>,
     pub pids: Option<u64>,
+    /// How many snapshots it has (`sandbox snapshot|suspend`); a `suspended` sandbox is only its snapshots.
+    pub snapshots: usize,
+    /// What its snapshots add to their base image, together (`null` without any).
+    pub snapshot_bytes: Option<i64>,
     /// With `--size` only.
     #[serde(flatten)]
     pub size: Option<SandboxSize>,
@@ -112,6 +117,9 @@ pub struct ReleasedRow {
     pub action: &'static str,
     pub plan: domain::policy::cleanup::CleanupPlan,
     pub folder: Option<FolderFate>,
+    /// The sandbox's snapshot images removed with it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<String>,
 }
 
 /// A host folder's fate: a note (`removed`, `kept (--keep-files)`, …) or the error that kept it.

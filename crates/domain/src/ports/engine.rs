@@ -217,6 +217,57 @@ pub trait EgressNetworks: Send + Sync {
     async fn address_on(&self, container: &str, network: &str) -> Result<Option<String>, RuntimeError>;
 }
 
+/// A local image of a sandbox's filesystem (`berth sandbox snapshot|suspend`), as the engine lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotImage {
+    /// The image id (`sha256:…`).
+    pub id: String,
+    /// Its references (`berth-snapshot/<sandbox>:<name>`).
+    pub tags: Vec<String>,
+    /// The sandbox's labels and the snapshot's own (`berth.snapshot`, …).
+    pub labels: BTreeMap<String, String>,
+    pub created: crate::time::Timestamp,
+    /// The whole image, base included.
+    pub size_bytes: i64,
+}
+
+impl SnapshotImage {
+    /// The value of label `key`, if present.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key).map(String::as_str)
+    }
+}
+
+/// Snapshots of a container's filesystem as local images: made, listed and removed, never pushed.
+#[async_trait]
+pub trait ContainerSnapshots: Send + Sync {
+    /// Commits `container`'s filesystem (its writable layer over its image) to the local image `repo:tag`
+    /// carrying `labels`; returns the image id.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`] when the container is gone; [`RuntimeError::Api`] with one line when the engine
+    /// cannot commit.
+    async fn commit(
+        &self,
+        container: &str,
+        repo: &str,
+        tag: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<String, RuntimeError>;
+
+    /// The local images carrying every label of `labels` (a value of `""` matches the key with any value).
+    ///
+    /// # Errors
+    /// A [`RuntimeError`].
+    async fn snapshots(&self, labels: &BTreeMap<String, String>) -> Result<Vec<SnapshotImage>, RuntimeError>;
+
+    /// Removes the image `reference` (a tag or an id); its parent layers go when nothing else uses them.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NotFound`] when it is gone; [`RuntimeError::Api`] (409) while a container uses it.
+    async fn remove_snapshot(&self, reference: &str) -> Result<(), RuntimeError>;
+}
+
 /// How a runtime reads `terminal.docker_extra_args`: into the typed [`ExtraArgs`] the domain applies to the create
 /// spec, so the one mount and host-access check sees everything the arguments mount or grant, and the adapter
 /// renders the spec, never the arguments. Needs no connection: `config set` checks a value with it.
@@ -239,6 +290,7 @@ pub trait Engine:
     + MarkedKill
     + EngineFacts
     + EgressNetworks
+    + ContainerSnapshots
 {
 }
 
@@ -251,5 +303,6 @@ impl<T> Engine for T where
         + MarkedKill
         + EngineFacts
         + EgressNetworks
+        + ContainerSnapshots
 {
 }
