@@ -4,8 +4,8 @@
 pub mod engine_backoff;
 pub mod housekeeping;
 pub mod overview;
-mod reload;
 mod prewarm;
+mod reload;
 pub mod status;
 pub mod task_log;
 mod ticker;
