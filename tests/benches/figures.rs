@@ -32,6 +32,8 @@ mod figures_credentials;
 mod figures_dashboard;
 #[path = "figures_parts/egress.rs"]
 mod figures_egress;
+#[path = "figures_parts/in_time.rs"]
+mod figures_in_time;
 
 const IMAGE: &str = "berth-sandbox:latest";
 
@@ -1135,6 +1137,13 @@ fn report(figures: &[Figure], growth: &Json, process: &Json, machine: &Json) -> 
 }
 
 /// The dashboard's rows: the board page at 10 000 tasks, 20 live clients during a drain of 120 tasks, idle memory.
+fn bench_in_time(dir: &Path, quick: bool) -> Vec<Figure> {
+    vec![
+        figures_in_time::bench_scheduled_tick(dir, if quick { 3 } else { 9 }),
+        figures_in_time::bench_wake(if quick { 3 } else { 11 }),
+    ]
+}
+
 fn bench_dashboard(dir: &Path, quick: bool) -> Vec<Figure> {
     let mut figures = vec![figures_dashboard::bench_board_page(dir, if quick { 5 } else { 21 })];
     figures.extend(figures_dashboard::bench_live_clients(if quick { 1 } else { 3 }, 120, 20));
@@ -1157,7 +1166,7 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials`: one group of rows, printed and not written to
+    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time`: one group of rows, printed and not written to
     // BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
@@ -1169,8 +1178,9 @@ fn main() {
             "dashboard" => bench_dashboard(home.path(), quick),
             "egress" => figures_egress::bench_egress(home.path(), quick),
             "credentials" => figures_credentials::bench_credentials(home.path(), quick),
+            "in_time" => bench_in_time(home.path(), quick),
             other => panic!(
-                "--only takes run, gateway, spawn, process, drain, dashboard, egress or credentials, not {other:?}"
+                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials or in_time, not {other:?}"
             ),
         };
         remove_profile_containers(&bench_profile("run"));
@@ -1190,6 +1200,8 @@ fn main() {
     eprintln!("bench: dispatch …");
     let (dispatch, growth) = bench_dispatch(home.path());
     figures.extend(dispatch);
+    eprintln!("bench: tasks in time …");
+    figures.extend(bench_in_time(home.path(), quick));
     eprintln!("bench: dispatch as a process …");
     let (process, process_rows) = bench_dispatch_process(home.path(), quick);
     figures.extend(process);
