@@ -236,7 +236,10 @@ fn config_drift_recreates_the_sandbox(e: &Engine) {
     assert_eq!(b["action"], "recreated");
     // The drift message names what changed (and only that).
     let note = b["notes"][0].as_str().unwrap_or_default();
-    assert!(note.starts_with("config changed: env (terminal.docker_env); recreating "), "{b}");
+    assert!(
+        note.starts_with("config changed: env (terminal.docker_env, terminal.docker_credentials); recreating "),
+        "{b}"
+    );
     assert_ne!(a["id"], b["id"]);
     assert_eq!(home.containers().len(), 1);
     // With recreation disabled, drift is accepted.
@@ -247,7 +250,7 @@ fn config_drift_recreates_the_sandbox(e: &Engine) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(
-        err.lines().any(|l| l.starts_with("berth: warning: config changed: env (terminal.docker_env), memory_bytes (terminal.container_memory); recreating ")),
+        err.lines().any(|l| l.starts_with("berth: warning: config changed: env (terminal.docker_env, terminal.docker_credentials), memory_bytes (terminal.container_memory); recreating ")),
         "{err}"
     );
 }

@@ -56,7 +56,7 @@ pub fn settings_doc(mapped_flags: &[&str]) -> String {
          (`<home>/profiles/<name>/config.yaml`, as in hermes-agent, where a profile is a home of its own) < \
          environment < `berth -c key=value`. A profile's file cannot set `kanban.database_url` or `kanban.host_id` \
          (the home's); a task's worker takes its assignee's `terminal.*` settings, the board's `kanban.*` ones are \
-         the dispatcher's. A running gateway applies a change to either file at its next tick (see the README).\n\
+         the dispatcher's. A running gateway applies a change to either file at its next tick (see the guide's gateway page, docs/gateway.md).\n\
          hermes-agent differs: there a `terminal:` key in `config.yaml` overrides its `TERMINAL_*` variable; in berth \
          the environment wins over the file (`berth config ls` shows which source each value came from).\n\
          Booleans accept true/false/1/0/yes/no/on/off in any case.\n\

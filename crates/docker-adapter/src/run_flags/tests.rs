@@ -249,7 +249,10 @@ fn a_drift_names_the_fields_and_settings_that_changed_and_nothing_else() {
     let cases: [(Change, &[&str]); 5] = [
         (|s| s.memory_mb = 1024, &["memory_bytes (terminal.container_memory)"]),
         (|s| s.image = "img:2".into(), &["image (terminal.docker_image)"]),
-        (|s| s.env = BTreeMap::from([("A".into(), "1".into())]), &["env (terminal.docker_env)"]),
+        (
+            |s| s.env = BTreeMap::from([("A".into(), "1".into())]),
+            &["env (terminal.docker_env, terminal.docker_credentials)"],
+        ),
         (
             |s| s.extra_args = vec!["--dns".into(), "1.1.1.1".into()],
             &["dns (terminal.docker_egress, terminal.docker_extra_args)"],
