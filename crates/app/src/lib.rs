@@ -107,9 +107,11 @@ fn context(cli: &Cli, env: config_bridge::EnvMap, read_file: bool, handed: Resul
     let resolve = |env, read| Ctx::resolve(env, cli.home.clone(), cli.profile.clone(), &cli.overrides, cli.json, read);
     match handed.map_err(Failure::other).and_then(|()| resolve(env.clone(), read_file)) {
         Ok(ctx) => Ok(ctx),
+        // `gateway status` still answers over a config file it cannot read (a warning), not over another refusal.
         Err(f) if matches!(cli.command, Command::Gateway(cli::GatewayCmd::Status)) => {
+            let ctx = resolve(env, false)?;
             tracing::warn!("{}", f.message);
-            resolve(env, false)
+            Ok(ctx)
         }
         Err(f) => {
             if let Command::Worker(cli::WorkerCmd::Run { log: Some(log), .. }) = &cli.command {
