@@ -502,6 +502,19 @@ fn tick_cfg() -> TickConfig {
     }
 }
 
+/// A tick of the bench's dispatcher (`bench:1`) on `board` now.
+fn tick_request<'a>(board: &'a BoardSlug, cfg: &'a TickConfig) -> TickRequest<'a> {
+    TickRequest {
+        board,
+        cfg,
+        now: now(),
+        probe: &Probe,
+        claimer: "bench:1",
+        claim_ttl: Duration::from_secs(900),
+        spawn_lease: Duration::from_secs(20),
+    }
+}
+
 fn bench_dispatch(dir: &Path) -> (Vec<Figure>, Json) {
     let board = BoardSlug::default_board();
     let cfg = tick_cfg();
@@ -510,15 +523,7 @@ fn bench_dispatch(dir: &Path) -> (Vec<Figure>, Json) {
     for n in [1_000usize, 10_000, 100_000] {
         let path = board_file(dir, n);
         let store = SqliteKanbanStore::open_read_only(&path).unwrap();
-        let req = TickRequest {
-            board: &board,
-            cfg: &cfg,
-            now: now(),
-            probe: &Probe,
-            claimer: "bench:1",
-            claim_ttl: Duration::from_secs(900),
-            spawn_lease: Duration::from_secs(20),
-        };
+        let req = tick_request(&board, &cfg);
         let reps = if n >= 100_000 { 7 } else { 21 };
         let mut dry = Vec::new();
         for _ in 0..reps {

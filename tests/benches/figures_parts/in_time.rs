@@ -6,9 +6,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use domain::ids::BoardSlug;
-use kanban_store::{SqliteKanbanStore, TickRequest};
+use kanban_store::SqliteKanbanStore;
 
-use super::{Figure, Probe, berth, board_file, median, ms, now, tick_cfg};
+use super::{Figure, berth, board_file, median, ms, now, tick_cfg, tick_request};
 
 /// The dry tick at 100 000 tasks, half of them scheduled an hour ahead, against 100 000 ready (alternating rounds).
 pub fn bench_scheduled_tick(dir: &Path, rounds: usize) -> Figure {
@@ -27,15 +27,7 @@ pub fn bench_scheduled_tick(dir: &Path, rounds: usize) -> Figure {
     let cfg = tick_cfg();
     let tick = |path: &Path| -> f64 {
         let store = SqliteKanbanStore::open_read_only(path).unwrap();
-        let req = TickRequest {
-            board: &board,
-            cfg: &cfg,
-            now: now(),
-            probe: &Probe,
-            claimer: "bench:1",
-            claim_ttl: Duration::from_secs(900),
-            spawn_lease: Duration::from_secs(20),
-        };
+        let req = tick_request(&board, &cfg);
         let start = Instant::now();
         let plan = domain::dispatcher::plan(&store, &req).unwrap();
         let took = ms(start.elapsed());
