@@ -213,3 +213,67 @@ fn the_same_story_leaves_the_same_event_log_on_both_stores() {
         assert!(kinds.contains(&kind), "the story has a {kind} event: {kinds:?}");
     }
 }
+
+/// A batch of completions (`complete_runs`, one transaction on PostgreSQL): each guarded by its own run (a run the
+/// task moved past refused, a completion already recorded answered as done), its events as one `complete` each
+/// leaves, its children promoted; every event as `(task, kind, run, payload)` and each answer.
+fn batch_story(board: AnyBoard) -> (Vec<(String, String, Option<i64>, serde_json::Value)>, Vec<String>) {
+    use domain::test_util::World;
+    let mut w = World::new(board, domain::test_util::tick_config(None));
+    let now = w.now();
+    w.store.add_task("default", "parent", Some("alpha"), 3, &[], now);
+    w.store.add_task("default", "child", Some("alpha"), 3, &["parent"], now);
+    w.store.add_task("default", "plain", Some("alpha"), 2, &[], now);
+    w.store.add_task("default", "moved", Some("alpha"), 1, &[], now);
+    w.store.add_task("default", "twice", Some("alpha"), 0, &[], now);
+    let r = w.tick();
+    w.confirm_launched(&r);
+    let run = |b: &AnyBoard, id: &str| b.store.task(id).unwrap().current_run_id.unwrap();
+    let twice = run(&w.store, "twice");
+    w.store.store.complete("twice", Some(twice), Some("first"), Some(0), w.now()).unwrap();
+    let runs = [
+        kanban_store::RunDone { task: "parent", run: run(&w.store, "parent"), result: Some("p"), exit_code: Some(0) },
+        kanban_store::RunDone { task: "plain", run: run(&w.store, "plain"), result: None, exit_code: None },
+        kanban_store::RunDone {
+            task: "moved",
+            run: run(&w.store, "moved") + 1000,
+            result: Some("m"),
+            exit_code: Some(0),
+        },
+        kanban_store::RunDone { task: "twice", run: twice, result: Some("second"), exit_code: Some(0) },
+    ];
+    let answers = w.store.store.complete_runs(&runs, w.now()).unwrap();
+    let answers =
+        answers.iter().map(|a| a.as_ref().map_or_else(|e| format!("refused: {e}"), |()| "done".into())).collect();
+    let mut log = Vec::new();
+    for id in ["parent", "child", "plain", "moved", "twice"] {
+        for e in w.store.store.events(id, 0).unwrap() {
+            log.push((id.to_owned(), e.kind, e.run_id, e.payload));
+        }
+        let t = w.store.store.task(id).unwrap();
+        log.push((id.to_owned(), t.status.as_str().to_owned(), t.current_run_id, serde_json::json!(t.result)));
+    }
+    (log, answers)
+}
+
+#[test]
+fn a_batch_of_completions_is_guarded_by_each_run_and_leaves_the_same_log_on_both_stores() {
+    let (on_sqlite, answers) = batch_story(sqlite());
+    assert_eq!(answers[0], "done");
+    assert_eq!(answers[1], "done");
+    assert!(answers[2].starts_with("refused: "), "a run the task is not on: {answers:?}");
+    assert_eq!(answers[3], "done", "a completion recorded already is done once");
+    let status = |log: &[(String, String, Option<i64>, serde_json::Value)], id: &str| {
+        log.iter().rev().find(|e| e.0 == id).map(|e| e.1.clone()).unwrap()
+    };
+    assert_eq!(status(&on_sqlite, "parent"), "done");
+    assert_eq!(status(&on_sqlite, "child"), "ready", "promoted by its parent's completion in the batch");
+    assert_eq!(status(&on_sqlite, "moved"), "running", "nothing written for a refused completion");
+    let Some(pg) = postgres() else { return };
+    let (on_postgres, pg_answers) = batch_story(pg);
+    assert_eq!(answers, pg_answers);
+    for (s, p) in on_sqlite.iter().zip(&on_postgres) {
+        assert_eq!(s, p, "the first event or state that differs (SQLite, then PostgreSQL)");
+    }
+    assert_eq!(on_sqlite.len(), on_postgres.len(), "{on_sqlite:#?}\n{on_postgres:#?}");
+}

@@ -22,6 +22,6 @@ pub use domain::kanban::{Claimed, SpawnRecord, TickOutcome, TickRequest, WorkerR
 pub use edit::{EditableFields, TaskEdit};
 pub use error::{Result, StoreError};
 pub use event::{AssignedBy, BoardEvent};
-pub use model::{Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Run, RunEnd, Task};
+pub use model::{Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Run, RunDone, RunEnd, Task};
 pub use port::BoardStore;
 pub use run_end::{EX_TEMPFAIL, RunEnding, RunRecorded, ending_of_exit, record_run_end};

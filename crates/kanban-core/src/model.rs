@@ -170,6 +170,15 @@ pub struct RunEnd<'a> {
     pub retry_at: Option<i64>,
 }
 
+/// One completion of a batch ([`crate::BoardStore::complete_runs`]): task `task` done while still on run `run`.
+#[derive(Clone, Copy, Debug)]
+pub struct RunDone<'a> {
+    pub task: &'a str,
+    pub run: i64,
+    pub result: Option<&'a str>,
+    pub exit_code: Option<i64>,
+}
+
 /// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
 #[derive(Clone, Copy, Debug)]
 pub struct Confirmation<'a> {

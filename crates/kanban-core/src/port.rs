@@ -13,8 +13,8 @@ use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
 use crate::{
-    Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Result, Run, RunEnd, StoreError, Task,
-    TaskEdit, WorkerRef,
+    Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Result, Run, RunDone, RunEnd, StoreError,
+    Task, TaskEdit, WorkerRef,
 };
 
 /// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
@@ -108,6 +108,14 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
         exit_code: Option<i64>,
         now: Timestamp,
     ) -> Result<Task>;
+    /// Several completions, each guarded by its run as [`BoardStore::complete`] is, each with its own answer
+    /// (done, or the refusal); a store may write them in one transaction. The default writes each in its own.
+    ///
+    /// # Errors
+    /// A storage error of the whole batch (none of it may be written: each is then the caller's to write again).
+    fn complete_runs(&mut self, runs: &[RunDone<'_>], now: Timestamp) -> Result<Vec<Result<()>>> {
+        Ok(runs.iter().map(|r| self.complete(r.task, Some(r.run), r.result, r.exit_code, now).map(drop)).collect())
+    }
     /// A worker's failure through the breaker (a requeue waits its backoff).
     ///
     /// # Errors

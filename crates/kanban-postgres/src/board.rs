@@ -11,7 +11,9 @@ use domain::time::Timestamp;
 use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use kanban_core::rules::failure_change;
 use kanban_core::{AssignedBy, BoardEvent};
-use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
+use kanban_core::{
+    Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunDone, RunEnd, StoreError, Task, TaskEdit,
+};
 use serde_json::Value as Json;
 
 pub(crate) use crate::rows::status_of;
@@ -52,6 +54,24 @@ pub(crate) fn event(
     )?;
     Ok(())
 }
+
+/// A batch of completions' rows, locked in id order (as every batch here locks them, so two never wait on each other).
+const COMPLETE_LOCK: &str =
+    "SELECT id, status, current_run_id, review FROM berth.tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE";
+
+/// A batch of completions' runs ended, as `close_run` ends one.
+const COMPLETE_RUNS: &str = "UPDATE berth.task_runs r SET status = 'ended', ended_at = $4, outcome = u.outcome, error = NULL, \
+     exit_code = u.code FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS u(run, outcome, code) \
+     WHERE r.id = u.run AND r.ended_at IS NULL";
+
+/// A batch of completions' tasks changed, as `complete` changes one (its current run cleared, as `close_run` clears it).
+const COMPLETE_TASKS: &str = "UPDATE berth.tasks t SET status = u.next, result = u.result, completed_at = $4, \
+     consecutive_failures = 0, current_run_id = NULL, claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, \
+     worker_start = NULL FROM unnest($1::text[], $2::text[], $3::text[]) AS u(id, result, next) WHERE t.id = u.id";
+
+/// Those of a batch's done tasks that are some task's parent.
+const COMPLETE_PARENTS: &str =
+    "SELECT DISTINCT parent_id FROM berth.task_links WHERE parent_id = ANY($1) ORDER BY parent_id";
 
 /// The worker recorded on task `id` when it runs on `host` (a worker of another host is that host's to stop).
 pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> PgResult<Option<WorkerRef>> {
@@ -416,6 +436,99 @@ impl BoardStore for PgKanbanStore {
             let task = read_task(&mut tx, id)?;
             tx.commit()?;
             Ok(task)
+        })
+    }
+
+    /// One transaction for the batch, a few set-based statements whatever its size: the rows locked (in id order),
+    /// each completion guarded by its run as `complete` guards it, then the runs ended, the tasks changed and the
+    /// events appended for all that apply; children promoted as `complete` promotes them.
+    fn complete_runs(
+        &mut self,
+        runs: &[RunDone<'_>],
+        now: Timestamp,
+    ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+        let unique: std::collections::HashSet<&str> = runs.iter().map(|r| r.task).collect();
+        if unique.len() != runs.len() {
+            // The same task twice: each in its own transaction, in order.
+            return Ok(runs
+                .iter()
+                .map(|r| self.complete(r.task, Some(r.run), r.result, r.exit_code, now).map(drop))
+                .collect());
+        }
+        self.with(|c| {
+            let mut tx = c.client.transaction()?;
+            let ids: Vec<&str> = runs.iter().map(|r| r.task).collect();
+            let mut found: std::collections::HashMap<String, (String, Option<i64>, i64)> =
+                std::collections::HashMap::new();
+            for row in tx.query(COMPLETE_LOCK, &[&ids])? {
+                found.insert(row.try_get(0)?, (row.try_get(1)?, row.try_get(2)?, row.try_get(3)?));
+            }
+            let mut answers = Vec::with_capacity(runs.len());
+            let (mut done_ids, mut done_runs, mut codes, mut results, mut nexts, mut outcomes) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let mut events = crate::tick::Events::default();
+            for r in runs {
+                let Some((status, current_run, review)) = found.get(r.task) else {
+                    answers.push(Err(StoreError::NoTask(r.task.to_owned())));
+                    continue;
+                };
+                let ended: Option<String> = if *current_run == Some(r.run) {
+                    None
+                } else {
+                    tx.query_opt(
+                        "SELECT outcome FROM berth.task_runs WHERE id = $1 AND task_id = $2",
+                        &[&r.run, &r.task],
+                    )?
+                    .map(|row| row.try_get(0))
+                    .transpose()?
+                    .flatten()
+                };
+                let f = Found {
+                    status: status_of(status)?,
+                    current_run: *current_run,
+                    expected_run_outcome: ended.as_deref(),
+                };
+                match guard(TaskCommand::Complete, &f, Some(r.run), "completed") {
+                    Ok(Guarded::Apply(t)) => {
+                        let next = kanban_core::rules::completion_status(*review != 0);
+                        done_ids.push(r.task);
+                        done_runs.push(r.run);
+                        codes.push(r.exit_code);
+                        results.push(r.result);
+                        nexts.push(next.as_str());
+                        outcomes.push(t.event);
+                        events.push(
+                            r.task,
+                            Some(r.run),
+                            &BoardEvent::Completed { result: r.result, exit_code: r.exit_code },
+                        );
+                        answers.push(Ok(()));
+                    }
+                    Ok(Guarded::AlreadyDone) => answers.push(Ok(())),
+                    Err(e) => answers.push(Err(StoreError::refused(r.task, e))),
+                }
+            }
+            if !done_ids.is_empty() {
+                tx.execute(COMPLETE_RUNS, &[&done_runs, &outcomes, &codes, &now.as_millis()])?;
+                tx.execute(COMPLETE_TASKS, &[&done_ids, &results, &nexts, &now.as_millis()])?;
+                events.flush(crate::tick::EVENTS, &mut tx, now)?;
+                let finished: Vec<&str> = done_ids
+                    .iter()
+                    .zip(&nexts)
+                    .filter(|(_, n)| **n == TaskStatus::Done.as_str())
+                    .map(|(id, _)| *id)
+                    .collect();
+                let parents: Vec<String> = tx
+                    .query(COMPLETE_PARENTS, &[&finished])?
+                    .iter()
+                    .map(|row| row.try_get(0))
+                    .collect::<Result<_, _>>()?;
+                for parent in parents {
+                    promote_children(&mut tx, &parent, now)?;
+                }
+            }
+            tx.commit()?;
+            Ok(answers)
         })
     }
 

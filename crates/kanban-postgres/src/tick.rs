@@ -120,7 +120,7 @@ fn snapshot(tx: &mut impl GenericClient, req: &TickRequest<'_>) -> PgResult<Boar
 
 /// A tick's events, appended in one statement at its end, in order.
 #[derive(Default)]
-struct Events {
+pub(crate) struct Events {
     task: Vec<String>,
     run: Vec<Option<i64>>,
     kind: Vec<&'static str>,
@@ -128,14 +128,14 @@ struct Events {
 }
 
 impl Events {
-    fn push(&mut self, task: &str, run: Option<i64>, event: &BoardEvent<'_>) {
+    pub(crate) fn push(&mut self, task: &str, run: Option<i64>, event: &BoardEvent<'_>) {
         self.task.push(task.to_owned());
         self.run.push(run);
         self.kind.push(event.kind());
         self.payload.push(event.payload());
     }
 
-    fn flush(self, stmt: &str, tx: &mut impl GenericClient, now: Timestamp) -> PgResult<()> {
+    pub(crate) fn flush(self, stmt: &str, tx: &mut impl GenericClient, now: Timestamp) -> PgResult<()> {
         if !self.task.is_empty() {
             tx.execute(stmt, &[&self.task, &self.run, &self.kind, &self.payload, &now.as_millis()])?;
         }
@@ -143,7 +143,7 @@ impl Events {
     }
 }
 
-const EVENTS: &str = "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) \
+pub(crate) const EVENTS: &str = "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) \
      SELECT u.task, u.run, u.kind, u.payload, $5 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) \
      WITH ORDINALITY AS u(task, run, kind, payload, n) ORDER BY u.n";
 

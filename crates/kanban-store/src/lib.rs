@@ -29,7 +29,7 @@ use rusqlite::Connection;
 // The board's model, port and error live in `board`; re-exported so the store's callers read one name.
 pub use kanban_core::{
     Board, BoardStore, Claimed, Confirmation, Cron, EditableFields, Event, HostSeen, NewCron, NewTask, Result, Run,
-    RunEnd, SpawnRecord, StoreError, Task, TaskEdit, TickOutcome, TickRequest, WorkerRef,
+    RunDone, RunEnd, SpawnRecord, StoreError, Task, TaskEdit, TickOutcome, TickRequest, WorkerRef,
 };
 /// SQLite's errors as the board's, at the seam: the store's only conversion (`.sql()?` after a driver call).
 pub(crate) trait Sql<T> {

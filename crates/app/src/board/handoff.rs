@@ -95,6 +95,17 @@ impl Server {
     /// in `/proc/net/unix` for any process to see, and another task's command is of the same user.
     pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64, root: u32) {
         let mut store: Option<Board> = None;
+        self.serve_with(task, root, |op, text| perform(ctx, task, run, &mut store, op, text));
+    }
+
+    /// Answers as [`Server::serve`] does, each request about the task performed by `write` (its op and its text,
+    /// masked): the runner's, on the connection it keeps for all its tasks.
+    pub(super) fn serve_with(
+        &self,
+        task: &str,
+        root: u32,
+        mut write: impl FnMut(&str, Option<&str>) -> Result<(Value, bool), Failure>,
+    ) {
         for conn in self.listener.incoming() {
             if self.stop.load(Ordering::Acquire) {
                 return;
@@ -118,7 +129,14 @@ impl Server {
                 continue;
             }
             let answer = match serde_json::from_str::<Request>(&line) {
-                Ok(req) => perform(ctx, task, run, &mut store, &req),
+                Ok(req) if !own(task, &req.id) => Err(Failure::usage(format!(
+                    "the worker of {task} takes requests about its own task only, not {}; nothing was changed",
+                    req.id
+                ))),
+                Ok(req) => {
+                    let text = req.text.as_deref().map(crate::edge::redact::redact);
+                    write(&req.op, text.as_deref())
+                }
                 Err(e) => Err(Failure::usage(format!("a request the worker cannot read: {e}"))),
             };
             let reply = match answer {
@@ -165,22 +183,16 @@ fn own(task: &str, asked: &str) -> bool {
         || (bare.len() >= super::prefix::MIN_PREFIX && task.strip_prefix("t_").unwrap_or(task).starts_with(bare))
 }
 
-/// Performs one request on the worker's connection; the task as it is after, and whether its sandbox is taken care of.
+/// Performs one request (its op, its masked text) on the worker's connection; the task as it is after, and whether
+/// its sandbox is taken care of.
 fn perform(
     ctx: &Ctx,
     task: &str,
     run: i64,
     store: &mut Option<Board>,
-    req: &Request,
+    op: &str,
+    text: Option<&str>,
 ) -> Result<(Value, bool), Failure> {
-    let (op, asked) = (req.op.as_str(), req.id.as_str());
-    if !own(task, asked) {
-        return Err(Failure::usage(format!(
-            "the worker of {task} takes requests about its own task only, not {asked}; nothing was changed"
-        )));
-    }
-    let text = req.text.as_deref().map(crate::edge::redact::redact);
-    let text = text.as_deref();
     let host = ctx.host_id();
     // The gateway's kept connection when it takes the write (`relay.rs`): no backend of the server's for it.
     if let Some(done) = super::relay::send(ctx, op, task, run, text, &host) {

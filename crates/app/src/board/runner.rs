@@ -160,7 +160,35 @@ struct Shared {
     busy: AtomicUsize,
     idle_since: Mutex<Instant>,
     removals: Mutex<Sender<super::release::Removal>>,
+    /// The sandboxes of tasks their commands completed (`kanban complete`): the command's answer waits for its
+    /// sandbox's removal, as the gateway's relay answers (a batch of what queued meanwhile, no pace).
+    answered_removals: Mutex<Sender<super::release::Removal>>,
+    /// Completions for the recorder ([`Shared::recorder`]), which writes those that arrive together in one
+    /// transaction.
+    completions: Mutex<Sender<Completion>>,
 }
+
+/// A completion waiting for the recorder, and where its answer goes.
+struct Completion {
+    ctx: Arc<Ctx>,
+    task: String,
+    run: i64,
+    failure_limit: u32,
+    assignee: String,
+    result: Option<String>,
+    exit_code: Option<i64>,
+    asker: Asker,
+}
+
+/// Who waits for a completion: the command's exit 0 (`kanban.worker_exit_outcome`: what to log, and whether the
+/// task is finished) or the command's own `kanban complete` (the task after it, or the board's refusal).
+enum Asker {
+    Exit(Sender<Result<(String, bool), Failure>>),
+    Command(Sender<Result<kanban_core::Task, Failure>>),
+}
+
+/// The most completions the recorder writes in one transaction.
+const BATCH: usize = 64;
 
 /// Counts one connection or task as in hand while it lives.
 struct Busy(Arc<Shared>);
@@ -215,6 +243,7 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
     // Its environment holds the board's URL: not readable by its commands through /proc (`main` made every berth
     // process non-dumpable).
     tracing::info!("runner: serving {} as pid {}", path.display(), std::process::id());
+    let (completions, queue) = std::sync::mpsc::channel();
     let shared = Arc::new(Shared {
         home: ctx.home.clone(),
         lock_inode: lock.metadata().map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok(),
@@ -224,7 +253,11 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
         idle_since: Mutex::new(Instant::now()),
         // Nothing waits for these removals: one listing of the engine a second at most.
         removals: Mutex::new(super::release::remover(ctx, Duration::from_secs(1))),
+        answered_removals: Mutex::new(super::release::remover(ctx, Duration::ZERO)),
+        completions: Mutex::new(completions),
     });
+    let recorder = Arc::clone(&shared);
+    std::thread::spawn(move || recorder.recorder(&queue));
     let watch = Arc::clone(&shared);
     std::thread::spawn(move || {
         loop {
@@ -482,8 +515,8 @@ fn ends_a_line(log: &std::fs::File) -> bool {
 
 /// Sees one task through: the gate, the command's output into its log, its exit recorded, the worker let go.
 fn run_task(shared: &Arc<Shared>, w: Worker) {
-    let Worker { run: t, ctx, mut child, mut gate, opened, server, _busy } = w;
-    let ctx = &*ctx;
+    let Worker { run: t, ctx: dispatch, mut child, mut gate, opened, server, _busy } = w;
+    let ctx = &*dispatch;
     let pid = child.id();
     let (mut log, setup) = set_up(ctx, &t);
     let confirmed = opened.recv().unwrap_or(false);
@@ -511,7 +544,7 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
     std::thread::scope(|s| {
         // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
         if let Some(server) = &server {
-            s.spawn(|| server.serve(ctx, &t.task, t.run, pid));
+            s.spawn(|| server.serve_with(&t.task, pid, |op, text| shared.command_write(&dispatch, &t, op, text)));
         }
         pump(&mut child, &mut sink);
         if let Some(server) = &server {
@@ -536,7 +569,11 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
             }
         },
     };
-    let recorded = shared.record(ctx, &t, &Ok(code), &sink.last_line);
+    let recorded = if code == 0 {
+        shared.complete(&dispatch, &t, &sink.last_line)
+    } else {
+        shared.record(ctx, &t, &Ok(code), &sink.last_line)
+    };
     match &recorded {
         Ok((said, _)) => say(sink.file(), said),
         Err(f) => say(sink.file(), &format!("the outcome could not be recorded: {}", f.message)),
@@ -575,6 +612,166 @@ impl Shared {
             b.confirm_run(&c, ttl, now)
         })
         .is_ok()
+    }
+
+    /// Records the command's exit 0 as the run's completion through the recorder, with the completions that arrive
+    /// while it writes others; as [`Shared::record`] would.
+    fn complete(&self, ctx: &Arc<Ctx>, t: &TaskRun, last: &str) -> Result<(String, bool), Failure> {
+        let (answer, answered) = std::sync::mpsc::channel();
+        let c = self.completion(ctx, t, Some(last), Some(0), Asker::Exit(answer));
+        let sent = self.completions.lock().unwrap_or_else(PoisonError::into_inner).send(c);
+        match sent.ok().and_then(|()| answered.recv().ok()) {
+            Some(a) => a,
+            None => self.record(ctx, t, &Ok(0), last),
+        }
+    }
+
+    fn completion(
+        &self,
+        ctx: &Arc<Ctx>,
+        t: &TaskRun,
+        result: Option<&str>,
+        code: Option<i64>,
+        asker: Asker,
+    ) -> Completion {
+        Completion {
+            ctx: Arc::clone(ctx),
+            task: t.task.clone(),
+            run: t.run,
+            failure_limit: t.failure_limit,
+            assignee: t.assignee.clone(),
+            result: result.map(str::to_owned),
+            exit_code: code,
+            asker,
+        }
+    }
+
+    /// Writes the completions as they come: each batch is what arrived while the one before was written (no waiting
+    /// for more), in one transaction, each completion still guarded by its run. A batch the board does not take as
+    /// a whole (an outage, an error) is written one completion at a time, as before, each waiting out the outage.
+    fn recorder(&self, queue: &Receiver<Completion>) {
+        while let Ok(first) = queue.recv() {
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match queue.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            self.complete_batch(batch);
+        }
+    }
+
+    fn complete_batch(&self, batch: Vec<Completion>) {
+        self.stop_if_home_gone();
+        let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let answers = match (batch.len(), store.as_mut()) {
+            (2.., Some(b)) => {
+                let runs: Vec<kanban_core::RunDone<'_>> = batch
+                    .iter()
+                    .map(|c| kanban_core::RunDone {
+                        task: &c.task,
+                        run: c.run,
+                        result: c.result.as_deref(),
+                        exit_code: c.exit_code,
+                    })
+                    .collect();
+                b.complete_runs(&runs, SystemClock.now()).ok()
+            }
+            _ => None,
+        };
+        let mut answers = answers.map(Vec::into_iter);
+        for c in batch {
+            let written = answers.as_mut().and_then(Iterator::next);
+            match &c.asker {
+                Asker::Exit(answer) => {
+                    let a = match written {
+                        Some(Ok(())) => Ok(("the command exited 0: completed".to_owned(), true)),
+                        Some(Err(
+                            e @ (kanban_core::StoreError::Moved { .. } | kanban_core::StoreError::Transition { .. }),
+                        )) => Ok((format!("the command's exit is not the outcome: {e}"), false)),
+                        // Alone, or not written with the batch: as one completion (waiting out an outage).
+                        _ => {
+                            let breaker = c.ctx.breaker(c.failure_limit, Some(&c.assignee));
+                            let last = c.result.as_deref().unwrap_or_default();
+                            super::exit_outcome::record(&c.ctx, &mut store, &c.task, c.run, breaker, &Ok(0), last)
+                        }
+                    };
+                    let _ = answer.send(a);
+                }
+                Asker::Command(answer) => {
+                    // The task as it is after; anything but a completion written with the batch is written (or
+                    // refused) as the command's own write would be.
+                    let read = match written {
+                        Some(Ok(())) => store.as_mut().and_then(|b| b.task(&c.task).ok()),
+                        _ => None,
+                    };
+                    let a = match read {
+                        Some(task) => Ok(task),
+                        None => {
+                            self.command_write_on(&c.ctx, &mut store, &c.task, c.run, "complete", c.result.as_deref())
+                        }
+                    };
+                    let _ = answer.send(a);
+                }
+            }
+        }
+    }
+
+    /// A write of the command's own on the runner's connection, waiting out an outage.
+    fn command_write_on(
+        &self,
+        ctx: &Ctx,
+        store: &mut Option<Board>,
+        task: &str,
+        run: i64,
+        op: &str,
+        text: Option<&str>,
+    ) -> Result<kanban_core::Task, Failure> {
+        let host = ctx.host_id();
+        let what = format!("record the command's {op}");
+        super::outage::retrying_blocking(ctx, &what, super::outage::patience(ctx), store, |b| {
+            super::relay::apply(b, op, task, run, text, &host)
+        })
+    }
+
+    /// The command's own `kanban complete|block|heartbeat` on its task, on the runner's one kept connection (no
+    /// connection of the task's own), guarded by the run: the task after it, and whether its sandbox is taken care
+    /// of (a completed task's goes with the runner's removals, not the command's).
+    fn command_write(
+        &self,
+        ctx: &Arc<Ctx>,
+        t: &TaskRun,
+        op: &str,
+        text: Option<&str>,
+    ) -> Result<(serde_json::Value, bool), Failure> {
+        self.stop_if_home_gone();
+        let task = if op == "complete" {
+            // With the other completions of the moment, through the recorder.
+            let (answer, answered) = std::sync::mpsc::channel();
+            let c = self.completion(ctx, t, text, None, Asker::Command(answer));
+            let sent = self.completions.lock().unwrap_or_else(PoisonError::into_inner).send(c);
+            match sent.ok().and_then(|()| answered.recv().ok()) {
+                Some(a) => a,
+                None => {
+                    let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+                    self.command_write_on(ctx, &mut store, &t.task, t.run, op, text)
+                }
+            }
+        } else {
+            let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+            self.command_write_on(ctx, &mut store, &t.task, t.run, op, text)
+        }?;
+        // A completed task's sandbox goes before the command is answered, as its own `kanban complete` removed it.
+        let released = op == "complete" && {
+            let (removed, done) = std::sync::mpsc::channel();
+            let then: Box<dyn FnOnce(bool) + Send> = Box::new(move |r| {
+                let _ = removed.send(r);
+            });
+            let removals = self.answered_removals.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            removals.send(((t.task.clone(), t.assignee.clone()), then)).is_ok() && done.recv().unwrap_or(false)
+        };
+        serde_json::to_value(&task).map(|v| (v, released)).map_err(|e| Failure::other(e.to_string()))
     }
 
     /// Records the command's exit as the run's outcome (`exit_outcome::record`).
