@@ -217,7 +217,10 @@ fn the_same_story_leaves_the_same_event_log_on_both_stores() {
 /// A batch of completions (`complete_runs`, one transaction on PostgreSQL): each guarded by its own run (a run the
 /// task moved past refused, a completion already recorded answered as done), its events as one `complete` each
 /// leaves, its children promoted; every event as `(task, kind, run, payload)` and each answer.
-fn batch_story(board: AnyBoard) -> (Vec<(String, String, Option<i64>, serde_json::Value)>, Vec<String>) {
+/// Every event of a story as `(task, kind, run, payload)`.
+type Log = Vec<(String, String, Option<i64>, serde_json::Value)>;
+
+fn batch_story(board: AnyBoard) -> (Log, Vec<String>) {
     use domain::test_util::World;
     let mut w = World::new(board, domain::test_util::tick_config(None));
     let now = w.now();
@@ -263,9 +266,7 @@ fn a_batch_of_completions_is_guarded_by_each_run_and_leaves_the_same_log_on_both
     assert_eq!(answers[1], "done");
     assert!(answers[2].starts_with("refused: "), "a run the task is not on: {answers:?}");
     assert_eq!(answers[3], "done", "a completion recorded already is done once");
-    let status = |log: &[(String, String, Option<i64>, serde_json::Value)], id: &str| {
-        log.iter().rev().find(|e| e.0 == id).map(|e| e.1.clone()).unwrap()
-    };
+    let status = |log: &Log, id: &str| log.iter().rev().find(|e| e.0 == id).map(|e| e.1.clone()).unwrap();
     assert_eq!(status(&on_sqlite, "parent"), "done");
     assert_eq!(status(&on_sqlite, "child"), "ready", "promoted by its parent's completion in the batch");
     assert_eq!(status(&on_sqlite, "moved"), "running", "nothing written for a refused completion");
