@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use crate::client::GenericClient;
+use domain::board::rules::failure_change;
+use domain::board::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{BlockKind, Breaker, FailureOutcome, TaskStatus, WorkerRef};
+use domain::board::{
+    Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit,
+};
 use domain::ids::BoardSlug;
-use domain::kanban::{BlockKind, Breaker, FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
-use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_core::rules::failure_change;
-use kanban_core::{AssignedBy, BoardEvent};
-use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
 use serde_json::Value as Json;
 
 pub(crate) use crate::rows::status_of;
@@ -58,7 +60,7 @@ pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> Pg
     let row = tx.query_one("SELECT worker_pid, worker_start, worker_host FROM berth.tasks WHERE id = $1", &[&id])?;
     let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-    let local = domain::liveness::is_local(host, on.as_deref());
+    let local = domain::board::liveness::is_local(host, on.as_deref());
     Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
 }
 
@@ -114,7 +116,7 @@ pub(crate) fn promote_children(tx: &mut impl GenericClient, parent: &str, now: T
     Ok(())
 }
 
-/// The failure breaker on a task ([`kanban_core::rules::failure_change`]), written.
+/// The failure breaker on a task ([`domain::board::rules::failure_change`]), written.
 pub(crate) fn record_task_failure(
     tx: &mut impl GenericClient,
     id: &str,
@@ -138,7 +140,7 @@ pub(crate) fn record_task_failure(
     Ok(change.outcome)
 }
 
-/// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it (its
+/// The guard of a write on task `id` ([`domain::board::transitions::guard`]): the task as this transaction finds it (its
 /// row locked), with how `run` ended when the task has left it.
 pub(crate) fn guarded(
     tx: &mut impl GenericClient,
@@ -165,7 +167,7 @@ pub(crate) fn guarded(
 /// A failure already recorded (a retry): what the breaker made of it, read back from the task.
 pub(crate) fn already_failed(tx: &mut impl GenericClient, id: &str, failure_limit: u32) -> PgResult<FailureOutcome> {
     let row = tx.query_one("SELECT status, consecutive_failures FROM berth.tasks WHERE id = $1", &[&id])?;
-    Ok(kanban_core::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
+    Ok(domain::board::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
 }
 
 impl BoardStore for PgKanbanStore {
@@ -204,17 +206,17 @@ impl BoardStore for PgKanbanStore {
     fn add_cron(
         &mut self,
         board: &BoardSlug,
-        cron: &kanban_core::NewCron,
+        cron: &domain::board::NewCron,
         now: Timestamp,
-    ) -> Result<kanban_core::Cron, StoreError> {
+    ) -> Result<domain::board::Cron, StoreError> {
         self.with(|c| crate::crons::add(&mut c.client, board, cron, now))
     }
 
-    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>, StoreError> {
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<domain::board::Cron>, StoreError> {
         self.with(|c| crate::crons::list(&mut c.client, board))
     }
 
-    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron, StoreError> {
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<domain::board::Cron, StoreError> {
         self.with(|c| crate::crons::remove(&mut c.client, board, name))
     }
 
@@ -258,7 +260,7 @@ impl BoardStore for PgKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<kanban_core::Created>, StoreError> {
+    ) -> Result<Vec<domain::board::Created>, StoreError> {
         self.with(|c| crate::create::create_tasks(&mut c.client, board, tasks, now))
     }
 
@@ -400,7 +402,7 @@ impl BoardStore for PgKanbanStore {
                 Guarded::AlreadyDone => return read_task(&mut tx, id),
             };
             let review: i64 = tx.query_one("SELECT review FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-            let next = kanban_core::rules::completion_status(review != 0);
+            let next = domain::board::rules::completion_status(review != 0);
             let run = close_run(&mut tx, id, t.event, None, exit_code, now)?;
             tx.execute(
                 &format!(
@@ -474,7 +476,7 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;
-            if !kanban_core::rules::schedulable(status) {
+            if !domain::board::rules::schedulable(status) {
                 return Err(StoreError::Transition { task: id.to_owned(), status, action: "schedule" }.into());
             }
             let run_at = at.map(Timestamp::as_millis);

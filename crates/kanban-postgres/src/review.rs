@@ -1,12 +1,12 @@
 //! A person's decisions on PostgreSQL, as on SQLite (`kanban-store`'s `review.rs` and `transitions.rs`): a typed
-//! block (where `kanban_core::rules::block_change` says), `kanban review`, `kanban approve` and
+//! block (where `domain::board::rules::block_change` says), `kanban review`, `kanban approve` and
 //! `kanban request-changes`, each a row of the domain's transition table applied in one transaction with its event.
 
-use domain::kanban::{BlockKind, TaskStatus, WorkerRef};
+use domain::board::rules::block_change;
+use domain::board::transitions::TaskCommand;
+use domain::board::{BlockKind, TaskStatus, WorkerRef};
+use domain::board::{BoardEvent, StoreError, Task};
 use domain::time::Timestamp;
-use domain::transitions::TaskCommand;
-use kanban_core::rules::block_change;
-use kanban_core::{BoardEvent, StoreError, Task};
 
 use crate::PgKanbanStore;
 use crate::board::{
@@ -86,7 +86,7 @@ impl PgKanbanStore {
     }
 
     pub(crate) fn request_task_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task, StoreError> {
-        kanban_core::rules::check_review_note(note)?;
+        domain::board::rules::check_review_note(note)?;
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;

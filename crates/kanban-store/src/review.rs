@@ -2,10 +2,10 @@
 //! back to review), `kanban approve` (done, children promoted) and `kanban request-changes` (back to run, the note on
 //! the task). Each is a row of the domain's transition table, applied in one write transaction with its event.
 
-use domain::kanban::{TaskStatus, WorkerRef};
+use domain::board::BoardEvent;
+use domain::board::transitions::TaskCommand;
+use domain::board::{TaskStatus, WorkerRef};
 use domain::time::Timestamp;
-use domain::transitions::TaskCommand;
-use kanban_core::BoardEvent;
 use rusqlite::params;
 
 use crate::Sql;
@@ -57,7 +57,7 @@ impl SqliteKanbanStore {
     /// [`crate::StoreError::Invalid`] for an empty note; [`crate::StoreError::NoTask`] or
     /// [`crate::StoreError::Transition`] unless in review.
     pub fn request_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task> {
-        kanban_core::rules::check_review_note(note)?;
+        domain::board::rules::check_review_note(note)?;
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         allowed(TaskCommand::RequestChanges, id, status)?;

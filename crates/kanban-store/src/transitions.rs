@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use domain::kanban::{BlockKind, Breaker, FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
+use domain::board::rules::{block_change, failure_change};
+use domain::board::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{BlockKind, Breaker, FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
-use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_core::rules::{block_change, failure_change};
-use kanban_core::{AssignedBy, BoardEvent};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::Sql;
@@ -34,7 +34,7 @@ pub(crate) fn worker_of(conn: &Connection, id: &str, host: &str) -> Result<Optio
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .sql()?;
-    let local = domain::liveness::is_local(host, on.as_deref());
+    let local = domain::board::liveness::is_local(host, on.as_deref());
     Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
 }
 
@@ -76,7 +76,7 @@ impl SqliteKanbanStore {
             }
         };
         let review: i64 = tx.query_row("SELECT review FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
-        let next = kanban_core::rules::completion_status(review != 0);
+        let next = domain::board::rules::completion_status(review != 0);
         let run = close_run(&tx, id, t.event, None, exit_code, now).sql()?;
         tx.execute(
             concat!(
@@ -139,7 +139,7 @@ impl SqliteKanbanStore {
         Ok(())
     }
 
-    /// Blocks a task (clears any claim), where [`kanban_core::rules::block_change`] says for its kind and its last
+    /// Blocks a task (clears any claim), where [`domain::board::rules::block_change`] says for its kind and its last
     /// block; returns the worker to stop, if one ran.
     ///
     /// # Errors
@@ -259,7 +259,7 @@ impl SqliteKanbanStore {
     pub fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if !kanban_core::rules::schedulable(status) {
+        if !domain::board::rules::schedulable(status) {
             return Err(StoreError::Transition { task: id.to_owned(), status, action: "schedule" });
         }
         let run_at = at.map(Timestamp::as_millis);
@@ -425,7 +425,7 @@ impl SqliteKanbanStore {
     }
 }
 
-/// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it, with
+/// The guard of a write on task `id` ([`domain::board::transitions::guard`]): the task as this transaction finds it, with
 /// how `run` ended when the task has left it.
 pub(crate) fn guarded(
     tx: &Transaction<'_>,
@@ -460,7 +460,7 @@ fn already_failed(tx: &Transaction<'_>, id: &str, failure_limit: u32) -> Result<
     let (status, failures): (String, i64) = tx
         .query_row("SELECT status, consecutive_failures FROM tasks WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))
         .sql()?;
-    Ok(kanban_core::rules::already_failed(status_of(&status)?, failures, failure_limit))
+    Ok(domain::board::rules::already_failed(status_of(&status)?, failures, failure_limit))
 }
 
 pub(crate) fn status_in(tx: &Transaction<'_>, id: &str) -> Result<TaskStatus> {
@@ -529,7 +529,7 @@ pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestam
     Ok(())
 }
 
-/// The failure breaker on a task ([`kanban_core::rules::failure_change`]), written.
+/// The failure breaker on a task ([`domain::board::rules::failure_change`]), written.
 pub(crate) fn record_task_failure(
     tx: &Transaction<'_>,
     id: &str,
