@@ -25,7 +25,7 @@ pub use copy::{Cell, CopyReport, TABLES, TableRows};
 pub use edit::{EditableFields, TaskEdit};
 pub use error::{Result, StoreError};
 pub use event::{AssignedBy, BoardEvent};
-pub use model::{Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Run, RunEnd, Task};
+pub use model::{Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Run, RunEnd, Stopped, Task};
 pub use port::{BoardStore, KanbanStore};
 pub use run_end::{EX_TEMPFAIL, RunEnding, RunRecorded, ending_of_exit, record_run_end};
 pub use values::*;

@@ -8,7 +8,7 @@ use crate::client::GenericClient;
 use domain::board::rules::failure_change;
 use domain::board::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
 use domain::board::{AssignedBy, BoardEvent};
-use domain::board::{BlockKind, Breaker, FailureOutcome, TaskStatus, WorkerRef};
+use domain::board::{BlockKind, Breaker, FailureOutcome, Stopped, TaskStatus, WorkerRef};
 use domain::board::{
     Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit,
 };
@@ -62,6 +62,22 @@ pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> Pg
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
     let local = domain::board::liveness::is_local(host, on.as_deref());
     Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
+}
+
+/// Checks `command` against the task's status, notes its worker and closes its run (see [`Stopped`]).
+pub(crate) fn stop_run(
+    tx: &mut impl GenericClient,
+    id: &str,
+    command: TaskCommand,
+    host: &str,
+    note: Option<&str>,
+    now: Timestamp,
+) -> PgResult<Stopped> {
+    let status = status_in(tx, id)?;
+    let t = allowed(command, id, status)?;
+    let worker = worker_of(tx, id, host)?;
+    let run = close_run(tx, id, t.event, note, None, now)?;
+    Ok(Stopped { status, worker, run })
 }
 
 /// Closes the task's current run with `outcome`; returns the run id. One statement: the run read, the task's
@@ -531,15 +547,12 @@ impl BoardStore for PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Archive, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
-            let run = close_run(&mut tx, id, t.event, None, None, now)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Archive, &host, None, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'archived', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, run, &BoardEvent::Archived { prev_status: status }, now)?;
+            event(&mut tx, id, s.run, &BoardEvent::Archived { prev_status: s.status }, now)?;
             promote_children(&mut tx, id, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 
@@ -547,12 +560,9 @@ impl BoardStore for PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Reclaim, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
             let lock: Option<String> =
                 tx.query_one("SELECT claim_lock FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-            let run = close_run(&mut tx, id, t.event, reason, None, now)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Reclaim, &host, reason, now)?;
             tx.execute(
                 &format!(
                     "UPDATE berth.tasks SET status = 'ready', consecutive_failures = 0, {CLEAR_CLAIM} WHERE id = $1"
@@ -560,9 +570,9 @@ impl BoardStore for PgKanbanStore {
                 &[&id],
             )?;
             let reclaimed = BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() };
-            event(&mut tx, id, run, &reclaimed, now)?;
+            event(&mut tx, id, s.run, &reclaimed, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 

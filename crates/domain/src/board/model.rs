@@ -1,6 +1,6 @@
 //! The board's rows as every store hands them out (tasks, events, runs, boards, hosts) and what callers pass in.
 
-use crate::board::{BlockKind, TaskStatus};
+use crate::board::{BlockKind, TaskStatus, WorkerRef};
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -168,6 +168,15 @@ pub struct RunEnd<'a> {
     pub exit_code: Option<i64>,
     /// For a requeue: not claimed again before this time (a snooze); `None` at once.
     pub retry_at: Option<i64>,
+}
+
+/// What a transition that ends a task's run (archive, reclaim, review, block) found once the transition table allowed
+/// it: the status it left, this host's worker to stop, and the run it closed.
+#[derive(Clone, Copy, Debug)]
+pub struct Stopped {
+    pub status: TaskStatus,
+    pub worker: Option<WorkerRef>,
+    pub run: Option<i64>,
 }
 
 /// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
