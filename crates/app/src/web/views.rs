@@ -285,13 +285,12 @@ pub(crate) fn profiles(ctx: &Ctx) -> Result<ProfilesView, Failure> {
 /// The running gateway's settings in one line, from the state it records in the home (`gateway.json`: when it read
 /// them, or why it kept them); `None` when no gateway runs for `home`.
 fn gateway_settings(home: &std::path::Path) -> Option<String> {
-    if !crate::edge::process::lock_held(&home.join("gateway.lock")) {
+    if !crate::gateway::lock_held(home) {
         return None;
     }
-    let text = crate::edge::state_file::read_small(&home.join("gateway.json"), 1 << 20)?;
-    let state: Json = serde_json::from_str(&text).ok()?;
-    let at = state["settings_read_at"].as_str().unwrap_or("its start");
-    Some(match state["settings_error"].as_str() {
+    let state = crate::gateway::read_state(home)?;
+    let at = state.settings_read_at.as_deref().unwrap_or("its start");
+    Some(match state.settings_error.as_deref() {
         Some(why) => format!("gateway settings kept from {at}: {why}"),
         None => format!("gateway settings read at {at}"),
     })
