@@ -85,7 +85,7 @@ fn write_state(home: &Path, state: &GatewayState) {
 }
 
 /// The state the gateway last wrote, when `gateway.json` is a small regular file of that shape.
-pub(crate) fn read_state(home: &Path) -> Option<GatewayState> {
+fn read_state(home: &Path) -> Option<GatewayState> {
     serde_json::from_str(&crate::edge::state_file::read_small(&state_path(home), 1 << 20)?).ok()
 }
 

@@ -285,12 +285,13 @@ pub(crate) fn profiles(ctx: &Ctx) -> Result<ProfilesView, Failure> {
 /// The running gateway's settings in one line, from the state it records in the home (`gateway.json`: when it read
 /// them, or why it kept them); `None` when no gateway runs for `home`.
 fn gateway_settings(home: &std::path::Path) -> Option<String> {
-    if !crate::gateway::lock_held(home) {
+    if !crate::edge::process::lock_held(&home.join("gateway.lock")) {
         return None;
     }
-    let state = crate::gateway::read_state(home)?;
-    let at = state.settings_read_at.as_deref().unwrap_or("its start");
-    Some(match state.settings_error.as_deref() {
+    let text = crate::edge::state_file::read_small(&home.join("gateway.json"), 1 << 20)?;
+    let state: Json = serde_json::from_str(&text).ok()?;
+    let at = state["settings_read_at"].as_str().unwrap_or("its start");
+    Some(match state["settings_error"].as_str() {
         Some(why) => format!("gateway settings kept from {at}: {why}"),
         None => format!("gateway settings read at {at}"),
     })
