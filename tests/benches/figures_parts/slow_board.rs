@@ -24,20 +24,26 @@ const PACE: Duration = Duration::from_millis(100);
 struct Answers {
     times: [Vec<f64>; 3],
     statuses: [BTreeSet<u16>; 3],
+    /// Each span's slowest answer per path, in the order the spans ran.
+    span_max: Vec<[f64; 3]>,
 }
 
 impl Answers {
     /// Asks every path in turn, each on a fresh connection, until `until`.
     fn ask_until(&mut self, base: &str, token: &str, until: Instant) {
+        let mut span_max = [0.0f64; 3];
         while Instant::now() < until {
             for (i, path) in PATHS.iter().enumerate() {
                 let start = Instant::now();
                 let (status, _) = get(base, path, token);
-                self.times[i].push(ms(start.elapsed()));
+                let took = ms(start.elapsed());
+                self.times[i].push(took);
+                span_max[i] = span_max[i].max(took);
                 self.statuses[i].insert(status);
             }
             std::thread::sleep(PACE); // scenario: the requests' pace
         }
+        self.span_max.push(span_max);
     }
 }
 
@@ -141,11 +147,15 @@ fn measure(store: &str, cluster: Option<&Cluster>, rounds: usize) -> Vec<Figure>
     };
     let (mut held, mut free) = (Answers::default(), Answers::default());
     let load_before = loadavg();
+    // The spans in the order they ran: held (true) or free, and their index in their `Answers`.
+    let mut spans: Vec<(bool, usize)> = Vec::new();
     for r in 0..rounds {
         let free_first = r % 2 == 1;
         if free_first {
+            spans.push((false, free.span_max.len()));
             free.ask_until(&base, &token, Instant::now() + HOLD);
         }
+        spans.push((true, held.span_max.len()));
         outage.during(&base, &token, &mut held);
         // The board back: the gateway reads it again before the free span starts.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -154,6 +164,7 @@ fn measure(store: &str, cluster: Option<&Cluster>, rounds: usize) -> Vec<Figure>
             std::thread::sleep(PACE);
         }
         if !free_first {
+            spans.push((false, free.span_max.len()));
             free.ask_until(&base, &token, Instant::now() + HOLD);
         }
     }
@@ -170,6 +181,13 @@ fn measure(store: &str, cluster: Option<&Cluster>, rounds: usize) -> Vec<Figure>
             let (h, f) = (&mut held.times[i].clone(), &mut free.times[i].clone());
             let (h_med, h90, h_max) = (median(h), percentile(h, 0.9), h.iter().copied().fold(0.0, f64::max));
             let (f_med, f90, f_max) = (median(f), percentile(f, 0.9), f.iter().copied().fold(0.0, f64::max));
+            let order: Vec<String> = spans
+                .iter()
+                .map(|&(h, j)| {
+                    let max = if h { held.span_max[j][i] } else { free.span_max[j][i] };
+                    format!("{} {max:.0}", if h { "held" } else { "free" })
+                })
+                .collect();
             let page = if *path == "/" { "the board page (`/`)".to_owned() } else { format!("`{path}`") };
             Figure {
                 name: format!("{store}: {page} while {what} for 6 s"),
@@ -184,12 +202,13 @@ fn measure(store: &str, cluster: Option<&Cluster>, rounds: usize) -> Vec<Figure>
                     "held: {} requests in {rounds} holds, p90 {h90:.1} ms, max {h_max:.1} ms, statuses {:?}; free: {} \
                      requests, p90 {f90:.1} ms, max {f_max:.1} ms, statuses {:?}; `gateway run` with the dashboard on \
                      (one profile, an external worker `true`), `/healthz`, `/metrics`, `/` in turn every 100 ms, each \
-                     on a fresh loopback connection, timed to the last byte; load average {load_before} before, \
-                     {load_after} after",
+                     on a fresh loopback connection, timed to the last byte; the spans in order with each one's max \
+                     (ms): {}; load average {load_before} before, {load_after} after",
                     held.times[i].len(),
                     held.statuses[i],
                     free.times[i].len(),
-                    free.statuses[i]
+                    free.statuses[i],
+                    order.join(", ")
                 ),
             }
         })
