@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use docker_adapter::DockerRuntime;
+use domain::board::{DispatchCaps, TickConfig};
 use domain::ids::{BoardSlug, ProfileName, TaskId};
-use domain::kanban::{DispatchCaps, TickConfig};
 use domain::policy::reaper::ReapScope;
 use domain::ports::{ContainerRuntime, ProcessProbe};
 use domain::sandbox::{CreateSpec, HostFacts, SandboxIdentity, SandboxMode, build_create_spec};
@@ -34,6 +34,13 @@ mod figures_dashboard;
 mod figures_egress;
 #[path = "figures_parts/in_time.rs"]
 mod figures_in_time;
+#[path = "../src/pg_cluster.rs"]
+#[allow(dead_code, reason = "the test suite's private cluster: the bench freezes one, it never stops one")]
+mod figures_pg_cluster;
+#[path = "figures_parts/sleep.rs"]
+mod figures_sleep;
+#[path = "figures_parts/slow_board.rs"]
+mod figures_slow_board;
 
 const IMAGE: &str = "berth-sandbox:latest";
 
@@ -815,7 +822,7 @@ fn bench_dispatch_process(dir: &Path, quick: bool) -> (Vec<Figure>, Json) {
             bytes = b;
             let start = Instant::now();
             let mut sink = Counting::default();
-            domain::ports::KanbanStore::plan_into(&store, &req, &mut sink).unwrap();
+            domain::board::KanbanStore::plan_into(&store, &req, &mut sink).unwrap();
             library.push(ms(start.elapsed()));
             assert_eq!((sink.spawns, sink.decisions), (300, n));
         }
@@ -1171,8 +1178,8 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time`: one group of rows, printed and not written to
-    // BENCHMARKS.md (for iterating).
+    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time|sleep|slow_board`: one group of
+    // rows, printed and not written to BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 41 }),
@@ -1184,8 +1191,11 @@ fn main() {
             "egress" => figures_egress::bench_egress(home.path(), quick),
             "credentials" => figures_credentials::bench_credentials(home.path(), quick),
             "in_time" => bench_in_time(home.path(), quick),
+            "sleep" => figures_sleep::bench_sleep(quick),
+            "slow_board" => figures_slow_board::bench_slow_board(quick),
             other => panic!(
-                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials or in_time, not {other:?}"
+                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials, in_time, sleep or \
+                 slow_board, not {other:?}"
             ),
         };
         remove_profile_containers(&bench_profile("run"));
@@ -1226,6 +1236,10 @@ fn main() {
     figures.push(bench_gateway_memory());
     eprintln!("bench: the dashboard …");
     figures.extend(bench_dashboard(home.path(), quick));
+    eprintln!("bench: the dashboard while the board is held or frozen …");
+    figures.extend(figures_slow_board::bench_slow_board(quick));
+    eprintln!("bench: claim → first output (cold, pre-warmed, resumed), suspend and resume by size …");
+    figures.extend(figures_sleep::bench_sleep(quick));
     for kind in ["run", "acq", "reap", "idle"] {
         remove_profile_containers(&bench_profile(kind));
     }

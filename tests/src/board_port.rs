@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use domain::board::KanbanStore;
+use domain::board::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest, WorkerRef};
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest, WorkerRef};
 use domain::policy::dispatch::{PlanSink, TickPlan};
-use domain::ports::KanbanStore;
 use domain::test_util::DispatchBoard;
 use domain::time::Timestamp;
 use kanban_store::{BoardStore, Confirmation, NewTask, SqliteKanbanStore, StoreError};
@@ -50,6 +50,10 @@ impl KanbanStore for AnyBoard {
         self.store.task_brief(id)
     }
 
+    fn local_workers(&self, board: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>, StoreError> {
+        self.store.local_workers(board, host)
+    }
+
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, StoreError> {
         self.store.snapshot(req)
     }
@@ -86,7 +90,7 @@ impl KanbanStore for AnyBoard {
         id: &str,
         run: i64,
         error: &str,
-        limit: domain::kanban::Breaker,
+        limit: domain::board::Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
         self.store.record_spawn_failure(id, run, error, limit, now)

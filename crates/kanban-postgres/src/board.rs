@@ -5,55 +5,24 @@
 use std::time::Duration;
 
 use crate::client::GenericClient;
-use domain::ids::BoardSlug;
-use domain::kanban::{BlockKind, Breaker, FailureOutcome, TaskStatus, WorkerRef};
-use domain::time::Timestamp;
-use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_core::rules::failure_change;
-use kanban_core::{AssignedBy, BoardEvent};
-use kanban_core::{
+use domain::board::transitions::{Found, Guarded, TaskCommand, guard};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{BlockKind, Breaker, FailureOutcome, TaskStatus, WorkerRef};
+use domain::board::{
     Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunDone, RunEnd, StoreError, Task, TaskEdit,
 };
+use domain::ids::BoardSlug;
+use domain::time::Timestamp;
 use serde_json::Value as Json;
 
+use crate::PgKanbanStore;
 pub(crate) use crate::rows::status_of;
 use crate::rows::{TASK_COLUMNS, board_from_row, task_from_row};
 pub(crate) use crate::rows::{read_board, read_task};
-use crate::{PgKanbanStore, PgResult};
-
-/// The columns that make a claim, cleared whenever a task stops being anyone's (SQL `SET` items).
-pub(crate) const CLEAR_CLAIM: &str = "claim_lock = NULL, claim_expires = NULL, worker_pid = NULL, worker_start = NULL";
-
-pub(crate) fn allowed(command: TaskCommand, id: &str, status: TaskStatus) -> PgResult<&'static Transition> {
-    Ok(transition(command, status).map_err(|e| StoreError::Transition {
-        task: id.to_owned(),
-        status,
-        action: e.action,
-    })?)
-}
-
-/// The task's status, locking its row for the rest of the transaction.
-pub(crate) fn status_in(tx: &mut impl GenericClient, id: &str) -> PgResult<TaskStatus> {
-    let row = tx.query_opt("SELECT status FROM berth.tasks WHERE id = $1 FOR UPDATE", &[&id])?;
-    let row = row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
-    status_of(row.try_get(0)?)
-}
-
-/// Appends an event.
-pub(crate) fn event(
-    tx: &mut impl GenericClient,
-    task: &str,
-    run: Option<i64>,
-    event: &BoardEvent<'_>,
-    now: Timestamp,
-) -> PgResult<()> {
-    // Prepared once per connection (every transition appends an event): one round trip, no parse.
-    tx.execute(
-        "INSERT INTO berth.task_events (task_id, run_id, kind, payload, created_at) VALUES ($1, $2, $3, $4, $5)",
-        &[&task, &run, &event.kind(), &event.payload(), &now.as_millis()],
-    )?;
-    Ok(())
-}
+pub(crate) use crate::writes::{
+    CLEAR_CLAIM, allowed, already_failed, close_run, event, guarded, parents_done, promote_children,
+    record_task_failure, status_in, stop_run, worker_of,
+};
 
 /// A batch of completions' rows, locked in id order (as every batch here locks them, so two never wait on each other).
 const COMPLETE_LOCK: &str =
@@ -72,121 +41,6 @@ const COMPLETE_TASKS: &str = "UPDATE berth.tasks t SET status = u.next, result =
 /// Those of a batch's done tasks that are some task's parent.
 const COMPLETE_PARENTS: &str =
     "SELECT DISTINCT parent_id FROM berth.task_links WHERE parent_id = ANY($1) ORDER BY parent_id";
-
-/// The worker recorded on task `id` when it runs on `host` (a worker of another host is that host's to stop).
-pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> PgResult<Option<WorkerRef>> {
-    let row = tx.query_one("SELECT worker_pid, worker_start, worker_host FROM berth.tasks WHERE id = $1", &[&id])?;
-    let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) =
-        (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-    let local = domain::liveness::is_local(host, on.as_deref());
-    Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
-}
-
-/// Closes the task's current run with `outcome`; returns the run id. One statement: the run read, the task's
-/// current run cleared and the run ended, all against the row as the transaction found it.
-pub(crate) fn close_run(
-    tx: &mut impl GenericClient,
-    task: &str,
-    outcome: &str,
-    error: Option<&str>,
-    exit_code: Option<i64>,
-    now: Timestamp,
-) -> PgResult<Option<i64>> {
-    Ok(tx
-        .query_one(
-            "WITH old AS (SELECT current_run_id AS run FROM berth.tasks WHERE id = $1), \
-             cleared AS (UPDATE berth.tasks SET current_run_id = NULL WHERE id = $1 AND current_run_id IS NOT NULL), \
-             ended AS (UPDATE berth.task_runs r SET status = 'ended', ended_at = $2, outcome = $3, error = $4, \
-             exit_code = $5 FROM old WHERE r.id = old.run AND r.ended_at IS NULL) \
-             SELECT run FROM old",
-            &[&task, &now.as_millis(), &outcome, &error, &exit_code],
-        )?
-        .try_get(0)?)
-}
-
-pub(crate) fn parents_done(tx: &mut impl GenericClient, id: &str) -> PgResult<bool> {
-    Ok(tx
-        .query_one(
-            "SELECT NOT EXISTS (SELECT 1 FROM berth.task_links l JOIN berth.tasks p ON p.id = l.parent_id \
-             WHERE l.child_id = $1 AND p.status NOT IN ('done', 'archived'))",
-            &[&id],
-        )?
-        .try_get(0)?)
-}
-
-/// Promotes `todo` children of `parent` whose parents are now all done.
-pub(crate) fn promote_children(tx: &mut impl GenericClient, parent: &str, now: Timestamp) -> PgResult<()> {
-    let children: Vec<String> = tx
-        .query(
-            "SELECT t.id FROM berth.task_links l JOIN berth.tasks t ON t.id = l.child_id \
-             WHERE l.parent_id = $1 AND t.status = 'todo' ORDER BY t.id",
-            &[&parent],
-        )?
-        .iter()
-        .map(|r| r.try_get(0))
-        .collect::<Result<_, _>>()?;
-    for c in children {
-        if parents_done(tx, &c)? {
-            tx.execute("UPDATE berth.tasks SET status = 'ready' WHERE id = $1 AND status = 'todo'", &[&c])?;
-            event(tx, &c, None, &BoardEvent::Promoted { parent: Some(parent), status: None }, now)?;
-        }
-    }
-    Ok(())
-}
-
-/// The failure breaker on a task ([`kanban_core::rules::failure_change`]), written.
-pub(crate) fn record_task_failure(
-    tx: &mut impl GenericClient,
-    id: &str,
-    end: &RunEnd<'_>,
-    breaker: Breaker,
-    now: Timestamp,
-) -> PgResult<FailureOutcome> {
-    let row = tx.query_one("SELECT consecutive_failures, max_retries FROM berth.tasks WHERE id = $1", &[&id])?;
-    let change = failure_change(id, end, row.try_get(0)?, row.try_get(1)?, breaker, now);
-    let run = close_run(tx, id, end.outcome, Some(end.error), end.exit_code, now)?;
-    tx.execute(
-        &format!(
-            "UPDATE berth.tasks SET status = $2, consecutive_failures = $3, last_failure_error = $4, \
-             not_before = $5, {CLEAR_CLAIM} WHERE id = $1"
-        ),
-        &[&id, &change.status.as_str(), &change.failures, &end.error, &change.retry_at],
-    )?;
-    for e in &change.events {
-        event(tx, id, run, e, now)?;
-    }
-    Ok(change.outcome)
-}
-
-/// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it (its
-/// row locked), with how `run` ended when the task has left it.
-pub(crate) fn guarded(
-    tx: &mut impl GenericClient,
-    id: &str,
-    command: TaskCommand,
-    run: Option<i64>,
-    outcome: &str,
-) -> PgResult<Guarded> {
-    let row = tx.query_opt("SELECT status, current_run_id FROM berth.tasks WHERE id = $1 FOR UPDATE", &[&id])?;
-    let row = row.ok_or_else(|| StoreError::NoTask(id.to_owned()))?;
-    let (status, current_run): (String, Option<i64>) = (row.try_get(0)?, row.try_get(1)?);
-    let ended: Option<String> = match run {
-        Some(run) if current_run != Some(run) => tx
-            .query_opt("SELECT outcome FROM berth.task_runs WHERE id = $1 AND task_id = $2", &[&run, &id])?
-            .map(|r| r.try_get(0))
-            .transpose()?
-            .flatten(),
-        _ => None,
-    };
-    let found = Found { status: status_of(&status)?, current_run, expected_run_outcome: ended.as_deref() };
-    Ok(guard(command, &found, run, outcome).map_err(|e| StoreError::refused(id, e))?)
-}
-
-/// A failure already recorded (a retry): what the breaker made of it, read back from the task.
-pub(crate) fn already_failed(tx: &mut impl GenericClient, id: &str, failure_limit: u32) -> PgResult<FailureOutcome> {
-    let row = tx.query_one("SELECT status, consecutive_failures FROM berth.tasks WHERE id = $1", &[&id])?;
-    Ok(kanban_core::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
-}
 
 impl BoardStore for PgKanbanStore {
     fn location(&self) -> String {
@@ -224,17 +78,17 @@ impl BoardStore for PgKanbanStore {
     fn add_cron(
         &mut self,
         board: &BoardSlug,
-        cron: &kanban_core::NewCron,
+        cron: &domain::board::NewCron,
         now: Timestamp,
-    ) -> Result<kanban_core::Cron, StoreError> {
+    ) -> Result<domain::board::Cron, StoreError> {
         self.with(|c| crate::crons::add(&mut c.client, board, cron, now))
     }
 
-    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>, StoreError> {
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<domain::board::Cron>, StoreError> {
         self.with(|c| crate::crons::list(&mut c.client, board))
     }
 
-    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron, StoreError> {
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<domain::board::Cron, StoreError> {
         self.with(|c| crate::crons::remove(&mut c.client, board, name))
     }
 
@@ -278,7 +132,7 @@ impl BoardStore for PgKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<kanban_core::Created>, StoreError> {
+    ) -> Result<Vec<domain::board::Created>, StoreError> {
         self.with(|c| crate::create::create_tasks(&mut c.client, board, tasks, now))
     }
 
@@ -420,7 +274,7 @@ impl BoardStore for PgKanbanStore {
                 Guarded::AlreadyDone => return read_task(&mut tx, id),
             };
             let review: i64 = tx.query_one("SELECT review FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-            let next = kanban_core::rules::completion_status(review != 0);
+            let next = domain::board::rules::completion_status(review != 0);
             let run = close_run(&mut tx, id, t.event, None, exit_code, now)?;
             tx.execute(
                 &format!(
@@ -490,7 +344,7 @@ impl BoardStore for PgKanbanStore {
                 };
                 match guard(TaskCommand::Complete, &f, Some(r.run), "completed") {
                     Ok(Guarded::Apply(t)) => {
-                        let next = kanban_core::rules::completion_status(*review != 0);
+                        let next = domain::board::rules::completion_status(*review != 0);
                         done_ids.push(r.task);
                         done_runs.push(r.run);
                         codes.push(r.exit_code);
@@ -587,7 +441,7 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;
-            if !kanban_core::rules::schedulable(status) {
+            if !domain::board::rules::schedulable(status) {
                 return Err(StoreError::Transition { task: id.to_owned(), status, action: "schedule" }.into());
             }
             let run_at = at.map(Timestamp::as_millis);
@@ -642,15 +496,12 @@ impl BoardStore for PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Archive, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
-            let run = close_run(&mut tx, id, t.event, None, None, now)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Archive, &host, None, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'archived', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, run, &BoardEvent::Archived { prev_status: status }, now)?;
+            event(&mut tx, id, s.run, &BoardEvent::Archived { prev_status: s.status }, now)?;
             promote_children(&mut tx, id, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 
@@ -658,12 +509,9 @@ impl BoardStore for PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Reclaim, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
             let lock: Option<String> =
                 tx.query_one("SELECT claim_lock FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-            let run = close_run(&mut tx, id, t.event, reason, None, now)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Reclaim, &host, reason, now)?;
             tx.execute(
                 &format!(
                     "UPDATE berth.tasks SET status = 'ready', consecutive_failures = 0, {CLEAR_CLAIM} WHERE id = $1"
@@ -671,9 +519,9 @@ impl BoardStore for PgKanbanStore {
                 &[&id],
             )?;
             let reclaimed = BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() };
-            event(&mut tx, id, run, &reclaimed, now)?;
+            event(&mut tx, id, s.run, &reclaimed, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 

@@ -38,11 +38,12 @@ mod review;
 mod rows;
 mod schema;
 mod tick;
+mod writes;
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use kanban_core::StoreError;
+use domain::board::StoreError;
 
 use crate::client::Client;
 

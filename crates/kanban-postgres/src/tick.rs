@@ -14,19 +14,19 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use domain::ids::BoardSlug;
-use domain::kanban::Breaker;
-use domain::kanban::{
+use domain::board::Breaker;
+use domain::board::KanbanStore;
+use domain::board::liveness::{WorkerFacts, is_local};
+use domain::board::transitions::{Guarded, HousekeepingChange, TaskCommand};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{
     BoardSnapshot, Claimed, FailureOutcome, RunningRow, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickConfig,
     TickOutcome, TickRequest,
 };
-use domain::liveness::WorkerFacts;
+use domain::board::{BoardStore, RunEnd, StoreError};
+use domain::ids::BoardSlug;
 use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
-use domain::ports::KanbanStore;
 use domain::time::Timestamp;
-use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
-use kanban_core::{AssignedBy, BoardEvent};
-use kanban_core::{BoardStore, RunEnd, StoreError};
 
 use crate::board::{CLEAR_CLAIM, close_run, guarded, record_task_failure, status_of, worker_of};
 use crate::client::GenericClient;
@@ -343,6 +343,24 @@ impl KanbanStore for PgKanbanStore {
     fn task_brief(&self, id: &str) -> Result<TaskBrief, StoreError> {
         let t = BoardStore::task(self, id)?;
         Ok(TaskBrief { id: t.id, board: t.board, status: t.status, assignee: t.assignee })
+    }
+
+    fn local_workers(&self, board: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>, StoreError> {
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT worker_pid, worker_start, worker_host FROM berth.tasks \
+                 WHERE board = $1 AND status = 'running' AND worker_pid IS NOT NULL",
+                &[&board.as_str()],
+            )?;
+            let mut local = Vec::new();
+            for r in &rows {
+                let on: Option<&str> = r.try_get(2)?;
+                if is_local(host, on) {
+                    local.push((r.try_get(0)?, r.try_get(1)?));
+                }
+            }
+            Ok(local)
+        })
     }
 
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, StoreError> {

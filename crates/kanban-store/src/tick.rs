@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use domain::board::liveness::WorkerFacts;
+use domain::board::transitions::{Guarded, HousekeepingChange};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{BoardSnapshot, Claimed, RunningRow, TaskRow, TaskStatus, TickOutcome, TickRequest};
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, Claimed, RunningRow, TaskRow, TaskStatus, TickOutcome, TickRequest};
-use domain::liveness::WorkerFacts;
 use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink, Planner, ReadyTask, TickPlan, requeues};
 use domain::time::Timestamp;
-use domain::transitions::{Guarded, HousekeepingChange};
-use kanban_core::{AssignedBy, BoardEvent};
 use rusqlite::{Connection, params};
 
 use crate::Sql;
@@ -75,7 +75,7 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
     while let Some(r) = rows.next().sql()? {
         let host: Option<String> = r.get(14).sql()?;
         let seen = match host.as_deref() {
-            Some(h) if !domain::liveness::is_local(&req.cfg.host, Some(h)) => {
+            Some(h) if !domain::board::liveness::is_local(&req.cfg.host, Some(h)) => {
                 seen_at.get_or_insert(crate::queries::host_seen_at(conn)?).get(h).copied()
             }
             _ => None,

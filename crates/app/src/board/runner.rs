@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use domain::board::Confirmation;
 use domain::ports::Clock;
-use kanban_core::Confirmation;
 
 use crate::edge::context::{Ctx, ProcProbe, SystemClock};
 use crate::edge::error::Failure;
@@ -184,7 +184,7 @@ struct Completion {
 /// task is finished) or the command's own `kanban complete` (the task after it, or the board's refusal).
 enum Asker {
     Exit(Sender<Result<(String, bool), Failure>>),
-    Command(Sender<Result<kanban_core::Task, Failure>>),
+    Command(Sender<Result<domain::board::Task, Failure>>),
 }
 
 /// The most completions the recorder writes in one transaction.
@@ -667,9 +667,9 @@ impl Shared {
         let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         let answers = match (batch.len(), store.as_mut()) {
             (2.., Some(b)) => {
-                let runs: Vec<kanban_core::RunDone<'_>> = batch
+                let runs: Vec<domain::board::RunDone<'_>> = batch
                     .iter()
-                    .map(|c| kanban_core::RunDone {
+                    .map(|c| domain::board::RunDone {
                         task: &c.task,
                         run: c.run,
                         result: c.result.as_deref(),
@@ -688,7 +688,8 @@ impl Shared {
                     let a = match written {
                         Some(Ok(())) => Ok(("the command exited 0: completed".to_owned(), true)),
                         Some(Err(
-                            e @ (kanban_core::StoreError::Moved { .. } | kanban_core::StoreError::Transition { .. }),
+                            e
+                            @ (domain::board::StoreError::Moved { .. } | domain::board::StoreError::Transition { .. }),
                         )) => Ok((format!("the command's exit is not the outcome: {e}"), false)),
                         // Alone, or not written with the batch: as one completion (waiting out an outage).
                         _ => {
@@ -727,7 +728,7 @@ impl Shared {
         run: i64,
         op: &str,
         text: Option<&str>,
-    ) -> Result<kanban_core::Task, Failure> {
+    ) -> Result<domain::board::Task, Failure> {
         let host = ctx.host_id();
         let what = format!("record the command's {op}");
         super::outage::retrying_blocking(ctx, &what, super::outage::patience(ctx), store, |b| {

@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::ids::BoardSlug;
-use crate::kanban::{
+use crate::board::KanbanStore;
+use crate::board::transitions::HousekeepingChange;
+use crate::board::{
     BoardSnapshot, Claimed, FailureOutcome, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickOutcome, TickRequest,
     WorkerRef, record_failure,
 };
+use crate::ids::BoardSlug;
 use crate::policy::dispatch::{Decision, TickPlan};
-use crate::ports::KanbanStore;
 use crate::time::Timestamp;
-use crate::transitions::HousekeepingChange;
 
 /// Errors of the in-memory store (the same cases the SQLite store reports).
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -240,6 +240,11 @@ impl KanbanStore for FakeKanbanStore {
         Ok(TaskBrief { id: t.id.clone(), board: t.board.clone(), status: t.status, assignee: t.assignee.clone() })
     }
 
+    fn local_workers(&self, board: &BoardSlug, _host: &str) -> Result<Vec<(i64, Option<i64>)>, Self::Error> {
+        let running = self.tasks.values().filter(|t| t.board == board.as_str() && t.status == TaskStatus::Running);
+        Ok(running.filter_map(|t| t.worker).map(|w| (w.pid, w.start)).collect())
+    }
+
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, Self::Error> {
         self.check_board(req.board)?;
         let mut snap = BoardSnapshot::default();
@@ -388,7 +393,7 @@ impl KanbanStore for FakeKanbanStore {
         id: &str,
         _run: i64,
         _error: &str,
-        breaker: crate::kanban::Breaker,
+        breaker: crate::board::Breaker,
         _now: Timestamp,
     ) -> Result<FailureOutcome, Self::Error> {
         if !self.tasks.contains_key(id) {

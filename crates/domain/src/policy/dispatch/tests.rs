@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 
 use super::*;
-use crate::kanban::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
+use crate::board::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
 
 const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
 
