@@ -34,6 +34,8 @@ mod figures_dashboard;
 mod figures_egress;
 #[path = "figures_parts/in_time.rs"]
 mod figures_in_time;
+#[path = "figures_parts/fair.rs"]
+mod figures_fair;
 
 const IMAGE: &str = "berth-sandbox:latest";
 
@@ -1171,7 +1173,7 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time`: one group of rows, printed and not written to
+    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time|fair`: one group of rows, printed and not written to
     // BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
@@ -1184,8 +1186,9 @@ fn main() {
             "egress" => figures_egress::bench_egress(home.path(), quick),
             "credentials" => figures_credentials::bench_credentials(home.path(), quick),
             "in_time" => bench_in_time(home.path(), quick),
+            "fair" => figures_fair::bench_fair_tick(home.path(), if quick { 3 } else { 9 }),
             other => panic!(
-                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials or in_time, not {other:?}"
+                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials, in_time or fair, not {other:?}"
             ),
         };
         remove_profile_containers(&bench_profile("run"));
@@ -1207,6 +1210,8 @@ fn main() {
     figures.extend(dispatch);
     eprintln!("bench: tasks in time …");
     figures.extend(bench_in_time(home.path(), quick));
+    eprintln!("bench: fair share and start-rate limits …");
+    figures.extend(figures_fair::bench_fair_tick(home.path(), if quick { 3 } else { 9 }));
     eprintln!("bench: dispatch as a process …");
     let (process, process_rows) = bench_dispatch_process(home.path(), quick);
     figures.extend(process);

@@ -21,6 +21,7 @@ fn waits_on_cap(d: &TaskDecision) -> bool {
         Decision::SkippedPerProfileCapped { .. }
             | Decision::DeferredMaxInProgress { .. }
             | Decision::DeferredMaxSpawn { .. }
+            | Decision::DeferredRateLimited { .. }
     )
 }
 

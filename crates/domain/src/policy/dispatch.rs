@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::kanban::{
-    BoardSnapshot, FailureOutcome, HEARTBEAT_STALE_SECS, TaskRow, TaskStatus, TickConfig, record_failure,
+    BoardSnapshot, FailureOutcome, HEARTBEAT_STALE_SECS, RATE_WINDOW_SECS, TaskRow, TaskStatus, TickConfig, record_failure,
 };
 use crate::time::Timestamp;
 
@@ -52,6 +52,17 @@ pub enum Decision {
     DeferredMaxInProgress { running: u32, cap: u32 },
     /// `--max` / `kanban.max_spawn` spawns already planned this tick.
     DeferredMaxSpawn { cap: u32 },
+    /// A start-rate limit is reached: `limit` starts in the last minute, of the board
+    /// (`kanban.rate_limit_per_minute`) or of the assignee's tasks (`per_profile`, its override); the oldest of them
+    /// leaves the window in `wait_secs`.
+    DeferredRateLimited {
+        limit: u32,
+        per_profile: bool,
+        wait_secs: i64,
+        /// When a start is free again (the gateway wakes for the soonest).
+        #[serde(skip)]
+        until: Timestamp,
+    },
     /// A retry whose sandbox is on another host of a shared board: left to that host for a while longer.
     DeferredSandboxElsewhere { wait_secs: i64 },
     /// The container engine was unreachable for this host's recent workers: nothing is claimed until the backoff
@@ -82,6 +93,7 @@ impl Decision {
             Self::SkippedPerProfileCapped { .. } => "skipped_per_profile_capped",
             Self::DeferredMaxInProgress { .. } => "deferred_max_in_progress",
             Self::DeferredMaxSpawn { .. } => "deferred_max_spawn",
+            Self::DeferredRateLimited { .. } => "deferred_rate_limited",
             Self::DeferredSandboxElsewhere { .. } => "deferred_sandbox_elsewhere",
             Self::DeferredEngineUnavailable { .. } => "deferred_engine_unavailable",
             Self::DeferredScheduled { .. } => "deferred_scheduled",
@@ -147,7 +159,7 @@ pub struct TickPlan {
 impl TickPlan {
     /// Notes when a task waiting for its time is due (every decision passes here, kept or not).
     pub fn note_due(&mut self, decision: &Decision) {
-        if let Decision::DeferredScheduled { until, .. } = decision {
+        if let Decision::DeferredScheduled { until, .. } | Decision::DeferredRateLimited { until, .. } = decision {
             self.next_due = Some(self.next_due.map_or(*until, |due| due.min(*until)));
         }
     }
@@ -336,14 +348,83 @@ impl TickPlan {
 }
 
 /// The planner of one tick, fed row by row: first every running task of the board ([`Planner::running`]), then the
-/// ready tasks in dispatch order ([`Planner::decide`]). Its state is the running counts per profile and the spawns
-/// planned so far, so a store can stream a board of any size through it in memory bounded by the profiles.
+/// ready tasks in dispatch order ([`Planner::decide`]), then [`Planner::finish`]. Its state is the running counts per
+/// profile, the board's recent starts, the candidates seen per profile and, when a board-wide limit binds, the
+/// candidates it must choose between (at most as many per profile as that limit leaves starts), so a store can stream a board of any size through it in
+/// memory bounded by the profiles and the free slots.
+///
+/// **Fair share**, the one rule for who gets a slot when a board-wide limit (`kanban.max_in_progress`, a tick's
+/// spawn limit, `kanban.rate_limit_per_minute`) leaves fewer starts than there are ready tasks: higher priority first;
+/// within a priority, the next slot goes to the profile with the fewest tasks running (counting those this tick
+/// starts), a tie to the profile whose next task is oldest; within a profile, oldest first. With nothing running that
+/// is a round robin across the profiles that have ready tasks; see [`fair_key`].
 pub struct Planner<'c> {
     now: Timestamp,
     cfg: &'c TickConfig,
     per_profile: BTreeMap<String, u32>,
     total_running: u32,
-    spawned: u32,
+    /// The board's starts in the rate window, per assignee, oldest first; and all of them.
+    starts: BTreeMap<String, Vec<Timestamp>>,
+    all_starts: Vec<Timestamp>,
+    /// Set at the first ready task (every running one counted by then).
+    budget: Option<Budget>,
+    /// Candidates seen per profile this tick (a task's rank within its profile).
+    ranks: BTreeMap<String, u32>,
+    /// Candidates a board-wide limit must choose between; decided at [`Planner::finish`].
+    pending: Vec<Pending>,
+    /// Each profile's own room this tick (see [`Planner::profile_room`]), computed once.
+    rooms: BTreeMap<String, Option<(u32, Decision)>>,
+}
+
+/// What limits the starts of one tick board-wide, when anything does.
+#[derive(Clone, Debug)]
+struct Budget {
+    /// Starts this tick can still make; `None` when no board-wide limit is set.
+    left: Option<u32>,
+    /// Why a task past the budget waits: the limit that leaves the fewest starts.
+    why: Decision,
+}
+
+/// A candidate waiting for [`Planner::finish`], owned (a streamed row does not outlive its decision).
+#[derive(Clone, Debug)]
+struct Pending {
+    key: FairKey,
+    assignee: String,
+    auto_assigned: bool,
+}
+
+/// A candidate's place in the fair order (see [`fair_key`]); ordered as it sorts.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FairKey {
+    /// Negated, so that a higher priority sorts first.
+    neg_priority: i64,
+    /// The profile's running tasks when the tick began plus its candidates ahead of this one.
+    turn: u32,
+    created_at: Timestamp,
+    id: String,
+}
+
+/// The fair-share order of a candidate: priority (higher first), then `running + rank` (the profile's running tasks
+/// plus its candidates ahead of this one in dispatch order, lower first), then age, then id. Taking candidates in
+/// this order is the greedy round robin "the next slot to the profile with the fewest running, a tie to the oldest
+/// next task", because each profile's own candidates are in dispatch order and their keys rise along it.
+pub fn fair_key(priority: i64, running: u32, rank: u32, created_at: Timestamp, id: &str) -> FairKey {
+    FairKey { neg_priority: priority.saturating_neg(), turn: running.saturating_add(rank), created_at, id: id.to_owned() }
+}
+
+/// How many more starts `limit` allows at `now` given the earlier ones in `times` (oldest first), and when a task
+/// past them may start: once the start that must leave the window for one more has left it (the tick's own starts,
+/// at `now`, count as the newest).
+fn rate_room(times: &[Timestamp], limit: u32, now: Timestamp) -> (u32, Timestamp) {
+    let from = now.as_millis() - RATE_WINDOW_SECS * 1000;
+    let inside: Vec<Timestamp> = times.iter().copied().filter(|t| t.as_millis() > from).collect();
+    let n = u32::try_from(inside.len()).unwrap_or(u32::MAX);
+    let leaving = if n < limit { inside.first().copied().unwrap_or(now) } else { inside[(n - limit) as usize] };
+    (limit.saturating_sub(n), Timestamp::from_millis(leaving.as_millis() + RATE_WINDOW_SECS * 1000))
+}
+
+fn rate_limited(limit: u32, per_profile: bool, now: Timestamp, until: Timestamp) -> Decision {
+    Decision::DeferredRateLimited { limit, per_profile, wait_secs: until.secs_since(now).ceil().max(0.0) as i64, until }
 }
 
 impl<'c> Planner<'c> {
@@ -354,7 +435,35 @@ impl<'c> Planner<'c> {
         running_elsewhere: &BTreeMap<String, u32>,
         total_running_elsewhere: u32,
     ) -> Self {
-        Self { now, cfg, per_profile: running_elsewhere.clone(), total_running: total_running_elsewhere, spawned: 0 }
+        Self {
+            now,
+            cfg,
+            per_profile: running_elsewhere.clone(),
+            total_running: total_running_elsewhere,
+            starts: BTreeMap::new(),
+            all_starts: Vec::new(),
+            budget: None,
+            ranks: BTreeMap::new(),
+            pending: Vec::new(),
+            rooms: BTreeMap::new(),
+        }
+    }
+
+    /// The board's starts within the rate window (any order), for the start-rate limits.
+    #[must_use]
+    pub fn with_starts(mut self, starts: &[(Option<String>, Timestamp)]) -> Self {
+        let mut all: Vec<Timestamp> = starts.iter().map(|(_, at)| *at).collect();
+        all.sort();
+        for (who, at) in starts {
+            if let Some(who) = who.as_deref().filter(|w| !w.trim().is_empty()) {
+                self.starts.entry(who.to_owned()).or_default().push(*at);
+            }
+        }
+        for times in self.starts.values_mut() {
+            times.sort();
+        }
+        self.all_starts = all;
+        self
     }
 
     /// A running task of this board: its housekeeping (`None` when healthy); it counts against the caps while it
@@ -370,44 +479,87 @@ impl<'c> Planner<'c> {
         hk
     }
 
-    /// The decision for the next ready task in dispatch order; `None` when `--task` names another task.
-    pub fn decide<'r>(&mut self, t: ReadyTask<'r>) -> Option<DecisionRef<'r>>
-    where
-        'c: 'r,
-    {
+    /// The board-wide budget of this tick, from the running tasks counted so far.
+    fn budget(&mut self) -> Budget {
+        if let Some(b) = &self.budget {
+            return b.clone();
+        }
+        let caps = &self.cfg.caps;
+        let mut limits: Vec<(u32, Decision)> = Vec::new();
+        if let Some(cap) = caps.max_in_progress {
+            limits.push((
+                cap.saturating_sub(self.total_running),
+                Decision::DeferredMaxInProgress { running: self.total_running.max(cap), cap },
+            ));
+        }
+        if let Some(cap) = caps.max_spawn {
+            limits.push((cap, Decision::DeferredMaxSpawn { cap }));
+        }
+        if let Some(limit) = caps.rate_per_minute {
+            let (left, until) = rate_room(&self.all_starts, limit, self.now);
+            limits.push((left, rate_limited(limit, false, self.now, until)));
+        }
+        // The limit that leaves the fewest starts is the one a task past them waits for (the first of a tie).
+        let b = match limits.into_iter().reduce(|a, b| if b.0 < a.0 { b } else { a }) {
+            Some((left, why)) => Budget { left: Some(left), why },
+            None => Budget { left: None, why: Decision::Spawn },
+        };
+        self.budget = Some(b.clone());
+        b
+    }
+
+    /// How many starts `assignee` can still make this tick on its own limits (its cap, its start rate), and the
+    /// decision of a task past them; `None` when it has no limit of its own.
+    fn profile_room(&self, assignee: &str) -> Option<(u32, Decision)> {
+        let caps = &self.cfg.caps;
+        let current = self.per_profile.get(assignee).copied().unwrap_or(0);
+        // A task past the room waits while its profile runs its cap (what ran, plus this tick's own starts).
+        let cap = caps.cap_for(assignee).map(|cap| {
+            (cap.saturating_sub(current), Decision::SkippedPerProfileCapped { current: current.max(cap), cap })
+        });
+        let rate = caps.rate_for(assignee).map(|limit| {
+            let times = self.starts.get(assignee).map_or(&[][..], Vec::as_slice);
+            let (left, until) = rate_room(times, limit, self.now);
+            (left, rate_limited(limit, true, self.now, until))
+        });
+        match (cap, rate) {
+            (Some(c), Some(r)) => Some(if r.0 < c.0 { r } else { c }),
+            (c, r) => c.or(r),
+        }
+    }
+
+    /// The next ready task in dispatch order: its decision goes to `sink` now, or, when a board-wide limit must
+    /// choose between it and others, at [`Planner::finish`]. Nothing when `--task` names another task.
+    pub fn decide(&mut self, t: ReadyTask<'_>, sink: &mut dyn PlanSink) {
         let cfg = self.cfg;
         if cfg.only_task.as_deref().is_some_and(|only| only != t.id) || cfg.held.contains(t.id) {
-            return None;
+            return;
         }
-        let caps = &cfg.caps;
         // A deferred task still names its assignee, so `--explain` says whose task waits.
         let named = t.assignee.filter(|a| !a.trim().is_empty());
         let mut d = DecisionRef { task_id: t.id, assignee: named, auto_assigned: false, decision: Decision::Spawn };
         if let Some(at) = t.not_before.filter(|at| *at > self.now) {
             d.decision = Decision::DeferredScheduled { wait_secs: at.secs_since(self.now).ceil() as i64, until: at };
-            return Some(d);
+            return sink.decision(&d);
         }
         if let Some(until) = cfg.engine_backoff_until.filter(|until| *until > self.now) {
             d.decision = Decision::DeferredEngineUnavailable { wait_secs: until.secs_since(self.now).ceil() as i64 };
-            return Some(d);
+            return sink.decision(&d);
         }
         // A retry waits a while for the host that holds its sandbox (and its files), then any host takes it.
         if let Some(since) = t.sandbox_elsewhere_since {
             let left = cfg.sandbox_affinity_secs - self.now.secs_since(since).floor() as i64;
             if left > 0 {
                 d.decision = Decision::DeferredSandboxElsewhere { wait_secs: left };
-                return Some(d);
+                return sink.decision(&d);
             }
         }
-        if let Some(cap) = caps.max_in_progress.filter(|cap| self.total_running >= *cap) {
-            d.decision = Decision::DeferredMaxInProgress { running: self.total_running, cap };
-            return Some(d);
+        let budget = self.budget();
+        if budget.left == Some(0) {
+            d.decision = budget.why;
+            return sink.decision(&d);
         }
-        if let Some(cap) = caps.max_spawn.filter(|cap| self.spawned >= *cap) {
-            d.decision = Decision::DeferredMaxSpawn { cap };
-            return Some(d);
-        }
-        let assignee: &'r str = match named {
+        let assignee = match named {
             Some(a) => a,
             None => match cfg.default_assignee.as_deref().filter(|d| cfg.profiles.contains(*d)) {
                 Some(default) => {
@@ -416,29 +568,67 @@ impl<'c> Planner<'c> {
                 }
                 None => {
                     d.decision = Decision::SkippedUnassigned;
-                    return Some(d);
+                    return sink.decision(&d);
                 }
             },
         };
         d.assignee = Some(assignee);
         if !cfg.profiles.contains(assignee) {
             d.decision = Decision::SkippedNonspawnable;
-            return Some(d);
+            return sink.decision(&d);
         }
-        let current = self.per_profile.get(assignee).copied().unwrap_or(0);
-        if let Some(cap) = caps.cap_for(assignee).filter(|cap| current >= *cap) {
-            d.decision = Decision::SkippedPerProfileCapped { current, cap };
-            return Some(d);
+        let rank = self.ranks.get(assignee).copied().unwrap_or(0);
+        // Past the board's budget: at least that many of the profile's own candidates, each ahead of this one in
+        // the fair order, fill every slot first.
+        if budget.left.is_some_and(|left| rank >= left) {
+            d.decision = budget.why;
+            return sink.decision(&d);
         }
-        match self.per_profile.get_mut(assignee) {
+        if !self.rooms.contains_key(assignee) {
+            let room = self.profile_room(assignee);
+            self.rooms.insert(assignee.to_owned(), room);
+        }
+        if let Some(Some((room, why))) = self.rooms.get(assignee)
+            && rank >= *room
+        {
+            d.decision = why.clone();
+            return sink.decision(&d);
+        }
+        match self.ranks.get_mut(assignee) {
             Some(n) => *n += 1,
             None => {
-                self.per_profile.insert(assignee.to_owned(), 1);
+                self.ranks.insert(assignee.to_owned(), 1);
             }
         }
-        self.total_running += 1;
-        self.spawned += 1;
-        Some(d)
+        if budget.left.is_none() {
+            // Nothing board-wide to share: every candidate within its profile's limits starts.
+            return sink.decision(&d);
+        }
+        let running = self.per_profile.get(assignee).copied().unwrap_or(0);
+        self.pending.push(Pending {
+            key: fair_key(t.priority, running, rank, t.created_at, t.id),
+            assignee: assignee.to_owned(),
+            auto_assigned: d.auto_assigned,
+        });
+    }
+
+    /// Decides the candidates a board-wide limit had to choose between, in the fair order (see [`Planner`]): as many
+    /// as it leaves start, the others wait for it.
+    pub fn finish(self, sink: &mut dyn PlanSink) {
+        let Some(budget) = self.budget else { return };
+        let mut pending = self.pending;
+        pending.sort_by(|a, b| a.key.cmp(&b.key));
+        let left = budget.left.unwrap_or(u32::MAX) as usize;
+        for (i, p) in pending.iter().enumerate() {
+            let decision = if i < left { Decision::Spawn } else { budget.why.clone() };
+            let d = DecisionRef {
+                task_id: &p.key.id,
+                assignee: Some(&p.assignee),
+                auto_assigned: p.auto_assigned,
+                decision,
+            };
+            sink.decision(&d);
+        }
     }
 }
 
@@ -451,7 +641,8 @@ pub fn plan_tick(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig) -> 
 
 /// [`plan_tick`] into any sink (the order of [`PlanSink`]).
 pub fn plan_tick_into(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig, sink: &mut dyn PlanSink) {
-    let mut planner = Planner::new(now, cfg, &snapshot.running_elsewhere, snapshot.total_running_elsewhere);
+    let mut planner = Planner::new(now, cfg, &snapshot.running_elsewhere, snapshot.total_running_elsewhere)
+        .with_starts(&snapshot.recent_starts);
     let mut ready: Vec<ReadyTask<'_>> = Vec::new();
     for t in &snapshot.tasks {
         match t.status {
@@ -473,10 +664,9 @@ pub fn plan_tick_into(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig
     }
     ready.sort_by(ReadyTask::dispatch_order);
     for t in ready {
-        if let Some(d) = planner.decide(t) {
-            sink.decision(&d);
-        }
+        planner.decide(t, sink);
     }
+    planner.finish(sink);
 }
 
 #[cfg(test)]
