@@ -71,13 +71,14 @@ fn the_global_cap_shares_its_slots_round_robin_across_profiles(home: Home) {
 /// "rate", the dispatch JSON defers them as `deferred_rate_limited`, and `/metrics` names the first held task.
 fn a_profile_rate_limit_holds_its_starts_to_n_a_minute(home: Home) {
     home.ok(&["profile", "create", "alpha"]);
+    let worker = format!("{} kanban complete {{task_id}}", berth_bin().display());
+    home.ok(&["config", "set", "kanban.worker_command", &worker]);
     let ids: Vec<String> = (0..8).map(|i| create(&home, &format!("job {i}"), "alpha")).collect();
     let port = free_port();
-    let worker = format!("kanban.worker_command={} kanban complete {{task_id}}", berth_bin().display());
     let port_setting = format!("kanban.dashboard_port={port}");
     let rate = r#"kanban.rate_limit_per_minute_overrides={"alpha": 3}"#;
     let started = Instant::now();
-    let gw = Gateway::start(&home, &["-c", &port_setting, "-c", &worker, "-c", rate]);
+    let gw = Gateway::start(&home, &["-c", &port_setting, "-c", rate]);
     let base = format!("http://127.0.0.1:{port}");
     let token = gateway_token(&home);
     let not_ready = || ids.iter().filter(|id| status(&home, id) != "ready").count();
