@@ -32,10 +32,10 @@ mod figures_credentials;
 mod figures_dashboard;
 #[path = "figures_parts/egress.rs"]
 mod figures_egress;
-#[path = "figures_parts/in_time.rs"]
-mod figures_in_time;
 #[path = "figures_parts/fair.rs"]
 mod figures_fair;
+#[path = "figures_parts/in_time.rs"]
+mod figures_in_time;
 
 const IMAGE: &str = "berth-sandbox:latest";
 

@@ -83,8 +83,9 @@ fn a_profile_rate_limit_holds_its_starts_to_n_a_minute(home: Home) {
     let token = gateway_token(&home);
     let not_ready = || ids.iter().filter(|id| status(&home, id) != "ready").count();
     wait_until("a first start", Duration::from_secs(20), || not_ready() >= 1);
-    // The scenario's window: 25 s of the gateway's ticks (it wakes when the limit frees a start, too).
-    std::thread::sleep(Duration::from_secs(25).saturating_sub(started.elapsed()));
+    // The gateway wakes when the limit frees a start, too.
+    std::thread::sleep(Duration::from_secs(25).saturating_sub(started.elapsed())); // scenario: the 25 s window
+
     let n = not_ready();
     let scraped = scrape(&base, &token);
     let (code, _, err) = gw.stop();
@@ -104,7 +105,11 @@ fn a_profile_rate_limit_holds_its_starts_to_n_a_minute(home: Home) {
     assert_eq!(deferred.len(), 8 - n, "{v}");
     assert!(deferred.iter().all(|d| d["reason"] == "deferred_rate_limited" && d["assignee"] == "alpha"), "{v}");
     let row = &v["explain"][0];
-    assert_eq!((&row["code"], &row["detail"]["limit"], &row["detail"]["per_profile"]), (&"deferred_rate_limited".into(), &3.into(), &true.into()), "{v}");
+    assert_eq!(
+        (&row["code"], &row["detail"]["limit"], &row["detail"]["per_profile"]),
+        (&"deferred_rate_limited".into(), &3.into(), &true.into()),
+        "{v}"
+    );
     let wait = row["detail"]["wait_secs"].as_i64().unwrap();
     assert!((1..=60).contains(&wait), "the next start is at most a minute away: {wait}");
     // Without the limit every one of them would start.

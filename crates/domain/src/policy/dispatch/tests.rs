@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
+use super::fair::rate_room;
 use super::*;
 use crate::kanban::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
 
@@ -590,7 +591,8 @@ fn fair_share_does_not_starve_the_newer_profile() {
         }
         starts.extend(spawned);
         // The oldest start finishes.
-        let first_running = starts.iter().find(|id| tasks.iter().any(|t| &&t.id == id && t.status == TaskStatus::Running));
+        let first_running =
+            starts.iter().find(|id| tasks.iter().any(|t| &&t.id == id && t.status == TaskStatus::Running));
         let done = first_running.unwrap().clone();
         tasks.retain(|t| t.id != done);
     }
@@ -647,13 +649,18 @@ fn a_board_rate_limit_counts_the_starts_of_the_last_minute() {
     c.caps.rate_per_minute = Some(3);
     let mut snap = snapshot(aged(5, "alpha", 1_000));
     // Two starts inside the window (50 s and 10 s ago), one outside (61 s ago).
-    snap.recent_starts = [61, 50, 10].map(|ago| (Some("beta".to_owned()), Timestamp::from_secs(NOW.as_secs() - ago))).to_vec();
+    snap.recent_starts =
+        [61, 50, 10].map(|ago| (Some("beta".to_owned()), Timestamp::from_secs(NOW.as_secs() - ago))).to_vec();
     let plan = plan_tick(NOW, &snap, &c);
     assert_eq!(plan.spawns().count(), 1);
-    let rated: Vec<&Decision> = plan.decisions.iter().map(|d| &d.decision).filter(|d| d.code() == "deferred_rate_limited").collect();
+    let rated: Vec<&Decision> =
+        plan.decisions.iter().map(|d| &d.decision).filter(|d| d.code() == "deferred_rate_limited").collect();
     assert_eq!(rated.len(), 4);
     // The start of 50 s ago leaves the window in 10 s; the gateway wakes for it.
-    assert!(matches!(rated[0], Decision::DeferredRateLimited { limit: 3, per_profile: false, wait_secs: 10, .. }), "{rated:?}");
+    assert!(
+        matches!(rated[0], Decision::DeferredRateLimited { limit: 3, per_profile: false, wait_secs: 10, .. }),
+        "{rated:?}"
+    );
     assert_eq!(plan.next_due, Some(Timestamp::from_secs(NOW.as_secs() + 10)));
     // Full: nothing starts.
     snap.recent_starts.push((None, Timestamp::from_secs(NOW.as_secs() - 5)));
