@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use docker_adapter::DockerRuntime;
+use domain::board::{DispatchCaps, TickConfig};
 use domain::ids::{BoardSlug, ProfileName, TaskId};
-use domain::kanban::{DispatchCaps, TickConfig};
 use domain::policy::reaper::ReapScope;
 use domain::ports::{ContainerRuntime, ProcessProbe};
 use domain::sandbox::{CreateSpec, HostFacts, SandboxIdentity, SandboxMode, build_create_spec};
@@ -817,7 +817,7 @@ fn bench_dispatch_process(dir: &Path, quick: bool) -> (Vec<Figure>, Json) {
             bytes = b;
             let start = Instant::now();
             let mut sink = Counting::default();
-            domain::ports::KanbanStore::plan_into(&store, &req, &mut sink).unwrap();
+            domain::board::KanbanStore::plan_into(&store, &req, &mut sink).unwrap();
             library.push(ms(start.elapsed()));
             assert_eq!((sink.spawns, sink.decisions), (300, n));
         }

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use domain::board::KanbanStore;
+use domain::board::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest, WorkerRef};
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest, WorkerRef};
 use domain::policy::dispatch::{PlanSink, TickPlan};
-use domain::ports::KanbanStore;
 use domain::test_util::DispatchBoard;
 use domain::time::Timestamp;
 use kanban_store::{BoardStore, Confirmation, NewTask, SqliteKanbanStore, StoreError};
@@ -86,7 +86,7 @@ impl KanbanStore for AnyBoard {
         id: &str,
         run: i64,
         error: &str,
-        limit: domain::kanban::Breaker,
+        limit: domain::board::Breaker,
         now: Timestamp,
     ) -> Result<FailureOutcome, StoreError> {
         self.store.record_spawn_failure(id, run, error, limit, now)

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use domain::board::TaskStatus;
 use domain::ids::BoardSlug;
-use domain::kanban::TaskStatus;
 use kanban_store::SqliteKanbanStore;
 
 use crate::support::{Home, berth_bin, wait_until};

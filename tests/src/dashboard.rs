@@ -359,7 +359,7 @@ fn dashboard_metrics_parse_and_their_counters_move_as_a_gateway_runs_tasks() {
 /// lapsed: a lease expiry, counted apart from crashes, and the task runs again.
 #[test]
 fn dashboard_metrics_count_a_lapsed_spawn_lease_as_a_lease_expiry_not_a_crash() {
-    use domain::ports::KanbanStore;
+    use domain::board::KanbanStore;
     let home = Home::new();
     home.ok(&["profile", "create", "alpha"]);
     let id = home.json(&["kanban", "create", "lapsed", "--assignee", "alpha", "--command", "true"])["id"]
@@ -368,14 +368,14 @@ fn dashboard_metrics_count_a_lapsed_spawn_lease_as_a_lease_expiry_not_a_crash() 
         .to_owned();
     let mut store = kanban_store::SqliteKanbanStore::open(&home.path().join("berth-kanban.db")).unwrap();
     let board = domain::ids::BoardSlug::default_board();
-    let cfg = domain::kanban::TickConfig {
+    let cfg = domain::board::TickConfig {
         profiles: ["alpha".to_owned()].into_iter().collect(),
-        ..domain::kanban::TickConfig::default()
+        ..domain::board::TickConfig::default()
     };
     let probe = domain::test_util::FakeProcessProbe::default();
     let millis = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let now = domain::time::Timestamp::from_millis(i64::try_from(millis).unwrap());
-    let req = domain::kanban::TickRequest {
+    let req = domain::board::TickRequest {
         board: &board,
         cfg: &cfg,
         now,

@@ -98,13 +98,13 @@ fn busy_sqlite_board(path: &std::path::Path) {
     s.create_task(&b, "t_gone", &new("gone", &[]), t0).unwrap();
     BoardStore::create_board(&mut s, &BoardSlug::parse("side").unwrap(), Some("Side"), t0).unwrap();
     s.create_task(&BoardSlug::parse("side").unwrap(), "t_side", &new("side", &[]), t0).unwrap();
-    let cfg = domain::kanban::TickConfig {
+    let cfg = domain::board::TickConfig {
         profiles: ["alpha".to_owned()].into(),
         failure_limit: 3,
-        ..domain::kanban::TickConfig::default()
+        ..domain::board::TickConfig::default()
     };
     for round in 0..2 {
-        let req = domain::kanban::TickRequest {
+        let req = domain::board::TickRequest {
             board: &b,
             cfg: &cfg,
             now: t0,
@@ -119,7 +119,7 @@ fn busy_sqlite_board(path: &std::path::Path) {
         s.confirm_run(&c, Duration::from_secs(900), t0).unwrap();
         if round == 0 {
             let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1), retry_at: None };
-            s.fail("t_a", Some(a.run_id), &end, domain::kanban::Breaker::at_once(3), t0).unwrap();
+            s.fail("t_a", Some(a.run_id), &end, domain::board::Breaker::at_once(3), t0).unwrap();
         } else {
             s.complete("t_a", Some(a.run_id), Some("ok"), Some(0), t0).unwrap();
         }
@@ -211,16 +211,16 @@ fn a_failed_task_is_retried_first_on_the_host_holding_its_sandbox() {
     let t0 = Timestamp::from_millis(1_700_000_000_000);
     let new = NewTask { title: "retry me".into(), assignee: Some("alpha".into()), ..NewTask::default() };
     a.create_task(&board, "t_r", &new, t0).unwrap();
-    let cfg = domain::kanban::TickConfig {
+    let cfg = domain::board::TickConfig {
         profiles: ["alpha".to_owned()].into(),
         failure_limit: 5,
         sandbox_affinity_secs: 120,
-        ..domain::kanban::TickConfig::default()
+        ..domain::board::TickConfig::default()
     };
     let probe = domain::test_util::FakeProcessProbe::default();
     let tick = |store: &mut PgKanbanStore, host: &str, at: Timestamp| {
         let claimer = format!("{host}:1");
-        let req = domain::kanban::TickRequest {
+        let req = domain::board::TickRequest {
             board: &board,
             cfg: &cfg,
             now: at,
@@ -235,7 +235,7 @@ fn a_failed_task_is_retried_first_on_the_host_holding_its_sandbox() {
         let c = Confirmation { task: "t_r", run_id: run, pid: 77, start: Some(1), host };
         store.confirm_run(&c, Duration::from_secs(900), at).unwrap();
         let end = RunEnd { outcome: "failed", error: "exit 1", exit_code: Some(1), retry_at: None };
-        store.fail("t_r", Some(run), &end, domain::kanban::Breaker::at_once(5), at).unwrap();
+        store.fail("t_r", Some(run), &end, domain::board::Breaker::at_once(5), at).unwrap();
     };
     let secs = |s: u64| t0.plus(Duration::from_secs(s));
 
@@ -264,15 +264,15 @@ fn a_crash_verdict_on_a_run_its_worker_completed_meanwhile_changes_nothing() {
     let mut s = PgKanbanStore::open(&db.url, "h").unwrap();
     let task = NewTask { title: "once".into(), assignee: Some("alpha".into()), ..NewTask::default() };
     s.create_task(&b, "t_once", &task, t0).unwrap();
-    let cfg = domain::kanban::TickConfig {
+    let cfg = domain::board::TickConfig {
         profiles: ["alpha".to_owned()].into(),
         failure_limit: 3,
         host: "h".into(),
         host_timeout: Duration::from_secs(30),
-        ..domain::kanban::TickConfig::default()
+        ..domain::board::TickConfig::default()
     };
     let probe = domain::test_util::FakeProcessProbe::default();
-    let req = domain::kanban::TickRequest {
+    let req = domain::board::TickRequest {
         board: &b,
         cfg: &cfg,
         now: t0,
@@ -289,18 +289,18 @@ fn a_crash_verdict_on_a_run_its_worker_completed_meanwhile_changes_nothing() {
     // write, the worker completes its run on a connection of its own.
     let worker = std::sync::Mutex::new(PgKanbanStore::open(&db.url, "h").unwrap());
     let completed = std::sync::atomic::AtomicBool::new(false);
-    let plan = |snap: &domain::kanban::BoardSnapshot| {
+    let plan = |snap: &domain::board::BoardSnapshot| {
         if !completed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             worker.lock().unwrap().complete("t_once", Some(run), Some("ok"), Some(0), t0).unwrap();
         }
         domain::policy::dispatch::plan_tick(t0, snap, &cfg)
     };
-    let out = domain::ports::KanbanStore::tick(&mut s, &req, &plan).unwrap();
+    let out = domain::board::KanbanStore::tick(&mut s, &req, &plan).unwrap();
     assert!(completed.load(std::sync::atomic::Ordering::SeqCst));
     assert!(out.plan.housekeeping.is_empty(), "the verdict was not applied: {:?}", out.plan.housekeeping);
     assert!(out.claimed.is_empty(), "the finished task was not claimed again");
     let t = s.task("t_once").unwrap();
-    assert_eq!(t.status, domain::kanban::TaskStatus::Done);
+    assert_eq!(t.status, domain::board::TaskStatus::Done);
     let kinds: Vec<String> = s.events("t_once", 0).unwrap().into_iter().map(|e| e.kind).collect();
     assert!(!kinds.iter().any(|k| k == "crashed"), "{kinds:?}");
     // The worker's completion retried (its reply lost to an outage) is a no-op; from an old run it is refused.
@@ -324,16 +324,16 @@ fn a_remote_worker_lives_by_its_hosts_heartbeat_and_a_silent_hosts_task_is_taken
     let mut here = PgKanbanStore::open(&db.url, "host-b").unwrap();
     let task = NewTask { title: "remote".into(), assignee: Some("alpha".into()), ..NewTask::default() };
     a.create_task(&b, "t_remote", &task, t0).unwrap();
-    let cfg = |host: &str| domain::kanban::TickConfig {
+    let cfg = |host: &str| domain::board::TickConfig {
         profiles: ["alpha".to_owned()].into(),
         failure_limit: 3,
         host: host.into(),
         host_timeout: Duration::from_secs(2),
-        ..domain::kanban::TickConfig::default()
+        ..domain::board::TickConfig::default()
     };
     let probe = domain::test_util::FakeProcessProbe::default(); // no pid is alive anywhere
     let (cfg_a, cfg_b) = (cfg("host-a"), cfg("host-b"));
-    let req = |cfg| domain::kanban::TickRequest {
+    let req = |cfg| domain::board::TickRequest {
         board: &b,
         cfg,
         now: t0,
@@ -350,7 +350,7 @@ fn a_remote_worker_lives_by_its_hosts_heartbeat_and_a_silent_hosts_task_is_taken
     // From host-b, while host-a beats: alive, nothing happens (pid 4242 is not alive here, and that says nothing).
     let out = domain::dispatcher::apply(&mut here, &req(&cfg_b)).unwrap();
     assert!(out.plan.housekeeping.is_empty(), "{:?}", out.plan.housekeeping);
-    assert_eq!(here.task("t_remote").unwrap().status, domain::kanban::TaskStatus::Running);
+    assert_eq!(here.task("t_remote").unwrap().status, domain::board::TaskStatus::Running);
 
     // host-a falls silent past the timeout (by the server's clock): host-b takes the task over.
     let mut c = db.client();

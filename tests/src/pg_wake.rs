@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use domain::board::{TickConfig, TickRequest};
 use domain::ids::BoardSlug;
-use domain::kanban::{TickConfig, TickRequest};
 use domain::time::Timestamp;
 use kanban_postgres::{BOARD_CHANNEL, PgBoardListener, PgKanbanStore};
 use kanban_store::{BoardStore, Confirmation, NewTask, TaskEdit};
@@ -98,7 +98,7 @@ fn the_board_notifies_on_changes_that_matter_to_dispatch_and_never_on_heartbeats
         notes.count("idle tick", || assert!(domain::dispatcher::apply(&mut s, &req).unwrap().claimed.is_empty())),
         0
     );
-    assert_eq!(notes.count("dry run", || drop(domain::ports::KanbanStore::snapshot(&s, &req).unwrap())), 0);
+    assert_eq!(notes.count("dry run", || drop(domain::board::KanbanStore::snapshot(&s, &req).unwrap())), 0);
 
     // A finished task frees a slot (and here promotes its child); edits, blocks and removals change what is ready.
     assert_eq!(notes.count("complete", || drop(s.complete("t_a", Some(run_a), Some("ok"), Some(0), t0).unwrap())), 1);

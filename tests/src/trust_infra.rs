@@ -70,23 +70,23 @@ fn wait_until_runs(home: &Home, id: &str, n: usize) {
 /// `kanban.failure_limit=1` it is ready again, not blocked, and then runs.
 #[test]
 fn a_lapsed_spawn_lease_of_a_task_that_never_ran_counts_no_failure() {
-    use domain::ports::KanbanStore;
+    use domain::board::KanbanStore;
     let home = Home::new();
     home.ok(&["config", "set", "kanban.worker_command", "true"]);
     let id = home.json(&["kanban", "create", "t", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     // The crashed dispatcher: its tick (claim and run row, a 1 s spawn lease) committed, no worker started.
     let mut store = kanban_store::SqliteKanbanStore::open(&home.path().join("berth-kanban.db")).unwrap();
     let board = domain::ids::BoardSlug::default_board();
-    let cfg = domain::kanban::TickConfig {
+    let cfg = domain::board::TickConfig {
         profiles: [home.profile.clone()].into_iter().collect(),
         failure_limit: 1,
-        ..domain::kanban::TickConfig::default()
+        ..domain::board::TickConfig::default()
     };
     let probe = domain::test_util::FakeProcessProbe::default();
     let now = domain::time::Timestamp::from_millis(
         i64::try_from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap(),
     );
-    let req = domain::kanban::TickRequest {
+    let req = domain::board::TickRequest {
         board: &board,
         cfg: &cfg,
         now,

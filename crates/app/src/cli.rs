@@ -386,7 +386,7 @@ pub enum KanbanCmd {
         /// What it waits for: dependency (back to todo while a parent is open), needs-input, capability, transient.
         /// The same kind and reason a second time sends the task to triage.
         #[arg(long, value_name = "KIND", value_parser = crate::cli_values::block_kind)]
-        kind: Option<domain::kanban::BlockKind>,
+        kind: Option<domain::board::BlockKind>,
     },
     /// Take a task out of triage: ready, or todo while a parent is unfinished.
     Promote {

@@ -63,9 +63,9 @@ pub fn duration(raw: &str) -> Result<std::time::Duration, String> {
 /// # Errors
 /// What the flag expects, when `raw` is not such a key.
 pub fn idempotency_key(raw: &str) -> Result<String, String> {
-    match kanban_core::rules::check_idempotency_key(raw) {
+    match domain::board::rules::check_idempotency_key(raw) {
         Ok(()) => Ok(raw.to_owned()),
-        Err(kanban_core::StoreError::Invalid(why)) => Err(why),
+        Err(domain::board::StoreError::Invalid(why)) => Err(why),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -75,9 +75,9 @@ pub fn idempotency_key(raw: &str) -> Result<String, String> {
 /// # Errors
 /// What is wrong with it, naming the field.
 pub fn cron_expr(raw: &str) -> Result<String, String> {
-    match kanban_core::recurring::CronExpr::parse(raw) {
+    match domain::board::recurring::CronExpr::parse(raw) {
         Ok(_) => Ok(raw.trim().to_owned()),
-        Err(kanban_core::StoreError::Invalid(why)) => Err(why),
+        Err(domain::board::StoreError::Invalid(why)) => Err(why),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -230,7 +230,7 @@ fn context_list(e: &clap::Error, kind: ContextKind) -> Option<String> {
 ///
 /// # Errors
 /// The refusal.
-pub fn block_kind(raw: &str) -> Result<domain::kanban::BlockKind, String> {
+pub fn block_kind(raw: &str) -> Result<domain::board::BlockKind, String> {
     raw.parse()
 }
 

@@ -292,9 +292,7 @@ fn warn_orphaned_tasks(ctx: &Ctx, name: &str) {
         left.extend(
             tasks
                 .into_iter()
-                .filter(|t| {
-                    !matches!(t.status, domain::kanban::TaskStatus::Done | domain::kanban::TaskStatus::Archived)
-                })
+                .filter(|t| !matches!(t.status, domain::board::TaskStatus::Done | domain::board::TaskStatus::Archived))
                 .map(|t| t.id),
         );
     }

@@ -15,7 +15,7 @@ pub mod value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use domain::kanban::DispatchCaps;
+use domain::board::DispatchCaps;
 use domain::sandbox::SandboxSettings;
 use serde_yaml_ng::Value as Yaml;
 use thiserror::Error;
@@ -514,9 +514,9 @@ impl Settings {
 
     /// Each profile's retry backoff: the defaults, and for every profile named in either override map its own
     /// base and longest pause (each the override, or the default where it has none).
-    pub fn retry_backoffs(&self) -> domain::kanban::RetryBackoffs {
+    pub fn retry_backoffs(&self) -> domain::board::RetryBackoffs {
         let k = &self.kanban;
-        let default = domain::kanban::RetryBackoff {
+        let default = domain::board::RetryBackoff {
             base: k.retry_backoff_seconds.duration(),
             max: k.retry_backoff_max_seconds.duration(),
         };
@@ -526,14 +526,14 @@ impl Settings {
             .keys()
             .chain(maxes.keys())
             .map(|p| {
-                let backoff = domain::kanban::RetryBackoff {
+                let backoff = domain::board::RetryBackoff {
                     base: bases.get(p).map_or(default.base, secs),
                     max: maxes.get(p).map_or(default.max, secs),
                 };
                 (p.clone(), backoff)
             })
             .collect();
-        domain::kanban::RetryBackoffs { default, per_profile }
+        domain::board::RetryBackoffs { default, per_profile }
     }
 
     /// `kanban.default_assignee` trimmed; `None` when empty or whitespace.

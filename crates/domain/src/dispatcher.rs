@@ -3,10 +3,11 @@
 
 use thiserror::Error;
 
+use crate::board::KanbanStore;
+use crate::board::{SpawnRecord, TaskStatus, TickRequest, WorkerRef};
 use crate::ids::BoardSlug;
-use crate::kanban::{SpawnRecord, TaskStatus, TickRequest, WorkerRef};
 use crate::policy::dispatch::{Decision, PlanSink, TickPlan, plan_tick};
-use crate::ports::{Clock, KanbanStore, Launched, WorkerLauncher};
+use crate::ports::{Clock, Launched, WorkerLauncher};
 
 /// Why a dispatch did not run.
 #[derive(Debug, Error)]
@@ -76,7 +77,7 @@ pub fn plan<S: KanbanStore>(store: &S, req: &TickRequest<'_>) -> Result<TickPlan
 ///
 /// # Errors
 /// The store's error; nothing is applied then.
-pub fn apply<S: KanbanStore>(store: &mut S, req: &TickRequest<'_>) -> Result<crate::kanban::TickOutcome, S::Error> {
+pub fn apply<S: KanbanStore>(store: &mut S, req: &TickRequest<'_>) -> Result<crate::board::TickOutcome, S::Error> {
     let (now, cfg) = (req.now, req.cfg);
     store.tick(req, &|snap| plan_tick(now, snap, cfg))
 }
@@ -222,7 +223,7 @@ where
         }
     }
     // Start every worker, then record them all in one write.
-    let mut started: Vec<(&crate::kanban::Claimed, Launched)> = Vec::new();
+    let mut started: Vec<(&crate::board::Claimed, Launched)> = Vec::new();
     for claimed in &outcome.claimed {
         match launcher.launch(req.board, claimed) {
             Ok(l) => started.push((claimed, l)),

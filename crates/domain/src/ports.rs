@@ -226,110 +226,7 @@ pub trait ProfileResolver: Send + Sync {
 }
 
 /// The host's process table, as liveness reads it (declared beside the one rule that uses it).
-pub use crate::liveness::ProcessProbe;
-
-/// The board: where tasks, claims and runs live (SQLite today; PostgreSQL next).
-///
-/// Synchronous on purpose: a tick is one short, serialized transaction (SQLite's `BEGIN IMMEDIATE`, a PostgreSQL
-/// advisory lock) and nothing in it waits on the network but the store itself. An async store can implement it
-/// with `block_in_place`. The store never decides: it reads a snapshot, hands it to the domain's planner, and
-/// applies the returned plan inside the same transaction, so a dry run and a real tick plan identically.
-pub trait KanbanStore {
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// Fails when `board` does not exist.
-    ///
-    /// # Errors
-    /// The store's "no board" error, or a storage error.
-    fn check_board(&self, board: &crate::ids::BoardSlug) -> Result<(), Self::Error>;
-
-    /// The task's board, status and assignee.
-    ///
-    /// # Errors
-    /// The store's "no task" error, or a storage error.
-    fn task_brief(&self, id: &str) -> Result<crate::kanban::TaskBrief, Self::Error>;
-
-    /// Reads what a tick plans over, writing nothing (dry run).
-    ///
-    /// # Errors
-    /// A storage error or undecodable rows.
-    fn snapshot(&self, req: &crate::kanban::TickRequest<'_>) -> Result<crate::kanban::BoardSnapshot, Self::Error>;
-
-    /// Streams a dry run's plan into `sink`, writing nothing: every housekeeping action and promotion, then one
-    /// decision per ready task in dispatch order (see [`crate::policy::dispatch::PlanSink`]). The default plans
-    /// over [`KanbanStore::snapshot`], which holds every ready task in memory; a store that can read its ready tasks
-    /// in dispatch order overrides it and feeds a [`crate::policy::dispatch::Planner`] row by row, so a dry run's
-    /// memory is bounded by the profiles and the running tasks, not by the ready tasks.
-    ///
-    /// # Errors
-    /// A storage error or undecodable rows (part of the plan may have reached `sink`).
-    fn plan_into(
-        &self,
-        req: &crate::kanban::TickRequest<'_>,
-        sink: &mut dyn crate::policy::dispatch::PlanSink,
-    ) -> Result<(), Self::Error> {
-        let snap = self.snapshot(req)?;
-        crate::policy::dispatch::plan_tick_into(req.now, &snap, req.cfg, sink);
-        Ok(())
-    }
-
-    /// One serialized unit: snapshot, `plan(snapshot)`, then housekeeping, promotion, default assignment and
-    /// compare-and-swap claims (each new claim a spawn lease of `req.spawn_lease`), each appending its event.
-    ///
-    /// # Errors
-    /// A storage error; nothing is applied then.
-    fn tick(
-        &mut self,
-        req: &crate::kanban::TickRequest<'_>,
-        plan: &(dyn Fn(&crate::kanban::BoardSnapshot) -> crate::policy::dispatch::TickPlan + Sync),
-    ) -> Result<crate::kanban::TickOutcome, Self::Error>;
-
-    /// [`KanbanStore::tick`] with the domain's planner, the whole plan streamed into `sink` as it is made. The
-    /// outcome's `plan` holds at least the housekeeping, the promotions and every decision the tick applied (spawns,
-    /// default assignments). The default plans over the snapshot, replays the whole plan into `sink` and returns it
-    /// whole; a store that streams (SQLite) keeps only what it applies, so a tick's memory does not grow with the
-    /// ready tasks.
-    ///
-    /// # Errors
-    /// A storage error; nothing is applied then (part of the plan may have reached `sink`).
-    fn tick_into(
-        &mut self,
-        req: &crate::kanban::TickRequest<'_>,
-        sink: &mut dyn crate::policy::dispatch::PlanSink,
-    ) -> Result<crate::kanban::TickOutcome, Self::Error> {
-        let (now, cfg) = (req.now, req.cfg);
-        let out = self.tick(req, &|snap| crate::policy::dispatch::plan_tick(now, snap, cfg))?;
-        out.plan.replay(sink);
-        Ok(out)
-    }
-
-    /// Records started workers (pid, start, host, log) and confirms their runs for them, in one write: each run
-    /// still its task's current one and unconfirmed becomes confirmed by that (pid, start) on this host, its claim
-    /// lasting `claim_ttl` from `now` (the same compare-and-swap a worker's own confirmation is). Returns how many
-    /// runs it confirmed; a run it did not (superseded meanwhile) is left for its worker to find superseded.
-    ///
-    /// # Errors
-    /// A storage error.
-    fn record_spawned(
-        &mut self,
-        spawned: &[crate::kanban::SpawnRecord<'_>],
-        claim_ttl: Duration,
-        now: Timestamp,
-    ) -> Result<usize, Self::Error>;
-
-    /// A worker that could not be started: the failure breaker (requeue, or block with `gave_up`).
-    ///
-    /// # Errors
-    /// A storage error.
-    fn record_spawn_failure(
-        &mut self,
-        id: &str,
-        run: i64,
-        error: &str,
-        breaker: crate::kanban::Breaker,
-        now: Timestamp,
-    ) -> Result<crate::kanban::FailureOutcome, Self::Error>;
-}
+pub use crate::board::liveness::ProcessProbe;
 
 /// A worker could not be started; the one-line reason is recorded on the task.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -353,7 +250,7 @@ pub trait WorkerLauncher: Send + Sync {
     ///
     /// # Errors
     /// [`LaunchError`] when no process could be started.
-    fn launch(&self, board: &crate::ids::BoardSlug, claimed: &crate::kanban::Claimed) -> Result<Launched, LaunchError>;
+    fn launch(&self, board: &crate::ids::BoardSlug, claimed: &crate::board::Claimed) -> Result<Launched, LaunchError>;
 
     /// Every worker of this tick is recorded: the ones launched may go on (a launcher may hold them until then, so
     /// they do not compete with the dispatcher for the CPU and the board while it finishes its tick). `confirmed`:
@@ -364,12 +261,12 @@ pub trait WorkerLauncher: Send + Sync {
     /// Kills at once what is left of workers whose own process is gone (a worker command's children, still running
     /// the task's command), before this tick starts new workers: a crashed run never overlaps its retry. The stop of
     /// live workers (with its grace period) may run later, detached.
-    fn kill_leftovers(&self, workers: &[crate::kanban::WorkerRef]) {
+    fn kill_leftovers(&self, workers: &[crate::board::WorkerRef]) {
         let _ = workers;
     }
 
     /// Stops workers housekeeping took their task from, concurrently, each verified against its start.
-    async fn stop(&self, workers: Vec<crate::kanban::WorkerRef>);
+    async fn stop(&self, workers: Vec<crate::board::WorkerRef>);
 
     /// Removes the sandbox of a task that is finished with it (blocked by the breaker).
     async fn release_sandbox(&self, task_id: &str, assignee: &str);

@@ -1,25 +1,10 @@
 //! "Did you mean": the nearest of some known names to a mistyped one, so a refusal can name the fix.
 
 /// Edits (insertions, deletions, substitutions, and a swap of two neighbouring characters, the commonest typo:
-/// `alpah` is one edit from `alpha`) from `a` to `b`, compared case-insensitively.
+/// `alpah` is one edit from `alpha`) from `a` to `b`, compared case-insensitively (`strsim`'s optimal string
+/// alignment distance).
 fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.to_lowercase().chars().collect();
-    let b: Vec<char> = b.to_lowercase().chars().collect();
-    // Three rows: two back (for the swap), the previous one, and the one being filled.
-    let mut before: Vec<usize> = Vec::new();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut row = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let mut d = (prev[j + 1] + 1).min(row[j] + 1).min(prev[j] + usize::from(ca != cb));
-            if i > 0 && j > 0 && *ca == b[j - 1] && a[i - 1] == *cb {
-                d = d.min(before[j - 1] + 1);
-            }
-            row[j + 1] = d;
-        }
-        before = std::mem::replace(&mut prev, row);
-    }
-    prev[b.len()]
+    strsim::osa_distance(&a.to_lowercase(), &b.to_lowercase())
 }
 
 /// The known name nearest to `word`, when it is near enough to be a typo of it (about one edit in three

@@ -331,12 +331,12 @@ pub fn sandbox_settings() -> crate::sandbox::SandboxSettings {
 }
 
 /// A tick configuration for tests: profiles alpha, beta and default, failure limit 2, an optional per-profile cap.
-pub fn tick_config(per_profile_cap: Option<u32>) -> crate::kanban::TickConfig {
-    crate::kanban::TickConfig {
-        caps: crate::kanban::DispatchCaps { per_profile: per_profile_cap, ..crate::kanban::DispatchCaps::default() },
+pub fn tick_config(per_profile_cap: Option<u32>) -> crate::board::TickConfig {
+    crate::board::TickConfig {
+        caps: crate::board::DispatchCaps { per_profile: per_profile_cap, ..crate::board::DispatchCaps::default() },
         profiles: ["alpha", "beta", "default"].map(String::from).into_iter().collect(),
         failure_limit: 2,
-        ..crate::kanban::TickConfig::default()
+        ..crate::board::TickConfig::default()
     }
 }
 

@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use crate::client::GenericClient;
+use domain::board::rules::failure_change;
+use domain::board::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{BlockKind, Breaker, FailureOutcome, Stopped, TaskStatus, WorkerRef};
+use domain::board::{
+    Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit,
+};
 use domain::ids::BoardSlug;
-use domain::kanban::{BlockKind, Breaker, FailureOutcome, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
-use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_core::rules::failure_change;
-use kanban_core::{AssignedBy, BoardEvent};
-use kanban_core::{Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Run, RunEnd, StoreError, Task, TaskEdit};
 use serde_json::Value as Json;
 
 pub(crate) use crate::rows::status_of;
@@ -58,8 +60,24 @@ pub(crate) fn worker_of(tx: &mut impl GenericClient, id: &str, host: &str) -> Pg
     let row = tx.query_one("SELECT worker_pid, worker_start, worker_host FROM berth.tasks WHERE id = $1", &[&id])?;
     let (pid, start, on): (Option<i64>, Option<i64>, Option<String>) =
         (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
-    let local = domain::liveness::is_local(host, on.as_deref());
+    let local = domain::board::liveness::is_local(host, on.as_deref());
     Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
+}
+
+/// Checks `command` against the task's status, notes its worker and closes its run (see [`Stopped`]).
+pub(crate) fn stop_run(
+    tx: &mut impl GenericClient,
+    id: &str,
+    command: TaskCommand,
+    host: &str,
+    note: Option<&str>,
+    now: Timestamp,
+) -> PgResult<Stopped> {
+    let status = status_in(tx, id)?;
+    let t = allowed(command, id, status)?;
+    let worker = worker_of(tx, id, host)?;
+    let run = close_run(tx, id, t.event, note, None, now)?;
+    Ok(Stopped { status, worker, run })
 }
 
 /// Closes the task's current run with `outcome`; returns the run id. One statement: the run read, the task's
@@ -114,7 +132,7 @@ pub(crate) fn promote_children(tx: &mut impl GenericClient, parent: &str, now: T
     Ok(())
 }
 
-/// The failure breaker on a task ([`kanban_core::rules::failure_change`]), written.
+/// The failure breaker on a task ([`domain::board::rules::failure_change`]), written.
 pub(crate) fn record_task_failure(
     tx: &mut impl GenericClient,
     id: &str,
@@ -138,7 +156,7 @@ pub(crate) fn record_task_failure(
     Ok(change.outcome)
 }
 
-/// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it (its
+/// The guard of a write on task `id` ([`domain::board::transitions::guard`]): the task as this transaction finds it (its
 /// row locked), with how `run` ended when the task has left it.
 pub(crate) fn guarded(
     tx: &mut impl GenericClient,
@@ -165,7 +183,7 @@ pub(crate) fn guarded(
 /// A failure already recorded (a retry): what the breaker made of it, read back from the task.
 pub(crate) fn already_failed(tx: &mut impl GenericClient, id: &str, failure_limit: u32) -> PgResult<FailureOutcome> {
     let row = tx.query_one("SELECT status, consecutive_failures FROM berth.tasks WHERE id = $1", &[&id])?;
-    Ok(kanban_core::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
+    Ok(domain::board::rules::already_failed(status_of(row.try_get(0)?)?, row.try_get(1)?, failure_limit))
 }
 
 impl BoardStore for PgKanbanStore {
@@ -204,17 +222,17 @@ impl BoardStore for PgKanbanStore {
     fn add_cron(
         &mut self,
         board: &BoardSlug,
-        cron: &kanban_core::NewCron,
+        cron: &domain::board::NewCron,
         now: Timestamp,
-    ) -> Result<kanban_core::Cron, StoreError> {
+    ) -> Result<domain::board::Cron, StoreError> {
         self.with(|c| crate::crons::add(&mut c.client, board, cron, now))
     }
 
-    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>, StoreError> {
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<domain::board::Cron>, StoreError> {
         self.with(|c| crate::crons::list(&mut c.client, board))
     }
 
-    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron, StoreError> {
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<domain::board::Cron, StoreError> {
         self.with(|c| crate::crons::remove(&mut c.client, board, name))
     }
 
@@ -258,7 +276,7 @@ impl BoardStore for PgKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<kanban_core::Created>, StoreError> {
+    ) -> Result<Vec<domain::board::Created>, StoreError> {
         self.with(|c| crate::create::create_tasks(&mut c.client, board, tasks, now))
     }
 
@@ -400,7 +418,7 @@ impl BoardStore for PgKanbanStore {
                 Guarded::AlreadyDone => return read_task(&mut tx, id),
             };
             let review: i64 = tx.query_one("SELECT review FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-            let next = kanban_core::rules::completion_status(review != 0);
+            let next = domain::board::rules::completion_status(review != 0);
             let run = close_run(&mut tx, id, t.event, None, exit_code, now)?;
             tx.execute(
                 &format!(
@@ -474,7 +492,7 @@ impl BoardStore for PgKanbanStore {
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;
-            if !kanban_core::rules::schedulable(status) {
+            if !domain::board::rules::schedulable(status) {
                 return Err(StoreError::Transition { task: id.to_owned(), status, action: "schedule" }.into());
             }
             let run_at = at.map(Timestamp::as_millis);
@@ -529,15 +547,12 @@ impl BoardStore for PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Archive, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
-            let run = close_run(&mut tx, id, t.event, None, None, now)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Archive, &host, None, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'archived', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, run, &BoardEvent::Archived { prev_status: status }, now)?;
+            event(&mut tx, id, s.run, &BoardEvent::Archived { prev_status: s.status }, now)?;
             promote_children(&mut tx, id, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 
@@ -545,12 +560,9 @@ impl BoardStore for PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Reclaim, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
             let lock: Option<String> =
                 tx.query_one("SELECT claim_lock FROM berth.tasks WHERE id = $1", &[&id])?.try_get(0)?;
-            let run = close_run(&mut tx, id, t.event, reason, None, now)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Reclaim, &host, reason, now)?;
             tx.execute(
                 &format!(
                     "UPDATE berth.tasks SET status = 'ready', consecutive_failures = 0, {CLEAR_CLAIM} WHERE id = $1"
@@ -558,9 +570,9 @@ impl BoardStore for PgKanbanStore {
                 &[&id],
             )?;
             let reclaimed = BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() };
-            event(&mut tx, id, run, &reclaimed, now)?;
+            event(&mut tx, id, s.run, &reclaimed, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use domain::board::BoardEvent;
+use domain::board::{Confirmation, StoreError, Task};
 use domain::time::Timestamp;
-use kanban_core::BoardEvent;
-use kanban_core::{Confirmation, StoreError, Task};
 
 use crate::PgKanbanStore;
 use crate::board::{event, read_task, status_in};

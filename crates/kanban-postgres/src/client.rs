@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
-use kanban_core::StoreError;
+use domain::board::StoreError;
 use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_postgres::GenericClient as _;

@@ -2,11 +2,11 @@
 //! their ids) into an empty PostgreSQL board in one transaction, then verifies the counts.
 
 use crate::client::GenericClient;
-use kanban_core::{Cell, CopyReport, StoreError, TableRows};
+use domain::board::{Cell, CopyReport, StoreError, TableRows};
 
 use crate::{PgKanbanStore, PgResult};
 
-/// Loads `data` (one store's dump, [`kanban_core::TABLES`] in order) into `target`, which must hold no tasks yet (its
+/// Loads `data` (one store's dump, [`domain::board::TABLES`] in order) into `target`, which must hold no tasks yet (its
 /// `default` board may exist). Identity sequences continue after the copied ids.
 ///
 /// # Errors
@@ -27,7 +27,7 @@ pub fn load_board(data: &[TableRows], target: &PgKanbanStore) -> Result<CopyRepo
         }
         let mut report = CopyReport::default();
         for TableRows { table, rows } in data {
-            let cols = kanban_core::TABLES.iter().find(|(t, _)| t == table).map_or("", |(_, c)| *c);
+            let cols = domain::board::TABLES.iter().find(|(t, _)| t == table).map_or("", |(_, c)| *c);
             if *table == "boards" {
                 tx.execute("DELETE FROM berth.boards", &[])?;
             }

@@ -5,11 +5,11 @@
 
 use std::collections::HashMap;
 
+use domain::board::TaskStatus;
+use domain::board::rules::{Creation, assignee_of, created, keys_of, plan_creation};
+use domain::board::{Created, NewTask, StoreError, Task};
 use domain::ids::BoardSlug;
-use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
-use kanban_core::rules::{Creation, assignee_of, created, keys_of, plan_creation};
-use kanban_core::{Created, NewTask, StoreError, Task};
 
 use crate::board::{read_board, read_task, status_of};
 use crate::client::{GenericClient as _, Transaction};

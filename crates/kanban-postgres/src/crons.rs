@@ -1,10 +1,10 @@
 //! Recurring schedules (`kanban cron`) on PostgreSQL: their rows, as on SQLite (`kanban-store`'s `crons.rs`). Which
-//! slot is due is `kanban_core::recurring`'s rule; each slot's task is created under the slot's key, whose unique
+//! slot is due is `domain::board::recurring`'s rule; each slot's task is created under the slot's key, whose unique
 //! index lets one task in whichever host's gateway made it first.
 
+use domain::board::{Cron, NewCron, StoreError};
 use domain::ids::BoardSlug;
 use domain::time::Timestamp;
-use kanban_core::{Cron, NewCron, StoreError};
 
 use crate::PgResult;
 use crate::client::GenericClient;

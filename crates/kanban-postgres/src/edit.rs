@@ -1,10 +1,10 @@
 //! Fixing a task after the fact on PostgreSQL: `kanban edit` (the one edit rule, `TaskEdit::apply_to`) and
 //! `kanban rm` (audited as `removed`, which outlives the task row).
 
-use domain::kanban::TaskStatus;
+use domain::board::BoardEvent;
+use domain::board::TaskStatus;
+use domain::board::{StoreError, Task, TaskEdit, WorkerRef};
 use domain::time::Timestamp;
-use kanban_core::BoardEvent;
-use kanban_core::{StoreError, Task, TaskEdit, WorkerRef};
 
 use crate::PgKanbanStore;
 use crate::board::{close_run, event, read_task, status_in, worker_of};
@@ -12,7 +12,7 @@ use crate::client::GenericClient as _;
 
 impl PgKanbanStore {
     pub(crate) fn edit_task(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task, StoreError> {
-        kanban_core::rules::check_edit(edit)?;
+        domain::board::rules::check_edit(edit)?;
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;
@@ -31,7 +31,7 @@ impl PgKanbanStore {
                 "SELECT title, body, command, priority, assignee, max_runtime_seconds FROM berth.tasks WHERE id = $1",
                 &[&id],
             )?;
-            let before: kanban_core::EditableFields =
+            let before: domain::board::EditableFields =
                 (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?, r.try_get(4)?, r.try_get(5)?);
             let (after, changes) = edit.apply_to(&before);
             if !changes.is_empty() {

@@ -42,7 +42,7 @@ mod tick;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use kanban_core::StoreError;
+use domain::board::StoreError;
 
 use crate::client::Client;
 

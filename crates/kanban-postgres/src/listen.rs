@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kanban_core::StoreError;
+use domain::board::StoreError;
 use tokio_postgres::Config;
 
 use crate::client::GenericClient as _;

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use kanban_core::StoreError;
+use domain::board::StoreError;
 use tokio_postgres::Config;
 use tokio_postgres::error::SqlState;
 

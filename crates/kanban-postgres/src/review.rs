@@ -1,17 +1,15 @@
 //! A person's decisions on PostgreSQL, as on SQLite (`kanban-store`'s `review.rs` and `transitions.rs`): a typed
-//! block (where `kanban_core::rules::block_change` says), `kanban review`, `kanban approve` and
+//! block (where `domain::board::rules::block_change` says), `kanban review`, `kanban approve` and
 //! `kanban request-changes`, each a row of the domain's transition table applied in one transaction with its event.
 
-use domain::kanban::{BlockKind, TaskStatus, WorkerRef};
+use domain::board::rules::block_change;
+use domain::board::transitions::TaskCommand;
+use domain::board::{BlockKind, TaskStatus, WorkerRef};
+use domain::board::{BoardEvent, StoreError, Task};
 use domain::time::Timestamp;
-use domain::transitions::TaskCommand;
-use kanban_core::rules::block_change;
-use kanban_core::{BoardEvent, StoreError, Task};
 
 use crate::PgKanbanStore;
-use crate::board::{
-    CLEAR_CLAIM, allowed, close_run, event, parents_done, promote_children, read_task, status_in, worker_of,
-};
+use crate::board::{CLEAR_CLAIM, allowed, event, parents_done, promote_children, read_task, status_in, stop_run};
 use crate::client::GenericClient as _;
 
 impl PgKanbanStore {
@@ -25,15 +23,12 @@ impl PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Block, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Block, &host, reason, now)?;
             let row = tx.query_one("SELECT block_kind, block_reason FROM berth.tasks WHERE id = $1", &[&id])?;
             let (last_kind, last_reason): (Option<&str>, Option<&str>) = (row.try_get(0)?, row.try_get(1)?);
             let last = (last_kind.and_then(BlockKind::from_db), last_reason);
             let open_parent = !parents_done(&mut tx, id)?;
             let change = block_change(kind, reason, last, open_parent);
-            let run = close_run(&mut tx, id, t.event, reason, None, now)?;
             tx.execute(
                 &format!(
                     "UPDATE berth.tasks SET status = $2, block_kind = $3, block_reason = $4, {CLEAR_CLAIM} \
@@ -42,9 +37,9 @@ impl PgKanbanStore {
                 &[&id, &change.status.as_str(), &change.kind.map(BlockKind::as_str), &reason],
             )?;
             let went = (change.status != TaskStatus::Blocked).then_some(change.status);
-            event(&mut tx, id, run, &BoardEvent::Blocked { reason, kind: change.kind, status: went }, now)?;
+            event(&mut tx, id, s.run, &BoardEvent::Blocked { reason, kind: change.kind, status: went }, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 
@@ -57,14 +52,11 @@ impl PgKanbanStore {
         let host = self.host.clone();
         self.with(move |c| {
             let mut tx = c.client.transaction()?;
-            let status = status_in(&mut tx, id)?;
-            let t = allowed(TaskCommand::Review, id, status)?;
-            let pid = worker_of(&mut tx, id, &host)?;
-            let run = close_run(&mut tx, id, t.event, note, None, now)?;
+            let s = stop_run(&mut tx, id, TaskCommand::Review, &host, note, now)?;
             tx.execute(&format!("UPDATE berth.tasks SET status = 'review', {CLEAR_CLAIM} WHERE id = $1"), &[&id])?;
-            event(&mut tx, id, run, &BoardEvent::ReviewRequested { note, prev_status: status }, now)?;
+            event(&mut tx, id, s.run, &BoardEvent::ReviewRequested { note, prev_status: s.status }, now)?;
             tx.commit()?;
-            Ok(pid)
+            Ok(s.worker)
         })
     }
 
@@ -86,7 +78,7 @@ impl PgKanbanStore {
     }
 
     pub(crate) fn request_task_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task, StoreError> {
-        kanban_core::rules::check_review_note(note)?;
+        domain::board::rules::check_review_note(note)?;
         self.with(|c| {
             let mut tx = c.client.transaction()?;
             let status = status_in(&mut tx, id)?;

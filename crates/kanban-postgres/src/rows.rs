@@ -1,7 +1,7 @@
 //! Decoding the board's rows from PostgreSQL (as `kanban-store`'s `rows.rs` does from SQLite); reading a task, a board.
 
-use domain::kanban::{BlockKind, TaskStatus};
-use kanban_core::{Board, StoreError, Task};
+use domain::board::{BlockKind, TaskStatus};
+use domain::board::{Board, StoreError, Task};
 
 use crate::PgResult;
 use crate::client::GenericClient;

@@ -14,19 +14,19 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use domain::ids::BoardSlug;
-use domain::kanban::Breaker;
-use domain::kanban::{
+use domain::board::Breaker;
+use domain::board::KanbanStore;
+use domain::board::liveness::WorkerFacts;
+use domain::board::transitions::{Guarded, HousekeepingChange, TaskCommand};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{
     BoardSnapshot, Claimed, FailureOutcome, RunningRow, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickConfig,
     TickOutcome, TickRequest,
 };
-use domain::liveness::WorkerFacts;
+use domain::board::{BoardStore, RunEnd, StoreError};
+use domain::ids::BoardSlug;
 use domain::policy::dispatch::{Decision, Housekeeping, TickPlan};
-use domain::ports::KanbanStore;
 use domain::time::Timestamp;
-use domain::transitions::{Guarded, HousekeepingChange, TaskCommand};
-use kanban_core::{AssignedBy, BoardEvent};
-use kanban_core::{BoardStore, RunEnd, StoreError};
 
 use crate::board::{CLEAR_CLAIM, close_run, guarded, record_task_failure, status_of, worker_of};
 use crate::client::GenericClient;
@@ -118,7 +118,7 @@ fn snapshot(tx: &mut impl GenericClient, req: &TickRequest<'_>) -> PgResult<Boar
     let mut recent_starts = Vec::new();
     if cfg.caps.rate_limited() {
         // Under the tick's lock, so every host counts the same starts (and its own just committed).
-        let from = req.now.as_millis() - domain::kanban::RATE_WINDOW_SECS * 1000;
+        let from = req.now.as_millis() - domain::board::RATE_WINDOW_SECS * 1000;
         for r in tx.query(SNAPSHOT_STARTS, &[&board.as_str(), &from])? {
             recent_starts.push((r.try_get(0)?, Timestamp::from_millis(r.try_get(1)?)));
         }

@@ -1,9 +1,9 @@
-//! Recurring schedules (`kanban cron`): their rows. Which slot is due is `kanban_core::recurring`'s rule; the
+//! Recurring schedules (`kanban cron`): their rows. Which slot is due is `domain::board::recurring`'s rule; the
 //! gateway creates each slot's task through `create_task` under the slot's key.
 
+use domain::board::{Cron, NewCron};
 use domain::ids::BoardSlug;
 use domain::time::Timestamp;
-use kanban_core::{Cron, NewCron};
 use rusqlite::{OptionalExtension, params};
 
 use crate::{Result, Sql, SqliteKanbanStore, StoreError};

@@ -2,9 +2,9 @@
 //! recorded in the append-only event log (`edited` with each field's old and new value, `removed` with what the
 //! task was), which outlives the task row.
 
-use domain::kanban::TaskStatus;
+use domain::board::BoardEvent;
+use domain::board::TaskStatus;
 use domain::time::Timestamp;
-use kanban_core::BoardEvent;
 use rusqlite::{OptionalExtension, params};
 
 use crate::Sql;
@@ -18,7 +18,7 @@ impl SqliteKanbanStore {
     /// # Errors
     /// [`StoreError::NoTask`]; [`StoreError::Transition`] as above; [`StoreError::Invalid`] for an empty title.
     pub fn edit(&mut self, id: &str, edit: &TaskEdit, now: Timestamp) -> Result<Task> {
-        kanban_core::rules::check_edit(edit)?;
+        domain::board::rules::check_edit(edit)?;
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         if status == TaskStatus::Archived {

@@ -1,11 +1,11 @@
 //! `SqliteKanbanStore`: the board on one SQLite file (`<home>/berth-kanban.db`) holding boards, tasks, links, an
 //! append-only event log and one run row per attempt; the domain's `KanbanStore` port (`port.rs`).
 //!
-//! `port.rs` implements `kanban_core::BoardStore` (the whole board as one trait, which `kanban-postgres` implements
+//! `port.rs` implements `domain::board::BoardStore` (the whole board as one trait, which `kanban-postgres` implements
 //! too), `open.rs` verifies and migrates the file, `schema.rs` holds the migrations, `rows.rs` the row decoding,
 //! `queries.rs` the reads and creations, `crons.rs` the recurring schedules, `transitions.rs` the state changes,
 //! `review.rs` a person's review (review, approve, request changes), `edit.rs` edit and remove, `tick.rs` the dispatch
-//! tick; the errors are `kanban_core::StoreError`.
+//! tick; the errors are `domain::board::StoreError`.
 //!
 //! WAL, a busy timeout and `BEGIN IMMEDIATE` for every read-then-write; a whole dispatch tick (housekeeping,
 //! promotion, default assignment, claims) is one transaction, so concurrent dispatchers serialize and caps hold.
@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use rusqlite::Connection;
 
 // The board's model, port and error live in `board`; re-exported so the store's callers read one name.
-pub use kanban_core::{
+pub use domain::board::{
     Board, BoardStore, Claimed, Confirmation, Cron, EditableFields, Event, HostSeen, NewCron, NewTask, Result, Run,
     RunEnd, SpawnRecord, StoreError, Task, TaskEdit, TickOutcome, TickRequest, WorkerRef,
 };

@@ -2,16 +2,16 @@
 
 use std::time::Duration;
 
-use domain::ids::BoardSlug;
-use domain::kanban::{
+use domain::board::KanbanStore;
+use domain::board::{
     BlockKind, BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TickOutcome, TickRequest,
 };
+use domain::ids::BoardSlug;
 use domain::policy::dispatch::TickPlan;
-use domain::ports::KanbanStore;
 use domain::time::Timestamp;
 
-use domain::kanban::TaskStatus;
-use kanban_core::{
+use domain::board::TaskStatus;
+use domain::board::{
     Board, BoardStore, Confirmation, Event, HostSeen, NewTask, Result, Run, RunEnd, Task, TaskEdit, WorkerRef,
 };
 
@@ -99,7 +99,7 @@ impl BoardStore for SqliteKanbanStore {
         board: &BoardSlug,
         tasks: &[(String, NewTask)],
         now: Timestamp,
-    ) -> Result<Vec<kanban_core::Created>> {
+    ) -> Result<Vec<domain::board::Created>> {
         Self::create_tasks(self, board, tasks, now)
     }
     fn task(&self, id: &str) -> Result<Task> {
@@ -197,15 +197,15 @@ impl BoardStore for SqliteKanbanStore {
     fn add_cron(
         &mut self,
         board: &BoardSlug,
-        cron: &kanban_core::NewCron,
+        cron: &domain::board::NewCron,
         now: Timestamp,
-    ) -> Result<kanban_core::Cron> {
+    ) -> Result<domain::board::Cron> {
         Self::add_cron(self, board, cron, now)
     }
-    fn crons(&self, board: &BoardSlug) -> Result<Vec<kanban_core::Cron>> {
+    fn crons(&self, board: &BoardSlug) -> Result<Vec<domain::board::Cron>> {
         Self::crons(self, board)
     }
-    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<kanban_core::Cron> {
+    fn remove_cron(&mut self, board: &BoardSlug, name: &str) -> Result<domain::board::Cron> {
         Self::remove_cron(self, board, name)
     }
     fn cron_made(&mut self, board: &BoardSlug, name: &str, slot: Timestamp) -> Result<()> {

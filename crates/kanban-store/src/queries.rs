@@ -2,11 +2,11 @@
 
 use std::collections::HashMap;
 
+use domain::board::Created;
+use domain::board::TaskStatus;
+use domain::board::rules::Creation;
 use domain::ids::BoardSlug;
-use domain::kanban::TaskStatus;
 use domain::time::Timestamp;
-use kanban_core::Created;
-use kanban_core::rules::Creation;
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value as Json;
 
@@ -45,7 +45,7 @@ fn creation_reads(
         }
     }
     let mut stmt = tx.prepare("SELECT id FROM tasks WHERE board = ?1 AND idempotency_key = ?2").sql()?;
-    for key in kanban_core::rules::keys_of(tasks) {
+    for key in domain::board::rules::keys_of(tasks) {
         let id: Option<String> = stmt.query_row([board.as_str(), key], |r| r.get(0)).optional().sql()?;
         if let Some(id) = id {
             keyed.insert(key.to_owned(), id);
@@ -162,7 +162,7 @@ impl SqliteKanbanStore {
         self.board(board)?;
         let tx = self.write()?;
         let (found, keyed) = creation_reads(&tx, board, tasks)?;
-        let plan = kanban_core::rules::plan_creation(tasks, &found, &keyed)?;
+        let plan = domain::board::rules::plan_creation(tasks, &found, &keyed)?;
         let mut created = Vec::with_capacity(plan.len());
         {
             let mut task = tx
@@ -198,7 +198,7 @@ impl SqliteKanbanStore {
                     new.title,
                     new.body,
                     new.command,
-                    kanban_core::rules::assignee_of(new),
+                    domain::board::rules::assignee_of(new),
                     status.as_str(),
                     new.priority,
                     new.created_by,
@@ -213,7 +213,7 @@ impl SqliteKanbanStore {
                 for p in &new.parents {
                     link.execute(params![p, id]).sql()?;
                 }
-                let payload = kanban_core::rules::created(new, status, board.as_str()).payload();
+                let payload = domain::board::rules::created(new, status, board.as_str()).payload();
                 event.execute(params![id, payload, now.as_millis()]).sql()?;
                 created.push(Created { id: id.clone(), status, existing: false });
             }
@@ -352,15 +352,15 @@ impl SqliteKanbanStore {
 }
 
 impl SqliteKanbanStore {
-    /// Every table of the board ([`kanban_core::TABLES`], in order) as of one moment, for a copy into another store.
+    /// Every table of the board ([`domain::board::TABLES`], in order) as of one moment, for a copy into another store.
     ///
     /// # Errors
     /// An SQLite error.
-    pub fn dump(&self) -> Result<Vec<kanban_core::TableRows>> {
+    pub fn dump(&self) -> Result<Vec<domain::board::TableRows>> {
         use rusqlite::types::ValueRef;
         let tx = self.conn.unchecked_transaction().sql()?;
         let mut data = Vec::new();
-        for (table, cols) in kanban_core::TABLES {
+        for (table, cols) in domain::board::TABLES {
             let mut stmt = tx.prepare(&format!("SELECT {cols} FROM {table}")).sql()?;
             let n = stmt.column_count();
             let rows = stmt
@@ -368,18 +368,18 @@ impl SqliteKanbanStore {
                     (0..n)
                         .map(|i| {
                             Ok(match r.get_ref(i)? {
-                                ValueRef::Null => kanban_core::Cell::Null,
-                                ValueRef::Integer(v) => kanban_core::Cell::Int(v),
-                                ValueRef::Real(v) => kanban_core::Cell::Int(v as i64),
+                                ValueRef::Null => domain::board::Cell::Null,
+                                ValueRef::Integer(v) => domain::board::Cell::Int(v),
+                                ValueRef::Real(v) => domain::board::Cell::Int(v as i64),
                                 ValueRef::Text(t) | ValueRef::Blob(t) => {
-                                    kanban_core::Cell::Text(String::from_utf8_lossy(t).into_owned())
+                                    domain::board::Cell::Text(String::from_utf8_lossy(t).into_owned())
                                 }
                             })
                         })
                         .collect::<rusqlite::Result<Vec<_>>>()
                 })
                 .sql()?;
-            data.push(kanban_core::TableRows { table, rows: rows.collect::<rusqlite::Result<_>>().sql()? });
+            data.push(domain::board::TableRows { table, rows: rows.collect::<rusqlite::Result<_>>().sql()? });
         }
         Ok(data)
     }

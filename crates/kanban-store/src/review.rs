@@ -2,16 +2,14 @@
 //! back to review), `kanban approve` (done, children promoted) and `kanban request-changes` (back to run, the note on
 //! the task). Each is a row of the domain's transition table, applied in one write transaction with its event.
 
-use domain::kanban::{TaskStatus, WorkerRef};
+use domain::board::BoardEvent;
+use domain::board::transitions::TaskCommand;
+use domain::board::{TaskStatus, WorkerRef};
 use domain::time::Timestamp;
-use domain::transitions::TaskCommand;
-use kanban_core::BoardEvent;
 use rusqlite::params;
 
 use crate::Sql;
-use crate::transitions::{
-    allowed, clear_claim, close_run, event, parents_done, promote_children, status_in, worker_of,
-};
+use crate::transitions::{allowed, clear_claim, event, parents_done, promote_children, status_in, stop_run};
 use crate::{Result, SqliteKanbanStore, Task};
 
 impl SqliteKanbanStore {
@@ -22,14 +20,11 @@ impl SqliteKanbanStore {
     pub fn review(&mut self, id: &str, note: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         let host = self.host.clone();
         let tx = self.write()?;
-        let status = status_in(&tx, id)?;
-        let t = allowed(TaskCommand::Review, id, status)?;
-        let pid = worker_of(&tx, id, &host)?;
-        let run = close_run(&tx, id, t.event, note, None, now).sql()?;
+        let s = stop_run(&tx, id, TaskCommand::Review, &host, note, now)?;
         tx.execute(concat!("UPDATE tasks SET status = 'review', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
-        event(&tx, id, run, &BoardEvent::ReviewRequested { note, prev_status: status }, now).sql()?;
+        event(&tx, id, s.run, &BoardEvent::ReviewRequested { note, prev_status: s.status }, now).sql()?;
         tx.commit().sql()?;
-        Ok(pid)
+        Ok(s.worker)
     }
 
     /// Approves a task in review: done, its children promoted.
@@ -57,7 +52,7 @@ impl SqliteKanbanStore {
     /// [`crate::StoreError::Invalid`] for an empty note; [`crate::StoreError::NoTask`] or
     /// [`crate::StoreError::Transition`] unless in review.
     pub fn request_changes(&mut self, id: &str, note: &str, now: Timestamp) -> Result<Task> {
-        kanban_core::rules::check_review_note(note)?;
+        domain::board::rules::check_review_note(note)?;
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
         allowed(TaskCommand::RequestChanges, id, status)?;

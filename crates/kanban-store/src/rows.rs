@@ -1,6 +1,6 @@
 //! Decoding the board's rows from SQLite.
 
-use domain::kanban::{BlockKind, TaskStatus};
+use domain::board::{BlockKind, TaskStatus};
 
 use crate::{Result, StoreError, Task};
 

@@ -3,15 +3,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use domain::board::{TaskStatus, TickConfig};
 use domain::ids::BoardSlug;
-use domain::kanban::{TaskStatus, TickConfig};
 use domain::policy::dispatch::{Decision, Housekeeping};
 use domain::test_util::FakeProcessProbe;
 use domain::time::Timestamp;
 use proptest::prelude::*;
 
 use super::*;
-use domain::kanban::FailureOutcome;
+use domain::board::FailureOutcome;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
@@ -70,7 +70,7 @@ impl Fixture {
         };
         // The streamed tick (what `berth kanban dispatch` runs); the sink gets the whole plan.
         let mut whole = domain::policy::dispatch::TickPlan::default();
-        let mut out = domain::ports::KanbanStore::tick_into(&mut self.store, &req, &mut whole).unwrap();
+        let mut out = domain::board::KanbanStore::tick_into(&mut self.store, &req, &mut whole).unwrap();
         assert!(out.plan.decisions.iter().all(|d| d.decision == Decision::Spawn || d.auto_assigned));
         out.plan = whole;
         if spawn {
@@ -277,7 +277,7 @@ fn spawn_failure_requeues_then_gives_up() {
     assert_eq!(out.claimed.len(), 1);
     let res = f
         .store
-        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::board::Breaker::at_once(2), f.now)
         .unwrap();
     assert!(matches!(res, FailureOutcome::Requeue { failures: 1, limit: 2 }));
     let t = f.store.task(&id).unwrap();
@@ -285,13 +285,13 @@ fn spawn_failure_requeues_then_gives_up() {
     // The same failure again (a retry: its run is over): a no-op, nothing counted twice.
     let again = f
         .store
-        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::board::Breaker::at_once(2), f.now)
         .unwrap();
     assert!(matches!(again, FailureOutcome::Requeue { failures: 1, .. }));
     let out = f.tick_on(&board(), &cfg(None), false);
     let res = f
         .store
-        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::kanban::Breaker::at_once(2), f.now)
+        .record_spawn_failure(&id, out.claimed[0].run_id, "no such program", domain::board::Breaker::at_once(2), f.now)
         .unwrap();
     assert!(matches!(res, FailureOutcome::GiveUp { failures: 2, limit: 2 }));
     assert_eq!(f.status(&id), TaskStatus::Blocked);
@@ -510,7 +510,7 @@ fn a_superseded_run_cannot_finish_the_task() {
             &id,
             Some(first),
             &RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None },
-            domain::kanban::Breaker::at_once(2),
+            domain::board::Breaker::at_once(2),
             f.now
         ),
         Err(StoreError::Moved { .. })
@@ -725,8 +725,8 @@ proptest! {
                     let b = board();
                     let req = f.request(&b, &c);
                     let mut streamed = domain::policy::dispatch::TickPlan::default();
-                    domain::ports::KanbanStore::plan_into(&f.store, &req, &mut streamed).unwrap();
-                    let whole = domain::policy::dispatch::plan_tick(f.now, &domain::ports::KanbanStore::snapshot(&f.store, &req).unwrap(), &c);
+                    domain::board::KanbanStore::plan_into(&f.store, &req, &mut streamed).unwrap();
+                    let whole = domain::policy::dispatch::plan_tick(f.now, &domain::board::KanbanStore::snapshot(&f.store, &req).unwrap(), &c);
                     prop_assert_eq!(&streamed, &whole);
                     let before: BTreeMap<String, i64> = f.store.running_by_assignee().unwrap().into_iter().collect();
                     let out = f.tick(&c);
@@ -864,7 +864,7 @@ fn a_boxed_board_streams_its_tick() {
         spawn_lease: Duration::from_secs(20),
     };
     let mut whole = domain::policy::dispatch::TickPlan::default();
-    let out = domain::ports::KanbanStore::tick_into(&mut boxed, &req, &mut whole).unwrap();
+    let out = domain::board::KanbanStore::tick_into(&mut boxed, &req, &mut whole).unwrap();
     assert_eq!(whole.decisions.len(), 5, "the sink gets every decision");
     assert_eq!(out.claimed.len(), 1);
     assert!(out.plan.decisions.len() <= 1, "the outcome keeps at most the applied spawn: {:?}", out.plan.decisions);

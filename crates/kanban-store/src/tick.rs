@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use domain::board::liveness::WorkerFacts;
+use domain::board::transitions::{Guarded, HousekeepingChange};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{BoardSnapshot, Claimed, RunningRow, TaskRow, TaskStatus, TickOutcome, TickRequest};
 use domain::ids::BoardSlug;
-use domain::kanban::{BoardSnapshot, Claimed, RunningRow, TaskRow, TaskStatus, TickOutcome, TickRequest};
-use domain::liveness::WorkerFacts;
 use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink, Planner, ReadyTask, TickPlan, requeues};
 use domain::time::Timestamp;
-use domain::transitions::{Guarded, HousekeepingChange};
-use kanban_core::{AssignedBy, BoardEvent};
 use rusqlite::{Connection, params};
 
 use crate::Sql;
@@ -39,7 +39,7 @@ fn recent_starts(conn: &Connection, req: &TickRequest<'_>) -> Result<Vec<(Option
     if !req.cfg.caps.rate_limited() {
         return Ok(Vec::new());
     }
-    let from = req.now.as_millis() - domain::kanban::RATE_WINDOW_SECS * 1000;
+    let from = req.now.as_millis() - domain::board::RATE_WINDOW_SECS * 1000;
     let mut stmt = conn
         .prepare_cached(
             "SELECT r.assignee, r.started_at FROM task_runs r JOIN tasks t ON t.id = r.task_id \
@@ -97,7 +97,7 @@ fn snapshot_of(conn: &Connection, req: &TickRequest<'_>, ready: bool) -> Result<
     while let Some(r) = rows.next().sql()? {
         let host: Option<String> = r.get(14).sql()?;
         let seen = match host.as_deref() {
-            Some(h) if !domain::liveness::is_local(&req.cfg.host, Some(h)) => {
+            Some(h) if !domain::board::liveness::is_local(&req.cfg.host, Some(h)) => {
                 seen_at.get_or_insert(crate::queries::host_seen_at(conn)?).get(h).copied()
             }
             _ => None,

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use domain::kanban::{BlockKind, Breaker, FailureOutcome, SpawnRecord, TaskStatus, WorkerRef};
+use domain::board::rules::{block_change, failure_change};
+use domain::board::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
+use domain::board::{AssignedBy, BoardEvent};
+use domain::board::{BlockKind, Breaker, FailureOutcome, SpawnRecord, Stopped, TaskStatus, WorkerRef};
 use domain::time::Timestamp;
-use domain::transitions::{Found, Guarded, TaskCommand, Transition, guard, transition};
-use kanban_core::rules::{block_change, failure_change};
-use kanban_core::{AssignedBy, BoardEvent};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use crate::Sql;
@@ -34,8 +34,24 @@ pub(crate) fn worker_of(conn: &Connection, id: &str, host: &str) -> Result<Optio
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .sql()?;
-    let local = domain::liveness::is_local(host, on.as_deref());
+    let local = domain::board::liveness::is_local(host, on.as_deref());
     Ok(pid.filter(|_| local).map(|pid| WorkerRef { pid, start }))
+}
+
+/// Checks `command` against the task's status, notes its worker and closes its run (see [`Stopped`]).
+pub(crate) fn stop_run(
+    tx: &Transaction<'_>,
+    id: &str,
+    command: TaskCommand,
+    host: &str,
+    note: Option<&str>,
+    now: Timestamp,
+) -> Result<Stopped> {
+    let status = status_in(tx, id)?;
+    let t = allowed(command, id, status)?;
+    let worker = worker_of(tx, id, host)?;
+    let run = close_run(tx, id, t.event, note, None, now).sql()?;
+    Ok(Stopped { status, worker, run })
 }
 
 impl SqliteKanbanStore {
@@ -76,7 +92,7 @@ impl SqliteKanbanStore {
             }
         };
         let review: i64 = tx.query_row("SELECT review FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
-        let next = kanban_core::rules::completion_status(review != 0);
+        let next = domain::board::rules::completion_status(review != 0);
         let run = close_run(&tx, id, t.event, None, exit_code, now).sql()?;
         tx.execute(
             concat!(
@@ -139,7 +155,7 @@ impl SqliteKanbanStore {
         Ok(())
     }
 
-    /// Blocks a task (clears any claim), where [`kanban_core::rules::block_change`] says for its kind and its last
+    /// Blocks a task (clears any claim), where [`domain::board::rules::block_change`] says for its kind and its last
     /// block; returns the worker to stop, if one ran.
     ///
     /// # Errors
@@ -153,15 +169,12 @@ impl SqliteKanbanStore {
     ) -> Result<Option<WorkerRef>> {
         let host = self.host.clone();
         let tx = self.write()?;
-        let status = status_in(&tx, id)?;
-        let t = allowed(TaskCommand::Block, id, status)?;
-        let pid = worker_of(&tx, id, &host)?;
+        let s = stop_run(&tx, id, TaskCommand::Block, &host, reason, now)?;
         let (last_kind, last_reason): (Option<String>, Option<String>) = tx
             .query_row("SELECT block_kind, block_reason FROM tasks WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))
             .sql()?;
         let last = (last_kind.as_deref().and_then(BlockKind::from_db), last_reason.as_deref());
         let change = block_change(kind, reason, last, !parents_done(&tx, id).sql()?);
-        let run = close_run(&tx, id, t.event, reason, None, now).sql()?;
         tx.execute(
             concat!(
                 "UPDATE tasks SET status = ?2, block_kind = ?3, block_reason = ?4, ",
@@ -172,9 +185,9 @@ impl SqliteKanbanStore {
         )
         .sql()?;
         let went = (change.status != TaskStatus::Blocked).then_some(change.status);
-        event(&tx, id, run, &BoardEvent::Blocked { reason, kind: change.kind, status: went }, now).sql()?;
+        event(&tx, id, s.run, &BoardEvent::Blocked { reason, kind: change.kind, status: went }, now).sql()?;
         tx.commit().sql()?;
-        Ok(pid)
+        Ok(s.worker)
     }
 
     /// Unblocks a task back to `ready` (or `todo` while parents are unfinished), resetting its failure count.
@@ -218,15 +231,12 @@ impl SqliteKanbanStore {
     pub fn archive(&mut self, id: &str, now: Timestamp) -> Result<Option<WorkerRef>> {
         let host = self.host.clone();
         let tx = self.write()?;
-        let status = status_in(&tx, id)?;
-        let t = allowed(TaskCommand::Archive, id, status)?;
-        let pid = worker_of(&tx, id, &host)?;
-        let run = close_run(&tx, id, t.event, None, None, now).sql()?;
+        let s = stop_run(&tx, id, TaskCommand::Archive, &host, None, now)?;
         tx.execute(concat!("UPDATE tasks SET status = 'archived', ", clear_claim!(), " WHERE id = ?1"), [id]).sql()?;
-        event(&tx, id, run, &BoardEvent::Archived { prev_status: status }, now).sql()?;
+        event(&tx, id, s.run, &BoardEvent::Archived { prev_status: s.status }, now).sql()?;
         promote_children(&tx, id, now).sql()?;
         tx.commit().sql()?;
-        Ok(pid)
+        Ok(s.worker)
     }
 
     /// Manually reclaims a running task back to `ready`, resetting its failure count; returns the worker to stop.
@@ -236,20 +246,18 @@ impl SqliteKanbanStore {
     pub fn reclaim(&mut self, id: &str, reason: Option<&str>, now: Timestamp) -> Result<Option<WorkerRef>> {
         let host = self.host.clone();
         let tx = self.write()?;
-        let status = status_in(&tx, id)?;
-        let t = allowed(TaskCommand::Reclaim, id, status)?;
-        let pid = worker_of(&tx, id, &host)?;
         let lock: Option<String> =
             tx.query_row("SELECT claim_lock FROM tasks WHERE id = ?1", [id], |r| r.get(0)).sql()?;
-        let run = close_run(&tx, id, t.event, reason, None, now).sql()?;
+        let s = stop_run(&tx, id, TaskCommand::Reclaim, &host, reason, now)?;
         tx.execute(
             concat!("UPDATE tasks SET status = 'ready', consecutive_failures = 0, ", clear_claim!(), " WHERE id = ?1"),
             [id],
         )
         .sql()?;
-        event(&tx, id, run, &BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() }, now).sql()?;
+        let reclaimed = BoardEvent::Reclaimed { manual: true, reason, prev_lock: lock.as_deref() };
+        event(&tx, id, s.run, &reclaimed, now).sql()?;
         tx.commit().sql()?;
-        Ok(pid)
+        Ok(s.worker)
     }
 
     /// Sets when a waiting task may be claimed (see [`crate::BoardStore::schedule`]).
@@ -259,7 +267,7 @@ impl SqliteKanbanStore {
     pub fn schedule(&mut self, id: &str, at: Option<Timestamp>, now: Timestamp) -> Result<Task> {
         let tx = self.write()?;
         let status = status_in(&tx, id)?;
-        if !kanban_core::rules::schedulable(status) {
+        if !domain::board::rules::schedulable(status) {
             return Err(StoreError::Transition { task: id.to_owned(), status, action: "schedule" });
         }
         let run_at = at.map(Timestamp::as_millis);
@@ -425,7 +433,7 @@ impl SqliteKanbanStore {
     }
 }
 
-/// The guard of a write on task `id` ([`domain::transitions::guard`]): the task as this transaction finds it, with
+/// The guard of a write on task `id` ([`domain::board::transitions::guard`]): the task as this transaction finds it, with
 /// how `run` ended when the task has left it.
 pub(crate) fn guarded(
     tx: &Transaction<'_>,
@@ -460,7 +468,7 @@ fn already_failed(tx: &Transaction<'_>, id: &str, failure_limit: u32) -> Result<
     let (status, failures): (String, i64) = tx
         .query_row("SELECT status, consecutive_failures FROM tasks WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))
         .sql()?;
-    Ok(kanban_core::rules::already_failed(status_of(&status)?, failures, failure_limit))
+    Ok(domain::board::rules::already_failed(status_of(&status)?, failures, failure_limit))
 }
 
 pub(crate) fn status_in(tx: &Transaction<'_>, id: &str) -> Result<TaskStatus> {
@@ -529,7 +537,7 @@ pub(crate) fn promote_children(tx: &Transaction<'_>, parent: &str, now: Timestam
     Ok(())
 }
 
-/// The failure breaker on a task ([`kanban_core::rules::failure_change`]), written.
+/// The failure breaker on a task ([`domain::board::rules::failure_change`]), written.
 pub(crate) fn record_task_failure(
     tx: &Transaction<'_>,
     id: &str,

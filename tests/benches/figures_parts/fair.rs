@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use domain::ids::BoardSlug;
-use domain::kanban::TickConfig;
+use domain::board::TickConfig;
 use kanban_store::SqliteKanbanStore;
 
 use super::{Figure, board_file, median, ms, now, tick_cfg, tick_request};

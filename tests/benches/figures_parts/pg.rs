@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use domain::board::KanbanStore;
+use domain::board::{DispatchCaps, SpawnRecord, TickConfig, TickRequest};
 use domain::ids::BoardSlug;
-use domain::kanban::{DispatchCaps, SpawnRecord, TickConfig, TickRequest};
-use domain::ports::KanbanStore;
 use kanban_postgres::PgKanbanStore;
 use kanban_store::{BoardStore, SqliteKanbanStore};
 
@@ -121,17 +121,17 @@ impl KanbanStore for BoxRef<'_> {
     fn check_board(&self, b: &BoardSlug) -> Result<(), Self::Error> {
         self.0.check_board(b)
     }
-    fn task_brief(&self, id: &str) -> Result<domain::kanban::TaskBrief, Self::Error> {
+    fn task_brief(&self, id: &str) -> Result<domain::board::TaskBrief, Self::Error> {
         self.0.task_brief(id)
     }
-    fn snapshot(&self, req: &TickRequest<'_>) -> Result<domain::kanban::BoardSnapshot, Self::Error> {
+    fn snapshot(&self, req: &TickRequest<'_>) -> Result<domain::board::BoardSnapshot, Self::Error> {
         self.0.snapshot(req)
     }
     fn tick(
         &mut self,
         req: &TickRequest<'_>,
-        plan: &(dyn Fn(&domain::kanban::BoardSnapshot) -> domain::policy::dispatch::TickPlan + Sync),
-    ) -> Result<domain::kanban::TickOutcome, Self::Error> {
+        plan: &(dyn Fn(&domain::board::BoardSnapshot) -> domain::policy::dispatch::TickPlan + Sync),
+    ) -> Result<domain::board::TickOutcome, Self::Error> {
         self.0.tick(req, plan)
     }
     fn record_spawned(
@@ -147,9 +147,9 @@ impl KanbanStore for BoxRef<'_> {
         id: &str,
         r: i64,
         e: &str,
-        l: domain::kanban::Breaker,
+        l: domain::board::Breaker,
         n: domain::time::Timestamp,
-    ) -> Result<domain::kanban::FailureOutcome, Self::Error> {
+    ) -> Result<domain::board::FailureOutcome, Self::Error> {
         self.0.record_spawn_failure(id, r, e, l, n)
     }
 }

@@ -1,7 +1,7 @@
 //! `--all-boards` for `kanban ls` and `kanban dispatch`: every board of the home at once, as the gateway ticks them.
 //! (Task ids are unique across boards, so `kanban show`/`logs` already find a task on any board.)
 
-use domain::kanban::TaskStatus;
+use domain::board::TaskStatus;
 use domain::time::Timestamp;
 
 use crate::board::report::{DispatchArgs, dispatch, print_dispatch, report_json};

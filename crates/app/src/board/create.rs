@@ -7,9 +7,9 @@
 use std::collections::HashMap;
 use std::io::Read;
 
+use domain::board::{NewTask, StoreError};
 use domain::ids::{BoardSlug, ProfileName};
 use domain::time::Timestamp;
-use kanban_core::{NewTask, StoreError};
 use serde::Deserialize;
 
 use super::open_store;

@@ -1,11 +1,11 @@
 //! `berth kanban cron add|ls|rm`, and the gateway's making of each due slot's task ([`make_due`]). Which slot is due
-//! is the board core's one rule (`kanban_core::recurring::due_slot`); each slot's task is created under the key
+//! is the board core's one rule (`domain::board::recurring::due_slot`); each slot's task is created under the key
 //! `cron:NAME:<slot>`, so of several gateways seeing one slot, on any host, one makes the task and the others find it.
 
+use domain::board::recurring::{self, due_slot};
+use domain::board::{Cron, NewCron, NewTask, StoreError};
 use domain::ids::{BoardSlug, ProfileName};
 use domain::time::Timestamp;
-use kanban_core::recurring::{self, due_slot};
-use kanban_core::{Cron, NewCron, NewTask, StoreError};
 use serde::Serialize;
 
 use crate::cli_kanban::CronCmd;
@@ -45,7 +45,7 @@ pub(crate) fn command(ctx: &Ctx, cmd: &CronCmd, now: Timestamp) -> Result<(), Fa
             if command.trim().is_empty() {
                 return Err(Failure::usage("--command must not be empty"));
             }
-            kanban_core::rules::check_text("command", command).map_err(refusal)?;
+            domain::board::rules::check_text("command", command).map_err(refusal)?;
             let every_seconds = every.map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
             if let Some(secs) = every_seconds {
                 recurring::Recurrence::every(secs).map_err(refusal)?;

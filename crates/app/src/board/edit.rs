@@ -1,11 +1,11 @@
 //! `kanban edit` and `kanban rm`, and the assignee check that catches a typo where it is made (`assign`, `edit`):
 //! a task assigned to a profile that does not exist would otherwise wait forever as "non-spawnable".
 
+use domain::board::TaskEdit;
+use domain::board::TaskStatus;
 use domain::ids::ProfileName;
-use domain::kanban::TaskStatus;
 use domain::ports::ProfileResolver;
 use domain::time::Timestamp;
-use kanban_core::TaskEdit;
 
 use crate::cli::KanbanCmd;
 use crate::edge::context::Ctx;

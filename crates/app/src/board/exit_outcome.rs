@@ -1,8 +1,8 @@
 //! `kanban.worker_exit_outcome`: a command's exit status recorded as its run's outcome, by its `berth worker run`
 //! (`worker.rs`) or by the home's runner (`runner.rs`).
 
+use domain::board::{RunEnd, RunEnding, StoreError, ending_of_exit, record_run_end};
 use domain::ports::Clock;
-use kanban_core::{RunEnd, RunEnding, StoreError, ending_of_exit, record_run_end};
 
 use super::outage;
 use crate::edge::context::{Ctx, SystemClock};
@@ -21,7 +21,7 @@ pub(super) fn record(
     store: &mut Option<Board>,
     task: &str,
     run: i64,
-    breaker: domain::kanban::Breaker,
+    breaker: domain::board::Breaker,
     code: &Result<u8, Failure>,
     last: &str,
 ) -> Result<(String, bool), Failure> {

@@ -10,8 +10,8 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use domain::board::{Claimed, WorkerRef};
 use domain::ids::BoardSlug;
-use domain::kanban::{Claimed, WorkerRef};
 use domain::ports::{LaunchError, Launched, WorkerLauncher};
 
 use crate::board::runner;

@@ -6,8 +6,8 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use domain::board::Run;
 use domain::ports::ProcessProbe;
-use kanban_core::Run;
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
@@ -186,7 +186,7 @@ fn refuse_a_log_on_another_host(ctx: &Ctx, asked: &Asked, runs: &[Run]) -> Resul
     let this_host = ctx.host_id();
     let elsewhere =
         runs.iter().rev().find(|x| asked.run.is_none_or(|r| r == x.id) && x.worker_host.is_some()).and_then(|x| {
-            x.worker_host.clone().filter(|h| !domain::liveness::is_local(&this_host, Some(h))).map(|h| (x.id, h))
+            x.worker_host.clone().filter(|h| !domain::board::liveness::is_local(&this_host, Some(h))).map(|h| (x.id, h))
         });
     match elsewhere {
         Some((r, host)) if !asked.path.is_file() => {
@@ -246,11 +246,11 @@ fn print_first(json: bool, asked: &Asked, starts: &RunStarts) -> Option<FirstRea
 
 /// Why there was nothing to print: the log was removed (and by what), was never written, or holds nothing of the
 /// asked run.
-fn why_nothing(asked: &Asked, task: &kanban_core::Task, runs: &[Run]) -> String {
+fn why_nothing(asked: &Asked, task: &domain::board::Task, runs: &[Run]) -> String {
     let exists = asked.path.is_file();
     match asked.run {
         // A log goes with an archived task's output, and with a finished one's after kanban.retention_days.
-        _ if !exists && task.status == domain::kanban::TaskStatus::Archived => {
+        _ if !exists && task.status == domain::board::TaskStatus::Archived => {
             "was removed when the task was archived".to_owned()
         }
         _ if !exists && !runs.is_empty() => {

@@ -33,10 +33,10 @@ pub mod worker;
 pub use report::{DispatchArgs, DispatchReport, TickTally, dispatch, dispatch_on, report_json, tick_config};
 pub(crate) use task_id::new_task_id;
 
+use domain::board::TaskStatus;
+use domain::board::{StoreError, Task};
 use domain::ids::{BoardSlug, ProfileName};
-use domain::kanban::TaskStatus;
 use domain::ports::Clock;
-use kanban_core::{StoreError, Task};
 
 pub(crate) use self::show::listed;
 use self::show::{show_text, tail};
@@ -305,12 +305,12 @@ async fn complete(ctx: &Ctx, id: &str, result: Option<&str>, now: domain::time::
     // says the task ran, so no read of the runs after: the completion is the one write it makes.
     let (before, t) = crate::board::outage::retrying(ctx, "record the completion", patience, &mut slot, |s| {
         let before = if run.is_some() { None } else { Some(s.task(id)?) };
-        let ending = kanban_core::RunEnding::Completed { result, exit_code: None };
-        let t = match kanban_core::record_run_end(&mut **s, id, run, &ending, domain::kanban::Breaker::at_once(1), now)?
-        {
-            kanban_core::RunRecorded::Done(t) => *t,
-            _ => s.task(id)?,
-        };
+        let ending = domain::board::RunEnding::Completed { result, exit_code: None };
+        let t =
+            match domain::board::record_run_end(&mut **s, id, run, &ending, domain::board::Breaker::at_once(1), now)? {
+                domain::board::RunRecorded::Done(t) => *t,
+                _ => s.task(id)?,
+            };
         Ok((before, t))
     })
     .await?;

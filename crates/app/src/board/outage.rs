@@ -6,7 +6,7 @@
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use kanban_core::StoreError;
+use domain::board::StoreError;
 
 use crate::edge::context::Ctx;
 use crate::edge::error::Failure;

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use domain::board::{RunEnding, RunRecorded, StoreError, Task, record_run_end};
 use domain::ports::Clock;
-use kanban_core::{RunEnding, RunRecorded, StoreError, Task, record_run_end};
 
 use crate::edge::context::{Ctx, SystemClock};
 use crate::edge::open::{Board, open_board};
@@ -62,8 +62,8 @@ pub(super) fn board_identity(ctx: &Ctx) -> Option<String> {
 }
 
 /// The op that carries a block of `kind` to a worker or the gateway: `block`, or `block:KIND`.
-pub(super) fn block_op(kind: Option<domain::kanban::BlockKind>) -> &'static str {
-    use domain::kanban::BlockKind as K;
+pub(super) fn block_op(kind: Option<domain::board::BlockKind>) -> &'static str {
+    use domain::board::BlockKind as K;
     match kind {
         None => "block",
         Some(K::Dependency) => "block:dependency",
@@ -89,7 +89,7 @@ pub(super) fn apply(
     match op {
         "complete" => {
             let ending = RunEnding::Completed { result: text, exit_code: None };
-            match record_run_end(&mut **b, task, Some(run), &ending, domain::kanban::Breaker::at_once(1), now)? {
+            match record_run_end(&mut **b, task, Some(run), &ending, domain::board::Breaker::at_once(1), now)? {
                 RunRecorded::Done(t) => Ok(*t),
                 _ => b.task(task),
             }

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeSet;
 
+use domain::board::TickConfig;
+use domain::board::{StoreError, TickRequest};
 use domain::dispatcher::{self, DispatchError, DispatchOptions, SpawnedWorker};
 use domain::ids::BoardSlug;
-use domain::kanban::TickConfig;
 use domain::policy::dispatch::{Decision, TickPlan};
 use domain::ports::{Clock, ProfileResolver};
-use kanban_core::{StoreError, TickRequest};
 use serde_json::Value as Json;
 use std::io::Write;
 

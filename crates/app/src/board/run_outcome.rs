@@ -1,10 +1,10 @@
 //! How a built-in worker's run ended, recorded on its board through the one writer of a run's end
-//! (`kanban_core::record_run_end`): done, snoozed (exit 75), failed through the breaker, or requeued for the engine.
+//! (`domain::board::record_run_end`): done, snoozed (exit 75), failed through the breaker, or requeued for the engine.
 
 use std::time::Duration;
 
+use domain::board::{EX_TEMPFAIL, RunEnd, RunEnding, ending_of_exit, record_run_end};
 use domain::ports::{Clock, ExecOutcome};
-use kanban_core::{EX_TEMPFAIL, RunEnd, RunEnding, ending_of_exit, record_run_end};
 
 use super::log_sink::log_line;
 use super::outage;
@@ -19,7 +19,7 @@ pub(super) struct Outcome<'a> {
     pub(super) run: i64,
     pub(super) patience: Duration,
     pub(super) store: Option<Board>,
-    pub(super) breaker: domain::kanban::Breaker,
+    pub(super) breaker: domain::board::Breaker,
 }
 
 impl Outcome<'_> {

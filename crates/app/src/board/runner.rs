@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use domain::board::Confirmation;
 use domain::ports::Clock;
-use kanban_core::Confirmation;
 
 use crate::edge::context::{Ctx, ProcProbe, SystemClock};
 use crate::edge::error::Failure;

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use domain::kanban::TaskStatus;
-use kanban_core::Task;
+use domain::board::Task;
+use domain::board::TaskStatus;
 
 use super::views::{RunRow, TaskRow, TaskShow};
 
 use crate::edge::open::{Board, open_read_only};
-use domain::liveness::{Liveness, WorkerFacts, judge};
+use domain::board::liveness::{Liveness, WorkerFacts, judge};
 
 use crate::edge::context::{Ctx, ProcProbe};
 use crate::edge::error::Failure;
@@ -31,7 +31,7 @@ fn worker_liveness(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Timest
         return Some(Liveness::Gone { host: t.worker_host.clone() });
     }
     let host = ctx.host_id();
-    let remote = !domain::liveness::is_local(&host, t.worker_host.as_deref());
+    let remote = !domain::board::liveness::is_local(&host, t.worker_host.as_deref());
     let host_silent = if remote {
         let hosts = store.hosts(now).unwrap_or_default();
         let seen = hosts.into_iter().find(|h| Some(h.id.as_str()) == t.worker_host.as_deref());
@@ -65,7 +65,7 @@ pub(crate) fn listed(ctx: &Ctx, store: &Board, t: &Task, now: domain::time::Time
         (Some(Liveness::NoWorker), _) => "running (starting)".to_owned(),
         (_, s) => s.to_string(),
     };
-    let schedule = kanban_core::recurring::schedule_of(t.created_by.as_deref()).map(str::to_owned);
+    let schedule = domain::board::recurring::schedule_of(t.created_by.as_deref()).map(str::to_owned);
     TaskRow { worker_alive: seen.as_ref().and_then(Liveness::alive), worker: seen, schedule, task: t, shown_status }
 }
 

@@ -2,8 +2,8 @@
 //! `kanban show`'s whole answer. Each is built once from the store's rows; `--json` prints it as it is, the text
 //! tables read the same value, and the dashboard serves it (masked), so no output assembles these objects by key.
 
-use domain::liveness::Liveness;
-use kanban_core::{Event, Run, Task};
+use domain::board::liveness::Liveness;
+use domain::board::{Event, Run, Task};
 use serde::Serialize;
 
 /// A task as `kanban ls` and `kanban show` give it: its row (timestamps as RFC 3339), then whether its worker is
@@ -59,7 +59,7 @@ pub(crate) struct TaskShow {
 /// `kanban board create`: the board, and whether this call made it (`false`: it was there).
 #[derive(Clone, Debug, Serialize)]
 pub(crate) struct BoardCreated {
-    pub board: kanban_core::Board,
+    pub board: domain::board::Board,
     pub created: bool,
 }
 

@@ -7,13 +7,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::board::{Claimed, FailureOutcome, TaskStatus};
+use domain::board::{Confirmation, EX_TEMPFAIL, Task};
 use domain::ids::{BoardSlug, ProfileName, TaskId};
-use domain::kanban::{Claimed, FailureOutcome, TaskStatus};
 use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec};
 use domain::sandbox::SandboxIdentity;
 use domain::service;
-use kanban_core::{Confirmation, EX_TEMPFAIL, Task};
 
 use crate::edge::open::Board;
 
@@ -394,7 +394,7 @@ async fn run_in_own_sandbox(
     let snoozed = matches!(result, Ok((ExecOutcome::Exited(code), _, _)) if code == EX_TEMPFAIL);
     let limit_reached = !snoozed
         && matches!(
-            domain::kanban::record_failure(
+            domain::board::record_failure(
                 u32::try_from(task.consecutive_failures).unwrap_or(0),
                 task.max_retries.and_then(|m| u32::try_from(m).ok()),
                 store.breaker.limit,

@@ -31,8 +31,8 @@ pub struct Ctx {
 impl Ctx {
     /// What a failure of a task of `assignee` does, at `limit` (`kanban.failure_limit`, or a dispatch's
     /// `--failure-limit`): the assignee's retry backoff (`kanban.retry_backoff_*`, per-profile overrides).
-    pub fn breaker(&self, limit: u32, assignee: Option<&str>) -> domain::kanban::Breaker {
-        domain::kanban::Breaker { limit, backoff: self.settings.retry_backoffs().of(assignee) }
+    pub fn breaker(&self, limit: u32, assignee: Option<&str>) -> domain::board::Breaker {
+        domain::board::Breaker { limit, backoff: self.settings.retry_backoffs().of(assignee) }
     }
 
     /// Resolves home, profile and settings from the flags and the environment; warnings go to the log.

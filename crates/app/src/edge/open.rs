@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 pub use docker_adapter::{CONNECT_TIMEOUT, DEFAULT_ENDPOINT};
 use docker_adapter::{DockerRunFlags, DockerRuntime};
+use domain::board::{BoardStore, StoreError};
 use domain::ports::{Engine, ExtraArgsParser, RuntimeError};
-use kanban_core::{BoardStore, StoreError};
 use kanban_store::SqliteKanbanStore;
 
 use crate::edge::context::Ctx;
@@ -56,7 +56,7 @@ pub fn open_store(ctx: &Ctx) -> Result<Board, Failure> {
 
 /// Opens the board (SQLite or PostgreSQL) as this host, without the legacy move of [`open_store`]: for a process
 /// that opens it again after an outage.
-pub(crate) fn open_board(ctx: &Ctx) -> Result<Board, kanban_core::StoreError> {
+pub(crate) fn open_board(ctx: &Ctx) -> Result<Board, domain::board::StoreError> {
     BoardAt::of(ctx).open()
 }
 
@@ -81,7 +81,7 @@ impl BoardAt {
     }
 
     /// Opens the board (read-write) as this host.
-    pub(crate) fn open(&self) -> Result<Board, kanban_core::StoreError> {
+    pub(crate) fn open(&self) -> Result<Board, domain::board::StoreError> {
         if let Some(url) = &self.url {
             return Ok(Box::new(kanban_postgres::PgKanbanStore::open_within(url, &self.host, self.bound)?));
         }
@@ -132,7 +132,7 @@ pub fn copy_sqlite_board(
     to: &str,
     host: &str,
     bound: std::time::Duration,
-) -> Result<(String, kanban_core::CopyReport), Failure> {
+) -> Result<(String, domain::board::CopyReport), Failure> {
     let dump = SqliteKanbanStore::open_read_only(source)?.dump()?;
     let target = kanban_postgres::PgKanbanStore::open_within(to, host, bound)?;
     let report = kanban_postgres::load_board(&dump, &target)?;

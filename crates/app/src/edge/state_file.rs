@@ -4,9 +4,8 @@
 //! name is written through) and a rename, which replaces whatever sat at the name instead of following it.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The text of the regular file at `path` when it is at most `max` bytes; `None` for anything else (missing, a
 /// symlink, a FIFO, a device, a directory, too large, not UTF-8).
@@ -22,26 +21,31 @@ pub fn read_small(path: &Path, max: u64) -> Option<String> {
     Some(text)
 }
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Replaces `path` whole with `bytes` (mode `mode`) through a temporary file beside it (`tempfile`: a random name,
+/// created exclusively) and a rename, so a reader sees all of it or none and nothing planted at or beside `path` is
+/// written through.
+///
+/// # Errors
+/// When the folder cannot be written, or the rename fails (the temporary file is removed then).
+pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| format!(".{}.", n.to_string_lossy())).unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&name)
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
 
-/// Writes `bytes` to `path` (its folder made when missing) through a temporary file of a name no one can plant in
-/// advance (pid, time and a counter; created exclusively, mode 0600) and a rename, so a reader sees all of it or
-/// none and nothing at `path` or beside it is written through. Best effort: a failure leaves `path` as it was.
+/// [`replace`] with mode 0600, the folder made when missing. Best effort: a failure leaves `path` as it was.
 pub fn write_atomically(path: &Path, bytes: &[u8]) {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return };
-    let _ = std::fs::create_dir_all(dir);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{}.{}.{nanos:x}.{n}.tmp", name.to_string_lossy(), std::process::id()));
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes));
-    if written.is_err() || std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
     }
+    let _ = replace(path, bytes, 0o600);
 }
 
 #[cfg(test)]

@@ -82,12 +82,8 @@ fn upstream_roots(ctx: &Ctx) -> Result<String, Failure> {
 
 /// Writes `path` whole with `mode`, through a new file renamed over it.
 fn write_file(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Failure> {
-    let fail = |e: std::io::Error| Failure::other(format!("cannot write {}: {e}", path.display()));
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(fail)?;
-    f.set_permissions(std::fs::Permissions::from_mode(mode)).map_err(fail)?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)
+    crate::edge::state_file::replace(path, bytes, mode)
+        .map_err(|e| Failure::other(format!("cannot write {}: {e}", path.display())))
 }
 
 /// Writes `path` (0644: certificates only) when its content differs.

@@ -55,7 +55,7 @@ fn boards(ctx: &Ctx) -> Result<(Counts, Vec<Diagnostic>), Failure> {
         let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
         for t in store.tasks(&slug, None, None)? {
             *by_status.entry(t.status.to_string()).or_default() += 1;
-            if t.consecutive_failures > 0 && t.status == domain::kanban::TaskStatus::Ready {
+            if t.consecutive_failures > 0 && t.status == domain::board::TaskStatus::Ready {
                 let reason = t.last_failure_error.as_deref().map(redact).unwrap_or_default();
                 failed.push(Diagnostic {
                     reason: format!("failed {}x: {reason}", t.consecutive_failures),

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use domain::kanban::TaskStatus;
+use domain::board::TaskStatus;
 
 use crate::board::TickTally;
 use crate::edge::context::Ctx;

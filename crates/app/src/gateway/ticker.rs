@@ -127,7 +127,7 @@ struct KeptBoard(Option<crate::edge::open::Board>);
 impl KeptBoard {
     /// The boards to dispatch, listed on the kept connection when there is one; a kept connection that fails (the
     /// server restarted, an idle connection was dropped) is replaced by a new one at once, so it costs no tick.
-    fn boards(&mut self, ctx: &Ctx) -> Result<Vec<kanban_core::Board>, Failure> {
+    fn boards(&mut self, ctx: &Ctx) -> Result<Vec<domain::board::Board>, Failure> {
         if let Some(kept) = &self.0 {
             match kept.boards() {
                 Ok(boards) => return Ok(boards),

@@ -20,7 +20,7 @@ pub async fn connect(ctx: &Ctx) -> Result<Arc<dyn Engine>, Failure> {
     if let Some(id) = socket_identity(&endpoint) {
         let (cache, text) = (api_version_cache(ctx, &endpoint), format!("{id} {}", rt.api_version()));
         if read_small(&cache).is_none_or(|had| had != text) {
-            write_atomically(&cache, &text);
+            crate::edge::state_file::write_atomically(&cache, text.as_bytes());
         }
     }
     Ok(rt)
@@ -67,17 +67,6 @@ fn socket_identity(endpoint: &str) -> Option<String> {
 fn api_version_cache(ctx: &Ctx, endpoint: &str) -> std::path::PathBuf {
     let hash = domain::sha256::hex_digest(endpoint.as_bytes());
     ctx.home.join("cache").join(format!("api-version-{}", hash.get(..12).unwrap_or("x")))
-}
-
-/// Writes `text` to `path` through a temporary file and a rename, so a concurrent reader sees all of it or none.
-fn write_atomically(path: &std::path::Path, text: &str) {
-    let Some(dir) = path.parent() else { return };
-    let _ = std::fs::create_dir_all(dir);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
 }
 
 /// Whether the storage driver can enforce `--storage-opt size=` (overlay2 on XFS), cached per home and endpoint; an
@@ -141,6 +130,9 @@ async fn cached_probe(
         }
     }
     let Ok(answer) = probe.await else { return on_error };
-    write_atomically(&cache, &format!("{engine} {}", if answer { "yes" } else { "no" }));
+    crate::edge::state_file::write_atomically(
+        &cache,
+        format!("{engine} {}", if answer { "yes" } else { "no" }).as_bytes(),
+    );
     answer
 }

@@ -257,7 +257,7 @@ impl Folders {
         let slugs = boards.iter().filter_map(|b| domain::ids::BoardSlug::parse(&b.slug).ok());
         slugs
             .flat_map(|slug| store.tasks(&slug, None, None).unwrap_or_default())
-            .filter(|t| t.status != domain::kanban::TaskStatus::Archived)
+            .filter(|t| t.status != domain::board::TaskStatus::Archived)
             .filter_map(|t| Some(self.task_identity(&t.id, t.assignee.as_deref())?.digest()))
             .collect()
     }

@@ -8,9 +8,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use domain::board::{NewTask, TaskEdit, WorkerRef};
 use domain::ids::{BoardSlug, ProfileName};
 use domain::ports::Clock;
-use kanban_core::{NewTask, TaskEdit, WorkerRef};
 use serde::Deserialize;
 
 use super::Web;
@@ -187,7 +187,7 @@ pub(crate) async fn act(
 /// `retry`: a blocked task unblocked, and a waiting one (blocked, ready or todo) no longer held back by its time (a
 /// retry's backoff, a schedule): the next tick may start it.
 fn retry(ctx: &crate::edge::context::Ctx, id: &str) -> Result<String, Failure> {
-    use domain::kanban::TaskStatus as S;
+    use domain::board::TaskStatus as S;
     let mut store = crate::edge::open::open_store(ctx)?;
     let now = SystemClock.now();
     let before = store.task(id)?;
@@ -210,10 +210,10 @@ async fn complete(web: &Arc<Web>, id: String, result: Option<String>) -> Result<
         let mut store = crate::edge::open::open_store(ctx)?;
         let before = store.task(&id)?;
         let result = result.as_deref().map(crate::edge::redact::redact);
-        let ending = kanban_core::RunEnding::Completed { result: result.as_deref(), exit_code: None };
-        let breaker = domain::kanban::Breaker::at_once(1);
-        let t = match kanban_core::record_run_end(&mut *store, &id, None, &ending, breaker, SystemClock.now())? {
-            kanban_core::RunRecorded::Done(t) => *t,
+        let ending = domain::board::RunEnding::Completed { result: result.as_deref(), exit_code: None };
+        let breaker = domain::board::Breaker::at_once(1);
+        let t = match domain::board::record_run_end(&mut *store, &id, None, &ending, breaker, SystemClock.now())? {
+            domain::board::RunRecorded::Done(t) => *t,
             _ => store.task(&id)?,
         };
         let had_runs = !store.runs(&id)?.is_empty();
@@ -287,7 +287,7 @@ fn edit(ctx: &crate::edge::context::Ctx, id: &str, e: Edit) -> Result<String, Fa
     }
     let mut store = crate::edge::open::open_store(ctx)?;
     let before = store.task(id)?;
-    if !matches!(before.status, domain::kanban::TaskStatus::Done | domain::kanban::TaskStatus::Archived) {
+    if !matches!(before.status, domain::board::TaskStatus::Done | domain::board::TaskStatus::Archived) {
         crate::board::edit::check_command(ctx, e.command.as_deref().or(before.command.as_deref()))?;
     }
     let edit = TaskEdit {

@@ -12,7 +12,6 @@
 //! stream takes `?token=` (an `EventSource` cannot set headers). Scripts and Prometheus send the header. A write
 //! must carry the `x-berth-csrf` header and, when the browser names one, come from the dashboard's own origin.
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,18 +37,7 @@ pub(crate) fn new_token(home: &Path) -> Result<String, Failure> {
     let token =
         crate::edge::random::hex128().map_err(|e| Failure::other(format!("cannot draw the dashboard token: {e}")))?;
     let path = token_path(home);
-    let tmp = path.with_extension("token.tmp");
-    let written = {
-        use std::os::unix::fs::OpenOptionsExt;
-        let _ = std::fs::remove_file(&tmp);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(token.as_bytes()))
-            .and_then(|()| std::fs::rename(&tmp, &path))
-    };
+    let written = crate::edge::state_file::replace(&path, token.as_bytes(), 0o600);
     written.map_err(|e| Failure::other(format!("cannot write {}: {e}", path.display())))?;
     Ok(token)
 }

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
+use domain::board::TaskStatus;
 use domain::ids::BoardSlug;
-use domain::kanban::TaskStatus;
 use domain::ports::Clock;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -105,7 +105,7 @@ pub fn observe_tick(took: Duration) {
 
 /// Counts completions and failures since the last scrape: a task now done that was not (or, seen for the first time,
 /// finished after this process started), and every rise of a task's consecutive failures.
-fn observe_tasks(tasks: &[kanban_core::Task]) {
+fn observe_tasks(tasks: &[domain::board::Task]) {
     let c = &*COUNTERS;
     let Ok(mut seen) = c.seen.lock() else { return };
     // Rebuilt at each scrape, so a task taken off the board leaves the map too.

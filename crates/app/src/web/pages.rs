@@ -65,8 +65,8 @@ pub(crate) fn error(message: &str) -> Markup {
 }
 
 /// The buttons of the transitions a task in `status` can take (`remove` only on its own page).
-fn actions(id: &str, status: domain::kanban::TaskStatus, remove: bool) -> Markup {
-    use domain::kanban::TaskStatus as S;
+fn actions(id: &str, status: domain::board::TaskStatus, remove: bool) -> Markup {
+    use domain::board::TaskStatus as S;
     let mut acts: Vec<&str> = Vec::new();
     match status {
         S::Blocked => acts.extend(["unblock", "retry"]),
@@ -167,7 +167,7 @@ pub(crate) fn board(v: &BoardView) -> Markup {
 pub(crate) fn task_detail(v: &TaskView) -> Markup {
     let t = &v.task;
     let field = |k: &str| t.get(k).and_then(|x| x.as_str()).unwrap_or("-").to_owned();
-    let status = t["status"].as_str().and_then(domain::kanban::TaskStatus::from_db);
+    let status = t["status"].as_str().and_then(domain::board::TaskStatus::from_db);
     html! {
         h1 { (field("title")) }
         @if let Some(s) = status { (actions(&field("id"), s, true)) }
@@ -218,7 +218,7 @@ pub(crate) fn when(ms: i64) -> Markup {
 }
 
 /// An event's payload as `key: value` lines, its times (`expires`, `*_at`, stored as milliseconds) as times.
-fn payload(e: &kanban_core::Event) -> Markup {
+fn payload(e: &domain::board::Event) -> Markup {
     let Some(map) = e.payload.as_object() else {
         return html! { @if !e.payload.is_null() { code { (e.payload.to_string()) } } };
     };

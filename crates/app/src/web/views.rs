@@ -2,11 +2,11 @@
 //! returns them as JSON, so both always show the same thing. Every text that could carry a secret goes through
 //! `redact` (forwarded environment values, the board password), and no setting value is ever part of a view.
 
+use domain::board::TaskStatus;
+use domain::board::{Event, Run, Task};
 use domain::ids::BoardSlug;
-use domain::kanban::TaskStatus;
 use domain::ports::Clock;
 use domain::time::Timestamp;
-use kanban_core::{Event, Run, Task};
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -315,7 +315,7 @@ pub(crate) fn hosts(ctx: &Ctx) -> Result<HostsView, Failure> {
             && crate::edge::process::lock_held(&ctx.home.join("gateway.lock"));
         let mut seen = store.hosts(now())?;
         if gateway_here && !seen.iter().any(|h| h.id == this_host) {
-            seen.push(kanban_core::HostSeen { id: this_host.clone(), silent_ms: 0 });
+            seen.push(domain::board::HostSeen { id: this_host.clone(), silent_ms: 0 });
         }
         for h in seen {
             let tasks = running.iter().filter(|t| t.worker_host.as_deref() == Some(h.id.as_str()));

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use crate::kanban::{DispatchCaps, TaskStatus, TickConfig};
+use crate::board::{DispatchCaps, TaskStatus, TickConfig};
 use crate::test_util::{self as tu, FakeKanbanStore, World};
 
 #[test]
@@ -96,7 +96,7 @@ fn apply(w: &mut World<FakeKanbanStore>, op: &Op) {
                 let _ = w.store.confirm_run(
                     &c.task_id,
                     c.run_id,
-                    crate::kanban::WorkerRef { pid: i64::from(p), start: Some(i64::from(p)) },
+                    crate::board::WorkerRef { pid: i64::from(p), start: Some(i64::from(p)) },
                     Duration::from_secs(900),
                     now,
                 );

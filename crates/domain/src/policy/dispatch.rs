@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::kanban::{
+use crate::board::{
     BoardSnapshot, FailureOutcome, HEARTBEAT_STALE_SECS, TaskRow, TaskStatus, TickConfig, record_failure,
 };
 use crate::time::Timestamp;

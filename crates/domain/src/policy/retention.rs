@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::kanban::TaskStatus;
+use crate::board::TaskStatus;
 use crate::time::Timestamp;
 
 /// A task as retention sees it.

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use crate::board::KanbanStore;
+use crate::board::{TaskStatus, TickConfig, TickRequest, WorkerRef};
 use crate::dispatcher::{DispatchError, DispatchOptions, TickReport, dispatch};
 use crate::ids::BoardSlug;
-use crate::kanban::{TaskStatus, TickConfig, TickRequest, WorkerRef};
 use crate::policy::dispatch::Decision;
-use crate::ports::KanbanStore;
 use crate::test_util::{FakeClock, FakeLauncher, block_on, tick_config};
 use crate::time::Timestamp;
 

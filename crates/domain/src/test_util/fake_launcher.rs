@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
+use crate::board::{Claimed, WorkerRef};
 use crate::ids::BoardSlug;
-use crate::kanban::{Claimed, WorkerRef};
 use crate::ports::{LaunchError, Launched, WorkerLauncher};
 use crate::test_util::FakeProcessProbe;
 

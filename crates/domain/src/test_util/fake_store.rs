@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::ids::BoardSlug;
-use crate::kanban::{
+use crate::board::KanbanStore;
+use crate::board::transitions::HousekeepingChange;
+use crate::board::{
     BoardSnapshot, Claimed, FailureOutcome, SpawnRecord, TaskBrief, TaskRow, TaskStatus, TickOutcome, TickRequest,
     WorkerRef, record_failure,
 };
+use crate::ids::BoardSlug;
 use crate::policy::dispatch::{Decision, TickPlan};
-use crate::ports::KanbanStore;
 use crate::time::Timestamp;
-use crate::transitions::HousekeepingChange;
 
 /// Errors of the in-memory store (the same cases the SQLite store reports).
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -388,7 +388,7 @@ impl KanbanStore for FakeKanbanStore {
         id: &str,
         _run: i64,
         _error: &str,
-        breaker: crate::kanban::Breaker,
+        breaker: crate::board::Breaker,
         _now: Timestamp,
     ) -> Result<FailureOutcome, Self::Error> {
         if !self.tasks.contains_key(id) {

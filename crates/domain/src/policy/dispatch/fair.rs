@@ -2,7 +2,7 @@
 //! own room, and the key the candidates are taken in (see [`super::Planner`]).
 
 use super::{Decision, Planner};
-use crate::kanban::RATE_WINDOW_SECS;
+use crate::board::RATE_WINDOW_SECS;
 use crate::time::Timestamp;
 
 /// What limits the starts of one tick board-wide, when anything does.

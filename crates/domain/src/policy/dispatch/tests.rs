@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::fair::rate_room;
 use super::*;
-use crate::kanban::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
+use crate::board::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
 
 const NOW: Timestamp = Timestamp::from_secs(1_800_000_000);
 

@@ -2,11 +2,11 @@
 //! [`BoardEvent::payload`] and never builds a payload of its own, so the same story leaves the same event log on
 //! every store (the shared store suite compares them: `board_port::the_same_story_leaves_the_same_event_log`).
 //!
-//! Payload timestamps (`expires`, `*_at`) are milliseconds since the epoch, printed as RFC 3339 by [`crate::Event`].
+//! Payload timestamps (`expires`, `*_at`) are milliseconds since the epoch, printed as RFC 3339 by [`crate::board::Event`].
 
-use domain::kanban::{BlockKind, TaskStatus};
-use domain::policy::dispatch::Housekeeping;
-use domain::transitions::HousekeepingChange;
+use crate::board::transitions::HousekeepingChange;
+use crate::board::{BlockKind, TaskStatus};
+use crate::policy::dispatch::Housekeeping;
 use serde::Serialize;
 use serde_json::{Map, Value as Json};
 
@@ -192,7 +192,7 @@ impl BoardEvent<'_> {
 
 #[cfg(test)]
 mod tests {
-    use domain::kanban::FailureOutcome;
+    use crate::board::FailureOutcome;
 
     use super::*;
 

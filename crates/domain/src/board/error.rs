@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use domain::kanban::TaskStatus;
+use crate::board::TaskStatus;
 use thiserror::Error;
 
 /// Errors of the board store.
@@ -73,12 +73,12 @@ impl StoreError {
     }
 
     /// The guard's refusal for task `task`.
-    pub fn refused(task: &str, e: domain::transitions::GuardRefused) -> Self {
+    pub fn refused(task: &str, e: crate::board::transitions::GuardRefused) -> Self {
         match e {
-            domain::transitions::GuardRefused::Transition(t) => {
+            crate::board::transitions::GuardRefused::Transition(t) => {
                 Self::Transition { task: task.to_owned(), status: t.status, action: t.action }
             }
-            domain::transitions::GuardRefused::Moved { run, status } => {
+            crate::board::transitions::GuardRefused::Moved { run, status } => {
                 Self::Moved { task: task.to_owned(), run, status }
             }
         }

@@ -1,12 +1,12 @@
 //! The board's rows as every store hands them out (tasks, events, runs, boards, hosts) and what callers pass in.
 
-use domain::kanban::{BlockKind, TaskStatus};
+use crate::board::{BlockKind, TaskStatus, WorkerRef};
 use serde::Serialize;
 use serde_json::Value as Json;
 
 /// Timestamps are stored as milliseconds since the epoch and serialized (every `--json` output) as RFC 3339.
 mod rfc3339 {
-    use domain::time::Timestamp;
+    use crate::time::Timestamp;
     use serde::Serializer;
     use serde_json::Value as Json;
 
@@ -170,6 +170,15 @@ pub struct RunEnd<'a> {
     pub retry_at: Option<i64>,
 }
 
+/// What a transition that ends a task's run (archive, reclaim, review, block) found once the transition table allowed
+/// it: the status it left, this host's worker to stop, and the run it closed.
+#[derive(Clone, Copy, Debug)]
+pub struct Stopped {
+    pub status: TaskStatus,
+    pub worker: Option<WorkerRef>,
+    pub run: Option<i64>,
+}
+
 /// A worker confirming its own run: who it is, so liveness checks and stops can verify it.
 #[derive(Clone, Copy, Debug)]
 pub struct Confirmation<'a> {
@@ -234,12 +243,14 @@ impl Cron {
     /// When its slots fall.
     ///
     /// # Errors
-    /// [`crate::StoreError::Invalid`] for a row whose expression no longer parses (written by hand).
-    pub fn recurrence(&self) -> crate::Result<crate::recurring::Recurrence> {
+    /// [`crate::board::StoreError::Invalid`] for a row whose expression no longer parses (written by hand).
+    pub fn recurrence(&self) -> crate::board::Result<crate::board::recurring::Recurrence> {
         match (&self.cron, self.every_seconds) {
-            (Some(expr), _) => Ok(crate::recurring::Recurrence::Cron(crate::recurring::CronExpr::parse(expr)?)),
-            (None, Some(secs)) => crate::recurring::Recurrence::every(secs),
-            (None, None) => Err(crate::StoreError::Invalid(format!("schedule {} has no recurrence", self.name))),
+            (Some(expr), _) => {
+                Ok(crate::board::recurring::Recurrence::Cron(crate::board::recurring::CronExpr::parse(expr)?))
+            }
+            (None, Some(secs)) => crate::board::recurring::Recurrence::every(secs),
+            (None, None) => Err(crate::board::StoreError::Invalid(format!("schedule {} has no recurrence", self.name))),
         }
     }
 }

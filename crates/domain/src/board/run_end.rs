@@ -3,10 +3,10 @@
 //! to its task (done and children promoted, a failure through the breaker, a requeue that counts nothing) is decided
 //! in one place and written by the store in one guarded transaction.
 
-use domain::kanban::{Breaker, FailureOutcome};
-use domain::time::Timestamp;
+use crate::board::{Breaker, FailureOutcome};
+use crate::time::Timestamp;
 
-use crate::{BoardStore, Result, RunEnd, Task};
+use crate::board::{BoardStore, Result, RunEnd, Task};
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +43,7 @@ impl RunRecorded {
 /// recorded twice is recorded once.
 ///
 /// # Errors
-/// The store's: [`crate::StoreError::Moved`] or [`crate::StoreError::Transition`] when the task is no longer on the
+/// The store's: [`crate::board::StoreError::Moved`] or [`crate::board::StoreError::Transition`] when the task is no longer on the
 /// run, a storage error.
 pub fn record_run_end<S: BoardStore + ?Sized>(
     store: &mut S,
@@ -59,7 +59,7 @@ pub fn record_run_end<S: BoardStore + ?Sized>(
         }
         RunEnding::Failed(end) => store.fail(task, run, end, breaker, now).map(RunRecorded::Failed),
         RunEnding::Requeued(end) => {
-            let run = run.ok_or_else(|| crate::StoreError::Invalid("a requeue needs the run it ends".into()))?;
+            let run = run.ok_or_else(|| crate::board::StoreError::Invalid("a requeue needs the run it ends".into()))?;
             store.requeue(task, run, end, now).map(|()| RunRecorded::Requeued)
         }
     }

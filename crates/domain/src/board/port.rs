@@ -1,21 +1,121 @@
-//! The whole board as one trait, [`BoardStore`]: the dispatcher's port plus every command's reads and transitions.
+//! The board's one port: [`KanbanStore`], what the dispatcher needs (a snapshot, a tick, its claims), and
+//! [`BoardStore`], that plus every command's reads and transitions.
 //! `kanban-store` implements it on SQLite and `kanban-postgres` on PostgreSQL, sibling adapters that know nothing
 //! of each other; `app` holds a `Box<dyn BoardStore + Send>` and names a store type only where it opens one.
 
 use std::time::Duration;
 
-use domain::ids::BoardSlug;
-use domain::kanban::{
-    BlockKind, BoardSnapshot, Breaker, FailureOutcome, SpawnRecord, TaskBrief, TaskStatus, TickOutcome, TickRequest,
+use crate::board::{
+    BlockKind, Board, BoardSnapshot, Breaker, Confirmation, Created, Cron, Event, FailureOutcome, HostSeen, NewCron,
+    NewTask, Result, Run, RunEnd, SpawnRecord, StoreError, Task, TaskBrief, TaskEdit, TaskStatus, TickOutcome,
+    TickRequest, WorkerRef,
 };
-use domain::policy::dispatch::TickPlan;
-use domain::ports::KanbanStore;
-use domain::time::Timestamp;
+use crate::ids::BoardSlug;
+use crate::policy::dispatch::TickPlan;
+use crate::time::Timestamp;
 
-use crate::{
-    Board, Confirmation, Created, Cron, Event, HostSeen, NewCron, NewTask, Result, Run, RunEnd, StoreError, Task,
-    TaskEdit, WorkerRef,
-};
+/// The board: where tasks, claims and runs live (SQLite today; PostgreSQL next).
+///
+/// Synchronous on purpose: a tick is one short, serialized transaction (SQLite's `BEGIN IMMEDIATE`, a PostgreSQL
+/// advisory lock) and nothing in it waits on the network but the store itself. An async store can implement it
+/// with `block_in_place`. The store never decides: it reads a snapshot, hands it to the domain's planner, and
+/// applies the returned plan inside the same transaction, so a dry run and a real tick plan identically.
+pub trait KanbanStore {
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Fails when `board` does not exist.
+    ///
+    /// # Errors
+    /// The store's "no board" error, or a storage error.
+    fn check_board(&self, board: &crate::ids::BoardSlug) -> Result<(), Self::Error>;
+
+    /// The task's board, status and assignee.
+    ///
+    /// # Errors
+    /// The store's "no task" error, or a storage error.
+    fn task_brief(&self, id: &str) -> Result<crate::board::TaskBrief, Self::Error>;
+
+    /// Reads what a tick plans over, writing nothing (dry run).
+    ///
+    /// # Errors
+    /// A storage error or undecodable rows.
+    fn snapshot(&self, req: &crate::board::TickRequest<'_>) -> Result<crate::board::BoardSnapshot, Self::Error>;
+
+    /// Streams a dry run's plan into `sink`, writing nothing: every housekeeping action and promotion, then one
+    /// decision per ready task in dispatch order (see [`crate::policy::dispatch::PlanSink`]). The default plans
+    /// over [`KanbanStore::snapshot`], which holds every ready task in memory; a store that can read its ready tasks
+    /// in dispatch order overrides it and feeds a [`crate::policy::dispatch::Planner`] row by row, so a dry run's
+    /// memory is bounded by the profiles and the running tasks, not by the ready tasks.
+    ///
+    /// # Errors
+    /// A storage error or undecodable rows (part of the plan may have reached `sink`).
+    fn plan_into(
+        &self,
+        req: &crate::board::TickRequest<'_>,
+        sink: &mut dyn crate::policy::dispatch::PlanSink,
+    ) -> Result<(), Self::Error> {
+        let snap = self.snapshot(req)?;
+        crate::policy::dispatch::plan_tick_into(req.now, &snap, req.cfg, sink);
+        Ok(())
+    }
+
+    /// One serialized unit: snapshot, `plan(snapshot)`, then housekeeping, promotion, default assignment and
+    /// compare-and-swap claims (each new claim a spawn lease of `req.spawn_lease`), each appending its event.
+    ///
+    /// # Errors
+    /// A storage error; nothing is applied then.
+    fn tick(
+        &mut self,
+        req: &crate::board::TickRequest<'_>,
+        plan: &(dyn Fn(&crate::board::BoardSnapshot) -> crate::policy::dispatch::TickPlan + Sync),
+    ) -> Result<crate::board::TickOutcome, Self::Error>;
+
+    /// [`KanbanStore::tick`] with the domain's planner, the whole plan streamed into `sink` as it is made. The
+    /// outcome's `plan` holds at least the housekeeping, the promotions and every decision the tick applied (spawns,
+    /// default assignments). The default plans over the snapshot, replays the whole plan into `sink` and returns it
+    /// whole; a store that streams (SQLite) keeps only what it applies, so a tick's memory does not grow with the
+    /// ready tasks.
+    ///
+    /// # Errors
+    /// A storage error; nothing is applied then (part of the plan may have reached `sink`).
+    fn tick_into(
+        &mut self,
+        req: &crate::board::TickRequest<'_>,
+        sink: &mut dyn crate::policy::dispatch::PlanSink,
+    ) -> Result<crate::board::TickOutcome, Self::Error> {
+        let (now, cfg) = (req.now, req.cfg);
+        let out = self.tick(req, &|snap| crate::policy::dispatch::plan_tick(now, snap, cfg))?;
+        out.plan.replay(sink);
+        Ok(out)
+    }
+
+    /// Records started workers (pid, start, host, log) and confirms their runs for them, in one write: each run
+    /// still its task's current one and unconfirmed becomes confirmed by that (pid, start) on this host, its claim
+    /// lasting `claim_ttl` from `now` (the same compare-and-swap a worker's own confirmation is). Returns how many
+    /// runs it confirmed; a run it did not (superseded meanwhile) is left for its worker to find superseded.
+    ///
+    /// # Errors
+    /// A storage error.
+    fn record_spawned(
+        &mut self,
+        spawned: &[crate::board::SpawnRecord<'_>],
+        claim_ttl: Duration,
+        now: Timestamp,
+    ) -> Result<usize, Self::Error>;
+
+    /// A worker that could not be started: the failure breaker (requeue, or block with `gave_up`).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn record_spawn_failure(
+        &mut self,
+        id: &str,
+        run: i64,
+        error: &str,
+        breaker: crate::board::Breaker,
+        now: Timestamp,
+    ) -> Result<crate::board::FailureOutcome, Self::Error>;
+}
 
 /// Every operation on a board, whatever engine holds it. Each write is one transaction with its events; a
 /// transition is looked up in the domain's transition table; errors are [`StoreError`]s.
@@ -132,7 +232,7 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     /// # Errors
     /// [`StoreError::NoTask`], [`StoreError::Moved`] or [`StoreError::Transition`].
     fn requeue(&mut self, id: &str, run: i64, end: &RunEnd<'_>, now: Timestamp) -> Result<()>;
-    /// Blocks a task, of `kind` when given ([`crate::rules::block_change`]: blocked, todo for a dependency while a
+    /// Blocks a task, of `kind` when given ([`crate::board::rules::block_change`]: blocked, todo for a dependency while a
     /// parent is open, triage for the same block a second time); returns the worker to stop.
     ///
     /// # Errors
@@ -243,7 +343,7 @@ pub trait BoardStore: KanbanStore<Error = StoreError> {
     fn hosts(&self, now: Timestamp) -> Result<Vec<HostSeen>>;
 }
 
-/// A boxed board is a dispatcher port too, so `domain::dispatcher::dispatch` runs on whichever store `app` opened.
+/// A boxed board is a dispatcher port too, so `crate::dispatcher::dispatch` runs on whichever store `app` opened.
 impl KanbanStore for Box<dyn BoardStore + Send> {
     type Error = StoreError;
 
@@ -257,7 +357,7 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
         (**self).snapshot(req)
     }
     // Forwarded, never left to the defaults: a store's streaming plan is what bounds a tick's memory.
-    fn plan_into(&self, req: &TickRequest<'_>, sink: &mut dyn domain::policy::dispatch::PlanSink) -> Result<()> {
+    fn plan_into(&self, req: &TickRequest<'_>, sink: &mut dyn crate::policy::dispatch::PlanSink) -> Result<()> {
         (**self).plan_into(req, sink)
     }
     fn tick(
@@ -270,7 +370,7 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
     fn tick_into(
         &mut self,
         req: &TickRequest<'_>,
-        sink: &mut dyn domain::policy::dispatch::PlanSink,
+        sink: &mut dyn crate::policy::dispatch::PlanSink,
     ) -> Result<TickOutcome> {
         (**self).tick_into(req, sink)
     }

@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 
-use domain::kanban::{BlockKind, Breaker, FailureOutcome, TaskStatus, record_failure};
-use domain::time::Timestamp;
+use crate::board::{BlockKind, Breaker, FailureOutcome, TaskStatus, record_failure};
+use crate::time::Timestamp;
 
-use crate::{BoardEvent, NewTask, Result, RunEnd, StoreError};
+use crate::board::{BoardEvent, NewTask, Result, RunEnd, StoreError};
 
 /// A new task's status: `triage` when asked, `todo` while a parent is unfinished, else `ready`. `parents` are the
 /// task's parents with their statuses (`None`: no such task).
@@ -129,7 +129,7 @@ pub fn check_new(new: &NewTask) -> Result<()> {
 ///
 /// # Errors
 /// [`StoreError::Invalid`] saying which.
-pub fn check_edit(edit: &crate::TaskEdit) -> Result<()> {
+pub fn check_edit(edit: &crate::board::TaskEdit) -> Result<()> {
     if let Some(title) = &edit.title {
         check_title(title)?;
     }
@@ -370,7 +370,7 @@ mod tests {
         use std::time::Duration;
         let now = Timestamp::from_millis(1_000_000);
         let failed = RunEnd { outcome: "failed", error: "x", exit_code: Some(1), retry_at: None };
-        let backoff = domain::kanban::RetryBackoff { base: Duration::from_secs(10), max: Duration::from_secs(600) };
+        let backoff = crate::board::RetryBackoff { base: Duration::from_secs(10), max: Duration::from_secs(600) };
         let breaker = Breaker { limit: 20, backoff };
         for (consecutive, full_ms) in [(0, 10_000), (1, 20_000), (2, 40_000), (9, 600_000)] {
             for task in ["a", "b", "c"] {

@@ -4,9 +4,9 @@
 //! slot makes exactly one task however many gateways see it, and a slot missed while no gateway ran is made once on
 //! return (the latest one only). Times are UTC.
 
-use domain::time::Timestamp;
+use crate::time::Timestamp;
 
-use crate::{Result, StoreError};
+use crate::board::{Result, StoreError};
 
 const MINUTE_MS: i64 = 60_000;
 const DAY_MS: i64 = 86_400_000;

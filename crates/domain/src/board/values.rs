@@ -146,7 +146,7 @@ pub struct TaskRow {
     pub claimed: bool,
     pub claim_expires: Option<Timestamp>,
     pub worker_pid: Option<u32>,
-    /// Observed at the edge by [`crate::liveness::judge`]: is the worker alive (this host: pid and start; another
+    /// Observed at the edge by [`crate::board::liveness::judge`]: is the worker alive (this host: pid and start; another
     /// host: its host's heartbeat)? `None` when nothing can be said (no worker yet, or a host that never beat).
     pub worker_alive: Option<bool>,
     /// The worker's host when it stopped heartbeating for longer than the host timeout: its tasks are taken over.
@@ -303,7 +303,7 @@ pub struct RunningRow<'a> {
     pub claimed: bool,
     pub claim_expires: Option<Timestamp>,
     pub run_id: Option<i64>,
-    pub worker: crate::liveness::WorkerFacts<'a>,
+    pub worker: crate::board::liveness::WorkerFacts<'a>,
     pub last_heartbeat: Option<Timestamp>,
     pub started_at: Option<Timestamp>,
     pub max_runtime_secs: Option<i64>,
@@ -314,8 +314,8 @@ pub struct RunningRow<'a> {
 impl TaskRow {
     /// A running task with its worker judged by the one liveness rule, from `cfg.host`: only a worker of this host
     /// keeps its pid (only this host probes or stops it); a lost host is named for the takeover.
-    pub fn running(r: RunningRow<'_>, cfg: &TickConfig, probe: &dyn crate::liveness::ProcessProbe) -> Self {
-        use crate::liveness::{Liveness, is_local, judge};
+    pub fn running(r: RunningRow<'_>, cfg: &TickConfig, probe: &dyn crate::board::liveness::ProcessProbe) -> Self {
+        use crate::board::liveness::{Liveness, is_local, judge};
         let seen = judge(&cfg.host, &r.worker, cfg.host_timeout, probe);
         let local = is_local(&cfg.host, r.worker.host);
         Self {
@@ -438,7 +438,7 @@ pub struct TickRequest<'a> {
     pub board: &'a crate::ids::BoardSlug,
     pub cfg: &'a TickConfig,
     pub now: Timestamp,
-    pub probe: &'a dyn crate::liveness::ProcessProbe,
+    pub probe: &'a dyn crate::board::liveness::ProcessProbe,
     /// Written as `claim_lock` (`<host>:<pid>` of the dispatcher).
     pub claimer: &'a str,
     pub claim_ttl: std::time::Duration,

@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 
-use crate::kanban::TaskStatus::{self, Archived, Blocked, Done, Ready, Review, Running, Todo, Triage};
+use crate::board::TaskStatus::{self, Archived, Blocked, Done, Ready, Review, Running, Todo, Triage};
 
 /// A command that changes a task (by hand, by its worker, or by the dispatch tick).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -14,7 +14,7 @@ pub enum TaskCommand {
     Complete,
     /// The worker's run failed (or timed out): the failure breaker decides.
     Fail,
-    /// `kanban block` (with its kind: `kanban_core::rules::block_change` says where it goes).
+    /// `kanban block` (with its kind: `crate::board::rules::block_change` says where it goes).
     Block,
     /// `kanban unblock`.
     Unblock,
@@ -48,10 +48,10 @@ pub enum Target {
     ReadyOrTodo,
     /// The failure breaker: `ready` below the limit, `blocked` (with `gave_up`) at it.
     ReadyOrBlocked,
-    /// `review` for a task created with `--review`, else `done` (`kanban_core::rules::completion_status`).
+    /// `review` for a task created with `--review`, else `done` (`crate::board::rules::completion_status`).
     DoneOrReview,
     /// `blocked`; `todo` for a dependency block while a parent is open; `triage` for the same block a second time
-    /// (`kanban_core::rules::block_change`).
+    /// (`crate::board::rules::block_change`).
     ByBlockKind,
 }
 
