@@ -292,7 +292,7 @@ pub(crate) fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&s
         .sum()
 }
 
-pub(crate) fn scrape(base: &str, token: &str) -> prometheus_parse::Scrape {
+fn scrape(base: &str, token: &str) -> prometheus_parse::Scrape {
     let (status, body) = http(base, "GET", "/metrics", &[("authorization", &format!("Bearer {token}"))], "");
     assert_eq!(status, 200, "{body}");
     prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).expect("/metrics parses")

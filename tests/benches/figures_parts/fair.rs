@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use domain::ids::BoardSlug;
 use domain::board::TickConfig;
+use domain::ids::BoardSlug;
 use kanban_store::SqliteKanbanStore;
 
 use super::{Figure, board_file, median, ms, now, tick_cfg, tick_request};
