@@ -368,12 +368,11 @@ pub struct Planner<'c> {
     all_starts: Vec<Timestamp>,
     /// Set at the first ready task (every running one counted by then).
     budget: Option<Budget>,
-    /// Candidates seen per profile this tick (a task's rank within its profile).
-    ranks: BTreeMap<String, u32>,
+    /// Each profile's lane this tick: its candidates so far (a task's rank within its profile), its running count
+    /// and its own room.
+    lanes: BTreeMap<String, Lane>,
     /// Candidates a board-wide limit must choose between; decided at [`Planner::finish`].
     pending: Vec<Pending>,
-    /// Each profile's own room this tick (see [`Planner::profile_room`]), computed once.
-    rooms: BTreeMap<String, Option<(u32, Decision)>>,
 }
 
 impl<'c> Planner<'c> {
@@ -392,9 +391,8 @@ impl<'c> Planner<'c> {
             starts: BTreeMap::new(),
             all_starts: Vec::new(),
             budget: None,
-            ranks: BTreeMap::new(),
+            lanes: BTreeMap::new(),
             pending: Vec::new(),
-            rooms: BTreeMap::new(),
         }
     }
 
@@ -454,9 +452,13 @@ impl<'c> Planner<'c> {
                 return sink.decision(&d);
             }
         }
-        let budget = self.budget();
-        if budget.left == Some(0) {
-            d.decision = budget.why;
+        if self.budget.is_none() {
+            self.budget = Some(self.budget());
+        }
+        let Some(budget) = &self.budget else { return };
+        let left = budget.left;
+        if left == Some(0) {
+            d.decision = budget.why.clone();
             return sink.decision(&d);
         }
         let assignee = match named {
@@ -477,39 +479,31 @@ impl<'c> Planner<'c> {
             d.decision = Decision::SkippedNonspawnable;
             return sink.decision(&d);
         }
-        let rank = self.ranks.get(assignee).copied().unwrap_or(0);
+        if !self.lanes.contains_key(assignee) {
+            let lane = self.lane(assignee);
+            self.lanes.insert(assignee.to_owned(), lane);
+        }
+        let (Some(lane), Some(budget)) = (self.lanes.get_mut(assignee), &self.budget) else { return };
+        let rank = lane.rank;
         // Past the board's budget: at least that many of the profile's own candidates, each ahead of this one in
         // the fair order, fill every slot first.
-        if budget.left.is_some_and(|left| rank >= left) {
-            d.decision = budget.why;
+        if left.is_some_and(|left| rank >= left) {
+            d.decision = budget.why.clone();
             return sink.decision(&d);
         }
-        if !self.rooms.contains_key(assignee) {
-            let room = self.profile_room(assignee);
-            self.rooms.insert(assignee.to_owned(), room);
-        }
-        if let Some(Some((room, why))) = self.rooms.get(assignee)
+        if let Some((room, why)) = &lane.room
             && rank >= *room
         {
             d.decision = why.clone();
             return sink.decision(&d);
         }
-        match self.ranks.get_mut(assignee) {
-            Some(n) => *n += 1,
-            None => {
-                self.ranks.insert(assignee.to_owned(), 1);
-            }
-        }
-        if budget.left.is_none() {
+        lane.rank += 1;
+        if left.is_none() {
             // Nothing board-wide to share: every candidate within its profile's limits starts.
             return sink.decision(&d);
         }
-        let running = self.per_profile.get(assignee).copied().unwrap_or(0);
-        self.pending.push(Pending {
-            key: fair_key(t.priority, running, rank, t.created_at, t.id),
-            assignee: assignee.to_owned(),
-            auto_assigned: d.auto_assigned,
-        });
+        let key = fair_key(t.priority, lane.running, rank, t.created_at, t.id);
+        self.pending.push(Pending { key, assignee: assignee.to_owned(), auto_assigned: d.auto_assigned });
     }
 
     /// Decides the candidates a board-wide limit had to choose between, in the fair order (see [`Planner`]): as many
@@ -571,7 +565,7 @@ pub fn plan_tick_into(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig
 
 mod fair;
 
-use fair::{Budget, Pending};
+use fair::{Budget, Lane, Pending};
 pub use fair::{FairKey, fair_key};
 
 #[cfg(test)]

@@ -14,6 +14,15 @@ pub(super) struct Budget {
     pub(super) why: Decision,
 }
 
+/// One profile's state in a tick: its candidates so far (the next one's rank), what it ran when the tick began, and
+/// its own room (see [`Planner::profile_room`]).
+#[derive(Clone, Debug)]
+pub(super) struct Lane {
+    pub(super) rank: u32,
+    pub(super) running: u32,
+    pub(super) room: Option<(u32, Decision)>,
+}
+
 /// A candidate waiting for [`Planner::finish`], owned (a streamed row does not outlive its decision).
 #[derive(Clone, Debug)]
 pub(super) struct Pending {
@@ -62,11 +71,8 @@ fn rate_limited(limit: u32, per_profile: bool, now: Timestamp, until: Timestamp)
 }
 
 impl Planner<'_> {
-    /// The board-wide budget of this tick, from the running tasks counted so far.
-    pub(super) fn budget(&mut self) -> Budget {
-        if let Some(b) = &self.budget {
-            return b.clone();
-        }
+    /// The board-wide budget of this tick, from the running tasks counted so far (read once, at the first ready task).
+    pub(super) fn budget(&self) -> Budget {
         let caps = &self.cfg.caps;
         let mut limits: Vec<(u32, Decision)> = Vec::new();
         if let Some(cap) = caps.max_in_progress {
@@ -83,12 +89,19 @@ impl Planner<'_> {
             limits.push((left, rate_limited(limit, false, self.now, until)));
         }
         // The limit that leaves the fewest starts is the one a task past them waits for (the first of a tie).
-        let b = match limits.into_iter().reduce(|a, b| if b.0 < a.0 { b } else { a }) {
+        match limits.into_iter().reduce(|a, b| if b.0 < a.0 { b } else { a }) {
             Some((left, why)) => Budget { left: Some(left), why },
             None => Budget { left: None, why: Decision::Spawn },
-        };
-        self.budget = Some(b.clone());
-        b
+        }
+    }
+
+    /// The lane of `assignee` this tick: its own room and running count, computed at its first ready task.
+    pub(super) fn lane(&self, assignee: &str) -> Lane {
+        Lane {
+            rank: 0,
+            running: self.per_profile.get(assignee).copied().unwrap_or(0),
+            room: self.profile_room(assignee),
+        }
     }
 
     /// How many starts `assignee` can still make this tick on its own limits (its cap, its start rate), and the
