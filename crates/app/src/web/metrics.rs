@@ -1,9 +1,9 @@
 //! `/metrics` in the Prometheus text format (prometheus-client): the board's tasks by board, status and assignee,
-//! running workers against their caps, the ready tasks a start-rate limit holds back (when one is set), this home's sandboxes by state (one listing of the engine per scrape), and
-//! counters of what this process saw since it started: its dispatch ticks' claims, spawns, crashes, lease expiries,
-//! timeouts, reclaims and give-ups (from each tick's report), completions and failures (from the board, compared
-//! scrape to scrape), its cleanup's reaped and idle-stopped sandboxes and removed folders, and the tick duration as a
-//! histogram.
+//! running workers against their caps, the ready tasks a start-rate limit holds back (when one is set), this home's
+//! sandboxes by state (one listing of the engine per scrape), and counters of what this process saw since it started:
+//! its dispatch ticks' claims, spawns, crashes, lease expiries, timeouts, reclaims and give-ups (from each tick's
+//! report), completions and failures (from the board, compared scrape to scrape), its cleanup's reaped and idle-stopped
+//! sandboxes and removed folders, and the tick duration as a histogram.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};

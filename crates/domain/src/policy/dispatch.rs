@@ -150,7 +150,8 @@ pub struct TickPlan {
     pub housekeeping: Vec<(String, Housekeeping)>,
     /// `todo` tasks whose parents are all done: promoted to `ready`.
     pub promoted: Vec<String>,
-    /// One decision per ready task considered, in dispatch order.
+    /// One decision per ready task considered, in dispatch order, except that the candidates a board-wide limit had
+    /// to choose between come last, in the fair-share order (see [`Planner`]).
     pub decisions: Vec<TaskDecision>,
     /// The soonest time a task waiting for its time is due (the gateway wakes for it).
     pub next_due: Option<Timestamp>,
@@ -312,7 +313,8 @@ impl TaskDecision {
 }
 
 /// Where a streamed plan goes, in order: every housekeeping action and promotion, then one decision per ready task
-/// in dispatch order. [`TickPlan`] collects one; a report writer prints one as it comes.
+/// in dispatch order (the candidates a board-wide limit had to choose between last, in the fair-share order).
+/// [`TickPlan`] collects one; a report writer prints one as it comes.
 pub trait PlanSink {
     fn housekeeping(&mut self, task_id: &str, action: &Housekeeping);
     fn promoted(&mut self, task_id: &str);
