@@ -36,6 +36,13 @@ mod figures_egress;
 mod figures_fair;
 #[path = "figures_parts/in_time.rs"]
 mod figures_in_time;
+#[path = "../src/pg_cluster.rs"]
+#[allow(dead_code, reason = "the test suite's private cluster: the bench freezes one, it never stops one")]
+mod figures_pg_cluster;
+#[path = "figures_parts/sleep.rs"]
+mod figures_sleep;
+#[path = "figures_parts/slow_board.rs"]
+mod figures_slow_board;
 
 const IMAGE: &str = "berth-sandbox:latest";
 
@@ -1173,8 +1180,8 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time|fair`: one group of rows, printed and not written to
-    // BENCHMARKS.md (for iterating).
+    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time|sleep|slow_board|fair`: one group
+    // of rows, printed and not written to BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 41 }),
@@ -1186,9 +1193,12 @@ fn main() {
             "egress" => figures_egress::bench_egress(home.path(), quick),
             "credentials" => figures_credentials::bench_credentials(home.path(), quick),
             "in_time" => bench_in_time(home.path(), quick),
+            "sleep" => figures_sleep::bench_sleep(quick),
+            "slow_board" => figures_slow_board::bench_slow_board(quick),
             "fair" => figures_fair::bench_fair_tick(home.path(), if quick { 3 } else { 9 }),
             other => panic!(
-                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials, in_time or fair, not {other:?}"
+                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials, in_time, sleep, \
+                 slow_board or fair, not {other:?}"
             ),
         };
         remove_profile_containers(&bench_profile("run"));
@@ -1231,6 +1241,10 @@ fn main() {
     figures.push(bench_gateway_memory());
     eprintln!("bench: the dashboard …");
     figures.extend(bench_dashboard(home.path(), quick));
+    eprintln!("bench: the dashboard while the board is held or frozen …");
+    figures.extend(figures_slow_board::bench_slow_board(quick));
+    eprintln!("bench: claim → first output (cold, pre-warmed, resumed), suspend and resume by size …");
+    figures.extend(figures_sleep::bench_sleep(quick));
     for kind in ["run", "acq", "reap", "idle"] {
         remove_profile_containers(&bench_profile(kind));
     }

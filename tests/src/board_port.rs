@@ -50,6 +50,10 @@ impl KanbanStore for AnyBoard {
         self.store.task_brief(id)
     }
 
+    fn local_workers(&self, board: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>, StoreError> {
+        self.store.local_workers(board, host)
+    }
+
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, StoreError> {
         self.store.snapshot(req)
     }

@@ -18,6 +18,8 @@ macro_rules! on_both_stores {
 #[cfg(test)]
 mod pg;
 #[cfg(test)]
+mod pg_cluster;
+#[cfg(test)]
 mod support;
 
 #[cfg(test)]

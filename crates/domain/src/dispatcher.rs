@@ -4,6 +4,7 @@
 use thiserror::Error;
 
 use crate::board::KanbanStore;
+use crate::board::liveness::Probed;
 use crate::board::{SpawnRecord, TaskStatus, TickRequest, WorkerRef};
 use crate::ids::BoardSlug;
 use crate::policy::dispatch::{Decision, PlanSink, TickPlan, plan_tick};
@@ -78,8 +79,15 @@ pub fn plan<S: KanbanStore>(store: &S, req: &TickRequest<'_>) -> Result<TickPlan
 /// # Errors
 /// The store's error; nothing is applied then.
 pub fn apply<S: KanbanStore>(store: &mut S, req: &TickRequest<'_>) -> Result<crate::board::TickOutcome, S::Error> {
+    let probed = probe_before(store, req)?;
+    let req = &TickRequest { probe: &probed, ..*req };
     let (now, cfg) = (req.now, req.cfg);
     store.tick(req, &|snap| plan_tick(now, snap, cfg))
+}
+
+/// The liveness of this host's workers on the board, read before the tick's transaction (see [`Probed`]).
+fn probe_before<S: KanbanStore>(store: &S, req: &TickRequest<'_>) -> Result<Probed, S::Error> {
+    Ok(Probed::read(&store.local_workers(req.board, &req.cfg.host)?, req.probe))
 }
 
 /// `--task ID`: the task must exist on this board; when it is not ready, say why it is not considered.
@@ -202,7 +210,8 @@ where
     store.check_board(req.board)?;
     let not_considered = only_task(store, req.board, req.cfg.only_task.as_deref())?;
     let mut note = NoteRequeue { inner: sink, task: req.cfg.only_task.as_deref(), requeued: false };
-    let outcome = store.tick_into(req, &mut note)?;
+    let probed = probe_before(store, req)?;
+    let outcome = store.tick_into(&TickRequest { probe: &probed, ..*req }, &mut note)?;
     let mut report = TickReport { not_considered: not_considered.filter(|_| !note.requeued), ..TickReport::default() };
     report.plan = outcome.plan;
     report.auto_blocked =

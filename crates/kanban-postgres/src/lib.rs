@@ -38,6 +38,7 @@ mod review;
 mod rows;
 mod schema;
 mod tick;
+mod writes;
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;

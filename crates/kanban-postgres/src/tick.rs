@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use domain::board::Breaker;
 use domain::board::KanbanStore;
-use domain::board::liveness::WorkerFacts;
+use domain::board::liveness::{WorkerFacts, is_local};
 use domain::board::transitions::{Guarded, HousekeepingChange, TaskCommand};
 use domain::board::{AssignedBy, BoardEvent};
 use domain::board::{
@@ -355,6 +355,24 @@ impl KanbanStore for PgKanbanStore {
     fn task_brief(&self, id: &str) -> Result<TaskBrief, StoreError> {
         let t = BoardStore::task(self, id)?;
         Ok(TaskBrief { id: t.id, board: t.board, status: t.status, assignee: t.assignee })
+    }
+
+    fn local_workers(&self, board: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>, StoreError> {
+        self.with(|c| {
+            let rows = c.client.query(
+                "SELECT worker_pid, worker_start, worker_host FROM berth.tasks \
+                 WHERE board = $1 AND status = 'running' AND worker_pid IS NOT NULL",
+                &[&board.as_str()],
+            )?;
+            let mut local = Vec::new();
+            for r in &rows {
+                let on: Option<&str> = r.try_get(2)?;
+                if is_local(host, on) {
+                    local.push((r.try_get(0)?, r.try_get(1)?));
+                }
+            }
+            Ok(local)
+        })
     }
 
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, StoreError> {

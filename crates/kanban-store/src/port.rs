@@ -29,6 +29,10 @@ impl KanbanStore for SqliteKanbanStore {
         Ok(TaskBrief { id: t.id, board: t.board, status: t.status, assignee: t.assignee })
     }
 
+    fn local_workers(&self, board: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>, StoreError> {
+        SqliteKanbanStore::local_workers(self, board, host)
+    }
+
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, StoreError> {
         self.read_snapshot(req)
     }

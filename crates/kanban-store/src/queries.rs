@@ -338,6 +338,25 @@ impl SqliteKanbanStore {
         self.conn.pragma_query_value(None, "data_version", |r| r.get(0)).sql()
     }
 
+    /// The workers of `board`'s running tasks on `host` (see [`domain::board::KanbanStore::local_workers`]).
+    ///
+    /// # Errors
+    /// An SQLite error.
+    pub fn local_workers(&self, board: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT worker_pid, worker_start, worker_host FROM tasks \
+                 WHERE board = ?1 AND status = 'running' AND worker_pid IS NOT NULL",
+            )
+            .sql()?;
+        let rows =
+            stmt.query_map([board.as_str()], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, Option<String>>(2)?))).sql()?;
+        let rows: Vec<(i64, Option<i64>, Option<String>)> = rows.collect::<rusqlite::Result<_>>().sql()?;
+        let local = rows.into_iter().filter(|(.., on)| domain::board::liveness::is_local(host, on.as_deref()));
+        Ok(local.map(|(pid, start, _)| (pid, start)).collect())
+    }
+
     /// Running tasks per assignee on this host (all boards).
     ///
     /// # Errors

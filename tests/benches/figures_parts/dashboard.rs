@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::{Figure, berth, berth_bin, board_home, median, ms};
 
 /// One request on a fresh connection: the status and the body's length.
-fn get(base: &str, path: &str, token: &str) -> (u16, usize) {
+pub(crate) fn get(base: &str, path: &str, token: &str) -> (u16, usize) {
     let host = base.strip_prefix("http://").unwrap();
     let mut s = TcpStream::connect(host).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -30,11 +30,11 @@ fn get(base: &str, path: &str, token: &str) -> (u16, usize) {
     (status, raw.len() - head_end)
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn terminate(child: &mut Child) {
+pub(crate) fn terminate(child: &mut Child) {
     if let Some(pid) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw) {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
     }
@@ -42,7 +42,7 @@ fn terminate(child: &mut Child) {
 }
 
 /// Waits until the dashboard at `port` answers with the token the home holds; the token.
-fn dashboard_up(home: &Path, port: u16) -> String {
+pub(crate) fn dashboard_up(home: &Path, port: u16) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         if let Ok(token) = std::fs::read_to_string(home.join("dashboard.token"))

@@ -120,7 +120,7 @@ fn not_before(db: &Path, id: &str) -> Option<i64> {
 }
 
 /// When the task was first claimed (its `claimed` event), once it was.
-fn claimed_at(db: &Path, id: &str) -> Option<i64> {
+pub(super) fn claimed_at(db: &Path, id: &str) -> Option<i64> {
     let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
     conn.query_row(
         "SELECT created_at FROM task_events WHERE task_id = ?1 AND kind = 'claimed' ORDER BY id LIMIT 1",
@@ -137,7 +137,7 @@ fn berth_cmd(home: &Path) -> Command {
 }
 
 /// The bench's gateway, stopped when the figure is done or the bench panics.
-struct Gateway(Child);
+pub(super) struct Gateway(pub(super) Child);
 
 impl Drop for Gateway {
     fn drop(&mut self) {

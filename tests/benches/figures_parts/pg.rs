@@ -124,6 +124,9 @@ impl KanbanStore for BoxRef<'_> {
     fn task_brief(&self, id: &str) -> Result<domain::board::TaskBrief, Self::Error> {
         self.0.task_brief(id)
     }
+    fn local_workers(&self, b: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>, Self::Error> {
+        self.0.local_workers(b, host)
+    }
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<domain::board::BoardSnapshot, Self::Error> {
         self.0.snapshot(req)
     }

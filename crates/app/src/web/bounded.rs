@@ -71,6 +71,15 @@ impl Reads {
         typical.map_or(FLOOR, |t| (t * 4).clamp(FLOOR, CEILING))
     }
 
+    /// Keeps the answer of a read awaited for `deadline` that took `took`. A read that outlived its deadline counts
+    /// as taking that deadline: it says no more than that, and a read that waited out an outage (the board locked,
+    /// its server away) would otherwise have the seconds it waited set the next request's wait, so a second outage
+    /// soon after would hold that request for up to [`CEILING`]. A board whose reads are slow still raises the
+    /// deadline, fourfold per read that outlives it.
+    fn finished(&self, key: &str, answer: &Answer, took: Duration, deadline: Duration) {
+        self.keep(key, answer, took.min(deadline));
+    }
+
     fn keep(&self, key: &str, answer: &Answer, took: Duration) {
         if answer.status != StatusCode::OK {
             return;
@@ -129,7 +138,7 @@ pub(crate) async fn answer(
         let _permit = permit;
         let started = Instant::now();
         let answer = read(&w.ctx);
-        w.reads.keep(&k, &answer, started.elapsed());
+        w.reads.finished(&k, &answer, started.elapsed(), deadline);
         answer
     });
     match tokio::time::timeout(deadline, job).await {
@@ -156,6 +165,22 @@ mod tests {
         let failed = Answer::new(StatusCode::BAD_REQUEST, "text/plain", "no".into());
         reads.keep("/bad", &failed, Duration::from_secs(1));
         assert!(reads.kept.lock().unwrap().get("/bad").is_none(), "only good answers are kept");
+    }
+
+    #[test]
+    fn a_read_that_waited_out_an_outage_does_not_stretch_the_next_wait() {
+        let reads = Reads::default();
+        let ok = Answer::new(StatusCode::OK, "text/plain", "x".into());
+        reads.finished("/", &ok, Duration::from_millis(10), FLOOR);
+        assert_eq!(reads.deadline("/"), FLOOR);
+        // Awaited for 150 ms, it came back once the board did, 6 s later: the next wait is 600 ms, not 3 s.
+        reads.finished("/", &ok, Duration::from_secs(6), FLOOR);
+        assert_eq!(reads.deadline("/"), Duration::from_millis(600));
+        // A board whose reads take 2 s: each read past its deadline raises it, up to the ceiling.
+        reads.finished("/", &ok, Duration::from_secs(2), reads.deadline("/"));
+        assert_eq!(reads.deadline("/"), Duration::from_millis(2400));
+        reads.finished("/", &ok, Duration::from_secs(2), reads.deadline("/"));
+        assert_eq!(reads.deadline("/"), CEILING);
     }
 
     #[test]

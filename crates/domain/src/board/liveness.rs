@@ -86,6 +86,37 @@ pub fn judge(this_host: &str, w: &WorkerFacts<'_>, host_timeout: Duration, probe
     }
 }
 
+/// A process table read once, before a store's transaction: the verdicts for the workers
+/// [`crate::board::KanbanStore::local_workers`] named. A tick judges from these, so it reads no process table while it
+/// holds the board; a worker recorded after the read (started meanwhile, so alive) counts as alive, and the next tick
+/// judges it. A stale verdict is harmless: every write it leads to is guarded by the run it judged.
+pub struct Probed {
+    verdicts: std::collections::HashMap<(u32, Option<u64>), bool>,
+}
+
+impl Probed {
+    /// Probes each `(pid, start)` once through `probe`.
+    pub fn read(workers: &[(i64, Option<i64>)], probe: &dyn ProcessProbe) -> Self {
+        let verdicts = workers
+            .iter()
+            .filter_map(|&(pid, start)| Some((u32::try_from(pid).ok()?, start.and_then(|s| u64::try_from(s).ok()))))
+            .map(|(pid, start)| ((pid, start), probe.is_alive(pid, start)))
+            .collect();
+        Self { verdicts }
+    }
+}
+
+impl ProcessProbe for Probed {
+    /// Not read before the tick: a tick never asks (only a spawn's recording does, through the real table).
+    fn start_fingerprint(&self, _pid: u32) -> Option<u64> {
+        None
+    }
+
+    fn is_alive(&self, pid: u32, fingerprint: Option<u64>) -> bool {
+        self.verdicts.get(&(pid, fingerprint)).copied().unwrap_or(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +151,23 @@ mod tests {
         probe.set_alive(42, false);
         assert_eq!(judge("a", &facts(Some("a"), None), t, &probe), Liveness::Gone { host: Some("a".into()) });
         assert_eq!(judge("a", &WorkerFacts::default(), t, &probe), Liveness::NoWorker);
+    }
+
+    #[test]
+    fn a_pre_read_answers_for_the_workers_it_read_and_takes_a_later_one_for_alive() {
+        let probe = FakeProcessProbe::default();
+        probe.set_alive(42, true);
+        let probed = Probed::read(&[(42, Some(7)), (43, None)], &probe);
+        // The table changes after the read: the tick still judges from what was read.
+        probe.set_alive(42, false);
+        probe.set_alive(43, true);
+        assert!(probed.is_alive(42, Some(7)));
+        assert!(!probed.is_alive(43, None));
+        // A worker recorded after the read (or with another start) was started meanwhile: alive until the next tick.
+        assert!(probed.is_alive(44, Some(1)));
+        assert!(probed.is_alive(42, Some(8)));
+        let t = Duration::from_secs(30);
+        let dead = WorkerFacts { pid: Some(43), start: None, host: Some("a"), host_silent: None };
+        assert_eq!(judge("a", &dead, t, &probed), Liveness::Gone { host: Some("a".into()) });
     }
 }

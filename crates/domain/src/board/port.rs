@@ -35,6 +35,14 @@ pub trait KanbanStore {
     /// The store's "no task" error, or a storage error.
     fn task_brief(&self, id: &str) -> Result<crate::board::TaskBrief, Self::Error>;
 
+    /// The workers of `board`'s running tasks that run on `host` (an unrecorded host counts as local), as
+    /// `(pid, start)`: what the dispatcher probes before a tick, so no process-table read happens inside the tick's
+    /// transaction (see [`crate::board::liveness::Probed`]).
+    ///
+    /// # Errors
+    /// A storage error.
+    fn local_workers(&self, board: &crate::ids::BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>, Self::Error>;
+
     /// Reads what a tick plans over, writing nothing (dry run).
     ///
     /// # Errors
@@ -352,6 +360,9 @@ impl KanbanStore for Box<dyn BoardStore + Send> {
     }
     fn task_brief(&self, id: &str) -> Result<TaskBrief> {
         (**self).task_brief(id)
+    }
+    fn local_workers(&self, board: &BoardSlug, host: &str) -> Result<Vec<(i64, Option<i64>)>> {
+        (**self).local_workers(board, host)
     }
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
         (**self).snapshot(req)

@@ -240,6 +240,11 @@ impl KanbanStore for FakeKanbanStore {
         Ok(TaskBrief { id: t.id.clone(), board: t.board.clone(), status: t.status, assignee: t.assignee.clone() })
     }
 
+    fn local_workers(&self, board: &BoardSlug, _host: &str) -> Result<Vec<(i64, Option<i64>)>, Self::Error> {
+        let running = self.tasks.values().filter(|t| t.board == board.as_str() && t.status == TaskStatus::Running);
+        Ok(running.filter_map(|t| t.worker).map(|w| (w.pid, w.start)).collect())
+    }
+
     fn snapshot(&self, req: &TickRequest<'_>) -> Result<BoardSnapshot, Self::Error> {
         self.check_board(req.board)?;
         let mut snap = BoardSnapshot::default();
