@@ -32,6 +32,8 @@ mod figures_credentials;
 mod figures_dashboard;
 #[path = "figures_parts/egress.rs"]
 mod figures_egress;
+#[path = "figures_parts/fair.rs"]
+mod figures_fair;
 #[path = "figures_parts/in_time.rs"]
 mod figures_in_time;
 #[path = "../src/pg_cluster.rs"]
@@ -1178,8 +1180,8 @@ fn main() {
     }
     assert!(docker(&["image", "inspect", IMAGE]).status.success(), "image {IMAGE} is missing: `cargo xtask image`");
     let home = tempfile::tempdir().unwrap();
-    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time|sleep|slow_board`: one group of
-    // rows, printed and not written to BENCHMARKS.md (for iterating).
+    // `--only run|gateway|spawn|process|drain|dashboard|egress|credentials|in_time|sleep|slow_board|fair`: one group
+    // of rows, printed and not written to BENCHMARKS.md (for iterating).
     if let Some(only) = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)) {
         let figures = match only.as_str() {
             "run" => bench_run_vs_exec(home.path(), if quick { 11 } else { 41 }),
@@ -1193,9 +1195,10 @@ fn main() {
             "in_time" => bench_in_time(home.path(), quick),
             "sleep" => figures_sleep::bench_sleep(quick),
             "slow_board" => figures_slow_board::bench_slow_board(quick),
+            "fair" => figures_fair::bench_fair_tick(home.path(), if quick { 3 } else { 9 }),
             other => panic!(
-                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials, in_time, sleep or \
-                 slow_board, not {other:?}"
+                "--only takes run, gateway, spawn, process, drain, dashboard, egress, credentials, in_time, sleep, \
+                 slow_board or fair, not {other:?}"
             ),
         };
         remove_profile_containers(&bench_profile("run"));
@@ -1217,6 +1220,8 @@ fn main() {
     figures.extend(dispatch);
     eprintln!("bench: tasks in time …");
     figures.extend(bench_in_time(home.path(), quick));
+    eprintln!("bench: fair share and start-rate limits …");
+    figures.extend(figures_fair::bench_fair_tick(home.path(), if quick { 3 } else { 9 }));
     eprintln!("bench: dispatch as a process …");
     let (process, process_rows) = bench_dispatch_process(home.path(), quick);
     figures.extend(process);

@@ -78,7 +78,7 @@ pub(crate) fn http(base: &str, method: &str, path: &str, headers: &[(&str, &str)
 }
 
 /// A port nobody listens on right now.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
@@ -277,7 +277,7 @@ fn dashboard_never_shows_a_forwarded_secret() {
 }
 
 /// A metric's value in a parsed scrape (summed over its label sets matching `labels`).
-fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+pub(crate) fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     scrape
         .samples
         .iter()
@@ -695,7 +695,7 @@ fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
 
 /// The token of a gateway's dashboard: a gateway counts as running once it holds its lock, and its dashboard (with
 /// the token file) starts right after.
-fn gateway_token(home: &Home) -> String {
+pub(crate) fn gateway_token(home: &Home) -> String {
     wait_until("the dashboard's token", Duration::from_secs(10), || {
         std::fs::read_to_string(home.path().join("dashboard.token")).ok()
     })

@@ -47,6 +47,8 @@ mod egress;
 #[cfg(test)]
 mod exactly_once;
 #[cfg(test)]
+mod fair;
+#[cfg(test)]
 mod fault;
 #[cfg(test)]
 mod gateway;

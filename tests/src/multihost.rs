@@ -229,3 +229,93 @@ fn three_gateways_share_one_board_hold_the_caps_and_survive_a_dead_host() {
         .collect();
     assert_eq!(hosts, BTreeSet::from(["host0".to_owned(), "host1".to_owned(), "host2".to_owned()]));
 }
+
+/// Fair share and start-rate limits over three hosts of one PostgreSQL board: the global cap of 3 binds, alpha's 10
+/// tasks are older than beta's 4 and gamma's 6; gamma may run 1 at a time and start 3 a minute, the board 12 a
+/// minute. Sampled while the three gateways dispatch: never more than 3 running (gamma 1); the board's runs started
+/// within a minute never exceed 12 (gamma's 3), counted from the board as every host counts them; beta is not
+/// starved (at least 2 of the first 8 starts, where oldest-first gave it none); no task completes twice.
+#[test]
+fn three_gateways_share_the_slots_fairly_and_hold_the_start_rate() {
+    let Some(db) = TestDb::create() else { return };
+    let tag = format!("fr{}", std::process::id());
+    let [alpha, beta, gamma] = ["a", "b", "g"].map(|p| format!("{tag}{p}"));
+    let homes: Vec<Home> = (0..3)
+        .map(|_| {
+            let mut h = Home::new();
+            h.board_url = Some(db.url.clone());
+            for p in [&alpha, &beta, &gamma] {
+                std::fs::create_dir_all(h.path().join("profiles").join(p)).unwrap();
+            }
+            h
+        })
+        .collect();
+    {
+        let mut store = kanban_postgres::PgKanbanStore::open(&db.url, "setup").unwrap();
+        let board = BoardSlug::default_board();
+        let lanes = [(&alpha, 10, 1_000), (&beta, 4, 2_000), (&gamma, 6, 3_000)];
+        for (who, n, from) in lanes {
+            for i in 0..n {
+                let new = NewTask { title: format!("{who} {i}"), assignee: Some(who.clone()), ..NewTask::default() };
+                let at = Timestamp::from_millis(1_700_000_000_000 + from + i);
+                store.create_task(&board, &format!("t_{who}_{i:02}"), &new, at).unwrap();
+            }
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let peaks = Arc::new(Mutex::new(Peaks::default()));
+    let sampling = sampler(db.url.clone(), stop.clone(), peaks.clone());
+    let worker = format!("sleep 0.3 && {} kanban complete {{task_id}} --result ok", berth_bin().display());
+    let mut gateways = Vec::new();
+    for (i, home) in homes.iter().enumerate() {
+        let mut cmd = home.cmd();
+        cmd.env("KANBAN_HOST_ID", format!("host{i}"))
+            .env("KANBAN_MAX_IN_PROGRESS", "3")
+            .env("KANBAN_MAX_IN_PROGRESS_PER_PROFILE_OVERRIDES", format!(r#"{{"{gamma}": 1}}"#))
+            .env("KANBAN_RATE_LIMIT_PER_MINUTE", "12")
+            .env("KANBAN_RATE_LIMIT_PER_MINUTE_OVERRIDES", format!(r#"{{"{gamma}": 3}}"#))
+            .env("KANBAN_DISPATCH_INTERVAL_SECONDS", "1")
+            .env("KANBAN_WORKER_COMMAND", &worker)
+            .env("BERTH_LOG", "debug");
+        gateways.push(Gateway::start_with(home, &mut cmd));
+    }
+    let mut client = db.client();
+    let count = |client: &mut postgres::Client, sql: &str| -> i64 { client.query_one(sql, &[]).unwrap().get(0) };
+    wait_logged(&gateways, "twelve starts", Duration::from_secs(60), || {
+        count(&mut client, "SELECT count(*) FROM berth.task_runs") >= 12
+    });
+    // The limit holds: for a while after the twelfth start, no host starts another (every tick of every host sees
+    // the board's twelve starts of the last minute). All twelve finish meanwhile.
+    let first_start: i64 = count(&mut client, "SELECT min(started_at) FROM berth.task_runs");
+    wait_logged(&gateways, "the twelve done", Duration::from_secs(30), || {
+        count(&mut client, "SELECT count(*) FROM berth.tasks WHERE status = 'done'") >= 12
+    });
+    std::thread::sleep(Duration::from_secs(5)); // scenario: five more seconds of ticks on three hosts
+    let now_ms = count(&mut client, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
+    stop.store(true, Ordering::SeqCst);
+    sampling.join().unwrap();
+    drop(gateways);
+    assert!(now_ms - first_start < 55_000, "the sample stayed within one minute of the first start");
+
+    let peaks = peaks.lock().unwrap();
+    assert!(peaks.samples > 100, "the sampler ran ({} samples)", peaks.samples);
+    assert!(peaks.total <= 3, "global cap exceeded: {} running at once", peaks.total);
+    assert!(peaks.per_profile.get(&gamma).copied().unwrap_or(0) <= 1, "gamma's cap: {:?}", peaks.per_profile);
+    let runs: Vec<(String, String)> = client
+        .query("SELECT task_id, assignee FROM berth.task_runs ORDER BY started_at, id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(runs.len(), 12, "the board's 12 a minute, over three hosts: {runs:?}");
+    let of = |who: &str, runs: &[(String, String)]| runs.iter().filter(|(_, a)| a == who).count();
+    assert!((1..=3).contains(&of(&gamma, &runs)), "gamma's 3 a minute: {runs:?}");
+    assert!(of(&beta, &runs[..8]) >= 2, "beta starved: {runs:?}");
+    let completed: Vec<i64> = client
+        .query("SELECT count(*) FROM berth.task_events WHERE kind = 'completed' GROUP BY task_id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(completed.len() == 12 && completed.iter().all(|n| *n == 1), "each started task done once: {completed:?}");
+}

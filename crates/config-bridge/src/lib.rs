@@ -507,6 +507,8 @@ impl Settings {
             max_spawn: k.max_spawn,
             per_profile: k.max_in_progress_per_profile,
             per_profile_overrides: k.max_in_progress_per_profile_overrides.clone(),
+            rate_per_minute: Some(k.rate_limit_per_minute).filter(|n| *n > 0),
+            rate_overrides: k.rate_limit_per_minute_overrides.clone(),
         }
     }
 

@@ -221,6 +221,16 @@ impl FromValue for u16 {
     }
 }
 
+/// A count (0 is often "none").
+impl FromValue for u32 {
+    const KIND: Kind = Kind::Int;
+
+    fn from_value(v: &Value) -> Result<Self, Invalid> {
+        let n = int_in(v, 0, Some((i64::from(u32::MAX), "")))?;
+        u32::try_from(n).map_err(|_| Invalid(format!("{n} is out of range")))
+    }
+}
+
 /// A count of at least one.
 impl FromValue for NonZeroU32 {
     const KIND: Kind = Kind::Int;

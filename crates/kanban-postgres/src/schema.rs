@@ -154,6 +154,11 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (board, name)
     );
     "#,
+    // 9: start-rate limits (`kanban.rate_limit_per_minute`). A tick with a limit set counts the board's runs started
+    // in the last minute from this index.
+    r#"
+    CREATE INDEX task_runs_started ON berth.task_runs(started_at);
+    "#,
 ];
 
 /// The channel berth's schema notifies when the board changed in a way a dispatcher should see at once

@@ -115,8 +115,20 @@ fn snapshot(tx: &mut impl GenericClient, req: &TickRequest<'_>) -> PgResult<Boar
             running_elsewhere.insert(a, n);
         }
     }
-    Ok(BoardSnapshot { tasks, running_elsewhere, total_running_elsewhere })
+    let mut recent_starts = Vec::new();
+    if cfg.caps.rate_limited() {
+        // Under the tick's lock, so every host counts the same starts (and its own just committed).
+        let from = req.now.as_millis() - domain::board::RATE_WINDOW_SECS * 1000;
+        for r in tx.query(SNAPSHOT_STARTS, &[&board.as_str(), &from])? {
+            recent_starts.push((r.try_get(0)?, Timestamp::from_millis(r.try_get(1)?)));
+        }
+    }
+    Ok(BoardSnapshot { tasks, running_elsewhere, total_running_elsewhere, recent_starts })
 }
+
+/// The board's starts (runs claimed, by any host) in the rate window, from the `task_runs (started_at)` index.
+const SNAPSHOT_STARTS: &str = "SELECT r.assignee, r.started_at FROM berth.task_runs r JOIN berth.tasks t \
+     ON t.id = r.task_id WHERE r.started_at > $2 AND t.board = $1";
 
 /// A tick's events, appended in one statement at its end, in order.
 #[derive(Default)]

@@ -131,4 +131,9 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (board, name)
     );
     "#,
+    // 9: start-rate limits (`kanban.rate_limit_per_minute`). A tick with a limit set counts the board's runs started
+    // in the last minute from this index.
+    r#"
+    CREATE INDEX task_runs_started ON task_runs(started_at);
+    "#,
 ];

@@ -29,7 +29,29 @@ fn snapshot(conn: &Connection, req: &TickRequest<'_>) -> Result<BoardSnapshot> {
     let board = req.board;
     let mut snap = snapshot_of(conn, req, true)?;
     (snap.running_elsewhere, snap.total_running_elsewhere) = running_elsewhere(conn, board)?;
+    snap.recent_starts = recent_starts(conn, req)?;
     Ok(snap)
+}
+
+/// The board's starts (runs claimed) within the rate window before `req.now`, with their assignees; read only when
+/// a start-rate limit is set. From the `task_runs (started_at)` index.
+fn recent_starts(conn: &Connection, req: &TickRequest<'_>) -> Result<Vec<(Option<String>, Timestamp)>> {
+    if !req.cfg.caps.rate_limited() {
+        return Ok(Vec::new());
+    }
+    let from = req.now.as_millis() - domain::board::RATE_WINDOW_SECS * 1000;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT r.assignee, r.started_at FROM task_runs r JOIN tasks t ON t.id = r.task_id \
+             WHERE r.started_at > ?2 AND t.board = ?1",
+        )
+        .sql()?;
+    let mut rows = stmt.query(params![req.board.as_str(), from]).sql()?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().sql()? {
+        out.push((r.get(0).sql()?, Timestamp::from_millis(r.get(1).sql()?)));
+    }
+    Ok(out)
 }
 
 /// This board's running tasks and its `todo` tasks (with whether their parents are done); with `ready`, its
@@ -145,7 +167,7 @@ fn text(v: rusqlite::types::ValueRef<'_>) -> Result<Option<&str>> {
 fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink) -> Result<()> {
     let board = req.board;
     let (elsewhere, total) = running_elsewhere(conn, board)?;
-    let mut planner = Planner::new(req.now, req.cfg, &elsewhere, total);
+    let mut planner = Planner::new(req.now, req.cfg, &elsewhere, total).with_starts(&recent_starts(conn, req)?);
     let snap = snapshot_of(conn, req, false)?;
     let mut extra: Vec<ReadyTask<'_>> = Vec::new();
     for t in &snap.tasks {
@@ -185,19 +207,14 @@ fn stream_plan(conn: &Connection, req: &TickRequest<'_>, sink: &mut dyn PlanSink
             not_before: r.get::<_, Option<i64>>(4).sql()?.map(Timestamp::from_millis),
         };
         while let Some(e) = extra.next_if(|e| e.dispatch_order(&t).is_lt()) {
-            if let Some(d) = planner.decide(e) {
-                sink.decision(&d);
-            }
+            planner.decide(e, sink);
         }
-        if let Some(d) = planner.decide(t) {
-            sink.decision(&d);
-        }
+        planner.decide(t, sink);
     }
     for e in extra {
-        if let Some(d) = planner.decide(e) {
-            sink.decision(&d);
-        }
+        planner.decide(e, sink);
     }
+    planner.finish(sink);
     Ok(())
 }
 

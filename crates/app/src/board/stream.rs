@@ -432,6 +432,7 @@ impl PlanSink for ReportWriter {
             }
             Decision::DeferredMaxInProgress { .. }
             | Decision::DeferredMaxSpawn { .. }
+            | Decision::DeferredRateLimited { .. }
             | Decision::DeferredSandboxElsewhere { .. }
             | Decision::DeferredEngineUnavailable { .. }
             | Decision::DeferredScheduled { .. } => {

@@ -1,8 +1,8 @@
-//! Pre-warm (`kanban.prewarm` N): after each tick, the sandboxes of the next N ready tasks in plan order that wait
-//! on a cap (the assignee's, `kanban.max_in_progress`, or a tick's spawn limit) are created and started, or resumed
-//! when suspended, on a thread of its own, so such a task's first command starts at `berth run` speed. A warm
-//! sandbox counts toward nothing but the engine: caps count running tasks. On a shared (PostgreSQL) board it is off:
-//! another host may claim the task, and a sandbox warmed here would be left behind.
+//! Pre-warm (`kanban.prewarm` N): after each tick, the sandboxes of the next N ready tasks in plan order that wait on a
+//! cap (the assignee's, `kanban.max_in_progress`, a tick's spawn limit, or a start-rate limit) are created and started,
+//! or resumed when suspended, on a thread of its own, so such a task's first command starts at `berth run` speed. A
+//! warm sandbox counts toward nothing but the engine: caps count running tasks. On a shared (PostgreSQL) board it is
+//! off: another host may claim the task, and a sandbox warmed here would be left behind.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,6 +21,7 @@ fn waits_on_cap(d: &TaskDecision) -> bool {
         Decision::SkippedPerProfileCapped { .. }
             | Decision::DeferredMaxInProgress { .. }
             | Decision::DeferredMaxSpawn { .. }
+            | Decision::DeferredRateLimited { .. }
     )
 }
 

@@ -47,6 +47,12 @@ fn words(d: &Decision, assignee: Option<&str>) -> String {
             format!("kanban.max_in_progress reached ({running} of {cap} running)")
         }
         Decision::DeferredMaxSpawn { cap } => format!("{cap} start(s) a tick already planned (kanban.max_spawn)"),
+        Decision::DeferredRateLimited { limit, per_profile: true, wait_secs, .. } => {
+            format!("start rate: {who} started {limit} task(s) in the last minute; next start in {wait_secs} s")
+        }
+        Decision::DeferredRateLimited { limit, wait_secs, .. } => {
+            format!("start rate: the board started {limit} task(s) in the last minute; next start in {wait_secs} s")
+        }
         Decision::DeferredSandboxElsewhere { wait_secs } => {
             format!("its sandbox is on another host, left to it for {wait_secs} s")
         }

@@ -1,9 +1,9 @@
 //! `/metrics` in the Prometheus text format (prometheus-client): the board's tasks by board, status and assignee,
-//! running workers against their caps, this home's sandboxes by state (one listing of the engine per scrape), and
-//! counters of what this process saw since it started: its dispatch ticks' claims, spawns, crashes, lease expiries,
-//! timeouts, reclaims and give-ups (from each tick's report), completions and failures (from the board, compared
-//! scrape to scrape), its cleanup's reaped and idle-stopped sandboxes and removed folders, and the tick duration as a
-//! histogram.
+//! running workers against their caps, the ready tasks a start-rate limit holds back (when one is set), this home's
+//! sandboxes by state (one listing of the engine per scrape), and counters of what this process saw since it started:
+//! its dispatch ticks' claims, spawns, crashes, lease expiries, timeouts, reclaims and give-ups (from each tick's
+//! report), completions and failures (from the board, compared scrape to scrape), its cleanup's reaped and idle-stopped
+//! sandboxes and removed folders, and the tick duration as a histogram.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -147,9 +147,21 @@ fn board_gauges(ctx: &Ctx, reg: &mut Registry) -> Result<(), Failure> {
             round_trip,
         );
         let mut all = Vec::new();
+        let limited = ctx.settings.caps().rate_limited();
+        let rate_limited = Family::<Labels, Gauge>::default();
         for b in boards {
             let Ok(slug) = BoardSlug::parse(&b.slug) else { continue };
             all.extend(store.tasks(&slug, None, None)?);
+            if limited {
+                rate_limited_tasks(ctx, &store, &slug, &rate_limited)?;
+            }
+        }
+        if limited {
+            reg.register(
+                "berth_rate_limited_tasks",
+                "Ready tasks a start-rate limit holds back now, by board and assignee; next_task names the first",
+                rate_limited,
+            );
         }
         for t in &all {
             let l = labels(&[
@@ -177,6 +189,36 @@ fn board_gauges(ctx: &Ctx, reg: &mut Registry) -> Result<(), Failure> {
         let g = Gauge::<i64>::default();
         g.set(i64::from(max));
         reg.register("berth_max_in_progress", "The cap on running workers, all profiles", g);
+    }
+    Ok(())
+}
+
+/// Counts the ready tasks of `board` a start-rate limit holds back, from the plan a tick now would make (a dry run,
+/// as the dashboard's "why it waits"): one gauge per assignee, labelled with its first such task.
+fn rate_limited_tasks(
+    ctx: &Ctx,
+    store: &crate::edge::open::Board,
+    board: &BoardSlug,
+    family: &Family<Labels, Gauge>,
+) -> Result<(), Failure> {
+    use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink};
+    #[derive(Default)]
+    struct Held(std::collections::BTreeMap<String, (String, i64)>);
+    impl PlanSink for Held {
+        fn housekeeping(&mut self, _: &str, _: &Housekeeping) {}
+        fn promoted(&mut self, _: &str) {}
+        fn decision(&mut self, d: &DecisionRef<'_>) {
+            if matches!(d.decision, Decision::DeferredRateLimited { .. }) {
+                let who = d.assignee.unwrap_or_default().to_owned();
+                self.0.entry(who).or_insert_with(|| (d.task_id.to_owned(), 0)).1 += 1;
+            }
+        }
+    }
+    let cfg = crate::board::tick_config(ctx, &crate::board::DispatchArgs::default(), &ctx.profiles());
+    let mut held = Held::default();
+    crate::board::report::plan_dry(ctx, store, board, &cfg, &mut held)?;
+    for (who, (first, n)) in held.0 {
+        family.get_or_create(&labels(&[("board", board.as_str()), ("assignee", &who), ("next_task", &first)])).set(n);
     }
     Ok(())
 }

@@ -50,7 +50,7 @@ pub trait KanbanStore {
     fn snapshot(&self, req: &crate::board::TickRequest<'_>) -> Result<crate::board::BoardSnapshot, Self::Error>;
 
     /// Streams a dry run's plan into `sink`, writing nothing: every housekeeping action and promotion, then one
-    /// decision per ready task in dispatch order (see [`crate::policy::dispatch::PlanSink`]). The default plans
+    /// decision per ready task in the planner's order (see [`crate::policy::dispatch::PlanSink`]). The default plans
     /// over [`KanbanStore::snapshot`], which holds every ready task in memory; a store that can read its ready tasks
     /// in dispatch order overrides it and feeds a [`crate::policy::dispatch::Planner`] row by row, so a dry run's
     /// memory is bounded by the profiles and the running tasks, not by the ready tasks.

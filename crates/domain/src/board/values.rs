@@ -211,7 +211,13 @@ pub struct BoardSnapshot {
     pub running_elsewhere: BTreeMap<String, u32>,
     /// All running tasks on the other boards of this host (assigned or not).
     pub total_running_elsewhere: u32,
+    /// The board's starts (runs claimed) within the last [`RATE_WINDOW_SECS`], each with its assignee: read only
+    /// when a start-rate limit is set (`kanban.rate_limit_per_minute` or an override), empty otherwise.
+    pub recent_starts: Vec<(Option<String>, Timestamp)>,
 }
+
+/// The window of the start-rate limits: at most N starts in any window this long.
+pub const RATE_WINDOW_SECS: i64 = 60;
 
 /// The caps, already validated (invalid values arrive here as `None`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -224,12 +230,27 @@ pub struct DispatchCaps {
     pub per_profile: Option<u32>,
     /// Per-assignee overrides of `per_profile`.
     pub per_profile_overrides: BTreeMap<String, u32>,
+    /// `kanban.rate_limit_per_minute`: most starts of the board in any [`RATE_WINDOW_SECS`]; `None` is no limit.
+    pub rate_per_minute: Option<u32>,
+    /// `kanban.rate_limit_per_minute_overrides`: most starts of one assignee's tasks on the board in any window;
+    /// 0 is no limit for that assignee.
+    pub rate_overrides: BTreeMap<String, u32>,
 }
 
 impl DispatchCaps {
     /// The cap that applies to `assignee`, if any.
     pub fn cap_for(&self, assignee: &str) -> Option<u32> {
         self.per_profile_overrides.get(assignee).copied().or(self.per_profile)
+    }
+
+    /// The start-rate limit of `assignee`'s own tasks, if any (its override; 0 there is none).
+    pub fn rate_for(&self, assignee: &str) -> Option<u32> {
+        self.rate_overrides.get(assignee).copied().filter(|n| *n > 0)
+    }
+
+    /// Whether any start-rate limit is set (then a tick reads the board's recent starts).
+    pub fn rate_limited(&self) -> bool {
+        self.rate_per_minute.is_some() || self.rate_overrides.values().any(|n| *n > 0)
     }
 }
 

@@ -52,6 +52,17 @@ pub enum Decision {
     DeferredMaxInProgress { running: u32, cap: u32 },
     /// `--max` / `kanban.max_spawn` spawns already planned this tick.
     DeferredMaxSpawn { cap: u32 },
+    /// A start-rate limit is reached: `limit` starts in the last minute, of the board
+    /// (`kanban.rate_limit_per_minute`) or of the assignee's tasks (`per_profile`, its override); the oldest of them
+    /// leaves the window in `wait_secs`.
+    DeferredRateLimited {
+        limit: u32,
+        per_profile: bool,
+        wait_secs: i64,
+        /// When a start is free again (the gateway wakes for the soonest).
+        #[serde(skip)]
+        until: Timestamp,
+    },
     /// A retry whose sandbox is on another host of a shared board: left to that host for a while longer.
     DeferredSandboxElsewhere { wait_secs: i64 },
     /// The container engine was unreachable for this host's recent workers: nothing is claimed until the backoff
@@ -82,6 +93,7 @@ impl Decision {
             Self::SkippedPerProfileCapped { .. } => "skipped_per_profile_capped",
             Self::DeferredMaxInProgress { .. } => "deferred_max_in_progress",
             Self::DeferredMaxSpawn { .. } => "deferred_max_spawn",
+            Self::DeferredRateLimited { .. } => "deferred_rate_limited",
             Self::DeferredSandboxElsewhere { .. } => "deferred_sandbox_elsewhere",
             Self::DeferredEngineUnavailable { .. } => "deferred_engine_unavailable",
             Self::DeferredScheduled { .. } => "deferred_scheduled",
@@ -138,7 +150,8 @@ pub struct TickPlan {
     pub housekeeping: Vec<(String, Housekeeping)>,
     /// `todo` tasks whose parents are all done: promoted to `ready`.
     pub promoted: Vec<String>,
-    /// One decision per ready task considered, in dispatch order.
+    /// One decision per ready task considered, in dispatch order, except that the candidates a board-wide limit had
+    /// to choose between come last, in the fair-share order (see [`Planner`]).
     pub decisions: Vec<TaskDecision>,
     /// The soonest time a task waiting for its time is due (the gateway wakes for it).
     pub next_due: Option<Timestamp>,
@@ -147,7 +160,7 @@ pub struct TickPlan {
 impl TickPlan {
     /// Notes when a task waiting for its time is due (every decision passes here, kept or not).
     pub fn note_due(&mut self, decision: &Decision) {
-        if let Decision::DeferredScheduled { until, .. } = decision {
+        if let Decision::DeferredScheduled { until, .. } | Decision::DeferredRateLimited { until, .. } = decision {
             self.next_due = Some(self.next_due.map_or(*until, |due| due.min(*until)));
         }
     }
@@ -300,7 +313,8 @@ impl TaskDecision {
 }
 
 /// Where a streamed plan goes, in order: every housekeeping action and promotion, then one decision per ready task
-/// in dispatch order. [`TickPlan`] collects one; a report writer prints one as it comes.
+/// in dispatch order (the candidates a board-wide limit had to choose between last, in the fair-share order).
+/// [`TickPlan`] collects one; a report writer prints one as it comes.
 pub trait PlanSink {
     fn housekeeping(&mut self, task_id: &str, action: &Housekeeping);
     fn promoted(&mut self, task_id: &str);
@@ -336,14 +350,31 @@ impl TickPlan {
 }
 
 /// The planner of one tick, fed row by row: first every running task of the board ([`Planner::running`]), then the
-/// ready tasks in dispatch order ([`Planner::decide`]). Its state is the running counts per profile and the spawns
-/// planned so far, so a store can stream a board of any size through it in memory bounded by the profiles.
+/// ready tasks in dispatch order ([`Planner::decide`]), then [`Planner::finish`]. Its state is the running counts per
+/// profile, the board's recent starts, the candidates seen per profile and, when a board-wide limit binds, the
+/// candidates it must choose between (at most as many per profile as that limit leaves starts), so a store can stream a board of any size through it in
+/// memory bounded by the profiles and the free slots.
+///
+/// **Fair share**, the one rule for who gets a slot when a board-wide limit (`kanban.max_in_progress`, a tick's
+/// spawn limit, `kanban.rate_limit_per_minute`) leaves fewer starts than there are ready tasks: higher priority first;
+/// within a priority, the next slot goes to the profile with the fewest tasks running (counting those this tick
+/// starts), a tie to the profile whose next task is oldest; within a profile, oldest first. With nothing running that
+/// is a round robin across the profiles that have ready tasks; see [`fair_key`].
 pub struct Planner<'c> {
     now: Timestamp,
     cfg: &'c TickConfig,
     per_profile: BTreeMap<String, u32>,
     total_running: u32,
-    spawned: u32,
+    /// The board's starts in the rate window, per assignee, oldest first; and all of them.
+    starts: BTreeMap<String, Vec<Timestamp>>,
+    all_starts: Vec<Timestamp>,
+    /// Set at the first ready task (every running one counted by then).
+    budget: Option<Budget>,
+    /// Each profile's lane this tick: its candidates so far (a task's rank within its profile), its running count
+    /// and its own room.
+    lanes: BTreeMap<String, Lane>,
+    /// Candidates a board-wide limit must choose between; decided at [`Planner::finish`].
+    pending: Vec<Pending>,
 }
 
 impl<'c> Planner<'c> {
@@ -354,7 +385,34 @@ impl<'c> Planner<'c> {
         running_elsewhere: &BTreeMap<String, u32>,
         total_running_elsewhere: u32,
     ) -> Self {
-        Self { now, cfg, per_profile: running_elsewhere.clone(), total_running: total_running_elsewhere, spawned: 0 }
+        Self {
+            now,
+            cfg,
+            per_profile: running_elsewhere.clone(),
+            total_running: total_running_elsewhere,
+            starts: BTreeMap::new(),
+            all_starts: Vec::new(),
+            budget: None,
+            lanes: BTreeMap::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// The board's starts within the rate window (any order), for the start-rate limits.
+    #[must_use]
+    pub fn with_starts(mut self, starts: &[(Option<String>, Timestamp)]) -> Self {
+        let mut all: Vec<Timestamp> = starts.iter().map(|(_, at)| *at).collect();
+        all.sort();
+        for (who, at) in starts {
+            if let Some(who) = who.as_deref().filter(|w| !w.trim().is_empty()) {
+                self.starts.entry(who.to_owned()).or_default().push(*at);
+            }
+        }
+        for times in self.starts.values_mut() {
+            times.sort();
+        }
+        self.all_starts = all;
+        self
     }
 
     /// A running task of this board: its housekeeping (`None` when healthy); it counts against the caps while it
@@ -370,44 +428,42 @@ impl<'c> Planner<'c> {
         hk
     }
 
-    /// The decision for the next ready task in dispatch order; `None` when `--task` names another task.
-    pub fn decide<'r>(&mut self, t: ReadyTask<'r>) -> Option<DecisionRef<'r>>
-    where
-        'c: 'r,
-    {
+    /// The next ready task in dispatch order: its decision goes to `sink` now, or, when a board-wide limit must
+    /// choose between it and others, at [`Planner::finish`]. Nothing when `--task` names another task.
+    pub fn decide(&mut self, t: ReadyTask<'_>, sink: &mut dyn PlanSink) {
         let cfg = self.cfg;
         if cfg.only_task.as_deref().is_some_and(|only| only != t.id) || cfg.held.contains(t.id) {
-            return None;
+            return;
         }
-        let caps = &cfg.caps;
         // A deferred task still names its assignee, so `--explain` says whose task waits.
         let named = t.assignee.filter(|a| !a.trim().is_empty());
         let mut d = DecisionRef { task_id: t.id, assignee: named, auto_assigned: false, decision: Decision::Spawn };
         if let Some(at) = t.not_before.filter(|at| *at > self.now) {
             d.decision = Decision::DeferredScheduled { wait_secs: at.secs_since(self.now).ceil() as i64, until: at };
-            return Some(d);
+            return sink.decision(&d);
         }
         if let Some(until) = cfg.engine_backoff_until.filter(|until| *until > self.now) {
             d.decision = Decision::DeferredEngineUnavailable { wait_secs: until.secs_since(self.now).ceil() as i64 };
-            return Some(d);
+            return sink.decision(&d);
         }
         // A retry waits a while for the host that holds its sandbox (and its files), then any host takes it.
         if let Some(since) = t.sandbox_elsewhere_since {
             let left = cfg.sandbox_affinity_secs - self.now.secs_since(since).floor() as i64;
             if left > 0 {
                 d.decision = Decision::DeferredSandboxElsewhere { wait_secs: left };
-                return Some(d);
+                return sink.decision(&d);
             }
         }
-        if let Some(cap) = caps.max_in_progress.filter(|cap| self.total_running >= *cap) {
-            d.decision = Decision::DeferredMaxInProgress { running: self.total_running, cap };
-            return Some(d);
+        if self.budget.is_none() {
+            self.budget = Some(self.budget());
         }
-        if let Some(cap) = caps.max_spawn.filter(|cap| self.spawned >= *cap) {
-            d.decision = Decision::DeferredMaxSpawn { cap };
-            return Some(d);
+        let Some(budget) = &self.budget else { return };
+        let left = budget.left;
+        if left == Some(0) {
+            d.decision = budget.why.clone();
+            return sink.decision(&d);
         }
-        let assignee: &'r str = match named {
+        let assignee = match named {
             Some(a) => a,
             None => match cfg.default_assignee.as_deref().filter(|d| cfg.profiles.contains(*d)) {
                 Some(default) => {
@@ -416,29 +472,59 @@ impl<'c> Planner<'c> {
                 }
                 None => {
                     d.decision = Decision::SkippedUnassigned;
-                    return Some(d);
+                    return sink.decision(&d);
                 }
             },
         };
         d.assignee = Some(assignee);
         if !cfg.profiles.contains(assignee) {
             d.decision = Decision::SkippedNonspawnable;
-            return Some(d);
+            return sink.decision(&d);
         }
-        let current = self.per_profile.get(assignee).copied().unwrap_or(0);
-        if let Some(cap) = caps.cap_for(assignee).filter(|cap| current >= *cap) {
-            d.decision = Decision::SkippedPerProfileCapped { current, cap };
-            return Some(d);
+        if !self.lanes.contains_key(assignee) {
+            let lane = self.lane(assignee);
+            self.lanes.insert(assignee.to_owned(), lane);
         }
-        match self.per_profile.get_mut(assignee) {
-            Some(n) => *n += 1,
-            None => {
-                self.per_profile.insert(assignee.to_owned(), 1);
-            }
+        let (Some(lane), Some(budget)) = (self.lanes.get_mut(assignee), &self.budget) else { return };
+        let rank = lane.rank;
+        // Past the board's budget: at least that many of the profile's own candidates, each ahead of this one in
+        // the fair order, fill every slot first.
+        if left.is_some_and(|left| rank >= left) {
+            d.decision = budget.why.clone();
+            return sink.decision(&d);
         }
-        self.total_running += 1;
-        self.spawned += 1;
-        Some(d)
+        if let Some((room, why)) = &lane.room
+            && rank >= *room
+        {
+            d.decision = why.clone();
+            return sink.decision(&d);
+        }
+        lane.rank += 1;
+        if left.is_none() {
+            // Nothing board-wide to share: every candidate within its profile's limits starts.
+            return sink.decision(&d);
+        }
+        let key = fair_key(t.priority, lane.running, rank, t.created_at, t.id);
+        self.pending.push(Pending { key, assignee: assignee.to_owned(), auto_assigned: d.auto_assigned });
+    }
+
+    /// Decides the candidates a board-wide limit had to choose between, in the fair order (see [`Planner`]): as many
+    /// as it leaves start, the others wait for it.
+    pub fn finish(self, sink: &mut dyn PlanSink) {
+        let Some(budget) = self.budget else { return };
+        let mut pending = self.pending;
+        pending.sort_by(|a, b| a.key.cmp(&b.key));
+        let left = budget.left.unwrap_or(u32::MAX) as usize;
+        for (i, p) in pending.iter().enumerate() {
+            let decision = if i < left { Decision::Spawn } else { budget.why.clone() };
+            let d = DecisionRef {
+                task_id: &p.key.id,
+                assignee: Some(&p.assignee),
+                auto_assigned: p.auto_assigned,
+                decision,
+            };
+            sink.decision(&d);
+        }
     }
 }
 
@@ -451,7 +537,8 @@ pub fn plan_tick(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig) -> 
 
 /// [`plan_tick`] into any sink (the order of [`PlanSink`]).
 pub fn plan_tick_into(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig, sink: &mut dyn PlanSink) {
-    let mut planner = Planner::new(now, cfg, &snapshot.running_elsewhere, snapshot.total_running_elsewhere);
+    let mut planner = Planner::new(now, cfg, &snapshot.running_elsewhere, snapshot.total_running_elsewhere)
+        .with_starts(&snapshot.recent_starts);
     let mut ready: Vec<ReadyTask<'_>> = Vec::new();
     for t in &snapshot.tasks {
         match t.status {
@@ -473,11 +560,15 @@ pub fn plan_tick_into(now: Timestamp, snapshot: &BoardSnapshot, cfg: &TickConfig
     }
     ready.sort_by(ReadyTask::dispatch_order);
     for t in ready {
-        if let Some(d) = planner.decide(t) {
-            sink.decision(&d);
-        }
+        planner.decide(t, sink);
     }
+    planner.finish(sink);
 }
+
+mod fair;
+
+use fair::{Budget, Lane, Pending};
+pub use fair::{FairKey, fair_key};
 
 #[cfg(test)]
 mod tests;

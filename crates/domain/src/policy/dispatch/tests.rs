@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
+use super::fair::rate_room;
 use super::*;
 use crate::board::{BoardSnapshot, TaskRow, TaskStatus, TickConfig};
 
@@ -557,4 +558,178 @@ fn a_task_whose_last_worker_is_still_exiting_waits_and_the_others_go() {
     assert_eq!(plan.spawns().map(|d| d.task_id.as_str()).collect::<Vec<_>>(), ["alpha1"]);
     c.held.clear();
     assert_eq!(plan_tick(NOW, &snapshot(ready(2, "alpha")), &c).spawns().count(), 2);
+}
+
+/// `n` ready tasks of `who`, created from `from` seconds on (one a second), ids `{who}{i:02}`.
+fn aged(n: usize, who: &str, from: i64) -> Vec<TaskRow> {
+    (0..n)
+        .map(|i| TaskRow {
+            created_at: Timestamp::from_secs(from + i as i64),
+            ..task(&format!("{who}{i:02}"), Some(who), TaskStatus::Ready)
+        })
+        .collect()
+}
+
+/// Issue 40's starving board: the global cap of 2 binds, 10 older tasks of alpha, 4 newer of beta; each tick one
+/// running task (the oldest start) finishes. Oldest-first gave alpha the first 8 starts; fair share gives beta half
+/// of them while it has tasks.
+#[test]
+fn fair_share_does_not_starve_the_newer_profile() {
+    let mut c = cfg(None);
+    c.caps.max_in_progress = Some(2);
+    let mut tasks = aged(10, "alpha", 1_000);
+    tasks.extend(aged(4, "beta", 2_000));
+    let mut starts: Vec<String> = Vec::new();
+    while starts.len() < 8 {
+        let plan = plan_tick(NOW, &snapshot(tasks.clone()), &c);
+        let spawned: Vec<String> = plan.spawns().map(|d| d.task_id.clone()).collect();
+        assert!(!spawned.is_empty(), "a slot is free: {:?}", codes(&plan));
+        for id in &spawned {
+            let t = tasks.iter_mut().find(|t| &t.id == id).unwrap();
+            let who = t.assignee.clone();
+            *t = task(id, who.as_deref(), TaskStatus::Running);
+        }
+        starts.extend(spawned);
+        // The oldest start finishes.
+        let first_running =
+            starts.iter().find(|id| tasks.iter().any(|t| &&t.id == id && t.status == TaskStatus::Running));
+        let done = first_running.unwrap().clone();
+        tasks.retain(|t| t.id != done);
+    }
+    let beta = starts[..8].iter().filter(|id| id.starts_with("beta")).count();
+    assert!(beta >= 3, "beta got {beta} of the first 8 starts: {starts:?}");
+    assert_eq!(&starts[..2], ["alpha00", "beta00"], "the first two slots go one to each profile");
+}
+
+#[test]
+fn free_slots_go_round_robin_oldest_first_within_a_profile() {
+    let mut c = cfg(None);
+    c.caps.max_spawn = Some(5);
+    let mut tasks = aged(6, "alpha", 1_000);
+    tasks.extend(aged(6, "beta", 2_000));
+    tasks.extend(aged(1, "default", 3_000));
+    let plan = plan_tick(NOW, &snapshot(tasks), &c);
+    let spawned: Vec<&str> = plan.spawns().map(|d| d.task_id.as_str()).collect();
+    assert_eq!(spawned, ["alpha00", "beta00", "default00", "alpha01", "beta01"]);
+    // Every other task waits for the tick's spawn limit, and is decided once.
+    assert_eq!(plan.decisions.len(), 13);
+    assert_eq!(plan.decisions.iter().filter(|d| d.decision == Decision::DeferredMaxSpawn { cap: 5 }).count(), 8);
+}
+
+#[test]
+fn fair_share_counts_what_each_profile_already_runs() {
+    let mut c = cfg(None);
+    c.caps.max_in_progress = Some(4);
+    let mut tasks: Vec<TaskRow> = (0..2).map(|i| task(&format!("r{i}"), Some("alpha"), TaskStatus::Running)).collect();
+    tasks.extend(aged(3, "alpha", 1_000));
+    tasks.extend(aged(3, "beta", 2_000));
+    let plan = plan_tick(NOW, &snapshot(tasks), &c);
+    let spawned: Vec<&str> = plan.spawns().map(|d| d.task_id.as_str()).collect();
+    assert_eq!(spawned, ["beta00", "beta01"], "alpha runs 2, so beta's turn comes twice first");
+    let waiting = plan.decisions.iter().find(|d| d.task_id == "alpha00").unwrap();
+    assert_eq!(waiting.decision, Decision::DeferredMaxInProgress { running: 4, cap: 4 });
+}
+
+#[test]
+fn priority_comes_before_fair_share() {
+    let mut c = cfg(None);
+    c.caps.max_spawn = Some(2);
+    let mut tasks = aged(3, "alpha", 1_000);
+    for t in &mut tasks {
+        t.priority = 5;
+    }
+    tasks.extend(aged(3, "beta", 500));
+    let plan = plan_tick(NOW, &snapshot(tasks), &c);
+    assert_eq!(plan.spawns().map(|d| d.task_id.as_str()).collect::<Vec<_>>(), ["alpha00", "alpha01"]);
+}
+
+#[test]
+fn a_board_rate_limit_counts_the_starts_of_the_last_minute() {
+    let mut c = cfg(None);
+    c.caps.rate_per_minute = Some(3);
+    let mut snap = snapshot(aged(5, "alpha", 1_000));
+    // Two starts inside the window (50 s and 10 s ago), one outside (61 s ago).
+    snap.recent_starts =
+        [61, 50, 10].map(|ago| (Some("beta".to_owned()), Timestamp::from_secs(NOW.as_secs() - ago))).to_vec();
+    let plan = plan_tick(NOW, &snap, &c);
+    assert_eq!(plan.spawns().count(), 1);
+    let rated: Vec<&Decision> =
+        plan.decisions.iter().map(|d| &d.decision).filter(|d| d.code() == "deferred_rate_limited").collect();
+    assert_eq!(rated.len(), 4);
+    // The start of 50 s ago leaves the window in 10 s; the gateway wakes for it.
+    assert!(
+        matches!(rated[0], Decision::DeferredRateLimited { limit: 3, per_profile: false, wait_secs: 10, .. }),
+        "{rated:?}"
+    );
+    assert_eq!(plan.next_due, Some(Timestamp::from_secs(NOW.as_secs() + 10)));
+    // Full: nothing starts.
+    snap.recent_starts.push((None, Timestamp::from_secs(NOW.as_secs() - 5)));
+    assert_eq!(plan_tick(NOW, &snap, &c).spawns().count(), 0);
+}
+
+#[test]
+fn a_profile_rate_limit_holds_only_that_profile() {
+    let mut c = cfg(None);
+    c.caps.rate_overrides.insert("alpha".into(), 3);
+    c.caps.rate_overrides.insert("beta".into(), 0);
+    let mut tasks = aged(8, "alpha", 1_000);
+    tasks.extend(aged(5, "beta", 2_000));
+    let mut snap = snapshot(tasks);
+    snap.recent_starts = vec![(Some("alpha".to_owned()), Timestamp::from_secs(NOW.as_secs() - 20))];
+    let plan = plan_tick(NOW, &snap, &c);
+    let (s, _) = tally(&plan);
+    assert_eq!((s["alpha"], s["beta"]), (2, 5), "alpha's 3 a minute less the one 20 s ago; 0 is no limit");
+    let held = plan.decisions.iter().find(|d| d.task_id == "alpha07").unwrap();
+    assert!(matches!(held.decision, Decision::DeferredRateLimited { limit: 3, per_profile: true, wait_secs: 40, .. }));
+}
+
+#[test]
+fn rate_room_counts_only_the_window() {
+    let at = |ago: i64| Timestamp::from_secs(NOW.as_secs() - ago);
+    assert_eq!(rate_room(&[], 2, NOW), (2, NOW.plus(std::time::Duration::from_secs(60))));
+    assert_eq!(rate_room(&[at(60), at(30)], 2, NOW), (1, at(-30)), "60 s ago is out of the window");
+    assert_eq!(rate_room(&[at(59), at(30), at(1)], 2, NOW), (0, at(-30)), "two must leave for one more: 30 s ago");
+}
+
+proptest! {
+    /// With nothing running and one priority, a board-wide limit shares its starts round robin: a profile left
+    /// waiting never has more than one start fewer than any other profile.
+    #[test]
+    fn a_binding_limit_shares_round_robin(counts in prop::collection::vec(0usize..6, 3), max in 1u32..8) {
+        let mut c = cfg(None);
+        c.caps.max_spawn = Some(max);
+        let mut tasks = Vec::new();
+        for (i, (who, n)) in ["alpha", "beta", "default"].iter().zip(&counts).enumerate() {
+            tasks.extend(aged(*n, who, 1_000 * (3 - i as i64)));
+        }
+        let plan = plan_tick(NOW, &snapshot(tasks), &c);
+        let (s, _) = tally(&plan);
+        let started = |who: &str| s.get(who).copied().unwrap_or(0);
+        prop_assert_eq!(plan.spawns().count(), (max as usize).min(counts.iter().sum()));
+        for d in plan.decisions.iter().filter(|d| d.decision != Decision::Spawn) {
+            let waits = d.assignee.as_deref().unwrap();
+            for other in ["alpha", "beta", "default"] {
+                prop_assert!(started(other) <= started(waits) + 1, "{waits} waits with {} starts, {other} has {}", started(waits), started(other));
+            }
+        }
+    }
+
+    /// No start-rate limit is ever exceeded: the window's starts plus the tick's stay within each limit.
+    #[test]
+    fn rate_limits_hold(tasks in prop::collection::vec(arb_task(), 0..60), c in arb_cfg(), board in prop::option::of(1u32..6), alpha in 0u32..4, ago in prop::collection::vec((0i64..120, prop::bool::ANY), 0..8)) {
+        let mut c = c;
+        c.caps.rate_per_minute = board;
+        c.caps.rate_overrides.insert("alpha".into(), alpha);
+        let mut snap = snapshot(dedup(tasks));
+        snap.recent_starts = ago.iter().map(|(s, a)| (a.then(|| "alpha".to_owned()), Timestamp::from_secs(NOW.as_secs() - s))).collect();
+        let plan = plan_tick(NOW, &snap, &c);
+        let inside = |alpha_only: bool| ago.iter().filter(|(s, a)| *s < 60 && (!alpha_only || *a)).count();
+        if let Some(limit) = board {
+            prop_assert!(plan.spawns().count() + inside(false) <= (limit as usize).max(inside(false)));
+        }
+        if alpha > 0 {
+            let alpha_spawns = plan.spawns().filter(|d| d.assignee.as_deref() == Some("alpha")).count();
+            prop_assert!(alpha_spawns + inside(true) <= (alpha as usize).max(inside(true)));
+        }
+    }
 }
