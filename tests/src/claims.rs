@@ -82,14 +82,14 @@ fn sigkilled_dispatchers(exit_outcome: bool) {
     let home = Home::new();
     let marks = home.path().join("starts");
     std::fs::create_dir_all(&marks).unwrap();
-    // Each worker records that it started (its parent's pid is the confirmed worker pid: the built-in wrapper
-    // confirms and then runs this command as its child), lives a second, and completes its task. Under the runner
-    // the worker is the script whose shell runs the command (`$$`, also in the subshell), and the exit is the outcome.
+    // Each worker records that it started (`$$`: the worker the run records, under the home's runner the script
+    // whose shell runs the command, or becomes it), lives a second, and completes its task: with exit outcomes by
+    // exiting 0, else by its own `kanban complete` (hermes's protocol).
     let worker = if exit_outcome {
         format!("echo $$ >> {}/{{task_id}}.starts; sleep 1", marks.display())
     } else {
         format!(
-            "echo $PPID >> {}/{{task_id}}.starts; sleep 1; {} kanban complete {{task_id}} >/dev/null 2>&1",
+            "echo $$ >> {}/{{task_id}}.starts; sleep 1; {} kanban complete {{task_id}} >/dev/null 2>&1",
             marks.display(),
             berth_bin().display()
         )
@@ -157,9 +157,9 @@ fn sigkilled_dispatchers(exit_outcome: bool) {
         child.wait().unwrap();
     }
     let last_kill = Instant::now();
-    // The runner's tasks were started by the runner (a `berth worker run` would have been its fallback).
+    // The tasks were started by the home's runner (a `berth worker run` would have been its fallback).
     let runner_log = home.path().join("kanban/logs/runner.log");
-    assert_eq!(runner_log.exists(), exit_outcome, "the home's runner was started: {}", runner_log.display());
+    assert!(runner_log.exists(), "the home's runner was started: {}", runner_log.display());
 
     let unrecorded = unrecorded_runs();
     let b = BoardSlug::default_board();
@@ -233,7 +233,8 @@ fn sigkilled_dispatchers(exit_outcome: bool) {
 fn ls_and_show_check_the_worker_and_a_second_worker_for_a_run_runs_nothing() {
     let home = Home::new();
     let marks = home.path().join("ran");
-    home.ok(&["config", "set", "kanban.worker_command", &format!("echo $PPID >> {}; exec sleep 60", marks.display())]);
+    // `$$`: the run's worker (the home's runner makes the command the worker once its run is confirmed).
+    home.ok(&["config", "set", "kanban.worker_command", &format!("echo $$ >> {}; exec sleep 60", marks.display())]);
     let id = home.json(&["kanban", "create", "w", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     home.ok(&["kanban", "dispatch"]);
     let pid = wait_until("the worker's confirmation", Duration::from_secs(20), || {

@@ -407,10 +407,11 @@ fn a_worker_command_holds_no_board_password_and_completes_through_its_worker() {
     assert!(other["task"]["status"] != "done" && other["runs"].as_array().unwrap().is_empty(), "untouched: {other}");
 }
 
-/// While a gateway runs on a PostgreSQL board, its workers' writes (a worker command's `kanban complete`) go through
-/// the gateway's relay on its kept connection, not on a new connection each; the relay performs a write only for the
-/// process the task's current run records as its worker (the kernel's word for the peer, not the request's): asked
-/// by anyone else, it does nothing and the task stays as it was. Without a gateway, the worker writes itself.
+/// On a PostgreSQL board, a worker command's own writes (`kanban complete`) go through the home's runner on its kept
+/// connection, not on a new connection each, with a gateway and without; the gateway's relay (for the built-in
+/// worker's writes) performs a write only for the process the task's current run records as its worker (the
+/// kernel's word for the peer, not the request's): asked by anyone else, it does nothing and the task stays as it
+/// was.
 #[test]
 fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
     use std::io::{BufRead, Write};
@@ -449,7 +450,7 @@ fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
     let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
     assert!(reply["task"].is_null(), "the relay wrote for a process that is not the worker: {reply}");
     assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "running");
-    // Let the workers finish: each completion goes through the gateway.
+    // Let the workers finish: each completion goes through the runner.
     std::fs::write(&go, "").unwrap();
     for id in &ids {
         crate::support::wait_until("the task done", Duration::from_secs(60), || {
@@ -457,21 +458,21 @@ fn a_gateways_workers_write_through_its_kept_connection_and_only_they_do() {
         });
         assert_eq!(home.json(&["kanban", "show", id])["task"]["result"], "relayed");
         let log = home.ok(&["kanban", "logs", id]);
-        assert!(log.contains("the command's complete recorded through the gateway"), "{id}: {log}");
+        assert!(log.contains("the command's complete recorded through the runner"), "{id}: {log}");
     }
     drop(gw);
-    // No gateway: a one-shot dispatch's worker writes the completion itself.
+    // No gateway: a one-shot dispatch's task goes to the same runner.
     let id = home.json(&["kanban", "create", "alone", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
     home.ok(&["kanban", "dispatch"]);
     crate::support::wait_until("the task done without a gateway", Duration::from_secs(60), || {
         home.json(&["kanban", "show", &id])["task"]["status"] == "done"
     });
     let log = home.ok(&["kanban", "logs", &id]);
-    assert!(!log.contains("through the gateway"), "{log}");
+    assert!(log.contains("the command's complete recorded through the runner"), "{log}");
 }
 
-/// A plain worker command (no shell syntax in its template) runs as its worker's own child, with no `sh` between; the
-/// socket it reaches its worker through is abstract (no file in the home) and its name drawn at random (no other
+/// A plain worker command (no shell syntax in its template) runs with no `sh` between it and berth (the home's runner
+/// makes it the run's worker once the run is confirmed); the socket it reaches the runner through is abstract (no file in the home) and its name drawn at random (no other
 /// user can take it first); and a task it completes through the gateway has its sandbox removed by the gateway's
 /// releaser before the completion is answered (a gateway killed in between answers nothing, and the command then
 /// removes it itself).
@@ -505,16 +506,17 @@ fn a_plain_worker_command_runs_without_a_shell_and_the_gateway_removes_the_sandb
         crate::support::wait_until("the command's last file", Duration::from_secs(30), || {
             std::path::Path::new(&format!("{}.left.{id}", script.display())).exists()
         });
-        assert_eq!(read("parent").trim(), "berth", "the command's parent is its worker, not a shell");
+        assert_eq!(read("parent").trim(), "berth", "the command's parent is the runner, not a shell");
         let socket = read("socket");
         let drawn = socket.trim().rsplit('/').next().unwrap_or_default();
         assert!(socket.starts_with("@berth-worker/"), "an abstract socket: {socket}");
         assert!(drawn.len() == 32 && drawn.chars().all(|c| c.is_ascii_hexdigit()), "a name drawn at random: {socket}");
         assert_eq!(read("left"), "", "the completion was answered only once its sandbox was gone");
         let log = home.ok(&["kanban", "logs", id]);
-        assert!(log.contains("the command's complete recorded through the gateway"), "{id}: {log}");
+        assert!(log.contains("the command's complete recorded through the runner"), "{id}: {log}");
     }
-    assert!(!home.path().join("kanban/sockets").read_dir().unwrap().flatten().any(|e| e.file_name() != "gateway.sock"));
+    let sockets = home.path().join("kanban/sockets").read_dir().unwrap().flatten();
+    assert!(!sockets.into_iter().any(|e| e.file_name() != "gateway.sock" && e.file_name() != "runner.sock"));
     crate::support::wait_until("the completed tasks' sandboxes removed", Duration::from_secs(30), || {
         home.containers().is_empty()
     });

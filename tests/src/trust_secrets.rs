@@ -285,7 +285,7 @@ type Reading = (u32, u32, String);
 /// environment and command line for as long as it lives, so no process that lives a few milliseconds is missed.
 /// Every process of `home` (its environment names it) whose reading held `secret` (its pid, its parent's and its
 /// command line), and how
-/// many workers (`worker run`, `worker runner`) were read, until `stop`.
+/// many berth processes of the gateway's (`worker …`, the commands' `kanban …`) were read, until `stop`.
 fn read_as_root(
     home: &std::path::Path,
     secret: &'static str,
@@ -313,7 +313,7 @@ fn read_as_root(
                 }
                 let args: Vec<String> =
                     cmd.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-                if args.get(1).is_some_and(|a| a == "worker") {
+                if args.get(1).is_some_and(|a| a == "worker" || a == "kanban") {
                     workers.insert(pid);
                 }
                 let holds = |d: &[u8]| d.windows(secret.len()).any(|w| w == secret.as_bytes());
@@ -332,11 +332,12 @@ fn read_as_root(
     })
 }
 
-/// The re-attack of issue 38 (F1, F3): the gateway is non-dumpable, but each berth process it starts (a `berth
-/// worker run` per task, the runner) is open to its user from its exec until its `main` makes it non-dumpable, and
-/// it had the board's URL in its environment then. A poller of the gateway's user reads `/proc/*/environ` and
-/// `cmdline` of every process through a burst of dispatches, of `berth worker run` workers and then of the runner;
-/// it catches workers in that window, and never sees the password (before: in the caught workers' environment).
+/// The re-attack of issue 38 (F1, F3): the gateway is non-dumpable, but each berth process it starts (the runner, a
+/// `berth worker run` where none can be had, and the `berth kanban complete` of each task's command) is open to its
+/// user from its exec until its `main` makes it non-dumpable, and it had the board's URL in its environment then. A
+/// poller of the gateway's user reads `/proc/*/environ` and `cmdline` of every process through a burst of dispatches
+/// of tasks completing themselves and then of exit outcomes; it catches berth processes in that window, and never
+/// sees the password (before: in the caught workers' environment).
 #[test]
 fn no_process_berth_starts_shows_the_board_password() {
     let Some(db) = crate::pg::TestDb::create() else { return };
@@ -398,7 +399,7 @@ fn no_process_berth_starts_shows_the_board_password() {
     started.push(gw.pid());
     wait_until("the workers' tasks done", Duration::from_secs(120), || done(20));
     drop(gw);
-    // The runner (`kanban.worker_exit_outcome` tasks) is a berth process the dispatcher starts too.
+    // Exit outcomes: the runner's tasks with no berth process in them.
     create(5);
     chown_tree(home.path());
     let gw = gateway(&["-c", "kanban.worker_exit_outcome=true", "-c", "kanban.worker_command=true"]);
@@ -428,6 +429,7 @@ fn no_process_berth_starts_shows_the_board_password() {
         .map(|(p, _, c)| format!("{p} {c}"))
         .collect();
     assert!(read.is_empty(), "berth started a process with the board password in its window:\n{}", read.join("\n"));
-    // A worker lives a few milliseconds at least (most of the 21 are read; fewer on a loaded machine).
-    assert!(workers >= 5, "the workers and the runner were read: {workers}");
+    // A berth process lives a few milliseconds at least (most of the 20 commands' are read; fewer on a loaded
+    // machine).
+    assert!(workers >= 5, "the runner and the commands' berth processes were read: {workers}");
 }

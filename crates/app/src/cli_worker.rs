@@ -23,7 +23,7 @@ pub enum WorkerCmd {
         #[arg(long)]
         after_stdin_closes: bool,
     },
-    /// Run this home's `kanban.worker_exit_outcome` commands (started by the dispatcher; leaves when idle).
+    /// Run this home's `kanban.worker_command` tasks (started by the dispatcher; leaves when idle).
     #[command(hide = true)]
     Runner,
 }

@@ -1,5 +1,6 @@
-//! The `WorkerLauncher` port on this host: `berth worker run` processes (or, for `kanban.worker_exit_outcome` tasks,
-//! the home's runner: `runner.rs`), the verified stop, the task's sandbox.
+//! The `WorkerLauncher` port on this host: the home's runner for the tasks of a `kanban.worker_command` (`runner.rs`),
+//! `berth worker run` processes for the built-in worker's (and wherever no runner can be had), the verified stop,
+//! the task's sandbox.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -37,8 +38,8 @@ pub struct ProcessLauncher<'a> {
     launched: AtomicUsize,
     /// `kanban dispatch --failure-limit`: the workers' limit too.
     failure_limit: Option<u32>,
-    /// This tick's connection to the home's runner (`runner.rs`), made at its first `kanban.worker_exit_outcome`
-    /// task; why there is none when it could not be had (its tasks then get `berth worker run` workers).
+    /// This tick's connection to the home's runner (`runner.rs`), made at its first `kanban.worker_command` task; why
+    /// there is none when it could not be had (its tasks then get `berth worker run` workers).
     runner: Mutex<Option<Result<RunnerClient, String>>>,
 }
 

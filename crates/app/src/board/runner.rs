@@ -1,5 +1,5 @@
-//! The runner: one long-lived process a home (`berth worker runner`) that runs the commands of
-//! `kanban.worker_exit_outcome` tasks, so such a task costs its command's processes and no berth process of its own.
+//! The runner: one long-lived process a home (`berth worker runner`) that runs the tasks of `kanban.worker_command`,
+//! so such a task costs its command's processes and no berth process of its own.
 //!
 //! A dispatcher's launcher (`launcher.rs: RunnerClient`) connects at its tick's first such task (starting the runner
 //! when none answers), says what the tick's tasks share ([`Hello`]), and asks for each task's start ([`Start`]). The
@@ -7,10 +7,17 @@
 //! pipes, its stdin one end of a socket pair. Its pid and start time are what the run records, as a `berth worker
 //! run`'s are. The script waits at the gate (a line on the socket) until the tick recorded its workers; then the
 //! runner says `go` (or, when the tick did not confirm the run promptly, confirms it itself on the board first and
-//! says nothing when that fails: the script ends and nothing ran). The script enters the task's folder, runs the
-//! command with stdin from `/dev/null`, closes its own output, reports `exit N` on the socket and waits for the
-//! runner's `ok`: it stays alive, and its task's run looks alive to every tick, until the runner recorded the
-//! outcome (on the runner's one kept connection to the board, guarded by the run). So:
+//! says nothing when that fails: the script ends and nothing ran). Then:
+//! - with `kanban.worker_exit_outcome`, the script enters the task's folder, runs the command with stdin from
+//!   `/dev/null`, closes its own output, reports `exit N` on the socket and waits for the runner's `ok`: it stays
+//!   alive, and its task's run looks alive to every tick, until the runner recorded the outcome (on the runner's one
+//!   kept connection to the board, guarded by the run);
+//! - without (hermes's protocol: the command records its own outcome with `kanban complete|block`), the script
+//!   becomes the command (`exec`): the command is the run's worker, its end the worker's end, and a command that
+//!   ended without an outcome is judged crashed by the next tick, as a `berth worker run`'s is. Its own `kanban
+//!   complete|block|heartbeat` go to the runner's kept connection (PostgreSQL) in the same batches.
+//!
+//! So:
 //! - a gateway or dispatcher killed at any moment loses no outcome (the runner is not its child in any way that
 //!   matters: it records on its own connection);
 //! - a runner killed is the kill of every task's worker it held: each script sees its socket close and ends, and the
@@ -142,10 +149,10 @@ fn lock_file(home: &Path, write: bool) -> std::io::Result<std::fs::File> {
     Ok(file)
 }
 
-/// Whether `kanban.worker_exit_outcome` tasks of this context go to the runner.
+/// Whether this context's tasks go to the runner: those of a `kanban.worker_command` (the built-in worker's need a
+/// `berth worker run` each).
 pub(super) fn wanted(ctx: &Ctx) -> bool {
-    let k = &ctx.settings.kanban;
-    k.worker_exit_outcome && !k.worker_command.trim().is_empty()
+    !ctx.settings.kanban.worker_command.trim().is_empty()
 }
 
 /// What the runner's threads share.
@@ -423,7 +430,8 @@ fn start_task(
     // A path, not a name looked up in the command's own PATH: only so does the spawn take `posix_spawn` (the
     // kernel's vfork, no copy of the runner's page tables) instead of a fork of the whole runner.
     let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c").arg(script(&command, &s.workdir)).arg("sh").arg(&command.rendered);
+    let reports = ctx.settings.kanban.worker_exit_outcome;
+    cmd.arg("-c").arg(script(&command, &s.workdir, reports)).arg("sh").arg(&command.rendered);
     cmd.env_clear().envs(base.iter().map(|(k, v)| (k, v))).envs(s.env.iter().map(|(k, v)| (k, v)));
     if let Some(server) = &server {
         cmd.env(super::handoff::SOCKET_VAR, server.address());
@@ -545,7 +553,14 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
     std::thread::scope(|s| {
         // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
         if let Some(server) = &server {
-            s.spawn(|| server.serve_with(&t.task, pid, |op, text| shared.command_write(&dispatch, &t, op, text)));
+            s.spawn(|| {
+                server.serve_with(&t.task, pid, |op, text| {
+                    let done = shared.command_write(&dispatch, &t, op, text)?;
+                    let mut log = std::fs::OpenOptions::new().append(true).read(true).open(&t.log).ok();
+                    say(&mut log, &format!("the command's {op} recorded through the runner"));
+                    Ok(done)
+                });
+            });
         }
         pump(&mut child, &mut sink);
         if let Some(server) = &server {
@@ -553,6 +568,16 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
         }
     });
     sink.finish();
+    if !ctx.settings.kanban.worker_exit_outcome {
+        // The command was the worker (hermes's protocol): it recorded its outcome itself, or the crash verdict will.
+        let said = match child.wait().map(|s| (s.code(), std::os::unix::process::ExitStatusExt::signal(&s))) {
+            Ok((Some(code), _)) => format!("the command exited {code}"),
+            Ok((_, Some(signal))) => format!("the command was killed by signal {signal}"),
+            _ => "the command's end was not seen".to_owned(),
+        };
+        say(sink.file(), &said);
+        return;
+    }
     let mut line = String::new();
     let reported = BufReader::new(&gate)
         .read_line(&mut line)

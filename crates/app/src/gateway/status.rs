@@ -81,7 +81,7 @@ pub struct GatewayStatus {
     pub last_tick: Option<LastTick>,
     /// When it stopped (`null` while it runs).
     pub stopped_at: Option<String>,
-    /// The pid of the home's runner (`board/runner.rs`), which holds `kanban.worker_exit_outcome` commands and
+    /// The pid of the home's runner (`board/runner.rs`), which holds the `kanban.worker_command` tasks and
     /// outlives the gateway; `null` when none serves the home.
     pub runner_pid: Option<u32>,
     /// When the settings the gateway runs on were read (its start, or the last config change it applied).
