@@ -3,8 +3,8 @@
 //! status as the outcome (`kanban.worker_exit_outcome`), against pgqueuer 1.6 from PyPI (installed into a virtual
 //! environment under `target/`, never the system Python) with 1, 2 and 3 worker processes draining the same number
 //! of jobs, one `true` process per job: the same work on both sides, at the same concurrency per process (pgqueuer's
-//! default batch of 10 a worker, a cap of 10 tasks a gateway). One more berth row with one gateway drains tasks whose
-//! command completes its own task (`berth kanban complete {task_id}`, hermes's protocol: a berth process more a
+//! default batch of 10 a worker, a cap of 10 tasks a gateway). Three more berth rows, 1, 2 and 3 gateways, drain tasks
+//! whose command completes its own task (`berth kanban complete {task_id}`, hermes's protocol: a berth process more a
 //! task). Each row is reported by its best round, beside the peer's best. Also `kanban create --from` (bulk create)
 //! on both stores, beside pgqueuer's batch enqueue.
 
@@ -261,9 +261,16 @@ pub fn bench_drain(quick: bool) -> Vec<Figure> {
     };
     let python = peer_python();
     let (n, reps) = if quick { (300, 1) } else { (1000, 3) };
-    // The rows: 1, 2 and 3 gateways doing the peer's work, then one gateway with hermes's protocol; the peer with 1, 2
+    // The rows: 1, 2 and 3 gateways doing the peer's work, then 1, 2 and 3 with hermes's protocol; the peer with 1, 2
     // and 3 worker processes.
-    let setups = [(1, Ending::Exit), (2, Ending::Exit), (3, Ending::Exit), (1, Ending::Complete)];
+    let setups = [
+        (1, Ending::Exit),
+        (2, Ending::Exit),
+        (3, Ending::Exit),
+        (1, Ending::Complete),
+        (2, Ending::Complete),
+        (3, Ending::Complete),
+    ];
     let peer_workers = [1, 2, 3];
     let mut berth: Vec<Vec<Drain>> = setups.iter().map(|_| Vec::new()).collect();
     let mut peers: Vec<Vec<Peer>> = peer_workers.iter().map(|_| Vec::new()).collect();

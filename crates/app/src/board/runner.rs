@@ -41,9 +41,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use domain::ports::Clock;
-
-use crate::edge::context::{Ctx, SystemClock};
+use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 use crate::edge::open::Board;
 use crate::edge::process;
@@ -53,6 +51,9 @@ use super::log_sink::LogSink;
 use super::script::script;
 
 mod recorder;
+mod task_log;
+
+use task_log::{pump, say, set_up};
 
 /// How long a runner with no task and no connection stays.
 const IDLE: Duration = Duration::from_secs(10);
@@ -396,7 +397,7 @@ struct Worker {
     _busy: Busy,
 }
 
-/// Starts a task's worker behind its gate and the thread that sees it through.
+/// Every task's environment but the variables naming its run: the dispatch's, without the board's password.
 fn base_env(ctx: &Ctx, dispatch: &[(String, String)]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
     let mut env: std::collections::BTreeMap<std::ffi::OsString, std::ffi::OsString> =
         dispatch.iter().map(|(k, v)| (k.into(), v.into())).collect();
@@ -414,6 +415,7 @@ fn base_env(ctx: &Ctx, dispatch: &[(String, String)]) -> Vec<(std::ffi::OsString
     env.into_iter().collect()
 }
 
+/// Starts a task's worker behind its gate and the thread that sees it through.
 fn start_task(
     shared: &Arc<Shared>,
     ctx: &Arc<Ctx>,
@@ -454,72 +456,6 @@ fn start_task(
     let shared = Arc::clone(shared);
     std::thread::spawn(move || run_task(&shared, w));
     Ok((pid, start, gate))
-}
-
-/// A worker's log (rotated past `kanban.worker_log_rotate_bytes`, created when missing) and working directory
-/// (created when missing), as `berth worker run` makes them; the reason when either cannot be had.
-fn set_up(ctx: &Ctx, t: &TaskRun) -> (Option<std::fs::File>, Result<(), String>) {
-    let k = &ctx.settings.kanban;
-    super::worker::rotate(&t.log, k.worker_log_rotate_bytes, k.worker_log_backup_count.get());
-    let log = std::fs::OpenOptions::new().create(true).append(true).read(true).open(&t.log);
-    let dir = crate::edge::private_files::ensure_dir(&t.workdir)
-        .map_err(|e| format!("cannot enter the working directory {}: {e}", t.workdir.display()));
-    match log {
-        Ok(f) => (Some(f), dir),
-        Err(e) => (None, Err(format!("cannot open the worker log {}: {e}", t.log.display()))),
-    }
-}
-
-/// Copies the worker's stdout and stderr into `sink`, each as its stream, until both end (one thread for both).
-fn pump(child: &mut Child, sink: &mut LogSink) {
-    use domain::ports::{OutputSink, OutputStream};
-    use rustix::event::{PollFd, PollFlags, poll};
-    let mut pipes: Vec<(OutputStream, OwnedFd)> = Vec::new();
-    pipes.extend(child.stdout.take().map(|p| (OutputStream::Stdout, OwnedFd::from(p))));
-    pipes.extend(child.stderr.take().map(|p| (OutputStream::Stderr, OwnedFd::from(p))));
-    let mut buf = vec![0_u8; 64 * 1024];
-    while !pipes.is_empty() {
-        let mut polled: Vec<PollFd<'_>> = pipes.iter().map(|(_, fd)| PollFd::new(fd, PollFlags::IN)).collect();
-        match poll(&mut polled, None) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return,
-        }
-        let ready: Vec<bool> = polled.iter().map(|p| !p.revents().is_empty()).collect();
-        drop(polled);
-        let mut i = 0;
-        pipes.retain(|(stream, fd)| {
-            let keep = !ready[i]
-                || match rustix::io::read(fd, &mut buf) {
-                    Ok(0) | Err(_) => false,
-                    Ok(n) => {
-                        sink.write(*stream, &buf[..n]);
-                        true
-                    }
-                };
-            i += 1;
-            keep
-        });
-    }
-}
-
-/// A line of the runner's in a task's log, as the task's worker (`kanban logs` finds each run's part by its
-/// `confirmed run` line): time-stamped, masked.
-fn say(log: &mut Option<std::fs::File>, text: &str) {
-    let Some(log) = log else { return };
-    if !ends_a_line(log) {
-        let _ = writeln!(log);
-    }
-    let _ = writeln!(log, "[berth worker {}] {}", SystemClock.now(), crate::edge::redact::redact(text));
-}
-
-/// Whether the log (opened for reading too) is empty or ends with a newline (a command's last line may not: the
-/// runner's line goes below it, where `kanban logs --run` finds it).
-fn ends_a_line(log: &std::fs::File) -> bool {
-    use std::os::unix::fs::FileExt;
-    let len = log.metadata().map_or(0, |m| m.len());
-    let mut last = [b'\n'];
-    len == 0 || log.read_at(&mut last, len - 1).is_err() || last[0] == b'\n'
 }
 
 /// Sees one task through: the gate, the command's output into its log, its exit recorded, the worker let go.
