@@ -2,10 +2,18 @@
 //! a deadline; a read still waiting then (the board locked by another writer, its server away) is answered with the
 //! last good answer to the same request, marked stale, or a one-line 503, while the read finishes in the background
 //! and refreshes the answer kept. So a page, `/metrics` or `/healthz` never waits on the board.
+//!
+//! A request that finds the same request's read under way, begun since the board last changed (the dashboard's
+//! change counter unmoved), waits for that read instead of starting its own: the pages open on one board fetch
+//! again together at each change, and one read answers them all.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -50,15 +58,32 @@ struct Kept {
     took: Duration,
 }
 
-/// The readers' permits and the answers kept.
+/// A read under way, as every request that joins it awaits it.
+type Pending = Shared<BoxFuture<'static, Answer>>;
+
+/// A read under way: the board's change count when it began, its number (so only it removes itself) and its answer.
+struct InFlight {
+    version: u64,
+    id: u64,
+    answer: Pending,
+}
+
+/// The readers' permits, the reads under way and the answers kept.
 pub(crate) struct Reads {
     permits: Arc<Semaphore>,
     kept: Mutex<HashMap<String, Kept>>,
+    in_flight: Mutex<HashMap<String, InFlight>>,
+    next_id: AtomicU64,
 }
 
 impl Default for Reads {
     fn default() -> Self {
-        Self { permits: Arc::new(Semaphore::new(READERS)), kept: Mutex::new(HashMap::new()) }
+        Self {
+            permits: Arc::new(Semaphore::new(READERS)),
+            kept: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+        }
     }
 }
 
@@ -129,23 +154,68 @@ pub(crate) async fn answer(
     key: String,
     read: impl FnOnce(&Ctx) -> Answer + Send + 'static,
 ) -> Response {
-    let Ok(permit) = Arc::clone(&web.reads.permits).try_acquire_owned() else {
+    let deadline = web.reads.deadline(&key);
+    let w = Arc::clone(web);
+    let Some(pending) = join_or_start(&web.reads, *web.live.borrow(), &key, deadline, move || read(&w.ctx)) else {
         return web.reads.stale(&key, "every board read is still waiting for the board");
     };
-    let deadline = web.reads.deadline(&key);
-    let (w, k) = (Arc::clone(web), key.clone());
-    let job = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let started = Instant::now();
-        let answer = read(&w.ctx);
-        w.reads.finished(&k, &answer, started.elapsed(), deadline);
-        answer
-    });
-    match tokio::time::timeout(deadline, job).await {
-        Ok(Ok(answer)) => answer.into_response(),
-        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("the board read failed: {e}\n")).into_response(),
+    match tokio::time::timeout(deadline, pending).await {
+        Ok(answer) => answer.into_response(),
         Err(_) => web.reads.stale(&key, &format!("no answer within {} ms", deadline.as_millis())),
     }
+}
+
+/// Removes a read from the reads under way when it ends.
+struct Done<'a> {
+    reads: &'a Reads,
+    key: &'a str,
+    id: u64,
+}
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self.reads.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if in_flight.get(self.key).is_some_and(|f| f.id == self.id) {
+            in_flight.remove(self.key);
+        }
+    }
+}
+
+/// The read under way for `key` that began at the board's change count `version` (none since), or a new one on a
+/// blocking thread; `None` when every reader is busy.
+fn join_or_start(
+    reads: &Arc<Reads>,
+    version: u64,
+    key: &str,
+    deadline: Duration,
+    read: impl FnOnce() -> Answer + Send + 'static,
+) -> Option<Pending> {
+    let mut in_flight = reads.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(f) = in_flight.get(key).filter(|f| f.version == version) {
+        return Some(f.answer.clone());
+    }
+    let permit = Arc::clone(&reads.permits).try_acquire_owned().ok()?;
+    let id = reads.next_id.fetch_add(1, Ordering::Relaxed);
+    let (r, k) = (Arc::clone(reads), key.to_owned());
+    let job = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        // Gone from the reads under way when it ends, however it ends (a read that panicked is not joined again).
+        let _done = Done { reads: &r, key: &k, id };
+        let started = Instant::now();
+        let answer = read();
+        r.finished(&k, &answer, started.elapsed(), deadline);
+        answer
+    });
+    let answer = job
+        .map(|joined| {
+            joined.unwrap_or_else(|e| {
+                Answer::new(StatusCode::INTERNAL_SERVER_ERROR, "text/plain", format!("the board read failed: {e}\n"))
+            })
+        })
+        .boxed()
+        .shared();
+    in_flight.insert(key.to_owned(), InFlight { version, id, answer: answer.clone() });
+    Some(answer)
 }
 
 #[cfg(test)]
@@ -181,6 +251,34 @@ mod tests {
         assert_eq!(reads.deadline("/"), Duration::from_millis(2400));
         reads.finished("/", &ok, Duration::from_secs(2), reads.deadline("/"));
         assert_eq!(reads.deadline("/"), CEILING);
+    }
+
+    #[tokio::test]
+    async fn a_request_joins_the_same_read_begun_since_the_last_change() {
+        let reads = Arc::new(Reads::default());
+        let (calls, (go, wait)) = (Arc::new(AtomicU64::new(0)), std::sync::mpsc::channel::<()>());
+        let wait = Arc::new(Mutex::new(wait));
+        let read = |version: u64| {
+            let (calls, wait) = (Arc::clone(&calls), Arc::clone(&wait));
+            move || {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                let _ = wait.lock().unwrap().recv();
+                Answer::new(StatusCode::OK, "text/plain", format!("read {n} at {version}"))
+            }
+        };
+        let first = join_or_start(&reads, 7, "/", CEILING, read(7)).unwrap();
+        let joined = join_or_start(&reads, 7, "/", CEILING, read(7)).unwrap();
+        let other = join_or_start(&reads, 7, "/other", CEILING, read(7)).unwrap();
+        // The board changed since the first began: a read of its own.
+        let later = join_or_start(&reads, 8, "/", CEILING, read(8)).unwrap();
+        for _ in 0..3 {
+            go.send(()).unwrap();
+        }
+        let (a, b, c, d) = (first.await.body, joined.await.body, other.await.body, later.await.body);
+        assert_eq!(a, b, "one read for both");
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "{a} {c} {d}");
+        assert!(d.ends_with("at 8") && c != a && d != a, "{a} {c} {d}");
+        assert!(reads.in_flight.lock().unwrap().is_empty(), "a read that ended is not joined");
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! and the throughput and failures chart (inline SVG from the board's events, no script library).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use domain::ids::BoardSlug;
 use domain::policy::dispatch::{Decision, DecisionRef, Housekeeping, PlanSink};
@@ -65,11 +67,42 @@ fn words(d: &Decision, assignee: Option<&str>) -> String {
 }
 
 /// Why each ready task of `board` waits, from the plan a tick now would make (a dry run: nothing written).
-pub(crate) fn waiting(ctx: &Ctx, store: &Board, board: &BoardSlug) -> Result<HashMap<String, Waiting>, Failure> {
+fn waiting(ctx: &Ctx, store: &Board, board: &BoardSlug) -> Result<HashMap<String, Waiting>, Failure> {
     let cfg = crate::board::tick_config(ctx, &crate::board::DispatchArgs::default(), &ctx.profiles());
     let mut sink = Decisions::default();
     crate::board::report::plan_dry(ctx, store, board, &cfg, &mut sink)?;
     Ok(sink.0)
+}
+
+/// How long a board's explanations are given again while the board is unchanged (their waits are in seconds).
+const EXPLAINED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The last explanations per board, with the dashboard's change count they were made at: the board page and
+/// `/api/board` of an unchanged board reuse them for [`EXPLAINED_FOR`] rather than plan again.
+#[derive(Default)]
+pub(crate) struct Explained(Mutex<HashMap<String, (u64, Instant, Arc<HashMap<String, Waiting>>)>>);
+
+impl Explained {
+    /// [`waiting`] for `board` at the board's change count `version`, reused while that count holds.
+    pub(crate) fn waiting(
+        &self,
+        version: u64,
+        ctx: &Ctx,
+        store: &Board,
+        board: &BoardSlug,
+    ) -> Result<Arc<HashMap<String, Waiting>>, Failure> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner).get(board.as_str()).cloned();
+        if let Some((v, at, why)) = kept
+            && v == version
+            && at.elapsed() < EXPLAINED_FOR
+        {
+            return Ok(why);
+        }
+        let why = Arc::new(waiting(ctx, store, board)?);
+        let entry = (version, Instant::now(), Arc::clone(&why));
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).insert(board.as_str().to_owned(), entry);
+        Ok(why)
+    }
 }
 
 /// A todo task's reason, as `--explain --task ID` gives it (it is not planned until its parents are done).

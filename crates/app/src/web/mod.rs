@@ -32,7 +32,9 @@ pub(crate) struct Web {
     pub(crate) token: auth::Token,
     pub(crate) live: watch::Receiver<u64>,
     /// Board reads bounded in time, and the answers kept for when the board does not answer (`bounded.rs`).
-    pub(crate) reads: bounded::Reads,
+    pub(crate) reads: Arc<bounded::Reads>,
+    /// The board page's explanations, reused while the board is unchanged (`console.rs`).
+    pub(crate) explained: console::Explained,
 }
 
 /// A running dashboard. The board watch that feeds it calls [`Dashboard::changed`] on every change to the board.
@@ -119,7 +121,8 @@ pub async fn start(ctx: &Ctx, addr: SocketAddr) -> Result<Dashboard, Failure> {
         ctx: copy_ctx(ctx),
         token: auth::Token::new(&ctx.home, token.clone()),
         live: rx,
-        reads: bounded::Reads::default(),
+        reads: Arc::default(),
+        explained: console::Explained::default(),
     });
     let router = routes::router(state);
     tokio::spawn(serve::connections(listener, router));

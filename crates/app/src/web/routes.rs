@@ -15,7 +15,6 @@ use serde::Serialize;
 use super::actions;
 use super::bounded::{Answer, answer};
 use super::{Web, auth, live, pages, sandboxes, views};
-use crate::edge::context::Ctx;
 use crate::edge::error::Failure;
 
 type Params = Query<HashMap<String, String>>;
@@ -91,21 +90,25 @@ fn wants_fragment(q: &HashMap<String, String>) -> bool {
     q.get("fragment").is_some_and(|v| v == "1")
 }
 
-fn board_view(ctx: &Ctx, q: &HashMap<String, String>) -> Result<views::BoardView, Failure> {
+/// The board a request names, its ready cards explained as the dashboard last explained the unchanged board.
+fn board_view(web: &Web, q: &HashMap<String, String>) -> Result<views::BoardView, Failure> {
     let slug = q.get("board").map_or("default", String::as_str);
     let archived = q.get("archived").is_some_and(|v| v == "1" || v == "true");
-    views::board(ctx, slug, archived)
+    let version = *web.live.borrow();
+    views::board(&web.ctx, slug, archived, &|store, b| web.explained.waiting(version, &web.ctx, store, b))
 }
 
 async fn board_page(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
-    answer(&web, key_of(&uri), move |ctx| {
-        page(board_view(ctx, &q), wants_fragment(&q), |v, frag| if frag { pages::columns(v) } else { pages::board(v) })
+    let w = Arc::clone(&web);
+    answer(&web, key_of(&uri), move |_| {
+        page(board_view(&w, &q), wants_fragment(&q), |v, frag| if frag { pages::columns(v) } else { pages::board(v) })
     })
     .await
 }
 
 async fn api_board(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
-    answer(&web, key_of(&uri), move |ctx| api(board_view(ctx, &q))).await
+    let w = Arc::clone(&web);
+    answer(&web, key_of(&uri), move |_| api(board_view(&w, &q))).await
 }
 
 async fn api_board_names(State(web): State<Arc<Web>>, uri: Uri) -> Response {

@@ -174,8 +174,15 @@ fn board_names(store: Option<&Board>) -> Result<Vec<String>, Failure> {
     })
 }
 
-/// One board by status; archived tasks only when asked for.
-pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool) -> Result<BoardView, Failure> {
+/// Why each ready task of a board waits (`console::Explained::waiting`).
+pub(crate) type Explain<'a> =
+    &'a dyn Fn(
+        &Board,
+        &BoardSlug,
+    ) -> Result<std::sync::Arc<std::collections::HashMap<String, super::console::Waiting>>, Failure>;
+
+/// One board by status; archived tasks only when asked for; each ready card with why it waits (`explain`).
+pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool, explain: Explain<'_>) -> Result<BoardView, Failure> {
     let b = BoardSlug::parse(slug).map_err(Failure::usage_of)?;
     let store = open_read_only(ctx)?;
     let boards = board_names(store.as_ref())?;
@@ -193,9 +200,9 @@ pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool) -> Result<BoardView, 
             }
         }
         if let Some(ready) = columns.iter_mut().find(|c| c.status == TaskStatus::Ready && !c.tasks.is_empty()) {
-            let mut why = super::console::waiting(ctx, store, &b)?;
+            let why = explain(store, &b)?;
             for c in &mut ready.tasks {
-                c.waiting = why.remove(&c.id);
+                c.waiting = why.get(&c.id).cloned();
             }
         }
     }

@@ -477,15 +477,19 @@ impl<'c> Planner<'c> {
             },
         };
         d.assignee = Some(assignee);
-        if !cfg.profiles.contains(assignee) {
-            d.decision = Decision::SkippedNonspawnable;
-            return sink.decision(&d);
-        }
-        if !self.lanes.contains_key(assignee) {
-            let lane = self.lane(assignee);
-            self.lanes.insert(assignee.to_owned(), lane);
-        }
-        let (Some(lane), Some(budget)) = (self.lanes.get_mut(assignee), &self.budget) else { return };
+        // One lookup a task once its profile has a lane (only a profile of this host gets one).
+        let lane = match self.lanes.get_mut(assignee) {
+            Some(lane) => lane,
+            None => {
+                if !cfg.profiles.contains(assignee) {
+                    d.decision = Decision::SkippedNonspawnable;
+                    return sink.decision(&d);
+                }
+                let lane = self.lane(assignee);
+                self.lanes.entry(assignee.to_owned()).or_insert(lane)
+            }
+        };
+        let Some(budget) = &self.budget else { return };
         let rank = lane.rank;
         // Past the board's budget: at least that many of the profile's own candidates, each ahead of this one in
         // the fair order, fill every slot first.
