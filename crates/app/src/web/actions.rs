@@ -39,9 +39,14 @@ pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&crate::edge::context::Ctx) -> Result<T, Failure> + Send + 'static,
 ) -> Result<T, Failure> {
     let web = Arc::clone(web);
-    tokio::task::spawn_blocking(move || f(&web.ctx))
-        .await
-        .map_err(|e| Failure::other(format!("the dashboard's write did not finish: {e}")))?
+    tokio::task::spawn_blocking(move || {
+        let done = f(&web.ctx);
+        // A read from now on sees the write: it joins and reuses nothing read before it.
+        web.wrote();
+        done
+    })
+    .await
+    .map_err(|e| Failure::other(format!("the dashboard's write did not finish: {e}")))?
 }
 
 /// A worker a transition took its task from is stopped, as the CLI does (verified pid and start).

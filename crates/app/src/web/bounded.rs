@@ -61,12 +61,17 @@ struct Kept {
 /// A read under way, as every request that joins it awaits it.
 type Pending = Shared<BoxFuture<'static, Answer>>;
 
-/// A read under way: the board's change count when it began, its number (so only it removes itself) and its answer.
+/// A read under way: the board's change count when it began, its number (so only it removes itself), its answer and
+/// when it is due (a request that joins it waits no longer than the request that began it).
 struct InFlight {
-    version: u64,
+    version: Version,
     id: u64,
     answer: Pending,
+    due: Instant,
 }
+
+/// The board's change count as the dashboard knows it: the board watch's, and the dashboard's own writes.
+pub(crate) type Version = (u64, u64);
 
 /// The readers' permits, the reads under way and the answers kept.
 pub(crate) struct Reads {
@@ -156,10 +161,10 @@ pub(crate) async fn answer(
 ) -> Response {
     let deadline = web.reads.deadline(&key);
     let w = Arc::clone(web);
-    let Some(pending) = join_or_start(&web.reads, *web.live.borrow(), &key, deadline, move || read(&w.ctx)) else {
+    let Some((pending, due)) = join_or_start(&web.reads, web.version(), &key, deadline, move || read(&w.ctx)) else {
         return web.reads.stale(&key, "every board read is still waiting for the board");
     };
-    match tokio::time::timeout(deadline, pending).await {
+    match tokio::time::timeout_at(due.into(), pending).await {
         Ok(answer) => answer.into_response(),
         Err(_) => web.reads.stale(&key, &format!("no answer within {} ms", deadline.as_millis())),
     }
@@ -182,17 +187,17 @@ impl Drop for Done<'_> {
 }
 
 /// The read under way for `key` that began at the board's change count `version` (none since), or a new one on a
-/// blocking thread; `None` when every reader is busy.
+/// blocking thread awaited for `deadline`: its answer and when it is due; `None` when every reader is busy.
 fn join_or_start(
     reads: &Arc<Reads>,
-    version: u64,
+    version: Version,
     key: &str,
     deadline: Duration,
     read: impl FnOnce() -> Answer + Send + 'static,
-) -> Option<Pending> {
+) -> Option<(Pending, Instant)> {
     let mut in_flight = reads.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(f) = in_flight.get(key).filter(|f| f.version == version) {
-        return Some(f.answer.clone());
+        return Some((f.answer.clone(), f.due));
     }
     let permit = Arc::clone(&reads.permits).try_acquire_owned().ok()?;
     let id = reads.next_id.fetch_add(1, Ordering::Relaxed);
@@ -214,8 +219,9 @@ fn join_or_start(
         })
         .boxed()
         .shared();
-    in_flight.insert(key.to_owned(), InFlight { version, id, answer: answer.clone() });
-    Some(answer)
+    let due = Instant::now() + deadline;
+    in_flight.insert(key.to_owned(), InFlight { version, id, answer: answer.clone(), due });
+    Some((answer, due))
 }
 
 #[cfg(test)]
@@ -266,11 +272,12 @@ mod tests {
                 Answer::new(StatusCode::OK, "text/plain", format!("read {n} at {version}"))
             }
         };
-        let first = join_or_start(&reads, 7, "/", CEILING, read(7)).unwrap();
-        let joined = join_or_start(&reads, 7, "/", CEILING, read(7)).unwrap();
-        let other = join_or_start(&reads, 7, "/other", CEILING, read(7)).unwrap();
+        let (first, due) = join_or_start(&reads, (7, 0), "/", CEILING, read(7)).unwrap();
+        let (joined, joined_due) = join_or_start(&reads, (7, 0), "/", FLOOR, read(7)).unwrap();
+        assert_eq!(due, joined_due, "a joined read is due when it was due for the request that began it");
+        let (other, _) = join_or_start(&reads, (7, 0), "/other", CEILING, read(7)).unwrap();
         // The board changed since the first began: a read of its own.
-        let later = join_or_start(&reads, 8, "/", CEILING, read(8)).unwrap();
+        let (later, _) = join_or_start(&reads, (8, 0), "/", CEILING, read(8)).unwrap();
         for _ in 0..3 {
             go.send(()).unwrap();
         }

@@ -80,13 +80,13 @@ const EXPLAINED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 /// The last explanations per board, with the dashboard's change count they were made at: the board page and
 /// `/api/board` of an unchanged board reuse them for [`EXPLAINED_FOR`] rather than plan again.
 #[derive(Default)]
-pub(crate) struct Explained(Mutex<HashMap<String, (u64, Instant, Arc<HashMap<String, Waiting>>)>>);
+pub(crate) struct Explained(Mutex<HashMap<String, (super::bounded::Version, Instant, Arc<HashMap<String, Waiting>>)>>);
 
 impl Explained {
     /// [`waiting`] for `board` at the board's change count `version`, reused while that count holds.
     pub(crate) fn waiting(
         &self,
-        version: u64,
+        version: super::bounded::Version,
         ctx: &Ctx,
         store: &Board,
         board: &BoardSlug,

@@ -35,6 +35,20 @@ pub(crate) struct Web {
     pub(crate) reads: Arc<bounded::Reads>,
     /// The board page's explanations, reused while the board is unchanged (`console.rs`).
     pub(crate) explained: console::Explained,
+    /// The dashboard's own writes so far: a read after one never joins or reuses what was read before it.
+    pub(crate) writes: std::sync::atomic::AtomicU64,
+}
+
+impl Web {
+    /// The board's change count as the dashboard knows it (`bounded::Version`).
+    pub(crate) fn version(&self) -> bounded::Version {
+        (*self.live.borrow(), self.writes.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// A write of the dashboard's went to the board (or may have).
+    pub(crate) fn wrote(&self) {
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A running dashboard. The board watch that feeds it calls [`Dashboard::changed`] on every change to the board.
@@ -123,6 +137,7 @@ pub async fn start(ctx: &Ctx, addr: SocketAddr) -> Result<Dashboard, Failure> {
         live: rx,
         reads: Arc::default(),
         explained: console::Explained::default(),
+        writes: std::sync::atomic::AtomicU64::new(0),
     });
     let router = routes::router(state);
     tokio::spawn(serve::connections(listener, router));

@@ -94,7 +94,7 @@ fn wants_fragment(q: &HashMap<String, String>) -> bool {
 fn board_view(web: &Web, q: &HashMap<String, String>) -> Result<views::BoardView, Failure> {
     let slug = q.get("board").map_or("default", String::as_str);
     let archived = q.get("archived").is_some_and(|v| v == "1" || v == "true");
-    let version = *web.live.borrow();
+    let version = web.version();
     views::board(&web.ctx, slug, archived, &|store, b| web.explained.waiting(version, &web.ctx, store, b))
 }
 
