@@ -80,7 +80,10 @@ const EXPLAINED_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 /// The last explanations per board, with the dashboard's change count they were made at: the board page and
 /// `/api/board` of an unchanged board reuse them for [`EXPLAINED_FOR`] rather than plan again.
 #[derive(Default)]
-pub(crate) struct Explained(Mutex<HashMap<String, (super::bounded::Version, Instant, Arc<HashMap<String, Waiting>>)>>);
+pub(crate) struct Explained(Mutex<HashMap<String, (super::bounded::Version, Instant, Why)>>);
+
+/// Why each ready task of a board waits, by task id.
+pub(crate) type Why = Arc<HashMap<String, Waiting>>;
 
 impl Explained {
     /// [`waiting`] for `board` at the board's change count `version`, reused while that count holds.
@@ -90,7 +93,7 @@ impl Explained {
         ctx: &Ctx,
         store: &Board,
         board: &BoardSlug,
-    ) -> Result<Arc<HashMap<String, Waiting>>, Failure> {
+    ) -> Result<Why, Failure> {
         let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner).get(board.as_str()).cloned();
         if let Some((v, at, why)) = kept
             && v == version

@@ -175,11 +175,7 @@ fn board_names(store: Option<&Board>) -> Result<Vec<String>, Failure> {
 }
 
 /// Why each ready task of a board waits (`console::Explained::waiting`).
-pub(crate) type Explain<'a> =
-    &'a dyn Fn(
-        &Board,
-        &BoardSlug,
-    ) -> Result<std::sync::Arc<std::collections::HashMap<String, super::console::Waiting>>, Failure>;
+pub(crate) type Explain<'a> = &'a dyn Fn(&Board, &BoardSlug) -> Result<super::console::Why, Failure>;
 
 /// One board by status; archived tasks only when asked for; each ready card with why it waits (`explain`).
 pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool, explain: Explain<'_>) -> Result<BoardView, Failure> {
