@@ -34,6 +34,13 @@ pub fn main() -> ExitCode {
     // Before anything else: the environment (the board's password, forwarded secrets) is not readable by the
     // commands berth runs, which are of the same user, through /proc/<pid>/environ.
     edge::process::keep_memory_private();
+    // A worker's command's own `kanban complete|block|heartbeat`, in its plainest form, goes to its worker at once:
+    // no command line, settings or logging to set up for it (hermes's protocol runs one such process a task).
+    let answered = match quick_hand_off() {
+        Quick::Answered(code) => return code,
+        Quick::Remove(task, assignee) => Some((task, assignee)),
+        Quick::No => None,
+    };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
@@ -56,12 +63,38 @@ pub fn main() -> ExitCode {
     let mut env = config_bridge::EnvMap::from_process();
     let handed = edge::handover::receive(&mut env);
     init_logging(cli.verbose + u8::from(service), &env, service && cli.json);
-    match run(cli, env, handed) {
+    match run(cli, env, handed, answered) {
         Ok(code) => ExitCode::from(code),
-        Err(f) => {
-            eprintln!("berth: {}", edge::terminal_text::error_line(&f.message));
-            ExitCode::from(f.code)
-        }
+        Err(f) => failed(&f),
+    }
+}
+
+fn failed(f: &Failure) -> ExitCode {
+    eprintln!("berth: {}", edge::terminal_text::error_line(&f.message));
+    ExitCode::from(f.code)
+}
+
+/// What [`quick_hand_off`] did.
+enum Quick {
+    /// Not a plain request of a worker's command, or no worker to answer it: the whole command line reads it.
+    No,
+    Answered(ExitCode),
+    /// Answered, and the completed task's sandbox is the command's to remove (with its settings).
+    Remove(String, String),
+}
+
+/// A worker's command's request in its plainest form (`board::handoff::plain_request`), sent to its worker.
+fn quick_hand_off() -> Quick {
+    let Ok(socket) = std::env::var(board::handoff::SOCKET_VAR) else { return Quick::No };
+    let Some(args) = std::env::args_os().skip(1).map(|a| a.into_string().ok()).collect::<Option<Vec<String>>>() else {
+        return Quick::No;
+    };
+    let Some((op, id, text)) = board::handoff::plain_request(&args) else { return Quick::No };
+    match board::handoff::request_at(&socket, false, op, id, text) {
+        None => Quick::No,
+        Some(Ok(None)) => Quick::Answered(ExitCode::SUCCESS),
+        Some(Ok(Some((task, assignee)))) => Quick::Remove(task, assignee),
+        Some(Err(f)) => Quick::Answered(failed(&f)),
     }
 }
 
@@ -122,7 +155,14 @@ fn context(cli: &Cli, env: config_bridge::EnvMap, read_file: bool, handed: Resul
     }
 }
 
-fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> Result<u8, Failure> {
+/// Runs the parsed command; `answered`: a completed task whose worker answered its command's request already
+/// ([`quick_hand_off`]), its sandbox left to remove.
+fn run(
+    mut cli: Cli,
+    env: config_bridge::EnvMap,
+    handed: Result<(), String>,
+    answered: Option<(String, String)>,
+) -> Result<u8, Failure> {
     // Completions need no home, settings or engine: they describe the command line itself.
     if let Command::Completions { shell } = &cli.command {
         use clap::CommandFactory;
@@ -186,7 +226,7 @@ fn run(mut cli: Cli, env: config_bridge::EnvMap, handed: Result<(), String>) -> 
     // credential (`board/handoff.rs`); without a worker socket to reach, the command goes to the board itself.
     if let Some((op, id, text)) = board::handoff::handed_off(&cli.command)
         && ctx.env.get(board::handoff::SOCKET_VAR).is_some()
-        && let Some(answered) = board::handoff::request(&ctx, op, id, text)
+        && let Some(answered) = answered.map(|a| Ok(Some(a))).or_else(|| board::handoff::request(&ctx, op, id, text))
     {
         // A finished run's sandbox goes, as the command's own completion removed it.
         if let Some((task, assignee)) = answered? {

@@ -39,6 +39,15 @@ struct Request {
     id: String,
     /// The result, the reason or the note.
     text: Option<String>,
+    /// Whether the answer carries the whole task (`--json` prints it); without, a completion recorded with others
+    /// is answered by the task's id and assignee, the task not read again. An older command's request is answered
+    /// in full.
+    #[serde(default = "whole")]
+    full: bool,
+}
+
+fn whole() -> bool {
+    true
 }
 
 /// The worker's answer: the task as it is after, or the one-line refusal with the command's exit code. `released`:
@@ -95,16 +104,16 @@ impl Server {
     /// in `/proc/net/unix` for any process to see, and another task's command is of the same user.
     pub(super) fn serve(&self, ctx: &Ctx, task: &str, run: i64, root: u32) {
         let mut store: Option<Board> = None;
-        self.serve_with(task, root, |op, text| perform(ctx, task, run, &mut store, op, text));
+        self.serve_with(task, root, |op, text, _| perform(ctx, task, run, &mut store, op, text));
     }
 
-    /// Answers as [`Server::serve`] does, each request about the task performed by `write` (its op and its text,
-    /// masked): the runner's, on the connection it keeps for all its tasks.
+    /// Answers as [`Server::serve`] does, each request about the task performed by `write` (its op, its text,
+    /// masked, and whether the whole task is asked for): the runner's, on the connection it keeps for all its tasks.
     pub(super) fn serve_with(
         &self,
         task: &str,
         root: u32,
-        mut write: impl FnMut(&str, Option<&str>) -> Result<(Value, bool), Failure>,
+        mut write: impl FnMut(&str, Option<&str>, bool) -> Result<(Value, bool), Failure>,
     ) {
         for conn in self.listener.incoming() {
             if self.stop.load(Ordering::Acquire) {
@@ -135,7 +144,7 @@ impl Server {
                 ))),
                 Ok(req) => {
                     let text = req.text.as_deref().map(crate::edge::redact::redact);
-                    write(&req.op, text.as_deref())
+                    write(&req.op, text.as_deref(), req.full)
                 }
                 Err(e) => Err(Failure::usage(format!("a request the worker cannot read: {e}"))),
             };
@@ -215,9 +224,19 @@ fn perform(
 /// # Errors
 /// The worker's refusal or the board's error, as the command would have had it.
 pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Result<Option<(String, String)>, Failure>> {
-    let socket = ctx.env.get(SOCKET_VAR)?;
+    request_at(ctx.env.get(SOCKET_VAR)?, ctx.json, op, id, text)
+}
+
+/// [`request`] to the worker at `socket`, its answer printed as JSON with `json`.
+pub fn request_at(
+    socket: &str,
+    json: bool,
+    op: &str,
+    id: &str,
+    text: Option<&str>,
+) -> Option<Result<Option<(String, String)>, Failure>> {
     let mut conn = address(socket).and_then(|a| UnixStream::connect_addr(&a)).ok()?;
-    let req = Request { op: op.to_owned(), id: id.to_owned(), text: text.map(str::to_owned) };
+    let req = Request { op: op.to_owned(), id: id.to_owned(), text: text.map(str::to_owned), full: json };
     let sent = writeln!(conn, "{}", serde_json::to_string(&req).unwrap_or_default());
     let mut line = String::new();
     let read = sent.and_then(|()| BufReader::new(&conn).read_line(&mut line)).map_err(|e| e.to_string());
@@ -232,7 +251,7 @@ pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Resu
     }
     let task = reply.task.unwrap_or_default();
     let full = task["id"].as_str().unwrap_or(id).to_owned();
-    if ctx.json {
+    if json {
         crate::edge::output::json(&task);
     } else {
         crate::edge::output::line(&match op {
@@ -243,6 +262,35 @@ pub fn request(ctx: &Ctx, op: &str, id: &str, text: Option<&str>) -> Option<Resu
     }
     let assignee = task["assignee"].as_str().filter(|_| op == "complete" && !reply.released).map(str::to_owned);
     Some(Ok(assignee.map(|a| (full, a))))
+}
+
+/// A worker's command's request in its plainest forms, read without the whole command line (`berth` costs a
+/// command's every `kanban complete` its start, hermes's protocol a process a task): `kanban complete ID [--result
+/// TEXT]`, `kanban block ID [REASON | --reason TEXT]`, `kanban heartbeat ID [--note TEXT]`, as `(op, id, text)`.
+/// Anything else (another flag, a value that looks like one, `--`) is `None`, for the whole command line to read: so
+/// each form read here means what it means there.
+pub fn plain_request(args: &[String]) -> Option<(&'static str, &str, Option<&str>)> {
+    let [kanban, op, id, rest @ ..] = args else { return None };
+    let op = match (kanban.as_str(), op.as_str()) {
+        ("kanban", "complete") => "complete",
+        ("kanban", "block") => "block",
+        ("kanban", "heartbeat") => "heartbeat",
+        _ => return None,
+    };
+    let flag = match op {
+        "complete" => "--result",
+        "block" => "--reason",
+        _ => "--note",
+    };
+    let plain = |v: &String| !v.is_empty() && !v.starts_with('-');
+    let text = match rest {
+        [] => None,
+        [f, v] if f == flag && plain(v) => Some(v.as_str()),
+        [v] if op == "block" && plain(v) => Some(v.as_str()),
+        [f] => Some(f.strip_prefix(flag)?.strip_prefix('=').filter(|v| !v.is_empty())?),
+        _ => return None,
+    };
+    plain(id).then_some((op, id.as_str(), text))
 }
 
 /// The kanban command a worker's command sends to its worker, if it is one: `(op, id, text)`.
@@ -288,7 +336,41 @@ pub(super) fn run_command(
 
 #[cfg(test)]
 mod tests {
-    use super::own;
+    use super::{own, plain_request};
+
+    #[test]
+    fn only_the_plainest_requests_are_read_without_the_command_line() {
+        let read = |line: &str| {
+            let args: Vec<String> = line.split(' ').map(str::to_owned).collect();
+            plain_request(&args).map(|(op, id, text)| (op, id.to_owned(), text.map(str::to_owned)))
+        };
+        let some = |op, id: &str, text: Option<&str>| Some((op, id.to_owned(), text.map(str::to_owned)));
+        assert_eq!(read("kanban complete t_1"), some("complete", "t_1", None));
+        assert_eq!(read("kanban complete t_1 --result ok"), some("complete", "t_1", Some("ok")));
+        assert_eq!(read("kanban complete t_1 --result=a=b"), some("complete", "t_1", Some("a=b")));
+        assert_eq!(read("kanban block t_1 stuck"), some("block", "t_1", Some("stuck")));
+        assert_eq!(read("kanban block t_1 --reason stuck"), some("block", "t_1", Some("stuck")));
+        assert_eq!(read("kanban heartbeat t_1 --note half"), some("heartbeat", "t_1", Some("half")));
+        // Left to the whole command line: other flags, values that look like flags, empty values, extra words.
+        for other in [
+            "kanban complete t_1 --json",
+            "--json kanban complete t_1",
+            "kanban complete -- t_1",
+            "kanban complete -t_1",
+            "kanban complete t_1 --result -x",
+            "kanban complete t_1 --result=",
+            "kanban complete t_1 --result",
+            "kanban complete t_1 ok",
+            "kanban complete t_1 --note x",
+            "kanban block t_1 --kind transient",
+            "kanban block t_1 why more",
+            "kanban heartbeat t_1 half",
+            "kanban show t_1",
+            "kanban complete",
+        ] {
+            assert_eq!(read(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn a_request_names_the_workers_own_task_or_nothing() {

@@ -193,7 +193,8 @@ struct Completion {
 /// task is finished) or the command's own `kanban complete` (the task after it, or the board's refusal).
 enum Asker {
     Exit(Sender<Result<(String, bool), Failure>>),
-    Command(Sender<Result<domain::board::Task, Failure>>),
+    /// The answer, and whether it is the whole task (else the task's id and assignee, when written with others).
+    Command(Sender<Result<serde_json::Value, Failure>>, bool),
 }
 
 /// The most completions the recorder writes in one transaction.
@@ -490,8 +491,8 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
         // The command's own `kanban complete|block|heartbeat` (PostgreSQL), answered while it runs.
         if let Some(server) = &server {
             s.spawn(|| {
-                server.serve_with(&t.task, pid, |op, text| {
-                    let done = shared.command_write(&dispatch, &t, op, text)?;
+                server.serve_with(&t.task, pid, |op, text, full| {
+                    let done = shared.command_write(&dispatch, &t, op, text, full)?;
                     let mut log = std::fs::OpenOptions::new().append(true).read(true).open(&t.log).ok();
                     say(&mut log, &format!("the command's {op} recorded through the runner"));
                     Ok(done)

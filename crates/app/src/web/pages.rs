@@ -64,7 +64,8 @@ pub(crate) fn error(message: &str) -> Markup {
     layout("error", html! { p.err { (message) } })
 }
 
-/// The buttons of the transitions a task in `status` can take (`remove` only on its own page).
+/// The buttons of the transitions a task in `status` can take (`remove` only on its own page). On a card they act
+/// on the card's task (its `data-task`); on the task's page each names it.
 fn actions(id: &str, status: domain::board::TaskStatus, remove: bool) -> Markup {
     use domain::board::TaskStatus as S;
     let mut acts: Vec<&str> = Vec::new();
@@ -89,7 +90,8 @@ fn actions(id: &str, status: domain::board::TaskStatus, remove: bool) -> Markup 
     html! {
         div.acts {
             @for a in acts {
-                button type="button" data-action=(a) data-task=(id) { (a) }
+                @if remove { button type="button" data-action=(a) data-task=(id) { (a) } }
+                @else { button type="button" data-action=(a) { (a) } }
             }
         }
     }
@@ -98,7 +100,7 @@ fn actions(id: &str, status: domain::board::TaskStatus, remove: bool) -> Markup 
 fn card(c: &Card) -> Markup {
     html! {
         div.card #{ "card-" (c.id) } data-task=(c.id) data-status=(c.status.as_str()) data-assignee=(c.assignee.as_deref().unwrap_or("")) {
-            input.pick type="checkbox" data-task=(c.id) aria-label={ "select " (c.id) };
+            input.pick type="checkbox" aria-label={ "select " (c.id) };
             a.title href={ "/tasks/" (c.id) } { (c.title) }
             div.meta {
                 span.id { (c.id) }
@@ -119,19 +121,19 @@ fn card(c: &Card) -> Markup {
     }
 }
 
-/// Cards a column shows on the page (the first, by priority then age); `/api/board` has them all. A browser lays out
-/// a few hundred cards at once, not ten thousand.
-const CARDS_PER_COLUMN: usize = 200;
+/// Cards a column shows on the page (the first, by priority then age; the view has only these); `/api/board` has
+/// them all. A browser lays out a few hundred cards at once, not ten thousand.
+pub(crate) const CARDS_PER_COLUMN: usize = 200;
 
 /// The columns alone (the live part of the board page).
 pub(crate) fn columns(v: &BoardView) -> Markup {
     html! {
         @for col in &v.columns {
             section.col data-status=(col.status.as_str()) {
-                h2 { (col.status.as_str()) " " span.n { (col.tasks.len()) } }
+                h2 { (col.status.as_str()) " " span.n { (col.total) } }
                 @for c in col.tasks.iter().take(CARDS_PER_COLUMN) { (card(c)) }
-                @if col.tasks.len() > CARDS_PER_COLUMN {
-                    p.more { "… and " (col.tasks.len() - CARDS_PER_COLUMN) " more (all of them: " a href={ "/api/board?board=" (v.board) } { "/api/board" } ")" }
+                @if col.total > col.tasks.len().min(CARDS_PER_COLUMN) {
+                    p.more { "… and " (col.total - col.tasks.len().min(CARDS_PER_COLUMN)) " more (all of them: " a href={ "/api/board?board=" (v.board) } { "/api/board" } ")" }
                 }
             }
         }

@@ -90,25 +90,27 @@ fn wants_fragment(q: &HashMap<String, String>) -> bool {
     q.get("fragment").is_some_and(|v| v == "1")
 }
 
-/// The board a request names, its ready cards explained as the dashboard last explained the unchanged board.
-fn board_view(web: &Web, q: &HashMap<String, String>) -> Result<views::BoardView, Failure> {
+/// The board a request names (at most `shown` cards a column), its ready cards explained as the dashboard last
+/// explained the unchanged board.
+fn board_view(web: &Web, q: &HashMap<String, String>, shown: Option<usize>) -> Result<views::BoardView, Failure> {
     let slug = q.get("board").map_or("default", String::as_str);
     let archived = q.get("archived").is_some_and(|v| v == "1" || v == "true");
     let version = web.version();
-    views::board(&web.ctx, slug, archived, &|store, b| web.explained.waiting(version, &web.ctx, store, b))
+    views::board(&web.ctx, slug, archived, shown, &|store, b| web.explained.waiting(version, &web.ctx, store, b))
 }
 
 async fn board_page(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
     let w = Arc::clone(&web);
     answer(&web, key_of(&uri), move |_| {
-        page(board_view(&w, &q), wants_fragment(&q), |v, frag| if frag { pages::columns(v) } else { pages::board(v) })
+        let view = board_view(&w, &q, Some(pages::CARDS_PER_COLUMN));
+        page(view, wants_fragment(&q), |v, frag| if frag { pages::columns(v) } else { pages::board(v) })
     })
     .await
 }
 
 async fn api_board(State(web): State<Arc<Web>>, uri: Uri, Query(q): Params) -> Response {
     let w = Arc::clone(&web);
-    answer(&web, key_of(&uri), move |_| api(board_view(&w, &q))).await
+    answer(&web, key_of(&uri), move |_| api(board_view(&w, &q, None))).await
 }
 
 async fn api_board_names(State(web): State<Arc<Web>>, uri: Uri) -> Response {

@@ -45,7 +45,10 @@ pub(crate) struct Card {
 #[derive(Debug, Serialize)]
 pub(crate) struct Column {
     pub status: TaskStatus,
+    /// Its tasks: every one, or the first a page shows (by priority, then age).
     pub tasks: Vec<Card>,
+    /// How many tasks it holds.
+    pub total: usize,
 }
 
 /// A board by status.
@@ -177,8 +180,15 @@ fn board_names(store: Option<&Board>) -> Result<Vec<String>, Failure> {
 /// Why each ready task of a board waits (`console::Explained::waiting`).
 pub(crate) type Explain<'a> = &'a dyn Fn(&Board, &BoardSlug) -> Result<super::console::Why, Failure>;
 
-/// One board by status; archived tasks only when asked for; each ready card with why it waits (`explain`).
-pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool, explain: Explain<'_>) -> Result<BoardView, Failure> {
+/// One board by status; archived tasks only when asked for; at most `shown` cards a column (every task without);
+/// each ready card with why it waits (`explain`).
+pub(crate) fn board(
+    ctx: &Ctx,
+    slug: &str,
+    archived: bool,
+    shown: Option<usize>,
+    explain: Explain<'_>,
+) -> Result<BoardView, Failure> {
     let b = BoardSlug::parse(slug).map_err(Failure::usage_of)?;
     let store = open_read_only(ctx)?;
     let boards = board_names(store.as_ref())?;
@@ -186,13 +196,16 @@ pub(crate) fn board(ctx: &Ctx, slug: &str, archived: bool, explain: Explain<'_>)
     let mut columns: Vec<Column> = TaskStatus::ALL
         .into_iter()
         .filter(|s| archived || *s != TaskStatus::Archived)
-        .map(|status| Column { status, tasks: Vec::new() })
+        .map(|status| Column { status, tasks: Vec::new(), total: 0 })
         .collect();
     if let Some(store) = &store {
         store.board(&b)?;
         for t in store.tasks(&b, None, None)? {
             if let Some(col) = columns.iter_mut().find(|c| c.status == t.status) {
-                col.tasks.push(card(ctx, store, &t, now));
+                col.total += 1;
+                if shown.is_none_or(|n| col.tasks.len() < n) {
+                    col.tasks.push(card(ctx, store, &t, now));
+                }
             }
         }
         if let Some(ready) = columns.iter_mut().find(|c| c.status == TaskStatus::Ready && !c.tasks.is_empty()) {

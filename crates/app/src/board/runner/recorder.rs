@@ -138,18 +138,20 @@ impl Shared {
                     };
                     let _ = answer.send(a);
                 }
-                Asker::Command(answer) => {
-                    // The task as it is after; anything but a completion written with the batch is written (or
-                    // refused) as the command's own write would be.
-                    let read = match written {
-                        Some(Ok(())) => store.as_mut().and_then(|b| b.task(&c.task).ok()),
+                Asker::Command(answer, full) => {
+                    // The task as it is after (its id and assignee alone when the command does not print it);
+                    // anything but a completion written with the batch is written (or refused) as the command's own
+                    // write would be.
+                    let after = match written {
+                        Some(Ok(())) if !full => Some(serde_json::json!({ "id": c.task, "assignee": c.assignee })),
+                        Some(Ok(())) => store.as_mut().and_then(|b| as_value(b.task(&c.task).ok()?).ok()),
                         _ => None,
                     };
-                    let a = match read {
+                    let a = match after {
                         Some(task) => Ok(task),
-                        None => {
-                            self.command_write_on(&c.ctx, &mut store, &c.task, c.run, "complete", c.result.as_deref())
-                        }
+                        None => self
+                            .command_write_on(&c.ctx, &mut store, &c.task, c.run, "complete", c.result.as_deref())
+                            .and_then(as_value),
                     };
                     let _ = answer.send(a);
                 }
@@ -183,23 +185,21 @@ impl Shared {
         t: &TaskRun,
         op: &str,
         text: Option<&str>,
+        full: bool,
     ) -> Result<(serde_json::Value, bool), Failure> {
         self.stop_if_home_gone();
+        let alone = || {
+            let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+            self.command_write_on(ctx, &mut store, &t.task, t.run, op, text).and_then(as_value)
+        };
         let task = if op == "complete" {
             // With the other completions of the moment, through the recorder.
             let (answer, answered) = std::sync::mpsc::channel();
-            let c = self.completion(ctx, t, text, None, Asker::Command(answer));
+            let c = self.completion(ctx, t, text, None, Asker::Command(answer, full));
             let sent = self.completions.lock().unwrap_or_else(PoisonError::into_inner).send(c);
-            match sent.ok().and_then(|()| answered.recv().ok()) {
-                Some(a) => a,
-                None => {
-                    let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
-                    self.command_write_on(ctx, &mut store, &t.task, t.run, op, text)
-                }
-            }
+            sent.ok().and_then(|()| answered.recv().ok()).unwrap_or_else(alone)
         } else {
-            let mut store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
-            self.command_write_on(ctx, &mut store, &t.task, t.run, op, text)
+            alone()
         }?;
         // A completed task's sandbox goes before the command is answered, as its own `kanban complete` removed it.
         let released = op == "complete" && {
@@ -210,7 +210,7 @@ impl Shared {
             let removals = self.answered_removals.lock().unwrap_or_else(PoisonError::into_inner).clone();
             removals.send(((t.task.clone(), t.assignee.clone()), then)).is_ok() && done.recv().unwrap_or(false)
         };
-        serde_json::to_value(&task).map(|v| (v, released)).map_err(|e| Failure::other(e.to_string()))
+        Ok((task, released))
     }
 
     /// Records the command's exit as the run's outcome (`exit_outcome::record`).
@@ -226,4 +226,9 @@ impl Shared {
         let breaker = ctx.breaker(t.failure_limit, Some(&t.assignee));
         crate::board::exit_outcome::record(ctx, &mut store, &t.task, t.run, breaker, code, last)
     }
+}
+
+/// A task as the command's answer carries it.
+fn as_value(task: domain::board::Task) -> Result<serde_json::Value, Failure> {
+    serde_json::to_value(&task).map_err(|e| Failure::other(e.to_string()))
 }

@@ -98,11 +98,14 @@ async function refresh() {
   }
 }
 
+// The task a card's control acts on: its own `data-task` (the task page's buttons) or its card's.
+const taskOf = (el) => el.closest("[data-task]").dataset.task;
+
 // After a region is (re)drawn: times in the browser's own time zone, the filter and the selection applied again.
 function settle(root) {
   localTimes(root);
   applyFilter();
-  root.querySelectorAll("input.pick").forEach((cb) => { cb.checked = picked.has(cb.dataset.task); });
+  root.querySelectorAll("input.pick").forEach((cb) => { cb.checked = picked.has(taskOf(cb)); });
   countPicked();
 }
 
@@ -254,7 +257,7 @@ document.addEventListener("DOMContentLoaded", async () => {
 function start() {
   document.addEventListener("click", (ev) => {
     const b = ev.target.closest("button[data-action]");
-    if (b) act(b.dataset.action, b.dataset.task);
+    if (b) act(b.dataset.action, taskOf(b));
     const many = ev.target.closest("button[data-bulk]");
     if (many) bulk(many.dataset.bulk);
     // A sandbox's stop or remove, confirmed first; the table is fetched again after it.
@@ -266,11 +269,11 @@ function start() {
   });
   document.addEventListener("change", (ev) => {
     const cb = ev.target.closest("input.pick");
-    if (cb) { if (cb.checked) picked.add(cb.dataset.task); else picked.delete(cb.dataset.task); countPicked(); }
+    if (cb) { if (cb.checked) picked.add(taskOf(cb)); else picked.delete(taskOf(cb)); countPicked(); }
     if (ev.target.id === "select-all") {
       document.querySelectorAll(".card[data-task]:not([hidden]) input.pick").forEach((p) => {
         p.checked = ev.target.checked;
-        if (p.checked) picked.add(p.dataset.task); else picked.delete(p.dataset.task);
+        if (p.checked) picked.add(taskOf(p)); else picked.delete(taskOf(p));
       });
       countPicked();
     }
