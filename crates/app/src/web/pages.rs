@@ -90,8 +90,9 @@ fn actions(id: &str, status: domain::board::TaskStatus, remove: bool) -> Markup 
     html! {
         div.acts {
             @for a in acts {
-                @if remove { button type="button" data-action=(a) data-task=(id) { (a) } }
-                @else { button type="button" data-action=(a) { (a) } }
+                // In no form: a button, never a submit.
+                @if remove { button data-action=(a) data-task=(id) { (a) } }
+                @else { button data-action=(a) { (a) } }
             }
         }
     }
@@ -105,7 +106,7 @@ fn card(c: &Card) -> Markup {
             div.meta {
                 span.id { (c.id) }
                 span { "@" (c.assignee.as_deref().unwrap_or("-")) }
-                span title="made this long ago" { "age " (age(c.age_secs)) }
+                span { "age " (age(c.age_secs)) }
                 @if c.failures > 0 { span.bad title="consecutive failures" { "failed ×" (c.failures) } }
                 @if let Some(h) = &c.host { span title="worker host" { "on " (h) } }
                 @if let Some(r) = c.running_secs { span title="running for" { "running " span.timer data-since=(r) { (age(r)) } } }
@@ -115,7 +116,7 @@ fn card(c: &Card) -> Markup {
             @if let Some(s) = c.starts_in_secs { div.muted title="waits for its time" { "starts in " (s) " s" } }
             @if let Some(b) = &c.block { div.warn title="block" { (b) } }
             @if let Some(n) = &c.review_note { div.muted title="changes requested" { "changes: " (n) } }
-            @if let Some(w) = &c.waiting { div.why title="why it waits (kanban dispatch --dry-run --explain)" { code { (w.code) } " " (w.reason) } }
+            @if let Some(w) = &c.waiting { div.why { code { (w.code) } " " (w.reason) } }
             (actions(&c.id, c.status, false))
         }
     }
@@ -130,7 +131,10 @@ pub(crate) fn columns(v: &BoardView) -> Markup {
     html! {
         @for col in &v.columns {
             section.col data-status=(col.status.as_str()) {
-                h2 { (col.status.as_str()) " " span.n { (col.total) } }
+                @let waits = matches!(col.status, domain::board::TaskStatus::Ready | domain::board::TaskStatus::Todo);
+                h2 title=[waits.then_some("each card says why it waits (kanban dispatch --dry-run --explain)")] {
+                    (col.status.as_str()) " " span.n { (col.total) }
+                }
                 @for c in col.tasks.iter().take(CARDS_PER_COLUMN) { (card(c)) }
                 @if col.total > col.tasks.len().min(CARDS_PER_COLUMN) {
                     p.more { "… and " (col.total - col.tasks.len().min(CARDS_PER_COLUMN)) " more (all of them: " a href={ "/api/board?board=" (v.board) } { "/api/board" } ")" }
