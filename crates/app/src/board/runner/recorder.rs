@@ -143,7 +143,9 @@ impl Shared {
                     // anything but a completion written with the batch is written (or refused) as the command's own
                     // write would be.
                     let after = match written {
-                        Some(Ok(())) if !full => Some(serde_json::json!({ "id": c.task, "assignee": c.assignee })),
+                        Some(Ok(())) if !full => {
+                            serde_json::to_value(Named { id: &c.task, assignee: &c.assignee }).ok()
+                        }
                         Some(Ok(())) => store.as_mut().and_then(|b| as_value(b.task(&c.task).ok()?).ok()),
                         _ => None,
                     };
@@ -226,6 +228,13 @@ impl Shared {
         let breaker = ctx.breaker(t.failure_limit, Some(&t.assignee));
         crate::board::exit_outcome::record(ctx, &mut store, &t.task, t.run, breaker, code, last)
     }
+}
+
+/// A completed task as the command's answer names it when the command does not print the task.
+#[derive(serde::Serialize)]
+struct Named<'a> {
+    id: &'a str,
+    assignee: &'a str,
 }
 
 /// A task as the command's answer carries it.
