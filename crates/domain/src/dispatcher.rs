@@ -233,8 +233,8 @@ where
     }
     // Start every worker, then record them all in one write.
     let mut started: Vec<(&crate::board::Claimed, Launched)> = Vec::new();
-    for claimed in &outcome.claimed {
-        match launcher.launch(req.board, claimed) {
+    for (claimed, launched) in outcome.claimed.iter().zip(launcher.launch_all(req.board, &outcome.claimed)) {
+        match launched {
             Ok(l) => started.push((claimed, l)),
             Err(e) => {
                 let res = store.record_spawn_failure(

@@ -252,6 +252,16 @@ pub trait WorkerLauncher: Send + Sync {
     /// [`LaunchError`] when no process could be started.
     fn launch(&self, board: &crate::ids::BoardSlug, claimed: &crate::board::Claimed) -> Result<Launched, LaunchError>;
 
+    /// Starts the workers of a tick's claims: one result per claim, in order. A launcher may start them together
+    /// (asking for the next before the last is answered); by default each is [`WorkerLauncher::launch`]ed in turn.
+    fn launch_all(
+        &self,
+        board: &crate::ids::BoardSlug,
+        claimed: &[crate::board::Claimed],
+    ) -> Vec<Result<Launched, LaunchError>> {
+        claimed.iter().map(|c| self.launch(board, c)).collect()
+    }
+
     /// Every worker of this tick is recorded: the ones launched may go on (a launcher may hold them until then, so
     /// they do not compete with the dispatcher for the CPU and the board while it finishes its tick). `confirmed`:
     /// the record confirmed every launched worker's run, so a worker told so promptly need not confirm it again

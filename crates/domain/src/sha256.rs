@@ -9,11 +9,8 @@ pub fn digest(data: &[u8]) -> [u8; 32] {
 
 /// Returns the SHA-256 digest of `data` as 64 lowercase hex digits.
 pub fn hex_digest(data: &[u8]) -> String {
-    use std::fmt::Write as _;
-    digest(data).iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    digest(data).iter().flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]).map(char::from).collect()
 }
 
 #[cfg(test)]

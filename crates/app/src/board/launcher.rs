@@ -55,9 +55,9 @@ impl<'a> ProcessLauncher<'a> {
         }
     }
 
-    /// Starts the task's worker through the home's runner; `None` when the runner cannot be had for it.
-    fn through_runner(&self, env: &worker::WorkerEnv, board: &BoardSlug, claimed: &Claimed) -> Option<worker::Spawned> {
-        let assignee = claimed.assignee.clone()?;
+    /// Starts the tasks' workers through the home's runner, all asked for before the first answer is read: one
+    /// entry per claim, `None` where the runner cannot be had for it.
+    fn through_runner(&self, env: &worker::WorkerEnv, board: &BoardSlug, claimed: &[Claimed]) -> Vec<Option<worker::Spawned>> {
         let ctx = self.ctx;
         let mut runner = self.runner.lock().unwrap_or_else(PoisonError::into_inner);
         let client = runner.get_or_insert_with(|| {
@@ -72,29 +72,39 @@ impl<'a> ProcessLauncher<'a> {
                 tracing::warn!("no runner for this tick's tasks ({e}): each gets a berth worker");
             })
         });
-        let client = client.as_mut().ok()?;
-        let profile = env.profile(ctx, &assignee).ok()?;
-        let start = runner::Start {
-            task: claimed.task_id.clone(),
-            run: claimed.run_id,
-            log: worker::log_path(ctx, &claimed.task_id),
-            workdir: worker::workdir(&profile, &claimed.task_id, &assignee).ok()?,
-            env: profile.vars.iter().cloned().chain(worker::task_vars(board, claimed, &assignee)).collect(),
-            board: board.as_str().to_owned(),
-            assignee,
-        };
-        match client.start(&start) {
-            Ok((pid, start_time)) => Some(worker::Spawned {
-                pid,
-                start: start_time,
-                sandbox: worker::sandbox_name(&profile.ctx, &start.task, &start.assignee),
-                log: start.log,
-            }),
-            Err(e) => {
-                tracing::warn!("the runner did not start {} ({e}): it gets a berth worker", claimed.task_id);
-                None
-            }
-        }
+        let Ok(client) = client.as_mut() else { return claimed.iter().map(|_| None).collect() };
+        let starts: Vec<Option<(runner::Start, String)>> = claimed
+            .iter()
+            .map(|claimed| {
+                let assignee = claimed.assignee.clone()?;
+                let profile = env.profile(ctx, &assignee).ok()?;
+                let identity = profile.identity(&claimed.task_id).ok()?;
+                let start = runner::Start {
+                    task: claimed.task_id.clone(),
+                    run: claimed.run_id,
+                    log: worker::log_path(ctx, &claimed.task_id),
+                    workdir: worker::workdir(&profile, &identity).ok()?,
+                    env: profile.vars.iter().cloned().chain(worker::task_vars(board, claimed, &assignee)).collect(),
+                    board: board.as_str().to_owned(),
+                    assignee,
+                };
+                Some((start, identity.persistent_name()))
+            })
+            .collect();
+        let mut answers = client.start_all(starts.iter().flatten().map(|(start, _)| start)).into_iter();
+        starts
+            .into_iter()
+            .map(|start| {
+                let (start, sandbox) = start?;
+                match answers.next()? {
+                    Ok((pid, start_time)) => Some(worker::Spawned { pid, start: start_time, sandbox, log: start.log }),
+                    Err(e) => {
+                        tracing::warn!("the runner did not start {} ({e}): it gets a berth worker", start.task);
+                        None
+                    }
+                }
+            })
+            .collect()
     }
 
     fn env(&self) -> Result<&worker::WorkerEnv, String> {
@@ -112,16 +122,34 @@ impl<'a> ProcessLauncher<'a> {
 #[async_trait]
 impl WorkerLauncher for ProcessLauncher<'_> {
     fn launch(&self, board: &BoardSlug, claimed: &Claimed) -> Result<Launched, LaunchError> {
-        let spawned = self.env().and_then(|env| {
-            let run = runner::wanted(self.ctx).then(|| self.through_runner(env, board, claimed)).flatten();
-            run.map_or_else(|| worker::spawn(self.ctx, env, board, claimed), Ok)
-        });
-        let s = spawned.map_err(|e| {
-            tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
-            LaunchError(e)
-        })?;
-        self.launched.fetch_add(1, Ordering::Relaxed);
-        Ok(Launched { pid: s.pid, start: s.start, log: s.log.display().to_string(), sandbox: s.sandbox })
+        let mut one = self.launch_all(board, std::slice::from_ref(claimed));
+        one.pop().unwrap_or_else(|| Err(LaunchError("no worker was started".to_owned())))
+    }
+
+    /// The tasks of a `kanban.worker_command` through the home's runner, asked for together; the others, and any the
+    /// runner could not start, a `berth worker run` each.
+    fn launch_all(&self, board: &BoardSlug, claimed: &[Claimed]) -> Vec<Result<Launched, LaunchError>> {
+        let env = match self.env() {
+            Ok(env) => env,
+            Err(e) => return claimed.iter().map(|_| Err(LaunchError(e.clone()))).collect(),
+        };
+        let by_runner = if runner::wanted(self.ctx) {
+            self.through_runner(env, board, claimed)
+        } else {
+            claimed.iter().map(|_| None).collect()
+        };
+        claimed
+            .iter()
+            .zip(by_runner)
+            .map(|(claimed, spawned)| {
+                let s = spawned.map_or_else(|| worker::spawn(self.ctx, env, board, claimed), Ok).map_err(|e| {
+                    tracing::warn!("cannot start a worker for {}: {e}", claimed.task_id);
+                    LaunchError(e)
+                })?;
+                self.launched.fetch_add(1, Ordering::Relaxed);
+                Ok(Launched { pid: s.pid, start: s.start, log: s.log.display().to_string(), sandbox: s.sandbox })
+            })
+            .collect()
     }
 
     fn recorded(&self, confirmed: bool) {
@@ -184,7 +212,7 @@ impl RunnerClient {
                 }
             }
         };
-        conn.set_read_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(ANSWER_WAIT)).and_then(|()| conn.set_write_timeout(Some(ANSWER_WAIT))).map_err(|e| e.to_string())?;
         let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
         let mut client = Self { conn, reader };
         client.ask(hello)?;
@@ -194,22 +222,43 @@ impl RunnerClient {
     fn ask(&mut self, message: &impl serde::Serialize) -> Result<runner::Answer, String> {
         let line = serde_json::to_string(message).map_err(|e| e.to_string())?;
         writeln!(self.conn, "{line}").map_err(|e| format!("the runner is gone: {e}"))?;
-        let mut answer = String::new();
-        self.reader.read_line(&mut answer).map_err(|e| format!("the runner did not answer: {e}"))?;
-        let answer: runner::Answer = serde_json::from_str(&answer).map_err(|e| format!("the runner's answer: {e}"))?;
+        let answer = read_answer(&mut self.reader)?;
         match answer.error {
             Some(e) => Err(e),
             None => Ok(answer),
         }
     }
 
-    /// Starts a task's worker behind the gate: its pid and start time.
-    ///
-    /// # Errors
-    /// A one-line reason (the task then gets a `berth worker run` worker).
-    pub(super) fn start(&mut self, start: &runner::Start) -> Result<(u32, Option<u64>), String> {
-        let a = self.ask(start)?;
-        a.pid.map(|pid| (pid, a.start)).ok_or_else(|| "the runner gave no pid".to_owned())
+    /// Starts tasks' workers behind the gate: each one's pid and start time, or a one-line reason (that task then
+    /// gets a `berth worker run` worker). Every start is sent before the first answer is read (by a thread of its
+    /// own, so neither side waits on a full socket): the runner spawns one worker while the next start is on its way.
+    pub(super) fn start_all<'s>(
+        &mut self,
+        starts: impl Iterator<Item = &'s runner::Start>,
+    ) -> Vec<Result<(u32, Option<u64>), String>> {
+        let lines: Vec<String> = starts.map(|s| serde_json::to_string(s).unwrap_or_default()).collect();
+        let (conn, reader, count) = (&self.conn, &mut self.reader, lines.len());
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                let mut out = std::io::BufWriter::new(conn);
+                // A runner gone fails the reads below as well.
+                let _ = lines.iter().try_for_each(|l| writeln!(out, "{l}")).and_then(|()| out.flush());
+            });
+            let mut gone = None;
+            (0..count)
+                .map(|_| {
+                    if let Some(e) = &gone {
+                        return Err(Clone::clone(e));
+                    }
+                    let a = read_answer(reader).inspect_err(|e| gone = Some(e.clone()))?;
+                    match (a.error, a.pid) {
+                        (Some(e), _) => Err(e),
+                        (None, Some(pid)) => Ok((pid, a.start)),
+                        (None, None) => Err("the runner gave no pid".to_owned()),
+                    }
+                })
+                .collect()
+        })
     }
 
     /// Opens the gate: the tick recorded its workers (`confirmed`: and their runs). Without it (the launcher gone)
@@ -217,6 +266,19 @@ impl RunnerClient {
     pub(super) fn release(mut self, confirmed: bool) {
         let line = serde_json::to_string(&runner::Release { confirmed }).unwrap_or_default();
         let _ = writeln!(self.conn, "{line}");
+    }
+}
+
+/// The runner's next answer.
+///
+/// # Errors
+/// A one-line reason when none comes in time or it does not read (the connection is then of no further use).
+fn read_answer(reader: &mut BufReader<UnixStream>) -> Result<runner::Answer, String> {
+    let mut answer = String::new();
+    match reader.read_line(&mut answer) {
+        Ok(0) => Err("the runner is gone".to_owned()),
+        Ok(_) => serde_json::from_str(&answer).map_err(|e| format!("the runner's answer: {e}")),
+        Err(e) => Err(format!("the runner did not answer: {e}")),
     }
 }
 

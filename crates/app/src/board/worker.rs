@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use domain::board::{Claimed, FailureOutcome, TaskStatus};
 use domain::board::{Confirmation, EX_TEMPFAIL, Task};
-use domain::ids::{BoardSlug, ProfileName, TaskId};
+use domain::ids::BoardSlug;
 use domain::policy::cleanup::ReleaseMode;
 use domain::ports::{Clock, ExecOutcome, ExecSpec};
 use domain::sandbox::SandboxIdentity;
@@ -62,16 +62,11 @@ pub(super) fn rotate(log: &Path, max_bytes: u64, backups: u32) {
 
 /// A worker's working directory (the worker creates it): its task's own sandbox folder
 /// (`<sandbox_dir>/docker/…/workspace`), never the home, so `terminal.docker_mount_cwd_to_workspace` gives the
-/// sandbox only what it has anyway. `ctx` is the assignee's ([`ProfileEnv`]), whose `terminal.sandbox_dir` was
-/// checked once for the dispatch.
-pub(super) fn workdir(profile: &ProfileEnv, task: &str, assignee: &str) -> Result<PathBuf, String> {
+/// sandbox only what it has anyway. `identity` is the task's sandbox's under its assignee ([`ProfileEnv`]), whose
+/// `terminal.sandbox_dir` was checked once for the dispatch.
+pub(super) fn workdir(profile: &ProfileEnv, identity: &SandboxIdentity) -> Result<PathBuf, String> {
     profile.sandbox_dir.clone()?;
-    let ctx = &profile.ctx;
-    // The same identity (shared key included) as the sandbox the worker acquires, so the cwd is its folder.
-    let (t, p) =
-        (TaskId::parse(task).map_err(|e| e.to_string())?, ProfileName::parse(assignee).map_err(|e| e.to_string())?);
-    let identity = sandbox::identity_of(ctx, t, p);
-    Ok(PathBuf::from(identity.host_dir(&ctx.settings.terminal.sandbox_dir)).join("workspace"))
+    Ok(PathBuf::from(identity.host_dir(&profile.ctx.settings.terminal.sandbox_dir)).join("workspace"))
 }
 
 /// Starts the worker of a claimed task: `kanban.worker_command` (a template) or the built-in `berth worker run`.
@@ -88,7 +83,8 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     let assignee = task.assignee.clone().ok_or("the task has no assignee")?;
     let profile = env.profile(ctx, &assignee)?;
     let log = log_path(ctx, &task.task_id);
-    let dir = workdir(&profile, &task.task_id, &assignee)?;
+    let identity = profile.identity(&task.task_id)?;
+    let dir = workdir(&profile, &identity)?;
     // Always `berth worker run`, even for a `kanban.worker_command`: it confirms the run first and then replaces
     // itself with that command (same pid, same start time), so every worker confirms its own run.
     let mut cmd = Command::new(&env.exe);
@@ -103,17 +99,9 @@ pub fn spawn(ctx: &Ctx, env: &WorkerEnv, board: &BoardSlug, task: &Claimed) -> R
     let out = url.transpose().map_err(|e| format!("cannot hand the board's URL to the worker: {e}"))?.flatten();
     cmd.stdin(gate).stdout(out.unwrap_or_else(Stdio::null)).stderr(Stdio::null());
     let (child, start) = process::spawn_detached(&mut cmd).map_err(|e| format!("cannot start worker: {e}"))?;
-    let sandbox = sandbox_name(&profile.ctx, &task.task_id, &assignee);
+    let sandbox = identity.persistent_name();
     // The child is not waited for here: it outlives a one-shot dispatch (and the gateway reaps exited children).
     Ok(Spawned { pid: child.id(), start, log, sandbox })
-}
-
-/// The sandbox a task's worker runs in (persist mode: its deterministic container name).
-pub(super) fn sandbox_name(ctx: &Ctx, task: &str, assignee: &str) -> String {
-    match (TaskId::parse(task), ProfileName::parse(assignee)) {
-        (Ok(t), Ok(p)) => sandbox::identity_of(ctx, t, p).persistent_name(),
-        _ => String::new(),
-    }
 }
 
 /// The variables naming a worker's run, beside the dispatch's shared ones ([`WorkerEnv`]), and the reviewer's note
