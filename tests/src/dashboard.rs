@@ -663,6 +663,7 @@ fn next_change(r: &mut std::io::BufReader<TcpStream>) -> Duration {
     }
 }
 
+/// A change reaches the stream within a second; the stream's events are at least 250 ms apart.
 #[test]
 fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
     for dispatching in [true, false] {
@@ -688,6 +689,18 @@ fn the_gateways_board_watch_feeds_the_event_stream_dispatching_or_not() {
         if dispatching {
             assert!(took < Duration::from_secs(1), "{took:?}");
         }
+        // A burst of changes right after an event comes as one more event, no sooner than 250 ms after the last.
+        let said = std::time::Instant::now();
+        for i in 0..3 {
+            home.json(&["kanban", "create", &format!("burst {i}"), "--command", "true"]);
+        }
+        let after_burst = said.elapsed();
+        next_change(&mut events);
+        let gap = said.elapsed();
+        eprintln!(
+            "dispatching={dispatching}: the burst took {after_burst:?}; the next event came {gap:?} after the last"
+        );
+        assert!(gap >= Duration::from_millis(240), "the stream's events are paced: {gap:?}");
         let (code, _, err) = gw.stop();
         assert_eq!(code, Some(0), "{err}");
     }

@@ -57,7 +57,12 @@ impl<'a> ProcessLauncher<'a> {
 
     /// Starts the tasks' workers through the home's runner, all asked for before the first answer is read: one
     /// entry per claim, `None` where the runner cannot be had for it.
-    fn through_runner(&self, env: &worker::WorkerEnv, board: &BoardSlug, claimed: &[Claimed]) -> Vec<Option<worker::Spawned>> {
+    fn through_runner(
+        &self,
+        env: &worker::WorkerEnv,
+        board: &BoardSlug,
+        claimed: &[Claimed],
+    ) -> Vec<Option<worker::Spawned>> {
         let ctx = self.ctx;
         let mut runner = self.runner.lock().unwrap_or_else(PoisonError::into_inner);
         let client = runner.get_or_insert_with(|| {
@@ -212,7 +217,9 @@ impl RunnerClient {
                 }
             }
         };
-        conn.set_read_timeout(Some(ANSWER_WAIT)).and_then(|()| conn.set_write_timeout(Some(ANSWER_WAIT))).map_err(|e| e.to_string())?;
+        conn.set_read_timeout(Some(ANSWER_WAIT))
+            .and_then(|()| conn.set_write_timeout(Some(ANSWER_WAIT)))
+            .map_err(|e| e.to_string())?;
         let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
         let mut client = Self { conn, reader };
         client.ask(hello)?;
