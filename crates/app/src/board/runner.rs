@@ -425,7 +425,7 @@ fn start_task(
     s: Start,
 ) -> Result<(u32, Option<u64>, Sender<bool>), String> {
     // Only the spawn is on the launcher's clock: the log and the working directory are made by the task's thread
-    // while the tick goes on (the script enters the directory behind the gate).
+    // once the tick has recorded its workers (the script enters the directory behind the gate).
     let command = WorkerCommand::of(&hello.template, &s.task, &s.assignee, &s.board);
     let (ours, theirs) = UnixStream::pair().map_err(|e| e.to_string())?;
     // On a PostgreSQL board the command's own `kanban complete|block|heartbeat` reach the board through the runner.
@@ -464,8 +464,9 @@ fn run_task(shared: &Arc<Shared>, w: Worker) {
     let Worker { run: t, ctx: dispatch, mut child, mut gate, opened, server, _busy } = w;
     let ctx = &*dispatch;
     let pid = child.id();
-    let (mut log, setup) = set_up(ctx, &t);
     let confirmed = opened.recv().unwrap_or(false);
+    // The log and the folder are made once the tick has recorded its workers, not while it starts them.
+    let (mut log, setup) = set_up(ctx, &t);
     // The dispatcher's confirmation holds without asking the board when it came promptly (`worker::Gate`).
     let k = &ctx.settings.kanban;
     let window = k.host_timeout_seconds.duration().min(k.claim_ttl_seconds.duration()) / 3;
