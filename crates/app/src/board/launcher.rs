@@ -134,6 +134,10 @@ impl WorkerLauncher for ProcessLauncher<'_> {
     /// The tasks of a `kanban.worker_command` through the home's runner, asked for together; the others, and any the
     /// runner could not start, a `berth worker run` each.
     fn launch_all(&self, board: &BoardSlug, claimed: &[Claimed]) -> Vec<Result<Launched, LaunchError>> {
+        // A tick that claimed nothing makes no gate and never wakes (or starts) the runner.
+        if claimed.is_empty() {
+            return Vec::new();
+        }
         let env = match self.env() {
             Ok(env) => env,
             Err(e) => return claimed.iter().map(|_| Err(LaunchError(e.clone()))).collect(),
