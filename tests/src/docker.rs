@@ -431,8 +431,8 @@ fn an_interrupted_run_stops_its_command_and_leaves_no_opt_out_container(e: &Engi
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Wait until the command runs inside.
-        wait_until("the command to start", Duration::from_secs(20), || {
+        // Wait until the command runs inside (Podman's first start on a loaded machine has taken over 20 s).
+        wait_until("the command to start", Duration::from_secs(60), || {
             home.containers().iter().any(|id| home.docker(&["top", id]).stdout.windows(9).any(|w| w == b"sleep 300"))
         });
         crate::support::signal(child.id(), signal);
