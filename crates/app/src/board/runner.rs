@@ -5,7 +5,8 @@
 //! when none answers), says what the tick's tasks share ([`Hello`]), and asks for every task's start ([`Start`]) before
 //! it reads the first answer (`RunnerClient::start_all`). The runner starts each task's *worker* as its start
 //! arrives: a small `sh` script in its own process group, its output the runner's pipes, its stdin one end of a
-//! socket pair. Its pid and start time are what the run records, as a `berth worker run`'s are. The script waits at the gate (a line on the socket) until the tick recorded its workers; then the
+//! socket pair. Its pid and start time are what the run records, as a `berth worker run`'s are. The script waits at
+//! the gate (a line on the socket) until the tick recorded its workers; then the
 //! runner says `go` (or, when the tick did not confirm the run promptly, confirms it itself on the board first and
 //! says nothing when that fails: the script ends and nothing ran). Then:
 //! - with `kanban.worker_exit_outcome`, the script enters the task's folder, runs the command with stdin from
