@@ -409,6 +409,24 @@ fn the_runner_outlives_its_gateway_and_its_own_kill_is_its_tasks_workers_kill() 
     assert!(st["runner_pid"].is_null(), "no runner serves the home: {st}");
 }
 
+/// A gateway with nothing to dispatch never starts (or connects to) the home's runner, however many ticks it makes;
+/// its first task does.
+#[test]
+fn an_idle_gateway_starts_no_runner() {
+    let (home, _) = runner_home(|_| "true".to_owned());
+    let socket = home.path().join("kanban/sockets/runner.sock");
+    home.ok(&["kanban", "dispatch"]);
+    let gw = crate::support::Gateway::start(&home, &["-c", "kanban.dispatch_interval_seconds=1"]);
+    wait_until("three idle ticks", Duration::from_secs(30), || home.gateway_status()["ticks"].as_u64() >= Some(3));
+    assert_eq!(crate::support::runner_of(&home), None, "an idle gateway started a runner");
+    assert!(!socket.exists(), "an idle gateway made the runner's socket");
+    // The same home's first task is the runner's: the check above could have seen one.
+    let id = create(&home, &["a", "--assignee", "alpha"]);
+    wait_until("the task done", Duration::from_secs(30), || status(&home, &id) == "done");
+    assert!(socket.exists(), "the task's dispatch went through the runner");
+    drop(gw);
+}
+
 /// A busy runner serves each dispatch with that dispatch's settings and environment, not those it started with: a
 /// variable changed since reaches the command, a secret forwarded since is masked in the log and the result; and
 /// its own lines start below a command's last line that has no newline (where `kanban logs --run` finds them).
