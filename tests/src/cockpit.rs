@@ -151,15 +151,27 @@ fn kanban_logs_follows_a_run_to_its_end_and_show_gives_the_log() {
     let none = home.run(&["kanban", "logs", &id]);
     assert!(none.status.success() && none.stdout.is_empty());
     assert!(String::from_utf8_lossy(&none.stderr).contains("does not exist yet"), "{none:?}");
+
+    // `-f` before any run says so and waits for the task's run, then prints as the worker writes and returns once the
+    // run is over (not before: the task is done then).
+    let mut follow = home
+        .cmd()
+        .args(["kanban", "logs", &id, "-f"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("berth runs");
+    // scenario: the follower has begun waiting before the task is dispatched.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(follow.try_wait().unwrap().is_none(), "-f on a ready task waits for its run");
     let v = home.json(&["kanban", "dispatch"]);
     assert_eq!(v["spawned"].as_array().unwrap().len(), 1, "{v}");
-
-    // `-f` prints as the worker writes and returns once the run is over (not before: the task is done then).
-    let mut follow = home.cmd().args(["kanban", "logs", &id, "-f"]).stdout(Stdio::piped()).spawn().expect("berth runs");
     let status = wait_within(&mut follow, Duration::from_secs(90));
-    let mut followed = String::new();
+    let (mut followed, mut said) = (String::new(), String::new());
     follow.stdout.take().unwrap().read_to_string(&mut followed).unwrap();
+    follow.stderr.take().unwrap().read_to_string(&mut said).unwrap();
     assert!(status.success());
+    assert_eq!(said, format!("berth: {id} is ready and not running; waiting for its next run (Ctrl-C to stop)\n"));
     assert!(followed.contains("line-one\n") && followed.contains("line-two\n"), "{followed}");
     assert!(followed.trim_end().ends_with("completed"), "the worker's last line is there: {followed}");
     // The sandbox the command ran in is named before the command's output, not after it.

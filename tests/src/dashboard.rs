@@ -160,6 +160,11 @@ fn dashboard_every_route_answers_401_without_its_token() {
         assert_eq!(http(&d.base, "POST", &path, &wrong_token, "{}").0, 401, "POST {path}, wrong token");
     }
     assert_eq!(home.json(&["kanban", "show", &id])["task"]["status"], "ready", "nothing was written");
+    // The scheme's case does not matter (RFC 9110); a script's refusal says where the token is.
+    let lower = format!("bearer {}", d.token);
+    assert_eq!(http(&d.base, "GET", "/api/board", &[("authorization", &lower)], "").0, 200, "a lowercase scheme");
+    let (_, said) = http(&d.base, "GET", "/api/board", &[], "");
+    assert!(said.contains("`berth gateway token` prints it") && said.contains("Authorization: Bearer"), "{said}");
 
     // The first load takes the token in the URL (the page's script keeps it and takes it out of the address); no
     // cookie is set, and none opens the dashboard: cookies go to every port of the host (issue 38).
@@ -555,6 +560,21 @@ fn dashboard_actions_go_through_the_board_as_the_cli_does() {
         e
     };
     assert!(error_of(d.post("/api/tasks", r#"{"title": " "}"#)).contains("title"));
+    // A body that is not JSON, of no JSON type, or without a field: `{"error": …}` too, with axum's status; a log's
+    // offset that is no number is refused, not read as 0.
+    assert!(error_of(d.post("/api/tasks", r#"{"title": "x""#)).contains("EOF"));
+    let auth = format!("Bearer {}", d.token);
+    for (headers, body, want) in [
+        (vec![("x-berth-csrf", "1")], r#"{"title": "x"}"#, 415),
+        (vec![("x-berth-csrf", "1"), ("content-type", "application/json")], r#"{"board": "default"}"#, 422),
+    ] {
+        let headers: Vec<(&str, &str)> = [("authorization", auth.as_str())].into_iter().chain(headers).collect();
+        let (status, body) = http(&d.base, "POST", "/api/tasks", &headers, body);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert!((status, v["error"].is_string()) == (want, true), "{status} {body}");
+    }
+    assert!(error_of(d.get("/api/tasks/t_x/log?offset=abc")).contains("offset"));
+    assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty(), "a refused create wrote a task");
     let (status, body) = d.post("/api/tasks", r#"{"title": "made on the page", "command": "true"}"#);
     assert_eq!(status, 200, "{body}");
     let id = body.split_whitespace().find(|w| w.starts_with("t_")).unwrap().to_owned();

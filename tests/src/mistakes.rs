@@ -110,6 +110,25 @@ fn mistyped_values_get_the_nearest_name() {
     assert!(out.status.success() && out.stderr.is_empty(), "a profile with no tasks is no mistake: {out:?}");
 }
 
+/// A command berth does not have is one line naming the one meant (other tools' words too: `list`, `remove`,
+/// `gateway start`) and the commands there are; nothing is written.
+#[test]
+fn unknown_commands_are_one_line_with_the_one_meant() {
+    let home = Home::new();
+    for (args, meant, among) in [
+        (&["sandbox", "list"][..], "ls", "ls, top"),
+        (&["kanban", "list"][..], "ls", "create"),
+        (&["profile", "list"][..], "ls", "create, ls, rm"),
+        (&["sandbox", "remove", "--task", "x"][..], "rm", "stop, rm"),
+        (&["sandboxes", "ls"][..], "sandbox", "kanban"),
+        (&["gateway", "start"][..], "run", "run, status, token"),
+    ] {
+        let err = refused(&home, args, 2, &[&format!("(did you mean {meant}?)"), "its commands: ", among]);
+        assert!(err.contains(&format!("unknown command {:?}", args[usize::from(args[0] != "sandboxes")])), "{err}");
+    }
+    assert!(!home.path().join("berth-kanban.db").exists(), "a refused command made the board");
+}
+
 #[test]
 fn number_flags_name_the_flag_and_the_range() {
     let home = Home::new();

@@ -173,7 +173,7 @@ fn context(e: &clap::Error, kind: ContextKind) -> Option<String> {
 
 /// One line for the refusals clap would print over several: a flag's bad value (naming the flag and what it
 /// expects), and a subcommand people reach for that berth does not have. `None` leaves clap's own text.
-pub fn one_line(e: &clap::Error) -> Option<String> {
+pub fn one_line(e: &clap::Error, cli: &clap::Command) -> Option<String> {
     match e.kind() {
         ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
             let arg = context(e, ContextKind::InvalidArg)?;
@@ -206,8 +206,46 @@ pub fn one_line(e: &clap::Error) -> Option<String> {
              is retried by the dispatcher by itself (until kanban.failure_limit failures block the task)"
                 .to_owned(),
         ),
+        // A command berth does not have: clap prints seven lines and, for `gateway start`, suggests `status`.
+        ErrorKind::InvalidSubcommand => {
+            let word = context(e, ContextKind::InvalidSubcommand)?;
+            let usage = usage(e)?;
+            // The parent's path, from its usage line (`berth sandbox [OPTIONS] <COMMAND>`).
+            let path: Vec<&str> =
+                usage.trim_matches('`').split(' ').take_while(|w| w.starts_with(char::is_alphabetic)).collect();
+            let names = subcommands(cli, &path);
+            let near = synonym(&word)
+                .filter(|s| names.iter().any(|n| n == s))
+                .map(str::to_owned)
+                .or_else(|| context(e, ContextKind::SuggestedSubcommand))
+                .map(|s| format!(" (did you mean {s}?)"))
+                .unwrap_or_default();
+            Some(format!("unknown command {word:?} for `{}`{near}; its commands: {}", path.join(" "), names.join(", ")))
+        }
         _ => None,
     }
+}
+
+/// The command people coming from other tools type for one of berth's.
+fn synonym(word: &str) -> Option<&'static str> {
+    match word {
+        "list" => Some("ls"),
+        "remove" | "delete" | "del" => Some("rm"),
+        "start" | "serve" | "up" => Some("run"),
+        _ => None,
+    }
+}
+
+/// The visible subcommands of the command at `path` (`["berth", "sandbox"]`) of `cli`.
+fn subcommands(cli: &clap::Command, path: &[&str]) -> Vec<String> {
+    let mut cmd = cli;
+    for name in path.iter().skip(1) {
+        match cmd.find_subcommand(name) {
+            Some(sub) => cmd = sub,
+            None => return Vec::new(),
+        }
+    }
+    cmd.get_subcommands().filter(|c| !c.is_hide_set()).map(|c| c.get_name().to_owned()).collect()
 }
 
 /// clap's usage line without its `Usage: ` (e.g. `berth run --task <ID> <CMD>...`).

@@ -49,7 +49,7 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
-            match cli_values::one_line(&e) {
+            match cli_values::one_line(&e, &<Cli as clap::CommandFactory>::command()) {
                 Some(line) => eprintln!("berth: {}", edge::terminal_text::error_line(&line)),
                 None => drop(e.print()),
             }

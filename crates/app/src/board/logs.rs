@@ -157,14 +157,40 @@ pub async fn logs(ctx: &Ctx, id: &str, follow: bool, lines: Option<usize>, run: 
     refuse_a_log_on_another_host(ctx, &asked, &runs)?;
     let starts = RunStarts::new(id, &runs);
     let Some(read) = print_first(ctx.json, &asked, &starts) else { return Ok(0) };
-    if !read.printed && !follow {
+    // The run to follow: the one asked for, else the task's current one, else (a task that may still run) its next
+    // one; a finished run has nothing more to say.
+    let mut followed = asked.run.or(task.current_run_id).filter(|_| follow);
+    if follow && followed.is_none() && may_run(task.status) {
+        eprintln!("berth: {id} is {} and not running; waiting for its next run (Ctrl-C to stop)", task.status.as_str());
+        followed = next_run(&store, id).await?;
+    }
+    if !read.printed && followed.is_none() {
         // Nothing to print is said, on stderr (stdout stays the log's bytes, here none).
-        let why = why_nothing(&asked, &task, &runs);
+        let task = store.task(id)?;
+        let why = why_nothing(&asked, &task, &store.runs(id)?);
         eprintln!("berth: the log of {id} ({}) {why}", asked.path.display());
     }
-    // The run to follow: the one asked for, else the task's current one; a finished run has nothing more to say.
-    let Some(followed) = asked.run.or(task.current_run_id).filter(|_| follow) else { return Ok(0) };
-    follow_run(&store, &asked, &starts, followed, read).await
+    let Some(followed) = followed else { return Ok(0) };
+    // A run begun since the first read: its worker's confirmation is known by the board's runs now.
+    let runs = store.runs(id)?;
+    follow_run(&store, &asked, &RunStarts::new(id, &runs), followed, read).await
+}
+
+/// Whether a task not running now may still run (a finished or archived one's runs are over).
+fn may_run(status: domain::board::TaskStatus) -> bool {
+    use domain::board::TaskStatus::{Blocked, Ready, Todo, Triage};
+    matches!(status, Triage | Todo | Ready | Blocked)
+}
+
+/// Waits for `id`'s next run to begin; `None` when the task finishes or is archived without one.
+async fn next_run(store: &crate::edge::open::Board, id: &str) -> Result<Option<i64>, Failure> {
+    loop {
+        let task = store.task(id)?;
+        if task.current_run_id.is_some() || !may_run(task.status) {
+            return Ok(task.current_run_id);
+        }
+        tokio::time::sleep(FOLLOW_POLL).await;
+    }
 }
 
 /// The run asked for: one of the task's runs by its id, the number `kanban show`, the worker's log and the dashboard

@@ -108,7 +108,9 @@ fn log_config(ctx: &Ctx, interval: f64) {
     if let Some(n) = caps.max_spawn {
         tracing::info!("kanban dispatcher: max_spawn={n}");
     }
-    tracing::info!("kanban dispatcher: embedded in gateway (interval={interval:.1}s)");
+    // The first tick waits as upstream's does (at most 5 s, less with a shorter interval), or until the board changes.
+    let first = interval.min(5.0);
+    tracing::info!("kanban dispatcher: embedded in gateway (interval={interval:.1}s, first tick in {first:.0}s)");
 }
 
 async fn shutdown_signal() -> &'static str {

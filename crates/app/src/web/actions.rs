@@ -5,13 +5,15 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, OptionalFromRequest, Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use domain::board::{NewTask, TaskEdit, WorkerRef};
 use domain::ids::{BoardSlug, ProfileName};
 use domain::ports::Clock;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use super::Web;
 use crate::edge::context::SystemClock;
@@ -29,6 +31,33 @@ pub(super) fn answer(result: Result<String, Failure>) -> Response {
             };
             (status, Json(super::views::ApiError { error: f.message })).into_response()
         }
+    }
+}
+
+/// A write's JSON body. A body that is not JSON, lacks the JSON content type or misses a field is refused as any
+/// write is, `{"error": …}`, with the status axum gives it (400, 415 or 422), not axum's plain text.
+pub(crate) struct Body<T>(pub T);
+
+fn refused(e: &JsonRejection) -> Response {
+    (e.status(), Json(super::views::ApiError { error: e.body_text() })).into_response()
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let body = <Json<T> as FromRequest<S>>::from_request(req, state).await;
+        body.map(|Json(v)| Self(v)).map_err(|e| refused(&e))
+    }
+}
+
+/// A body that may be left out (no content type at all).
+impl<S: Send + Sync, T: DeserializeOwned> OptionalFromRequest<S> for Body<T> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Option<Self>, Response> {
+        let body = <Json<T> as OptionalFromRequest<S>>::from_request(req, state).await;
+        body.map(|b| b.map(|Json(v)| Self(v))).map_err(|e| refused(&e))
     }
 }
 
@@ -80,7 +109,7 @@ fn blank_to_none(s: Option<String>) -> Option<String> {
 }
 
 /// `POST /api/tasks`: `kanban create`.
-pub(crate) async fn create(State(web): State<Arc<Web>>, Json(c): Json<Create>) -> Response {
+pub(crate) async fn create(State(web): State<Arc<Web>>, Body(c): Body<Create>) -> Response {
     answer(
         blocking(&web, move |ctx| {
             let b = BoardSlug::parse(&c.board).map_err(Failure::usage_of)?;
@@ -133,9 +162,9 @@ pub(crate) struct Reason {
 pub(crate) async fn act(
     State(web): State<Arc<Web>>,
     Path((id, action)): Path<(String, String)>,
-    body: Option<Json<Reason>>,
+    body: Option<Body<Reason>>,
 ) -> Response {
-    let Json(r) = body.unwrap_or_default();
+    let Body(r) = body.unwrap_or(Body(Reason::default()));
     let reason = blank_to_none(r.reason);
     let profile = blank_to_none(r.profile);
     let result = match action.as_str() {
@@ -316,7 +345,7 @@ pub(crate) struct Dispatch {
 /// `POST /api/dispatch`: one tick of a board now, as `kanban dispatch` (the store's tick lock keeps it and the
 /// gateway's own ticks from overlapping). The tick runs on a runtime of its own on a blocking thread: the dispatcher's
 /// future is not `Send`, which a handler's must be.
-pub(crate) async fn dispatch(State(web): State<Arc<Web>>, Json(d): Json<Dispatch>) -> Response {
+pub(crate) async fn dispatch(State(web): State<Arc<Web>>, Body(d): Body<Dispatch>) -> Response {
     let result = blocking(&web, move |ctx| {
         let b = BoardSlug::parse(&d.board).map_err(Failure::usage_of)?;
         let rt = tokio::runtime::Builder::new_current_thread()

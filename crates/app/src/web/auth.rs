@@ -116,7 +116,10 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ")
+    // The scheme's case does not matter (RFC 9110, 11.1).
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 fn query_token(req: &Request) -> Option<&str> {
@@ -151,7 +154,8 @@ fn shell() -> Response {
     (StatusCode::UNAUTHORIZED, axum::response::Html(page.into_string())).into_response()
 }
 
-const UNAUTHORIZED: &str = "the dashboard needs its token: open the URL berth printed at start\n";
+const UNAUTHORIZED: &str = "the dashboard needs its token: open the URL berth printed at start, or send \
+    `Authorization: Bearer TOKEN` (`berth gateway token` prints it)\n";
 
 /// Whether a request is a browser opening a page (not a script's fetch): the shell is its answer.
 fn is_navigation(headers: &HeaderMap) -> bool {

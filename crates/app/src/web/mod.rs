@@ -176,6 +176,7 @@ pub fn token(ctx: &Ctx, rotate: bool) -> Result<u8, Failure> {
 pub async fn for_gateway(ctx: &Ctx) -> Result<Option<Dashboard>, Failure> {
     let port = ctx.settings.kanban.dashboard_port;
     if port == 0 {
+        tracing::info!("dashboard: off (kanban.dashboard_port=PORT serves it, or run `berth dashboard`)");
         return Ok(None);
     }
     let dash = start(ctx, listen_addr(ctx, None, port)?).await?;

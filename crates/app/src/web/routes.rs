@@ -141,7 +141,14 @@ async fn api_log(State(web): State<Arc<Web>>, uri: Uri, Path(id): Path<String>, 
         let error = format!("no task {:?}: a task id names no path", crate::edge::redact::redact(&id));
         return (StatusCode::NOT_FOUND, axum::Json(views::ApiError { error })).into_response();
     }
-    let offset = q.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+    let offset = match q.get("offset").map(|o| o.parse::<u64>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            let error = "offset: expected a byte offset, a whole number 0 or more".to_owned();
+            return (StatusCode::BAD_REQUEST, axum::Json(views::ApiError { error })).into_response();
+        }
+    };
     answer(&web, key_of(&uri), move |ctx| api(Ok(views::log_from(ctx, &id, offset)))).await
 }
 
