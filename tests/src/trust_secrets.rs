@@ -178,6 +178,8 @@ fn a_forged_start_on_the_runners_socket_runs_nothing_and_records_nothing() {
     let mut conn = std::os::unix::net::UnixStream::connect(home.path().join("kanban/sockets/runner.sock")).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut answers = BufReader::new(conn.try_clone().unwrap()).lines();
+    let challenge: serde_json::Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
+    assert!(challenge["nonce"].is_string(), "the runner's challenge first: {challenge}");
     writeln!(conn, "{hello}").unwrap();
     let said: serde_json::Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
     assert!(said["error"].is_null(), "the hello was taken: {said}");
@@ -193,6 +195,107 @@ fn a_forged_start_on_the_runners_socket_runs_nothing_and_records_nothing() {
         assert!(!marker.exists(), "the forger's command ran");
         std::thread::sleep(Duration::from_millis(100)); // scenario: the window the forged start had
     }
+    home.ok(&["kanban", "archive", &id]);
+}
+
+/// What the forger of [`a_forger_that_execs_berth_is_not_taken_for_the_dispatcher`] runs: it connects to the runner,
+/// forks, and its parent (the socket's peer) becomes berth, while the child says hello with the best proof it can
+/// make (keyed by the URL it has, without the password), starts the victim's run and claims it confirmed.
+const FORGER: &str = r#"
+import hashlib, hmac, json, os, socket, sys, time
+path, berth, url, hello, start, out, runner = sys.argv[1:8]
+s = socket.socket(socket.AF_UNIX); s.connect(path)
+f = s.makefile("rwb", buffering=0)
+nonce = json.loads(f.readline())["nonce"]
+r, w = os.pipe()
+if os.fork():
+    os.dup2(r, 0)
+    os.execv(berth, [berth, "kanban", "create", "--from", "-"])
+os.close(r)
+time.sleep(1)  # // scenario: the parent has become berth
+hello = json.loads(hello)
+msg = f"{nonce}:{runner}".encode()
+hello["proof"] = hmac.new(url.encode(), msg, hashlib.sha256).hexdigest()
+f.write((json.dumps(hello) + "\n").encode()); said = [f.readline()]
+f.write((start + "\n").encode()); said.append(f.readline())
+f.write(b'{"confirmed": true}\n')
+open(out, "w").write("".join(x.decode() for x in said))
+s.close(); time.sleep(3); os.close(w)  # // scenario: berth, the socket's peer, outlives the forged release
+"#;
+
+/// The third attack (F2): a process of the user connected to the runner, forked, and exec'd berth in the parent (the
+/// pid the socket names), so the runner took the child's "confirmed" for the dispatcher's and recorded the forger's
+/// command as a running task's completion. The runner now takes that word only with the answer to its challenge,
+/// which needs the board's password; the forged start is confirmed on the board instead, and refused.
+/// And (F1) a process standing in for the runner's socket hears no password in the launcher's hello.
+#[test]
+fn a_forger_that_execs_berth_is_not_taken_for_the_dispatcher() {
+    let Some(db) = crate::pg::TestDb::create() else { return };
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let (user, at) = rest.split_once('@').unwrap();
+    // The test server trusts its local connections: the password is the runner's key, not the server's check.
+    let bare = format!("{scheme}://{}@{at}", user.split(':').next().unwrap());
+    let url = format!("{scheme}://{}:{PASSWORD}@{at}", user.split(':').next().unwrap());
+    let mut home = Home::new();
+    home.board_url = Some(url);
+    home.ok(&["config", "set", "kanban.worker_command", "sleep 30"]);
+    home.ok(&["config", "set", "kanban.worker_exit_outcome", "true"]);
+    let id = home.json(&["kanban", "create", "victim", "--assignee", &home.profile])["id"].as_str().unwrap().to_owned();
+    home.ok(&["kanban", "dispatch"]);
+    let run = wait_until("the victim confirmed", Duration::from_secs(20), || {
+        let t = home.json(&["kanban", "show", &id])["task"].clone();
+        t["confirmed_at"].is_string().then(|| t["current_run_id"].as_i64()).flatten()
+    });
+    let marker = home.path().join("forged-ran");
+    let hello = serde_json::json!({
+        "board": domain::sha256::hex_digest(kanban_postgres::without_password(&bare).as_bytes()),
+        "template": format!("touch {}; echo FORGED", marker.display()),
+        "env": [["BERTH_HOME", home.path().display().to_string()], ["KANBAN_WORKER_EXIT_OUTCOME", "true"],
+                ["PATH", std::env::var("PATH").unwrap_or_default()], ["KANBAN_DATABASE_URL", bare.clone()]],
+        "failure_limit": 2,
+    });
+    let start = serde_json::json!({
+        "task": id, "run": run, "assignee": home.profile, "board": "default",
+        "log": home.path().join("forged.log"), "workdir": home.path(),
+        "env": [["BERTH_KANBAN_TASK", id], ["BERTH_KANBAN_RUN_ID", run.to_string()]],
+    });
+    let (script, said) = (home.path().join("forger.py"), home.path().join("forger.out"));
+    std::fs::write(&script, FORGER).unwrap();
+    let sock = home.path().join("kanban/sockets/runner.sock");
+    let forger = Command::new("python3")
+        .arg(&script)
+        .args([sock.display().to_string(), berth_bin().display().to_string(), bare.clone()])
+        .args([hello.to_string(), start.to_string(), said.display().to_string()])
+        .arg(crate::support::runner_of(&home).expect("the home's runner").to_string())
+        .status()
+        .unwrap();
+    assert!(forger.success());
+    let said = std::fs::read_to_string(&said).unwrap();
+    assert!(said.lines().count() == 2 && !said.contains("serves another board"), "the forger was heard: {said}");
+    // The forged worker is let go or refused within its confirmation; give it time to have run, were it allowed.
+    for _ in 0..30 {
+        let t = home.json(&["kanban", "show", &id])["task"].clone();
+        assert_eq!(t["status"], "running", "the victim is untouched: {t}");
+        assert!(!marker.exists(), "the forger's command ran: {said}");
+        std::thread::sleep(Duration::from_millis(100)); // scenario: the window the forged start had
+    }
+
+    // F1: a listener standing in for the runner hears the launcher's hello, which holds no password.
+    std::fs::remove_file(&sock).unwrap();
+    let fake = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let listen = std::thread::spawn(move || {
+        use std::io::{BufRead, BufReader, Write};
+        let (mut conn, _) = fake.accept().unwrap();
+        writeln!(conn, "{}", serde_json::json!({"nonce": "0"})).unwrap();
+        let mut hello = String::new();
+        BufReader::new(conn).read_line(&mut hello).unwrap();
+        hello
+    });
+    home.json(&["kanban", "create", "second", "--assignee", &home.profile]);
+    home.ok(&["kanban", "dispatch"]);
+    let heard = listen.join().unwrap();
+    assert!(heard.contains("\"env\"") && heard.contains(&bare), "the hello: {heard}");
+    assert!(!heard.contains(PASSWORD), "the hello held the board's password: {heard}");
     home.ok(&["kanban", "archive", &id]);
 }
 

@@ -2,7 +2,7 @@
 //! `berth worker run` processes for the built-in worker's (and wherever no runner can be had), the verified stop,
 //! the task's sandbox.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -69,11 +69,16 @@ impl<'a> ProcessLauncher<'a> {
             let hello = runner::Hello {
                 board: runner::board_identity(ctx),
                 template: ctx.settings.kanban.worker_command.clone(),
-                // What a `berth worker run` of this dispatch would inherit: this process's environment, the settings.
-                env: ctx.env.0.clone().into_iter().chain(env.vars.iter().cloned()).collect(),
+                // What a `berth worker run` of this dispatch would inherit: this process's environment, the settings
+                // (never the board's password: the runner has it).
+                env: runner::wire::without_password(
+                    ctx,
+                    ctx.env.0.clone().into_iter().chain(env.vars.iter().cloned()).collect(),
+                ),
                 failure_limit: self.failure_limit.unwrap_or_else(|| ctx.settings.kanban.failure_limit.get()),
+                proof: String::new(),
             };
-            RunnerClient::connect(ctx, &env.exe, &hello).inspect_err(|e| {
+            RunnerClient::connect(ctx, &env.exe, hello).inspect_err(|e| {
                 tracing::warn!("no runner for this tick's tasks ({e}): each gets a berth worker");
             })
         });
@@ -204,7 +209,7 @@ impl RunnerClient {
     ///
     /// # Errors
     /// A one-line reason (the tick's tasks then get `berth worker run` workers).
-    pub(super) fn connect(ctx: &Ctx, exe: &Path, hello: &runner::Hello) -> Result<Self, String> {
+    pub(super) fn connect(ctx: &Ctx, exe: &Path, mut hello: runner::Hello) -> Result<Self, String> {
         let path = runner::socket_path(ctx);
         let conn = match UnixStream::connect(&path) {
             Ok(c) => c,
@@ -221,12 +226,17 @@ impl RunnerClient {
                 }
             }
         };
-        conn.set_read_timeout(Some(ANSWER_WAIT))
-            .and_then(|()| conn.set_write_timeout(Some(ANSWER_WAIT)))
-            .map_err(|e| e.to_string())?;
+        conn.set_write_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
         let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
         let mut client = Self { conn, reader };
-        client.ask(hello)?;
+        // The runner's challenge, answered for the pid this socket sees at its other end (`runner/wire.rs`).
+        let line = runner::wire::read_line(&mut client.reader, Some(Instant::now() + ANSWER_WAIT))?
+            .ok_or("the runner is gone")?;
+        let challenge: runner::wire::Challenge =
+            serde_json::from_str(&line).map_err(|e| format!("the runner's challenge: {e}"))?;
+        let pid = runner::wire::peer_pid(&client.conn).ok_or("the runner's pid is unknown")?;
+        hello.proof = runner::wire::proof(&runner::wire::key(ctx), &challenge.nonce, pid);
+        client.ask(&hello)?;
         Ok(client)
     }
 
@@ -280,15 +290,14 @@ impl RunnerClient {
     }
 }
 
-/// The runner's next answer.
+/// The runner's next answer, within [`ANSWER_WAIT`] whatever trickles in meanwhile.
 ///
 /// # Errors
 /// A one-line reason when none comes in time or it does not read (the connection is then of no further use).
 fn read_answer(reader: &mut BufReader<UnixStream>) -> Result<runner::Answer, String> {
-    let mut answer = String::new();
-    match reader.read_line(&mut answer) {
-        Ok(0) => Err("the runner is gone".to_owned()),
-        Ok(_) => serde_json::from_str(&answer).map_err(|e| format!("the runner's answer: {e}")),
+    match runner::wire::read_line(reader, Some(Instant::now() + ANSWER_WAIT)) {
+        Ok(None) => Err("the runner is gone".to_owned()),
+        Ok(Some(answer)) => serde_json::from_str(&answer).map_err(|e| format!("the runner's answer: {e}")),
         Err(e) => Err(format!("the runner did not answer: {e}")),
     }
 }

@@ -53,6 +53,7 @@ use super::script::script;
 
 mod recorder;
 mod task_log;
+pub(super) mod wire;
 
 use task_log::{pump, say, set_up};
 
@@ -73,6 +74,9 @@ pub(super) struct Hello {
     pub env: Vec<(String, String)>,
     /// The failure limit the outcomes are recorded through.
     pub failure_limit: u32,
+    /// The answer to the runner's challenge (`wire.rs`): what has its word on confirmed runs taken.
+    #[serde(default)]
+    pub proof: String,
 }
 
 /// A task to start.
@@ -164,6 +168,11 @@ struct Shared {
     home: PathBuf,
     lock_inode: Option<u64>,
     board: String,
+    /// The challenge's key (`wire::key`), and the board's URL with its password, which launchers do not send.
+    key: String,
+    url: Option<String>,
+    /// Launchers' connections open now, at most [`CONNECTIONS_MAX`].
+    conns: AtomicUsize,
     /// The runner's one connection to the board: confirmations and outcomes, one at a time.
     store: Mutex<Option<Board>>,
     /// Connections and tasks in hand; the runner exits after [`IDLE`] at zero.
@@ -259,6 +268,9 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
         home: ctx.home.clone(),
         lock_inode: lock.metadata().map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok(),
         board: board_identity(ctx),
+        key: wire::key(ctx),
+        url: ctx.database_url().map(str::to_owned),
+        conns: AtomicUsize::new(0),
         store: Mutex::new(None),
         busy: AtomicUsize::new(0),
         idle_since: Mutex::new(Instant::now()),
@@ -289,9 +301,17 @@ pub fn serve(ctx: &Ctx) -> Result<u8, Failure> {
         if rustix::net::sockopt::socket_peercred(&conn).map(|c| c.uid) != Ok(rustix::process::geteuid()) {
             continue;
         }
+        // A thread a connection: a bounded number (a launcher makes one a tick; more are no launcher's).
+        if shared.conns.fetch_add(1, Ordering::SeqCst) >= CONNECTIONS_MAX {
+            shared.conns.fetch_sub(1, Ordering::SeqCst);
+            continue;
+        }
         let busy = Busy::new(&shared);
         let shared = Arc::clone(&shared);
-        std::thread::spawn(move || connection(&shared, conn, busy));
+        std::thread::spawn(move || {
+            connection(&shared, conn, busy);
+            shared.conns.fetch_sub(1, Ordering::SeqCst);
+        });
     }
     Ok(0)
 }
@@ -300,21 +320,36 @@ fn answer(conn: &mut UnixStream, a: &Answer) -> bool {
     writeln!(conn, "{}", serde_json::to_string(a).unwrap_or_default()).is_ok()
 }
 
-/// One launcher's tick: its hello, its starts, its release (or its end, which releases unconfirmed).
+/// How many launchers' connections a runner serves at once.
+const CONNECTIONS_MAX: usize = 64;
+
+/// How long a connection may say nothing: a tick records its workers between its last start and its release, which
+/// a board that is away may hold up (an end without a release leaves each run to be confirmed on the board).
+const QUIET_MAX: Duration = Duration::from_secs(600);
+
+/// One launcher's tick: the challenge, its hello, its starts, its release (or its end, which releases unconfirmed).
 fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
     let Ok(read) = conn.try_clone() else { return };
-    let mut lines = BufReader::new(read).lines();
-    let hello = match lines.next().map(|l| l.map(|l| serde_json::from_str::<Hello>(&l))) {
-        Some(Ok(Ok(h))) => h,
-        _ => return,
-    };
+    let nonce = crate::edge::random::hex128().unwrap_or_default();
+    let challenge = serde_json::to_string(&wire::Challenge { nonce: nonce.clone() }).unwrap_or_default();
+    if nonce.is_empty() || conn.set_read_timeout(Some(QUIET_MAX)).is_err() || writeln!(conn, "{challenge}").is_err() {
+        return;
+    }
+    let mut reader = BufReader::new(read);
+    let mut next_line = || wire::read_line(&mut reader, None).ok().flatten();
+    let Some(hello) = next_line().and_then(|l| serde_json::from_str::<Hello>(&l).ok()) else { return };
     if hello.board != shared.board {
         let error = "this home's runner serves another board (it leaves when idle)".to_owned();
         answer(&mut conn, &Answer { error: Some(error), ..Answer::default() });
         return;
     }
-    // The dispatch's settings, as its `berth worker run` would resolve them from the same environment.
-    let env = config_bridge::EnvMap(hello.env.iter().cloned().collect());
+    // The dispatch's settings, as its `berth worker run` would resolve them from the same environment, with the
+    // board's URL as this runner has it (a launcher sends it without the password).
+    let mut env: std::collections::HashMap<String, String> = hello.env.iter().cloned().collect();
+    if let Some(url) = &shared.url {
+        env.insert(config_bridge::env_var_for("kanban.database_url"), url.clone());
+    }
+    let env = config_bridge::EnvMap(env.into_iter().collect());
     let ctx = match Ctx::resolve(env, None, None, &[], false, false) {
         Ok(c) => Arc::new(c),
         Err(f) => {
@@ -330,13 +365,15 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
     if !answer(&mut conn, &Answer::default()) {
         return;
     }
-    // The dispatcher's word that it confirmed the runs is taken only from berth itself: another process of the user
-    // (a task's command) could claim any run confirmed and have its own command recorded as that task's. Its starts
-    // are confirmed on the board instead, where a run another worker holds is refused.
-    let trusted = peer_runs_this_binary(&conn);
+    // The dispatcher's word that it confirmed the runs is taken only from berth holding the board's password
+    // (`wire.rs`): another process of the user (a task's command) could claim any run confirmed and have its own
+    // command recorded as that task's. Its starts are confirmed on the board instead, where a run another worker
+    // holds is refused.
+    let proved = hello.proof == wire::proof(&shared.key, &nonce, std::process::id());
+    let trusted = proved && peer_runs_this_binary(&conn);
     let mut gates: Vec<Sender<bool>> = Vec::new();
     let confirmed = loop {
-        let Some(Ok(line)) = lines.next() else { break false };
+        let Some(line) = next_line() else { break false };
         match serde_json::from_str::<Message>(&line) {
             Ok(Message::Release(r)) => break r.confirmed,
             Ok(Message::Start(s)) => {
