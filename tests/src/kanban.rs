@@ -529,6 +529,35 @@ fn a_runner_lock_that_is_not_a_file_hangs_nothing() {
     assert!(log.contains("cannot open the runner's lock"), "{log}");
 }
 
+/// A process standing in for the runner's socket that never finishes a line but sends a byte a second holds a
+/// dispatch for one answer's wait (5 s), not for as long as it drips (third attack, F5): the task then gets a
+/// `berth worker run` and is done.
+#[test]
+fn a_runner_that_drips_bytes_holds_a_dispatch_for_one_answers_wait() {
+    use std::io::Write;
+    let (home, _) = runner_home(|_| "true".to_owned());
+    let sock = home.path().join("kanban/sockets/runner.sock");
+    std::fs::create_dir_all(sock.parent().unwrap()).unwrap();
+    let fake = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let dripping = std::sync::Arc::clone(&stop);
+    let drip = std::thread::spawn(move || {
+        let (mut conn, _) = fake.accept().unwrap();
+        while !dripping.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = conn.write_all(b" ");
+            // scenario: the drip, a byte a second, for up to 30 s.
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    let id = create(&home, &["x", "--assignee", "alpha"]);
+    let mut dispatch = home.cmd().args(["kanban", "dispatch"]).stdout(Stdio::null()).spawn().unwrap();
+    let ended = crate::support::wait_exit(&mut dispatch, Duration::from_secs(15));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    drip.join().unwrap();
+    assert!(ended.is_some_and(|s| s.success()), "the dispatch waited on the drip: {ended:?}");
+    wait_until("the task done", Duration::from_secs(30), || status(&home, &id) == "done");
+}
+
 /// A runner's command the shell reads oddly still ends in a reported exit, never in a script that died before its
 /// report (which the board's crash check could take first): a lone reserved word is a name not found (127), a
 /// syntax error is the shell's 2 before anything ran, each said on line 1 as `sh -c` says it.

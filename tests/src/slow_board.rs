@@ -109,6 +109,34 @@ fn the_dashboard_answers_at_once_while_an_outside_writer_holds_the_sqlite_board(
     assert_eq!(code, Some(0), "{err}");
 }
 
+/// The third attack (F3): a process holding the WAL's read locks (bytes 123–127 of the `-shm` file, as a stuck
+/// reader or a recovering writer does) made the gateway's board watch wait on the runtime that serves the dashboard.
+#[test]
+fn the_dashboard_answers_at_once_while_an_outside_process_holds_the_wals_read_locks() {
+    let home = Home::new();
+    set_up(&home);
+    let (gw, base, token) = gateway_with_dashboard(&home);
+    let shm = home.path().join(format!("{}-shm", kanban_store::BOARD_FILE));
+    assert!(shm.exists(), "the WAL index at {}", shm.display());
+    let hold = "import fcntl, sys, time\nf = open(sys.argv[1], 'r+b')\nfcntl.lockf(f, fcntl.LOCK_EX, 5, 123)\n\
+                print('held', flush=True)\ntime.sleep(float(sys.argv[2]))\n";
+    let mut holder = std::process::Command::new("python3")
+        .args(["-c", hold, &shm.display().to_string(), &HOLD.as_secs_f64().to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(holder.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "held");
+    let until = Instant::now() + HOLD;
+    let seen = ask_while(&base, &token, &|| Instant::now() < until);
+    assert!(holder.wait().unwrap().success());
+    check(&seen, "the WAL's read locks held");
+    dispatches(&home, "after the locks");
+    let (code, _, err) = gw.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
+
 #[test]
 fn the_dashboard_answers_at_once_while_the_postgresql_server_is_frozen() {
     let Some(cluster) = Cluster::start() else { return };

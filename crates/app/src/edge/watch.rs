@@ -2,6 +2,8 @@
 //! and feeds the dashboard's live events. Like `open.rs`, one of the places the store types are named.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::edge::context::Ctx;
@@ -20,39 +22,52 @@ pub(crate) struct BoardWatch {
 
 /// What a [`BoardWatch`] polls.
 enum WatchSource {
-    Sqlite {
-        path: PathBuf,
-        store: Option<kanban_store::SqliteKanbanStore>,
-        /// When opening the board last failed (no file yet, or one the ticks quarantine): retried once a second, not
-        /// every poll.
-        failed_at: Option<Instant>,
-    },
+    /// The version a thread of its own reads every [`SQLITE_POLL`] ([`UNKNOWN`] when it cannot): a SQLite call may
+    /// wait out another process's lock for seconds, which must never hold up the runtime the caller serves on.
+    Sqlite(Arc<AtomicI64>),
     /// `None` when the URL is malformed (each tick reports it).
     Postgres(Option<kanban_postgres::PgBoardListener>),
 }
 
-impl BoardWatch {
-    pub(crate) fn new(ctx: &Ctx) -> Self {
-        // A PostgreSQL board has no file to watch: never open, let alone create, a SQLite file beside it.
-        let source = match ctx.database_url() {
-            Some(url) => WatchSource::Postgres(
-                kanban_postgres::PgBoardListener::start_within(url, ctx.database_timeout())
-                    .inspect_err(|e| tracing::warn!("gateway: not listening for board changes: {e}"))
-                    .ok(),
-            ),
-            None => WatchSource::Sqlite { path: ctx.db_path(), store: None, failed_at: None },
-        };
-        let mut watch = Self { source, seen: None };
-        watch.seen = watch.version();
-        watch
-    }
+/// How often a SQLite board's version is read (the gateway's wake-up latency).
+const SQLITE_POLL: Duration = Duration::from_millis(10);
 
-    /// The board's current version, when it can be read.
-    pub(crate) fn version(&mut self) -> Option<i64> {
-        let (path, store, failed_at) = match &mut self.source {
-            WatchSource::Postgres(listener) => return listener.as_ref().map(|l| l.version().cast_signed()),
-            WatchSource::Sqlite { path, store, failed_at } => (path, store, failed_at),
-        };
+/// How long a new watch waits for its first reading before it goes on without one (a board locked at the start).
+const FIRST_READ: Duration = Duration::from_millis(200);
+
+/// No version could be read.
+const UNKNOWN: i64 = i64::MIN;
+
+/// Starts the thread reading a SQLite board's version; it ends once the watch is dropped.
+fn sqlite_poller(path: PathBuf) -> Arc<AtomicI64> {
+    let version = Arc::new(AtomicI64::new(UNKNOWN));
+    let weak = Arc::downgrade(&version);
+    let (first, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = SqliteVersion { path, store: None, failed_at: None };
+        while let Some(version) = weak.upgrade() {
+            version.store(reader.read().unwrap_or(UNKNOWN), Ordering::SeqCst);
+            drop(version);
+            let _ = first.send(());
+            std::thread::sleep(SQLITE_POLL); // the poll's period, not synchronisation
+        }
+    });
+    let _ = read.recv_timeout(FIRST_READ);
+    version
+}
+
+/// A SQLite board's `data_version`, on a connection of its own.
+struct SqliteVersion {
+    path: PathBuf,
+    store: Option<kanban_store::SqliteKanbanStore>,
+    /// When opening the board last failed (no file yet, or one the ticks quarantine): retried once a second, not
+    /// every poll.
+    failed_at: Option<Instant>,
+}
+
+impl SqliteVersion {
+    fn read(&mut self) -> Option<i64> {
+        let Self { path, store, failed_at } = self;
         if store.is_none() && failed_at.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
             // No board file yet (or an unreadable one, which the tick reports): nothing to watch until there is.
             // A read-write connection (that writes nothing): a read-only one on a WAL file can disturb the writers'
@@ -70,6 +85,32 @@ impl BoardWatch {
                 None
             }
             None => None,
+        }
+    }
+}
+
+impl BoardWatch {
+    pub(crate) fn new(ctx: &Ctx) -> Self {
+        // A PostgreSQL board has no file to watch: never open, let alone create, a SQLite file beside it.
+        let source = match ctx.database_url() {
+            Some(url) => WatchSource::Postgres(
+                kanban_postgres::PgBoardListener::start_within(url, ctx.database_timeout())
+                    .inspect_err(|e| tracing::warn!("gateway: not listening for board changes: {e}"))
+                    .ok(),
+            ),
+            None => WatchSource::Sqlite(sqlite_poller(ctx.db_path())),
+        };
+        let mut watch = Self { source, seen: None };
+        watch.seen = watch.version();
+        watch
+    }
+
+    /// The board's current version, when it can be read (never waits: on SQLite the poller's last reading, at most
+    /// [`SQLITE_POLL`] old, which is never newer than the board, so a change is never missed).
+    pub(crate) fn version(&mut self) -> Option<i64> {
+        match &self.source {
+            WatchSource::Postgres(listener) => listener.as_ref().map(|l| l.version().cast_signed()),
+            WatchSource::Sqlite(version) => Some(version.load(Ordering::SeqCst)).filter(|v| *v != UNKNOWN),
         }
     }
 
