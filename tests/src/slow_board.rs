@@ -119,7 +119,8 @@ fn the_dashboard_answers_at_once_while_an_outside_process_holds_the_wals_read_lo
     let shm = home.path().join(format!("{}-shm", kanban_store::BOARD_FILE));
     assert!(shm.exists(), "the WAL index at {}", shm.display());
     let hold = "import fcntl, sys, time\nf = open(sys.argv[1], 'r+b')\nfcntl.lockf(f, fcntl.LOCK_EX, 5, 123)\n\
-                print('held', flush=True)\ntime.sleep(float(sys.argv[2]))\n";
+                print('held', flush=True)\n\
+                time.sleep(float(sys.argv[2]))  # // scenario: the holder keeps the locks for HOLD\n";
     let mut holder = std::process::Command::new("python3")
         .args(["-c", hold, &shm.display().to_string(), &HOLD.as_secs_f64().to_string()])
         .stdout(std::process::Stdio::piped())
