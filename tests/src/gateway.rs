@@ -210,6 +210,39 @@ fn a_gateway_with_an_hour_interval_wakes_on_new_tasks_and_on_finished_workers() 
     assert_eq!(code, Some(0));
 }
 
+/// A FIFO put in place of the home's `config.yaml` (third attack, F6) held the gateway at its settings' reload for
+/// good, while `gateway status` said it ran. The file is opened without waiting and refused as no regular file: a
+/// command says so in one line, and the gateway keeps its settings and dispatches once the file is back.
+#[test]
+fn a_fifo_for_a_config_file_hangs_neither_a_command_nor_the_gateway() {
+    let home = Home::new();
+    home.ok(&["profile", "create", "alpha"]);
+    home.ok(&["config", "set", "kanban.dispatch_interval_seconds", "1"]);
+    let config = home.path().join("config.yaml");
+    let kept = std::fs::read_to_string(&config).unwrap();
+    let gw = Gateway::start(&home, &[]);
+    std::fs::remove_file(&config).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(&config).status().unwrap().success());
+    let mut ls = home.cmd().args(["kanban", "ls"]).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let ended = crate::support::wait_exit(&mut ls, Duration::from_secs(10)).expect("kanban ls hung at a FIFO config");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut ls.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!ended.success() && err.contains("not a regular file") && err.lines().count() == 1, "{err}");
+    // scenario: the gateway's reload looks at its config files every second; it meets the FIFO.
+    std::thread::sleep(Duration::from_millis(2500));
+    std::fs::remove_file(&config).unwrap();
+    std::fs::write(&config, kept).unwrap();
+    let id = home.json(&["kanban", "create", "after", "--assignee", "alpha", "--command", "true"])["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_until("the task done: the gateway still dispatches", Duration::from_secs(30), || {
+        status_of(&home, &id) == "done"
+    });
+    let (code, _, _) = gw.stop();
+    assert_eq!(code, Some(0));
+}
+
 /// The ticks once none came for a second (bounded): the gateway has done what its last wake-up asked.
 fn settled_ticks(home: &Home) -> u64 {
     let mut seen = ticks(home);

@@ -176,7 +176,7 @@ pub fn parse_override(arg: &str) -> Result<(String, String), ConfigError> {
 /// # Errors
 /// [`ConfigError::Read`] when the file exists but cannot be read, [`ConfigError::Yaml`] when it is not YAML.
 pub fn load_file(path: &Path) -> Result<Option<Yaml>, ConfigError> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_regular(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(ConfigError::Read { path: path.to_owned(), source }),
@@ -185,6 +185,23 @@ pub fn load_file(path: &Path) -> Result<Option<Yaml>, ConfigError> {
         return Ok(None);
     }
     serde_yaml_ng::from_str(&text).map(Some).map_err(|source| ConfigError::Yaml { path: path.to_owned(), source })
+}
+
+/// A config file's text, opened without waiting (a FIFO put in its place would hold every berth command, and a
+/// running gateway, at the open) and read only when it is a regular file.
+fn read_regular(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits().cast_signed())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// `doc` with its YAML merge keys (`<<: *base`, `<<: [*a, *b]`) applied, as hermes-agent's PyYAML reads them: keys
