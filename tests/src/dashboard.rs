@@ -862,3 +862,44 @@ fn console_api(home: Home) {
 }
 
 on_both_stores!(console_api);
+
+/// Event streams nobody reads (many tabs, or a script) held every connection slot, so `/healthz`, `/metrics` and the
+/// pages went unanswered (third attack, F4): at most half the slots are streams; the next stream gets a 503 in one
+/// line while the rest answer, and a closed stream's slot is free again.
+#[test]
+fn event_streams_leave_room_for_the_other_requests() {
+    let home = Home::new();
+    let d = Served::start(&home, &[]);
+    let addr = d.base.strip_prefix("http://").unwrap().to_owned();
+    let open = |n: usize| -> Vec<TcpStream> {
+        (0..n)
+            .map(|_| {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                let req = format!("GET /events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\n\r\n", d.token);
+                s.write_all(req.as_bytes()).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut head = [0_u8; 12];
+                s.read_exact(&mut head).unwrap();
+                assert_eq!(&head, b"HTTP/1.1 200", "a stream within the bound");
+                s
+            })
+            .collect()
+    };
+    let streams = open(128);
+    let (status, body) = d.get("/events");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body.trim().lines().count(), 1, "{body}");
+    assert!(body.contains("live pages"), "{body}");
+    for path in ["/healthz", "/metrics", "/"] {
+        assert_eq!(d.get(path).0, 200, "{path} with every stream taken");
+    }
+    drop(streams);
+    wait_until("a closed stream's slot free again", Duration::from_secs(10), || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        let req = format!("GET /events HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {}\r\n\r\n", d.token);
+        s.write_all(req.as_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut head = [0_u8; 12];
+        s.read_exact(&mut head).is_ok() && &head == b"HTTP/1.1 200"
+    });
+}

@@ -37,6 +37,8 @@ pub(crate) struct Web {
     pub(crate) explained: console::Explained,
     /// The dashboard's own writes so far: a read after one never joins or reuses what was read before it.
     pub(crate) writes: std::sync::atomic::AtomicU64,
+    /// Event streams open now (`live.rs`), at most half the connections.
+    pub(crate) streams: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Web {
@@ -138,6 +140,7 @@ pub async fn start(ctx: &Ctx, addr: SocketAddr) -> Result<Dashboard, Failure> {
         reads: Arc::default(),
         explained: console::Explained::default(),
         writes: std::sync::atomic::AtomicU64::new(0),
+        streams: Arc::default(),
     });
     let router = routes::router(state);
     tokio::spawn(serve::connections(listener, router));
