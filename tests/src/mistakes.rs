@@ -388,6 +388,14 @@ fn create_from_a_line_that_is_not_json_shows_the_shape() {
     std::fs::write(&file, "{\"title\": \"ok\", \"command\": \"true\"}\ntitle: x\n").unwrap();
     refused(&home, &["kanban", "create", "--from", file.to_str().unwrap()], 2, &["line 2", r#"{"title": "build""#]);
     assert!(home.json(&["kanban", "ls"]).as_array().unwrap().is_empty(), "a refused batch wrote a task");
+    // An empty file creates nothing and says so (third attack: it printed nothing at all); `--json` gets `[]`.
+    std::fs::write(&file, "\n").unwrap();
+    let out = home.run(&["kanban", "create", "--from", file.to_str().unwrap()]);
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    assert!(stderr(&out).contains("holds no task") && stderr(&out).lines().count() == 1, "{out:?}");
+    assert_eq!(home.json(&["kanban", "create", "--from", file.to_str().unwrap()]), serde_json::json!([]));
+    // A task id typed with a newline in it is quoted on one line.
+    refused(&home, &["kanban", "block", "why\nnot"], 2, &["no task why\\nnot"]);
 }
 
 /// Found by a new user (issue 25): `sandbox rm` and `sandbox logs` take `--task`, `sandbox stop --task demo` was

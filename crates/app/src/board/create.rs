@@ -197,6 +197,10 @@ pub(crate) fn from_file(
         lines.push(n);
         tasks.push(new);
     }
+    if tasks.is_empty() {
+        // Not an error (a generated file may be empty), but never silence: said on stderr, `--json` gets `[]`.
+        eprintln!("berth: {from} holds no task (one JSON object a line): nothing was created");
+    }
     let tasks: Vec<(String, NewTask)> = batch_ids(tasks.len()).into_iter().zip(tasks).collect();
     let mut store = open_store(ctx)?;
     let created = match store.create_tasks(board, &tasks, now) {

@@ -46,7 +46,9 @@ const ERROR_WORD_MAX: usize = 120;
 /// An error line as printed: sanitized, and each run of characters without a space longer than [`ERROR_WORD_MAX`]
 /// (a 300-digit number, a value pasted by mistake) cut, saying how much was left out, so a refusal stays readable.
 pub fn error_line(text: &str) -> String {
-    let safe = sanitize(text);
+    // One line whatever it quotes (a task id typed with a newline in it, say).
+    let one = text.trim_end().replace('\n', "\\n");
+    let safe = sanitize(&one);
     if !safe.split(' ').any(|w| w.chars().count() > ERROR_WORD_MAX) {
         return safe.into_owned();
     }
@@ -122,6 +124,7 @@ mod tests {
         let line = error_line(&long);
         assert!(line.starts_with("invalid value \"999") && line.ends_with("… (182 more characters) for --priority"));
         assert_eq!(error_line("short words stay"), "short words stay");
+        assert_eq!(error_line("no task why\nnot\n"), "no task why\\nnot");
     }
 
     #[test]
