@@ -32,7 +32,8 @@ pub(crate) fn create_task(
 }
 
 /// The batch's new tasks; a key another transaction wrote first is skipped (`ON CONFLICT … DO NOTHING` waits for
-/// that transaction, so the count says whether this one lost a race).
+/// that transaction, so the count says whether this one lost a race). A batch without keys, which can lose no such
+/// race, inserts without the clause ([`ON_KEY_CONFLICT`]): a speculative insertion a row costs ~10 % of a bulk create.
 const INSERT_TASKS: &str = "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, \
     created_by, created_at, max_runtime_seconds, max_retries, not_before, idempotency_key, review) \
     SELECT u.id, $2, u.title, u.body, u.command, u.assignee, u.status, u.priority, u.author, $4, u.runtime, \
@@ -40,7 +41,9 @@ const INSERT_TASKS: &str = "INSERT INTO berth.tasks (id, board, title, body, com
     $8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[]) \
     WITH ORDINALITY \
     AS u(id, author, title, body, command, assignee, status, priority, runtime, retries, not_before, key, review, n) \
-    ORDER BY u.n ON CONFLICT (board, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
+    ORDER BY u.n";
+
+const ON_KEY_CONFLICT: &str = " ON CONFLICT (board, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING";
 
 const INSERT_LINKS: &str = "INSERT INTO berth.task_links (parent_id, child_id) \
     SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING";
@@ -131,8 +134,10 @@ fn try_create_tasks(
     let not_before: Vec<Option<i64>> = fresh.iter().map(|((_, n), _)| n.not_before).collect();
     let created_by = col(&|n| n.created_by.clone());
     let review: Vec<i64> = fresh.iter().map(|((_, n), _)| i64::from(n.review)).collect();
+    let keyed = keys.iter().any(Option::is_some);
+    let insert = if keyed { format!("{INSERT_TASKS}{ON_KEY_CONFLICT}") } else { INSERT_TASKS.to_owned() };
     let inserted = tx.execute(
-        INSERT_TASKS,
+        insert.as_str(),
         &[
             &ids,
             &board.as_str(),
