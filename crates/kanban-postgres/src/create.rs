@@ -33,7 +33,7 @@ pub(crate) fn create_task(
 
 /// The batch's new tasks; a key another transaction wrote first is skipped (`ON CONFLICT … DO NOTHING` waits for
 /// that transaction, so the count says whether this one lost a race). A batch without keys, which can lose no such
-/// race, inserts without the clause ([`ON_KEY_CONFLICT`]): a speculative insertion a row costs ~10 % of a bulk create.
+/// race, inserts without the clause ([`ON_KEY_CONFLICT`]) and its speculative insertion a row.
 const INSERT_TASKS: &str = "INSERT INTO berth.tasks (id, board, title, body, command, assignee, status, priority, \
     created_by, created_at, max_runtime_seconds, max_retries, not_before, idempotency_key, review) \
     SELECT u.id, $2, u.title, u.body, u.command, u.assignee, u.status, u.priority, u.author, $4, u.runtime, \
