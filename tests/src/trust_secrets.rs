@@ -178,11 +178,9 @@ fn a_forged_start_on_the_runners_socket_runs_nothing_and_records_nothing() {
     let mut conn = std::os::unix::net::UnixStream::connect(home.path().join("kanban/sockets/runner.sock")).unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut answers = BufReader::new(conn.try_clone().unwrap()).lines();
-    let challenge: serde_json::Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
-    assert!(challenge["nonce"].is_string(), "the runner's challenge first: {challenge}");
     writeln!(conn, "{hello}").unwrap();
     let said: serde_json::Value = serde_json::from_str(&answers.next().unwrap().unwrap()).unwrap();
-    assert!(said["error"].is_null(), "the hello was taken: {said}");
+    assert!(said["error"].is_null() && said["nonce"].is_string(), "the hello was taken, challenged: {said}");
     writeln!(conn, "{start}").unwrap();
     let said = answers.next().unwrap().unwrap();
     writeln!(conn, "{}", serde_json::json!({"confirmed": true})).unwrap();
@@ -199,24 +197,24 @@ fn a_forged_start_on_the_runners_socket_runs_nothing_and_records_nothing() {
 }
 
 /// What the forger of [`a_forger_that_execs_berth_is_not_taken_for_the_dispatcher`] runs: it connects to the runner,
-/// forks, and its parent (the socket's peer) becomes berth, while the child says hello with the best proof it can
-/// make (keyed by the URL it has, without the password), starts the victim's run and claims it confirmed.
+/// forks, and its parent (the socket's peer) becomes berth, while the child says hello, answers the challenge with
+/// the best proof it can make (keyed by the URL it has, without the password), starts the victim's run and claims it
+/// confirmed.
 const FORGER: &str = r#"
 import hashlib, hmac, json, os, socket, sys, time
 path, berth, url, hello, start, out, runner = sys.argv[1:8]
 s = socket.socket(socket.AF_UNIX); s.connect(path)
 f = s.makefile("rwb", buffering=0)
-nonce = json.loads(f.readline())["nonce"]
 r, w = os.pipe()
 if os.fork():
     os.dup2(r, 0)
     os.execv(berth, [berth, "kanban", "create", "--from", "-"])
 os.close(r)
 time.sleep(1)  # // scenario: the parent has become berth
-hello = json.loads(hello)
-msg = f"{nonce}:{runner}".encode()
-hello["proof"] = hmac.new(url.encode(), msg, hashlib.sha256).hexdigest()
-f.write((json.dumps(hello) + "\n").encode()); said = [f.readline()]
+f.write((hello + "\n").encode()); said = [f.readline()]
+nonce = json.loads(said[0])["nonce"]
+proof = hmac.new(url.encode(), f"{nonce}:{runner}".encode(), hashlib.sha256).hexdigest()
+f.write((json.dumps({"proof": proof}) + "\n").encode())
 f.write((start + "\n").encode()); said.append(f.readline())
 f.write(b'{"confirmed": true}\n')
 open(out, "w").write("".join(x.decode() for x in said))
@@ -284,9 +282,8 @@ fn a_forger_that_execs_berth_is_not_taken_for_the_dispatcher() {
     std::fs::remove_file(&sock).unwrap();
     let fake = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let listen = std::thread::spawn(move || {
-        use std::io::{BufRead, BufReader, Write};
-        let (mut conn, _) = fake.accept().unwrap();
-        writeln!(conn, "{}", serde_json::json!({"nonce": "0"})).unwrap();
+        use std::io::{BufRead, BufReader};
+        let (conn, _) = fake.accept().unwrap();
         let mut hello = String::new();
         BufReader::new(conn).read_line(&mut hello).unwrap();
         hello

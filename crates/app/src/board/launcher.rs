@@ -76,9 +76,8 @@ impl<'a> ProcessLauncher<'a> {
                     ctx.env.0.clone().into_iter().chain(env.vars.iter().cloned()).collect(),
                 ),
                 failure_limit: self.failure_limit.unwrap_or_else(|| ctx.settings.kanban.failure_limit.get()),
-                proof: String::new(),
             };
-            RunnerClient::connect(ctx, &env.exe, hello).inspect_err(|e| {
+            RunnerClient::connect(ctx, &env.exe, &hello).inspect_err(|e| {
                 tracing::warn!("no runner for this tick's tasks ({e}): each gets a berth worker");
             })
         });
@@ -209,7 +208,7 @@ impl RunnerClient {
     ///
     /// # Errors
     /// A one-line reason (the tick's tasks then get `berth worker run` workers).
-    pub(super) fn connect(ctx: &Ctx, exe: &Path, mut hello: runner::Hello) -> Result<Self, String> {
+    pub(super) fn connect(ctx: &Ctx, exe: &Path, hello: &runner::Hello) -> Result<Self, String> {
         let path = runner::socket_path(ctx);
         let conn = match UnixStream::connect(&path) {
             Ok(c) => c,
@@ -229,14 +228,14 @@ impl RunnerClient {
         conn.set_write_timeout(Some(ANSWER_WAIT)).map_err(|e| e.to_string())?;
         let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
         let mut client = Self { conn, reader };
-        // The runner's challenge, answered for the pid this socket sees at its other end (`runner/wire.rs`).
-        let line = runner::wire::read_line(&mut client.reader, Some(Instant::now() + ANSWER_WAIT))?
-            .ok_or("the runner is gone")?;
-        let challenge: runner::wire::Challenge =
-            serde_json::from_str(&line).map_err(|e| format!("the runner's challenge: {e}"))?;
-        let pid = runner::wire::peer_pid(&client.conn).ok_or("the runner's pid is unknown")?;
-        hello.proof = runner::wire::proof(&runner::wire::key(ctx), &challenge.nonce, pid);
-        client.ask(&hello)?;
+        let welcome = client.ask(hello)?;
+        // The runner's challenge, answered for the pid this socket sees at its other end (`runner/wire.rs`); its
+        // answer comes with the first start's.
+        if let (Some(nonce), Some(pid)) = (welcome.nonce, runner::wire::peer_pid(&client.conn)) {
+            let proof = runner::wire::Proof { proof: runner::wire::proof(&runner::wire::key(ctx), &nonce, pid) };
+            let line = serde_json::to_string(&proof).map_err(|e| e.to_string())?;
+            writeln!(client.conn, "{line}").map_err(|e| format!("the runner is gone: {e}"))?;
+        }
         Ok(client)
     }
 

@@ -74,9 +74,6 @@ pub(super) struct Hello {
     pub env: Vec<(String, String)>,
     /// The failure limit the outcomes are recorded through.
     pub failure_limit: u32,
-    /// The answer to the runner's challenge (`wire.rs`): what has its word on confirmed runs taken.
-    #[serde(default)]
-    pub proof: String,
 }
 
 /// A task to start.
@@ -98,17 +95,22 @@ pub(super) struct Release {
     pub confirmed: bool,
 }
 
-/// One message from a launcher: its [`Start`]s, then a [`Release`].
+/// One message from a launcher: its answer to the runner's challenge ([`wire::Proof`], first), its [`Start`]s, then a
+/// [`Release`].
 #[derive(Serialize, Deserialize)]
 #[serde(untagged)]
 enum Message {
     Release(Release),
+    Proof(wire::Proof),
     Start(Start),
 }
 
-/// The runner's answer to a [`Hello`] (nothing but a refusal) and to a [`Start`] (the worker's pid and start).
+/// The runner's answer to a [`Hello`] (a refusal, or its challenge) and to a [`Start`] (the worker's pid and start).
 #[derive(Serialize, Deserialize, Default)]
 pub(super) struct Answer {
+    /// The challenge a launcher answers to have its word on confirmed runs taken (`wire.rs`); in the hello's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
     pub pid: Option<u32>,
     pub start: Option<u64>,
     pub error: Option<String>,
@@ -327,12 +329,12 @@ const CONNECTIONS_MAX: usize = 64;
 /// a board that is away may hold up (an end without a release leaves each run to be confirmed on the board).
 const QUIET_MAX: Duration = Duration::from_secs(600);
 
-/// One launcher's tick: the challenge, its hello, its starts, its release (or its end, which releases unconfirmed).
+/// One launcher's tick: its hello, answered with the challenge; the proof, its starts, its release (or its end,
+/// which releases unconfirmed).
 fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
     let Ok(read) = conn.try_clone() else { return };
     let nonce = crate::edge::random::hex128().unwrap_or_default();
-    let challenge = serde_json::to_string(&wire::Challenge { nonce: nonce.clone() }).unwrap_or_default();
-    if nonce.is_empty() || conn.set_read_timeout(Some(QUIET_MAX)).is_err() || writeln!(conn, "{challenge}").is_err() {
+    if nonce.is_empty() || conn.set_read_timeout(Some(QUIET_MAX)).is_err() {
         return;
     }
     let mut reader = BufReader::new(read);
@@ -362,25 +364,28 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
     // Every task's environment but the variables naming its run, made once (on a PostgreSQL board without the
     // board's password: `handoff.rs`).
     let base = base_env(&ctx, &hello.env);
-    if !answer(&mut conn, &Answer::default()) {
+    if !answer(&mut conn, &Answer { nonce: Some(nonce.clone()), ..Answer::default() }) {
         return;
     }
     // The dispatcher's word that it confirmed the runs is taken only from berth holding the board's password
     // (`wire.rs`): another process of the user (a task's command) could claim any run confirmed and have its own
     // command recorded as that task's. Its starts are confirmed on the board instead, where a run another worker
     // holds is refused.
-    let proved = hello.proof == wire::proof(&shared.key, &nonce, std::process::id());
-    let trusted = proved && peer_runs_this_binary(&conn);
+    let mut proved = false;
     let mut gates: Vec<Sender<bool>> = Vec::new();
     let confirmed = loop {
         let Some(line) = next_line() else { break false };
         match serde_json::from_str::<Message>(&line) {
             Ok(Message::Release(r)) => break r.confirmed,
+            // Only before the first start (no answer: the launcher writes its starts right after).
+            Ok(Message::Proof(p)) => {
+                proved = gates.is_empty() && p.proof == wire::proof(&shared.key, &nonce, std::process::id())
+            }
             Ok(Message::Start(s)) => {
                 let a = match start_task(shared, &ctx, &hello, &base, s) {
                     Ok((pid, start, gate)) => {
                         gates.push(gate);
-                        Answer { pid: Some(pid), start, error: None }
+                        Answer { pid: Some(pid), start, ..Answer::default() }
                     }
                     Err(e) => Answer { error: Some(e), ..Answer::default() },
                 };
@@ -396,6 +401,7 @@ fn connection(shared: &Arc<Shared>, mut conn: UnixStream, _busy: Busy) {
             }
         }
     };
+    let trusted = proved && peer_runs_this_binary(&conn);
     for gate in gates {
         let _ = gate.send(confirmed && trusted);
     }

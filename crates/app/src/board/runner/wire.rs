@@ -4,8 +4,9 @@
 //! The socket's folder is 0700, so only the user's own processes reach it, a task's command among them. Such a
 //! process may stand in for the runner (unlink its socket, bind its own) or talk to it as a launcher. So a launcher
 //! sends nothing that holds the board's password (the runner has it from its start), and proves it holds that
-//! password by answering the runner's challenge: an HMAC, keyed by the board's URL, of the runner's nonce and the pid
-//! the launcher's socket sees at the other end. A process standing in for the runner and passing the real runner's
+//! password by answering the runner's challenge (a nonce in the answer to its hello; a runner from before the
+//! challenge sends none, and gets no proof): an HMAC, keyed by the board's URL, of the nonce and the pid the
+//! launcher's socket sees at the other end. A process standing in for the runner and passing the real runner's
 //! nonce on gets a proof for its own pid, which the runner refuses; a task's command has the URL without the
 //! password and cannot make one. A SQLite board has no password: its key is its path, and its file is the user's to
 //! write anyway.
@@ -18,10 +19,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::edge::context::Ctx;
 
-/// The runner's first line on a connection.
+/// A launcher's answer to the runner's challenge (the nonce in its hello's answer), before its starts.
 #[derive(Serialize, Deserialize)]
-pub(in crate::board) struct Challenge {
-    pub nonce: String,
+pub(in crate::board) struct Proof {
+    pub proof: String,
 }
 
 /// The longest line either side reads: a dispatch's whole environment fits many times over.
