@@ -481,8 +481,10 @@ fn explain_names_the_assignee_of_deferred_tasks() {
     assert_eq!(v["deferred"][0]["assignee"], "alpha", "{v}");
     let text = home.ok(&[c[0], c[1], "kanban", "dispatch", "--dry-run", "--explain"]);
     assert!(text.contains(&format!("Deferred (deferred_max_in_progress): {waiting} (alpha)")), "{text}");
+    // The table's row: the code, the assignee and why in words, as the dashboard's card says it.
     let line = text.lines().find(|l| l.starts_with(&waiting)).unwrap();
-    assert!(line.ends_with("alpha"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("TASK") && l.ends_with("ASSIGNEE  WHY")), "{text}");
+    assert!(line.contains("  alpha  ") && line.ends_with("kanban.max_in_progress reached (1 of 1 running)"), "{text}");
 }
 
 #[test]

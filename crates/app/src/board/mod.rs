@@ -28,6 +28,7 @@ pub(crate) mod show;
 mod stream;
 pub(crate) mod task_id;
 pub(crate) mod views;
+pub(crate) mod why;
 pub mod worker;
 
 pub use report::{DispatchArgs, DispatchReport, TickTally, dispatch, dispatch_on, report_json, tick_config};

@@ -125,8 +125,8 @@ pub struct ReportWriter {
     auto_assigned: Spill,
     deferred: Spill,
     explained: Spill,
-    /// Widths of the explain table's first two columns (text).
-    widths: (usize, usize),
+    /// Widths of the explain table's first three columns (text).
+    widths: (usize, usize, usize),
 }
 
 fn json_str(buf: &mut Vec<u8>, s: &str) {
@@ -151,7 +151,7 @@ impl ReportWriter {
             auto_assigned: Spill::default(),
             deferred: Spill::default(),
             explained: Spill::default(),
-            widths: ("TASK".len(), "REASON".len()),
+            widths: ("TASK".len(), "REASON".len(), "ASSIGNEE".len()),
         }
     }
 
@@ -164,15 +164,19 @@ impl ReportWriter {
         }
     }
 
-    fn explain_row(&mut self, task_id: &str, code: &str, assignee: Option<&str>, detail: impl Serialize) {
+    /// A row of the explain table: in text, `why` in words after the code and the assignee.
+    fn explain_row(&mut self, task_id: &str, code: &str, assignee: Option<&str>, why: &str, detail: impl Serialize) {
         if self.json {
             self.explained.push(ITEM_SEP, |b| {
                 let _ = serde_json::to_writer(b, &Explained { task_id, code, assignee, detail });
             });
         } else {
-            self.widths = (self.widths.0.max(task_id.chars().count()), self.widths.1.max(code.chars().count()));
+            let assignee = assignee.unwrap_or("-");
+            let (w0, w1, w2) = self.widths;
+            let width = |s: &str, w: usize| w.max(s.chars().count());
+            self.widths = (width(task_id, w0), width(code, w1), width(assignee, w2));
             self.explained.push(b"\n", |b| {
-                let _ = write!(b, "{task_id}\t{code}\t{}", assignee.unwrap_or("-"));
+                let _ = write!(b, "{task_id}\t{code}\t{assignee}\t{why}");
             });
         }
     }
@@ -191,7 +195,7 @@ impl ReportWriter {
             self.explain = true;
             // The text table says why in words ("not_ready: the task is blocked"); JSON keeps the code.
             let shown = if self.json { why.code().to_owned() } else { why.reason() };
-            self.explain_row(id, &shown, None, why.reason());
+            self.explain_row(id, &shown, None, "", why.reason());
         }
         let spawned: Vec<SpawnedWorker> = match x.spawned {
             Some(s) => s.to_vec(),
@@ -377,13 +381,18 @@ impl ReportWriter {
         }
         if self.explain {
             writeln!(out)?;
-            let (w0, w1) = self.widths;
-            writeln!(out, "{:<w0$}  {:<w1$}  ASSIGNEE", "TASK", "REASON")?;
+            let (w0, w1, w2) = self.widths;
+            writeln!(out, "{:<w0$}  {:<w1$}  {:<w2$}  WHY", "TASK", "REASON", "ASSIGNEE")?;
             let empty = self.explained.count == 0;
             self.explained.for_each_line(|l| {
-                let mut cells = l.splitn(3, '\t');
-                let (t, c, a) = (cells.next().unwrap_or(""), cells.next().unwrap_or(""), cells.next().unwrap_or(""));
-                writeln!(out, "{t:<w0$}  {c:<w1$}  {a}")
+                let mut cells = l.splitn(4, '\t');
+                let mut cell = || cells.next().unwrap_or("");
+                let (t, c, a, why) = (cell(), cell(), cell(), cell());
+                if why.is_empty() {
+                    writeln!(out, "{t:<w0$}  {c:<w1$}  {a}")
+                } else {
+                    writeln!(out, "{t:<w0$}  {c:<w1$}  {a:<w2$}  {why}")
+                }
             })?;
             if empty {
                 writeln!(
@@ -455,7 +464,8 @@ impl PlanSink for ReportWriter {
             Self::id(json, &mut self.auto_assigned, d.task_id);
         }
         if self.record_explain {
-            self.explain_row(d.task_id, d.decision.code(), d.assignee, &d.decision);
+            let why = if self.json { String::new() } else { super::why::words(&d.decision, d.assignee) };
+            self.explain_row(d.task_id, d.decision.code(), d.assignee, &why, &d.decision);
         }
     }
 }

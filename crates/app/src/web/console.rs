@@ -30,39 +30,8 @@ impl PlanSink for Decisions {
     fn housekeeping(&mut self, _task_id: &str, _action: &Housekeeping) {}
     fn promoted(&mut self, _task_id: &str) {}
     fn decision(&mut self, d: &DecisionRef<'_>) {
-        let waiting = Waiting { code: d.decision.code(), reason: words(&d.decision, d.assignee) };
+        let waiting = Waiting { code: d.decision.code(), reason: crate::board::why::words(&d.decision, d.assignee) };
         self.0.insert(d.task_id.to_owned(), waiting);
-    }
-}
-
-/// A decision in words for a card (the code stays beside it, so the CLI's `--explain` finds the same).
-fn words(d: &Decision, assignee: Option<&str>) -> String {
-    let who = assignee.unwrap_or("its assignee");
-    match d {
-        Decision::Spawn => "starts at the next tick".to_owned(),
-        Decision::SkippedUnassigned => "no assignee (and no kanban.default_assignee)".to_owned(),
-        Decision::SkippedNonspawnable => format!("{who} is no profile on this host"),
-        Decision::SkippedPerProfileCapped { current, cap } => {
-            format!("{who} is at its cap ({current} of {cap} running)")
-        }
-        Decision::DeferredMaxInProgress { running, cap } => {
-            format!("kanban.max_in_progress reached ({running} of {cap} running)")
-        }
-        Decision::DeferredMaxSpawn { cap } => format!("{cap} start(s) a tick already planned (kanban.max_spawn)"),
-        Decision::DeferredRateLimited { limit, per_profile: true, wait_secs, .. } => {
-            format!("start rate: {who} started {limit} task(s) in the last minute; next start in {wait_secs} s")
-        }
-        Decision::DeferredRateLimited { limit, wait_secs, .. } => {
-            format!("start rate: the board started {limit} task(s) in the last minute; next start in {wait_secs} s")
-        }
-        Decision::DeferredSandboxElsewhere { wait_secs } => {
-            format!("its sandbox is on another host, left to it for {wait_secs} s")
-        }
-        Decision::DeferredEngineUnavailable { wait_secs } => {
-            format!("the container engine was unreachable; tries again in {wait_secs} s")
-        }
-        Decision::DeferredScheduled { wait_secs, .. } => format!("waits for its time: {wait_secs} s"),
-        other => other.reason(),
     }
 }
 
