@@ -196,6 +196,15 @@ fn a_forged_start_on_the_runners_socket_runs_nothing_and_records_nothing() {
     home.ok(&["kanban", "archive", &id]);
 }
 
+/// A test database's URL without a password and with [`PASSWORD`]: the test server trusts its local connections, so
+/// both reach it.
+fn with_password(url: &str) -> (String, String) {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (user, at) = rest.split_once('@').unwrap();
+    let user = user.split(':').next().unwrap();
+    (format!("{scheme}://{user}@{at}"), format!("{scheme}://{user}:{PASSWORD}@{at}"))
+}
+
 /// What the forger of [`a_forger_that_execs_berth_is_not_taken_for_the_dispatcher`] runs: it connects to the runner,
 /// forks, and its parent (the socket's peer) becomes berth, while the child says hello, answers the challenge with
 /// the best proof it can make (keyed by the URL it has, without the password), starts the victim's run and claims it
@@ -229,11 +238,8 @@ s.close(); time.sleep(3); os.close(w)  # // scenario: berth, the socket's peer, 
 #[test]
 fn a_forger_that_execs_berth_is_not_taken_for_the_dispatcher() {
     let Some(db) = crate::pg::TestDb::create() else { return };
-    let (scheme, rest) = db.url.split_once("://").unwrap();
-    let (user, at) = rest.split_once('@').unwrap();
-    // The test server trusts its local connections: the password is the runner's key, not the server's check.
-    let bare = format!("{scheme}://{}@{at}", user.split(':').next().unwrap());
-    let url = format!("{scheme}://{}:{PASSWORD}@{at}", user.split(':').next().unwrap());
+    // The password is the runner's key, not the server's check.
+    let (bare, url) = with_password(&db.url);
     let mut home = Home::new();
     home.board_url = Some(url);
     home.ok(&["config", "set", "kanban.worker_command", "sleep 30"]);
@@ -441,10 +447,8 @@ fn read_as_root(
 #[test]
 fn no_process_berth_starts_shows_the_board_password() {
     let Some(db) = crate::pg::TestDb::create() else { return };
-    let (scheme, rest) = db.url.split_once("://").unwrap();
-    let (user, at) = rest.split_once('@').unwrap();
-    // The test server trusts its local connections: the password is there to be stolen, not checked.
-    let url = format!("{scheme}://{}:{PASSWORD}@{at}", user.split(':').next().unwrap());
+    // The password is there to be stolen, not checked.
+    let (_, url) = with_password(&db.url);
     let mut home = Home::new();
     home.board_url = Some(url.clone());
     let bin = berth_bin();

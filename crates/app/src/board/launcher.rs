@@ -229,8 +229,8 @@ impl RunnerClient {
         let reader = BufReader::new(conn.try_clone().map_err(|e| e.to_string())?);
         let mut client = Self { conn, reader };
         let welcome = client.ask(hello)?;
-        // The runner's challenge, answered for the pid this socket sees at its other end (`runner/wire.rs`); its
-        // answer comes with the first start's.
+        // The runner's challenge, answered for the pid this socket sees at its other end (`runner/wire.rs`); the
+        // runner answers the proof with nothing (the starts follow). A runner from before the challenge sends none.
         if let (Some(nonce), Some(pid)) = (welcome.nonce, runner::wire::peer_pid(&client.conn)) {
             let proof = runner::wire::Proof { proof: runner::wire::proof(&runner::wire::key(ctx), &nonce, pid) };
             let line = serde_json::to_string(&proof).map_err(|e| e.to_string())?;
